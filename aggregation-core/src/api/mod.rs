@@ -1,0 +1,183 @@
+//! The HTTP edge: routes, extraction and validation of requests, rendering of responses.
+//! Every status code, header and body of the API is decided here.
+
+use std::net::IpAddr;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode, header};
+use http_body_util::{BodyExt as _, Full, combinators::UnsyncBoxBody};
+use serde::Serialize;
+
+use crate::auth::{AccessClaims, AuthError};
+use crate::problem::{ApiError, ErrorCode, FieldError};
+use crate::store::StoreError;
+
+pub(crate) mod auth;
+pub(crate) mod extract;
+pub(crate) mod routes;
+pub(crate) mod sessions;
+
+/// The body type every response carries.
+pub type ResponseBody = Full<Bytes>;
+/// Incoming bodies, boxed once at the service boundary.
+pub(crate) type RequestBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+/// A handler's result.
+pub(crate) type ApiResult = Result<http::Response<ResponseBody>, ApiError>;
+
+/// What handlers know about the request besides its body.
+pub(crate) struct RequestContext {
+    pub(crate) method: Method,
+    pub(crate) path: String,
+    pub(crate) query: Option<String>,
+    pub(crate) headers: HeaderMap,
+    pub(crate) client_ip: Option<IpAddr>,
+}
+
+impl RequestContext {
+    pub(crate) fn header_str(&self, name: &header::HeaderName) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    /// The bearer token of the Authorization header, if there is one.
+    pub(crate) fn bearer_token(&self) -> Option<&str> {
+        let value = self.header_str(&header::AUTHORIZATION)?.trim();
+        let (scheme, token) = value.split_once(' ')?;
+        scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| token.trim())
+            .filter(|token| !token.is_empty())
+    }
+
+    pub(crate) fn client_info(&self) -> crate::auth::ClientInfo {
+        crate::auth::ClientInfo {
+            ip_address: self.client_ip.map(|ip| ip.to_string()),
+            user_agent: self
+                .header_str(&header::USER_AGENT)
+                .map(str::to_owned)
+                .filter(|agent| !agent.trim().is_empty()),
+        }
+    }
+}
+
+/// A JSON response.
+pub(crate) fn json<T: Serialize>(status: StatusCode, value: &T) -> ApiResult {
+    let body = serde_json::to_vec(value).map_err(|error| {
+        tracing::error!(error = %error, "response serialization failed");
+        ApiError::internal()
+    })?;
+    http::Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|_| ApiError::internal())
+}
+
+/// A 204 response.
+pub(crate) fn no_content() -> ApiResult {
+    http::Response::builder()
+        .status(StatusCode::NO_CONTENT)
+        .body(Full::new(Bytes::new()))
+        .map_err(|_| ApiError::internal())
+}
+
+/// Reads a whole body, refusing it with 413 as soon as it passes `limit` bytes.
+pub(crate) async fn read_body(
+    headers: &HeaderMap,
+    mut body: RequestBody,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("The request body is larger than {limit} bytes."),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(too_large());
+    }
+    let mut collected = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|error| {
+            ApiError::field(
+                "body",
+                "unreadable",
+                format!("The request body could not be read: {error}"),
+            )
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if collected.len() + data.len() > limit {
+                return Err(too_large());
+            }
+            collected.extend_from_slice(&data);
+        }
+    }
+    Ok(collected.freeze())
+}
+
+/// The claims of the request's valid access token, or 401.
+pub(crate) fn require_user(
+    state: &crate::service::State,
+    ctx: &RequestContext,
+) -> Result<AccessClaims, ApiError> {
+    ctx.bearer_token()
+        .and_then(|token| state.auth.verify_access_token(token))
+        .ok_or_else(ApiError::unauthorized)
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Unavailable(_) => ApiError::new(
+                ErrorCode::ServiceUnavailable,
+                "The service is temporarily unavailable. Try again shortly.",
+            ),
+            StoreError::Conflict(_) => {
+                ApiError::new(ErrorCode::Conflict, "The resource already exists.")
+            }
+            StoreError::Other(_) => ApiError::internal(),
+        }
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(error: AuthError) -> Self {
+        let detail = error.to_string();
+        match error {
+            AuthError::InvalidCredentials | AuthError::InvalidRefreshToken => {
+                ApiError::new(ErrorCode::Unauthorized, detail)
+            }
+            AuthError::EmailNotVerified => ApiError::new(ErrorCode::Forbidden, detail),
+            AuthError::EmailTaken => ApiError::new(ErrorCode::Conflict, detail),
+            AuthError::TokenNotFound | AuthError::UserNotFound => {
+                ApiError::new(ErrorCode::NotFound, detail)
+            }
+            AuthError::TokenExpired | AuthError::TokenUsed => {
+                ApiError::new(ErrorCode::CommandValidationFailed, detail)
+            }
+            AuthError::Store(store) => store.into(),
+            AuthError::Password(error) => {
+                tracing::error!(error = %error, "password hashing failed");
+                ApiError::internal()
+            }
+            AuthError::Signing(error) => {
+                tracing::error!(error = %error, "token signing failed");
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+/// 422 for a path id that is not a UUID.
+pub(crate) fn parse_path_uuid(name: &str, value: &str) -> Result<uuid::Uuid, ApiError> {
+    uuid::Uuid::parse_str(value).map_err(|_| {
+        ApiError::validation(vec![FieldError::new(
+            format!("path.{name}"),
+            "invalid_uuid",
+            "Must be a UUID.",
+        )])
+    })
+}

@@ -1,0 +1,488 @@
+//! Users, credentials and sessions: registration, email verification, login, refresh-token
+//! rotation with reuse detection, logout and password reset.
+//!
+//! Everything here works on plain values; `api/` turns results into HTTP responses.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::crypto::{random_hex_token, random_urlsafe_token, token_digest};
+use crate::mail::{Email, MailQueue};
+use crate::store::{
+    NewOneTimeToken, NewRefreshToken, NewSession, NewUser, Role, Store, StoreError, TokenCheck,
+    TokenPurpose, UserRecord, now,
+};
+
+pub(crate) mod access_token;
+pub mod device;
+pub mod password;
+
+pub use access_token::AccessClaims;
+use access_token::{AccessTokens, SigningError};
+use password::PasswordError;
+
+/// Why an authentication operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// Unknown email or wrong password (the two are indistinguishable on purpose).
+    #[error("Email or password is incorrect.")]
+    InvalidCredentials,
+    /// The password is right but the email is not verified yet.
+    #[error("The email address has not been verified yet.")]
+    EmailNotVerified,
+    /// An account with this email exists.
+    #[error("An account with this email already exists.")]
+    EmailTaken,
+    /// The refresh token is unknown, expired, revoked, rotated away or below the minimum version.
+    #[error("The refresh token is invalid or has expired.")]
+    InvalidRefreshToken,
+    /// No such verification or reset token.
+    #[error("Token not found.")]
+    TokenNotFound,
+    /// The token expired.
+    #[error("The token has expired.")]
+    TokenExpired,
+    /// The token was used already.
+    #[error("The token has already been used.")]
+    TokenUsed,
+    /// The token's user no longer exists.
+    #[error("User not found.")]
+    UserNotFound,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Hashing failed.
+    #[error(transparent)]
+    Password(#[from] PasswordError),
+    /// Signing an access token failed.
+    #[error(transparent)]
+    Signing(#[from] SigningError),
+}
+
+/// Who is making a request, as recorded on sessions and tokens.
+#[derive(Debug, Clone, Default)]
+pub struct ClientInfo {
+    /// Client IP address.
+    pub ip_address: Option<String>,
+    /// Raw User-Agent header.
+    pub user_agent: Option<String>,
+}
+
+/// A registered user.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    /// The new user's id.
+    pub user_id: Uuid,
+    /// The email as given.
+    pub email: String,
+}
+
+/// Tokens handed out by login and refresh.
+#[derive(Debug, Clone)]
+pub struct IssuedTokens {
+    /// JWT access token.
+    pub access_token: String,
+    /// Opaque refresh token.
+    pub refresh_token: String,
+    /// Seconds the access token lives.
+    pub expires_in: i64,
+}
+
+/// Trims and lowercases an email: the key under which accounts are unique.
+pub fn normalize_email(email: &str) -> String {
+    email.trim().to_lowercase()
+}
+
+/// Raw User-Agent values longer than this are cut before they are stored.
+const MAX_USER_AGENT_CHARS: usize = 512;
+
+/// The authentication operations over a store.
+#[derive(Clone)]
+pub(crate) struct Auth {
+    store: Arc<dyn Store>,
+    config: Arc<Config>,
+    tokens: AccessTokens,
+    mail: MailQueue,
+    /// Verified against when the email is unknown, so that both failures take the same time.
+    dummy_hash: Arc<tokio::sync::OnceCell<String>>,
+}
+
+fn add(at: DateTime<Utc>, duration: std::time::Duration) -> DateTime<Utc> {
+    at + TimeDelta::from_std(duration).unwrap_or(TimeDelta::MAX)
+}
+
+impl Auth {
+    pub(crate) fn new(store: Arc<dyn Store>, config: Arc<Config>, mail: MailQueue) -> Self {
+        Self {
+            tokens: AccessTokens::new(&config),
+            store,
+            config,
+            mail,
+            dummy_hash: Arc::new(tokio::sync::OnceCell::new()),
+        }
+    }
+
+    /// Verifies an access token.
+    pub(crate) fn verify_access_token(&self, token: &str) -> Option<AccessClaims> {
+        self.tokens.verify(token)
+    }
+
+    pub(crate) async fn register(
+        &self,
+        email: &str,
+        password: &str,
+        client: &ClientInfo,
+    ) -> Result<Registration, AuthError> {
+        let email = email.trim().to_owned();
+        let password_hash = password::hash_password(password).await?;
+        let user = NewUser {
+            id: Uuid::now_v7(),
+            email_normalized: normalize_email(&email),
+            email,
+            password_hash,
+            created_at: now(),
+        };
+        match self.store.create_user(&user).await {
+            Ok(()) => {}
+            Err(StoreError::Conflict(_)) => return Err(AuthError::EmailTaken),
+            Err(error) => return Err(error.into()),
+        }
+        self.send_verification(user.id, &user.email, client, None)
+            .await?;
+        Ok(Registration {
+            user_id: user.id,
+            email: user.email,
+        })
+    }
+
+    /// Issues a verification token and queues its email; with `cap`, only while the user was
+    /// sent fewer than that many in the last hour.
+    async fn send_verification(
+        &self,
+        user_id: Uuid,
+        email: &str,
+        client: &ClientInfo,
+        cap: Option<u64>,
+    ) -> Result<(), AuthError> {
+        let token = random_hex_token();
+        let created_at = now();
+        let record = NewOneTimeToken {
+            digest: token_digest(&token),
+            purpose: TokenPurpose::EmailVerification,
+            user_id,
+            created_at,
+            expires_at: add(created_at, self.config.verification_token_ttl()),
+            ip_address: client.ip_address.clone(),
+            user_agent: client.user_agent.clone(),
+        };
+        match cap {
+            None => self.store.insert_one_time_token(&record).await?,
+            Some(cap) => {
+                let since = created_at - TimeDelta::hours(1);
+                if !self
+                    .store
+                    .insert_one_time_token_capped(&record, cap, since)
+                    .await?
+                {
+                    return Ok(());
+                }
+            }
+        }
+        let base = self.config.base_url();
+        let hours = self.config.verification_token_ttl().as_secs() / 3600;
+        self.mail.enqueue(Email::new(
+            email,
+            "Verify your email address",
+            format!(
+                "Welcome!\n\nConfirm your email address with this verification token:\n\n    \
+                 {token}\n\nSend it as {{\"token\": \"{token}\"}} to POST \
+                 {base}/api/v1/email-verifications.\nThe token expires in {hours} hours.\n\n\
+                 If you did not register, ignore this email.\n"
+            ),
+        ));
+        Ok(())
+    }
+
+    pub(crate) async fn verify_email(&self, token: &str) -> Result<(), AuthError> {
+        match self.store.verify_email(&token_digest(token), now()).await? {
+            TokenCheck::Consumed { .. } | TokenCheck::Valid { .. } => Ok(()),
+            other => Err(token_failure(other)),
+        }
+    }
+
+    /// Sends a new verification token when the account exists and is unverified, at most
+    /// `reset_emails_per_hour` an hour; otherwise does nothing. Never tells which.
+    pub(crate) async fn resend_verification(
+        &self,
+        email: &str,
+        client: &ClientInfo,
+    ) -> Result<(), AuthError> {
+        let Some(user) = self.store.user_by_email(&normalize_email(email)).await? else {
+            return Ok(());
+        };
+        if user.email_verified_at.is_some() {
+            return Ok(());
+        }
+        let cap = u64::from(self.config.reset_emails_per_hour());
+        self.send_verification(user.id, &user.email, client, Some(cap))
+            .await
+    }
+
+    async fn dummy_hash(&self) -> Result<&str, AuthError> {
+        let hash = self
+            .dummy_hash
+            .get_or_try_init(|| password::hash_password("dummy password for timing"))
+            .await?;
+        Ok(hash.as_str())
+    }
+
+    pub(crate) async fn login(
+        &self,
+        email: &str,
+        password: &str,
+        client: &ClientInfo,
+    ) -> Result<IssuedTokens, AuthError> {
+        let user = self.store.user_by_email(&normalize_email(email)).await?;
+        let Some(user) = user else {
+            let dummy = self.dummy_hash().await?.to_owned();
+            password::verify_password(&dummy, password).await;
+            return Err(AuthError::InvalidCredentials);
+        };
+        if !password::verify_password(&user.password_hash, password).await {
+            return Err(AuthError::InvalidCredentials);
+        }
+        if user.email_verified_at.is_none() {
+            return Err(AuthError::EmailNotVerified);
+        }
+        let created_at = now();
+        let session_id = Uuid::now_v7();
+        let refresh_token = random_urlsafe_token();
+        let expires_at = add(created_at, self.config.refresh_token_ttl());
+        let user_agent = client
+            .user_agent
+            .as_deref()
+            .map(|agent| agent.chars().take(MAX_USER_AGENT_CHARS).collect::<String>());
+        self.store
+            .create_session(
+                &NewSession {
+                    id: session_id,
+                    user_id: user.id,
+                    device_info: user_agent.as_deref().and_then(device::device_info),
+                    ip_address: client.ip_address.clone(),
+                    user_agent,
+                    created_at,
+                    expires_at,
+                },
+                &NewRefreshToken {
+                    digest: token_digest(&refresh_token),
+                    session_id,
+                    user_id: user.id,
+                    token_version: self.token_version_floor(&user).await?,
+                    issued_at: created_at,
+                    expires_at,
+                },
+            )
+            .await?;
+        self.issue_access(&user, session_id, refresh_token, created_at)
+            .await
+    }
+
+    async fn issue_access(
+        &self,
+        user: &UserRecord,
+        session_id: Uuid,
+        refresh_token: String,
+        at: DateTime<Utc>,
+    ) -> Result<IssuedTokens, AuthError> {
+        let mut roles: Vec<String> = self
+            .store
+            .user_roles(user.id)
+            .await?
+            .into_iter()
+            .map(|role| role.as_str().to_owned())
+            .collect();
+        if roles.is_empty() {
+            roles.push(Role::User.as_str().to_owned());
+        }
+        roles.sort();
+        let access_token = self
+            .tokens
+            .issue(user.id, &user.email, roles, session_id, at)?;
+        Ok(IssuedTokens {
+            access_token,
+            refresh_token,
+            expires_in: self.tokens.ttl_seconds(),
+        })
+    }
+
+    /// The version a refresh token issued now is stamped with.
+    async fn token_version_floor(&self, user: &UserRecord) -> Result<i64, AuthError> {
+        Ok(user.min_token_version)
+    }
+
+    /// Whether a token of `version` is still acceptable for `user`.
+    async fn token_version_accepted(
+        &self,
+        user: &UserRecord,
+        version: i64,
+    ) -> Result<bool, AuthError> {
+        Ok(version >= user.min_token_version)
+    }
+
+    pub(crate) async fn refresh(&self, refresh_token: &str) -> Result<IssuedTokens, AuthError> {
+        let digest = token_digest(refresh_token);
+        let at = now();
+        let Some(record) = self.store.refresh_token(&digest).await? else {
+            return Err(AuthError::InvalidRefreshToken);
+        };
+        if record.rotated_at.is_some() {
+            // A token that was already exchanged is being presented again: whoever holds it
+            // may have stolen it, so the whole session goes.
+            if record.session_revoked_at.is_none() {
+                tracing::warn!(session_id = %record.session_id, "refresh token reuse detected; session revoked");
+                self.store
+                    .revoke_session(record.user_id, record.session_id, "token_reuse", at)
+                    .await?;
+            }
+            return Err(AuthError::InvalidRefreshToken);
+        }
+        if record.revoked_at.is_some()
+            || record.session_revoked_at.is_some()
+            || record.expires_at <= at
+        {
+            return Err(AuthError::InvalidRefreshToken);
+        }
+        let Some(user) = self.store.user_by_id(record.user_id).await? else {
+            return Err(AuthError::InvalidRefreshToken);
+        };
+        if !self
+            .token_version_accepted(&user, record.token_version)
+            .await?
+        {
+            return Err(AuthError::InvalidRefreshToken);
+        }
+        let new_refresh_token = random_urlsafe_token();
+        let rotated = self
+            .store
+            .rotate_refresh_token(
+                &digest,
+                &NewRefreshToken {
+                    digest: token_digest(&new_refresh_token),
+                    session_id: record.session_id,
+                    user_id: user.id,
+                    token_version: self.token_version_floor(&user).await?,
+                    issued_at: at,
+                    expires_at: add(at, self.config.refresh_token_ttl()),
+                },
+                at,
+            )
+            .await?;
+        if !rotated {
+            // A concurrent refresh with the same token won the race; that is not evidence of
+            // theft, so the session stays, but this caller gets nothing.
+            return Err(AuthError::InvalidRefreshToken);
+        }
+        self.issue_access(&user, record.session_id, new_refresh_token, at)
+            .await
+    }
+
+    /// Revokes the presented refresh token's session if it is the caller's; silent otherwise.
+    pub(crate) async fn logout(&self, user_id: Uuid, refresh_token: &str) -> Result<(), AuthError> {
+        self.store
+            .revoke_session_by_token(user_id, &token_digest(refresh_token), "logout", now())
+            .await?;
+        Ok(())
+    }
+
+    /// Sends a reset token when the account exists (at most `reset_emails_per_hour` an hour).
+    /// The work runs in the background so that the answer takes the same time either way.
+    pub(crate) fn request_password_reset(&self, email: &str, client: ClientInfo) {
+        let auth = self.clone();
+        let email = normalize_email(email);
+        tokio::spawn(async move {
+            if let Err(error) = auth.send_password_reset(&email, &client).await {
+                tracing::error!(error = %error, "password reset request failed");
+            }
+        });
+    }
+
+    async fn send_password_reset(&self, email: &str, client: &ClientInfo) -> Result<(), AuthError> {
+        let Some(user) = self.store.user_by_email(email).await? else {
+            return Ok(());
+        };
+        let token = random_hex_token();
+        let created_at = now();
+        let issued = self
+            .store
+            .insert_one_time_token_capped(
+                &NewOneTimeToken {
+                    digest: token_digest(&token),
+                    purpose: TokenPurpose::PasswordReset,
+                    user_id: user.id,
+                    created_at,
+                    expires_at: add(created_at, self.config.reset_token_ttl()),
+                    ip_address: client.ip_address.clone(),
+                    user_agent: client.user_agent.clone(),
+                },
+                u64::from(self.config.reset_emails_per_hour()),
+                created_at - TimeDelta::hours(1),
+            )
+            .await?;
+        if !issued {
+            return Ok(());
+        }
+        let base = self.config.base_url();
+        let minutes = self.config.reset_token_ttl().as_secs() / 60;
+        self.mail.enqueue(Email::new(
+            &user.email,
+            "Reset your password",
+            format!(
+                "Someone asked to reset the password of this account.\n\nReset token:\n\n    \
+                 {token}\n\nSend it with your new password as {{\"token\": \"{token}\", \
+                 \"new_password\": \"...\"}} to POST {base}/api/v1/password-resets.\n\
+                 The token expires in {minutes} minutes and works once. Resetting signs out \
+                 every session.\n\nIf this was not you, ignore this email.\n"
+            ),
+        ));
+        Ok(())
+    }
+
+    pub(crate) async fn reset_password(
+        &self,
+        token: &str,
+        new_password: &str,
+    ) -> Result<(), AuthError> {
+        let digest = token_digest(token);
+        let check = self
+            .store
+            .check_one_time_token(&digest, TokenPurpose::PasswordReset, now())
+            .await?;
+        if !matches!(check, TokenCheck::Valid { .. }) {
+            return Err(token_failure(check));
+        }
+        let password_hash = password::hash_password(new_password).await?;
+        match self
+            .store
+            .reset_password(&digest, &password_hash, now())
+            .await?
+        {
+            TokenCheck::Consumed { .. } | TokenCheck::Valid { .. } => Ok(()),
+            other => Err(token_failure(other)),
+        }
+    }
+}
+
+fn token_failure(check: TokenCheck) -> AuthError {
+    match check {
+        TokenCheck::Expired => AuthError::TokenExpired,
+        TokenCheck::AlreadyUsed => AuthError::TokenUsed,
+        TokenCheck::UnknownUser => AuthError::UserNotFound,
+        TokenCheck::Unknown | TokenCheck::Consumed { .. } | TokenCheck::Valid { .. } => {
+            AuthError::TokenNotFound
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! Configuration of the service: addresses, secrets, lifetimes and limits.
+//!
+//! ```
+//! use aggregation_core::Config;
+//! let config = Config::new("https://api.example.com", b"0123456789abcdef0123456789abcdef".to_vec())
+//!     .expect("a 32-byte secret");
+//! assert_eq!(config.access_token_ttl().as_secs(), 900);
+//! ```
+
+use std::time::Duration;
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The JWT secret is shorter than 32 bytes.
+    #[error("the JWT secret must be at least 32 bytes long, got {0}")]
+    WeakJwtSecret(usize),
+    /// The base URL is not an absolute http(s) URL.
+    #[error("the base URL must be an absolute http:// or https:// URL, got {0:?}")]
+    BaseUrl(String),
+}
+
+/// Settings of the service. Every lifetime and limit has the spec's default.
+#[derive(Clone)]
+pub struct Config {
+    base_url: String,
+    jwt_secret: Vec<u8>,
+    jwt_issuer: String,
+    jwt_audience: String,
+    access_token_ttl: Duration,
+    refresh_token_ttl: Duration,
+    verification_token_ttl: Duration,
+    reset_token_ttl: Duration,
+    reset_emails_per_hour: u32,
+    rotation_grace: Duration,
+    max_body_bytes: usize,
+    max_upload_bytes: usize,
+    mail_from: String,
+    store_timeout: Duration,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("base_url", &self.base_url)
+            .field("jwt_secret", &"<redacted>")
+            .field("jwt_issuer", &self.jwt_issuer)
+            .field("access_token_ttl", &self.access_token_ttl)
+            .field("refresh_token_ttl", &self.refresh_token_ttl)
+            .field("rotation_grace", &self.rotation_grace)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_upload_bytes", &self.max_upload_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Config {
+    /// A configuration with the spec's defaults.
+    ///
+    /// `base_url` prefixes problem `type`s and links in emails; `jwt_secret` signs access tokens
+    /// (HS256) and must be at least 32 bytes.
+    pub fn new(base_url: impl Into<String>, jwt_secret: Vec<u8>) -> Result<Self, ConfigError> {
+        let base_url = base_url.into().trim_end_matches('/').to_owned();
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://"))
+            || base_url.len() <= "https://".len()
+        {
+            return Err(ConfigError::BaseUrl(base_url));
+        }
+        if jwt_secret.len() < 32 {
+            return Err(ConfigError::WeakJwtSecret(jwt_secret.len()));
+        }
+        Ok(Self {
+            jwt_issuer: base_url.clone(),
+            jwt_audience: format!("{base_url}/api/v1"),
+            base_url,
+            jwt_secret,
+            access_token_ttl: Duration::from_secs(900),
+            refresh_token_ttl: Duration::from_secs(30 * 24 * 3600),
+            verification_token_ttl: Duration::from_secs(24 * 3600),
+            reset_token_ttl: Duration::from_secs(15 * 60),
+            reset_emails_per_hour: 3,
+            rotation_grace: Duration::from_secs(300),
+            max_body_bytes: 1024 * 1024,
+            max_upload_bytes: 10 * 1024 * 1024,
+            mail_from: "noreply@localhost".to_owned(),
+            store_timeout: Duration::from_secs(5),
+        })
+    }
+
+    /// Sets the grace period after a global token rotation (default 300 s).
+    #[must_use]
+    pub fn with_rotation_grace(mut self, grace: Duration) -> Self {
+        self.rotation_grace = grace;
+        self
+    }
+
+    /// Sets the largest accepted JSON body (default 1 MiB).
+    #[must_use]
+    pub fn with_max_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_body_bytes = bytes;
+        self
+    }
+
+    /// Sets the largest accepted upload (default 10 MiB).
+    #[must_use]
+    pub fn with_max_upload_bytes(mut self, bytes: usize) -> Self {
+        self.max_upload_bytes = bytes;
+        self
+    }
+
+    /// Sets the sender mailbox of emails (default `noreply@localhost`).
+    #[must_use]
+    pub fn with_mail_from(mut self, from: impl Into<String>) -> Self {
+        self.mail_from = from.into();
+        self
+    }
+
+    /// Sets the access-token lifetime (default 900 s).
+    #[must_use]
+    pub fn with_access_token_ttl(mut self, ttl: Duration) -> Self {
+        self.access_token_ttl = ttl;
+        self
+    }
+
+    /// Sets the password-reset token lifetime (default 15 min).
+    #[must_use]
+    pub fn with_reset_token_ttl(mut self, ttl: Duration) -> Self {
+        self.reset_token_ttl = ttl;
+        self
+    }
+
+    /// Sets the verification token lifetime (default 24 h).
+    #[must_use]
+    pub fn with_verification_token_ttl(mut self, ttl: Duration) -> Self {
+        self.verification_token_ttl = ttl;
+        self
+    }
+
+    /// Sets how long a store call may take before the request fails with 503 (default 5 s).
+    #[must_use]
+    pub fn with_store_timeout(mut self, timeout: Duration) -> Self {
+        self.store_timeout = timeout;
+        self
+    }
+
+    /// The base URL, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The HS256 secret of access tokens.
+    pub(crate) fn jwt_secret(&self) -> &[u8] {
+        &self.jwt_secret
+    }
+
+    /// The `iss` claim of access tokens.
+    pub fn jwt_issuer(&self) -> &str {
+        &self.jwt_issuer
+    }
+
+    /// The `aud` claim of access tokens.
+    pub fn jwt_audience(&self) -> &str {
+        &self.jwt_audience
+    }
+
+    /// Lifetime of access tokens.
+    pub fn access_token_ttl(&self) -> Duration {
+        self.access_token_ttl
+    }
+
+    /// Lifetime of refresh tokens.
+    pub fn refresh_token_ttl(&self) -> Duration {
+        self.refresh_token_ttl
+    }
+
+    /// Lifetime of email verification tokens.
+    pub fn verification_token_ttl(&self) -> Duration {
+        self.verification_token_ttl
+    }
+
+    /// Lifetime of password reset tokens.
+    pub fn reset_token_ttl(&self) -> Duration {
+        self.reset_token_ttl
+    }
+
+    /// Password reset emails sent per user per hour at most.
+    pub fn reset_emails_per_hour(&self) -> u32 {
+        self.reset_emails_per_hour
+    }
+
+    /// Grace period after a global rotation.
+    pub fn rotation_grace(&self) -> Duration {
+        self.rotation_grace
+    }
+
+    /// Largest JSON body.
+    pub fn max_body_bytes(&self) -> usize {
+        self.max_body_bytes
+    }
+
+    /// Largest upload.
+    pub fn max_upload_bytes(&self) -> usize {
+        self.max_upload_bytes
+    }
+
+    /// Sender mailbox.
+    pub fn mail_from(&self) -> &str {
+        &self.mail_from
+    }
+
+    /// Bound on each store call.
+    pub fn store_timeout(&self) -> Duration {
+        self.store_timeout
+    }
+}

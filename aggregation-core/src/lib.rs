@@ -1,0 +1,13 @@
+#![doc = include_str!("../README.md")]
+
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod crypto;
+pub mod mail;
+pub mod problem;
+pub mod service;
+pub mod store;
+
+pub use config::{Config, ConfigError};
+pub use service::{AggregationService, AggregationServiceBuilder, BuildError, PeerAddr};

@@ -1,0 +1,370 @@
+//! The whole API as one `tower::Service` over `http` types.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode, header};
+use http_body_util::BodyExt as _;
+use serde::Serialize;
+
+use crate::api::routes::{Endpoint, Router};
+use crate::api::{self, ApiResult, RequestBody, RequestContext, ResponseBody, json, read_body};
+use crate::auth::Auth;
+use crate::config::Config;
+use crate::crypto::{random_span_id, random_trace_id};
+use crate::mail::{MailQueue, Mailer};
+use crate::problem::{ApiError, ErrorCode, PROBLEM_CONTENT_TYPE};
+use crate::store::Store;
+
+/// The client's socket address, put into request extensions by the host (the adapters do it).
+/// Without it, rate limiting by IP treats all such requests as one client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub SocketAddr);
+
+/// Why the service could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// No store was given.
+    #[error("a store is required: call .store(...)")]
+    MissingStore,
+    /// No mailer was given.
+    #[error("a mailer is required: call .mailer(...)")]
+    MissingMailer,
+    /// `build` was called outside a Tokio runtime (the mail queue needs one).
+    #[error("the service must be built inside a Tokio runtime")]
+    NoRuntime,
+}
+
+/// Shared state behind every clone of the service.
+pub(crate) struct State {
+    pub(crate) config: Arc<Config>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) auth: Auth,
+    router: Router,
+}
+
+/// The aggregation API as a `tower::Service<http::Request<B>>`.
+///
+/// Cheap to clone; every failure is already a problem-details response, so `Error` is
+/// [`Infallible`]. Build it with [`AggregationService::builder`].
+#[derive(Clone)]
+pub struct AggregationService {
+    state: Arc<State>,
+}
+
+impl std::fmt::Debug for AggregationService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AggregationService")
+            .field("config", &self.state.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Assembles an [`AggregationService`].
+#[must_use]
+pub struct AggregationServiceBuilder {
+    config: Config,
+    store: Option<Arc<dyn Store>>,
+    mailer: Option<Arc<dyn Mailer>>,
+}
+
+impl AggregationService {
+    /// Starts building a service with this configuration.
+    pub fn builder(config: Config) -> AggregationServiceBuilder {
+        AggregationServiceBuilder {
+            config,
+            store: None,
+            mailer: None,
+        }
+    }
+
+    /// The configuration the service runs with.
+    pub fn config(&self) -> &Config {
+        &self.state.config
+    }
+}
+
+impl AggregationServiceBuilder {
+    /// The store (SQLite, PostgreSQL, or your own).
+    pub fn store(mut self, store: impl Store) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// The store, already shared.
+    pub fn shared_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The mailer (SMTP, outbox folder, in memory, or your own).
+    pub fn mailer(mut self, mailer: impl Mailer) -> Self {
+        self.mailer = Some(Arc::new(mailer));
+        self
+    }
+
+    /// Builds the service. Must run inside a Tokio runtime: the mail queue's task starts here.
+    pub fn build(self) -> Result<AggregationService, BuildError> {
+        let store = self.store.ok_or(BuildError::MissingStore)?;
+        let mailer = self.mailer.ok_or(BuildError::MissingMailer)?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(BuildError::NoRuntime);
+        }
+        let config = Arc::new(self.config);
+        let mail = MailQueue::start(mailer);
+        let auth = Auth::new(store.clone(), config.clone(), mail);
+        Ok(AggregationService {
+            state: Arc::new(State {
+                config,
+                store,
+                auth,
+                router: Router::new(),
+            }),
+        })
+    }
+}
+
+impl<B> tower::Service<Request<B>> for AggregationService
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = Response<ResponseBody>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let state = self.state.clone();
+        let request = request.map(|body| body.map_err(Into::into).boxed_unsync());
+        Box::pin(async move { Ok(state.handle(request).await) })
+    }
+}
+
+/// The trace id of an incoming W3C `traceparent` header, when it is well formed.
+fn incoming_trace_id(headers: &http::HeaderMap) -> Option<String> {
+    let value = headers.get("traceparent")?.to_str().ok()?;
+    let mut parts = value.trim().split('-');
+    let (version, trace_id, parent_id, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let valid = hex(version, 2)
+        && version != "ff"
+        && hex(trace_id, 32)
+        && trace_id.bytes().any(|b| b != b'0')
+        && hex(parent_id, 16)
+        && hex(flags, 2);
+    valid.then(|| trace_id.to_ascii_lowercase())
+}
+
+#[derive(Serialize)]
+struct Health {
+    status: &'static str,
+}
+
+impl State {
+    async fn handle(&self, request: Request<RequestBody>) -> Response<ResponseBody> {
+        let started = Instant::now();
+        let (parts, body) = request.into_parts();
+        let trace_id = incoming_trace_id(&parts.headers).unwrap_or_else(random_trace_id);
+        let ctx = RequestContext {
+            client_ip: parts.extensions.get::<PeerAddr>().map(|peer| peer.0.ip()),
+            method: parts.method,
+            path: parts.uri.path().to_owned(),
+            query: parts.uri.query().map(str::to_owned),
+            headers: parts.headers,
+        };
+        let mut response = match self.dispatch(&ctx, body).await {
+            Ok(response) => response,
+            Err(error) => self.problem(&ctx, &trace_id, &error),
+        };
+        if let Ok(value) = HeaderValue::from_str(&format!("00-{trace_id}-{}-01", random_span_id()))
+        {
+            response.headers_mut().insert("traceparent", value);
+        }
+        tracing::info!(
+            method = %ctx.method,
+            path = %ctx.path,
+            status = response.status().as_u16(),
+            elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
+            trace_id = %trace_id,
+            "request"
+        );
+        response
+    }
+
+    fn problem(
+        &self,
+        ctx: &RequestContext,
+        trace_id: &str,
+        error: &ApiError,
+    ) -> Response<ResponseBody> {
+        let body = serde_json::to_vec(&error.to_body(self.config.base_url(), &ctx.path, trace_id))
+            .unwrap_or_default();
+        let mut response = Response::new(ResponseBody::new(Bytes::from(body)));
+        *response.status_mut() = error.status();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
+        );
+        for (name, value) in error.headers() {
+            headers.append(name.clone(), value.clone());
+        }
+        response
+    }
+
+    async fn dispatch(&self, ctx: &RequestContext, body: RequestBody) -> ApiResult {
+        let Some(matched) = self.router.find(&ctx.path) else {
+            return Err(ApiError::new(
+                ErrorCode::NotFound,
+                format!("No resource at {}.", ctx.path),
+            ));
+        };
+        let Some(endpoint) = matched
+            .route
+            .methods
+            .iter()
+            .find(|(method, _)| *method == ctx.method)
+            .map(|(_, endpoint)| *endpoint)
+        else {
+            let allow = matched
+                .route
+                .methods
+                .iter()
+                .map(|(method, _)| method.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                format!("{} is not allowed here; allowed: {allow}.", ctx.method),
+            )
+            .with_header(
+                header::ALLOW,
+                HeaderValue::from_str(&allow).unwrap_or(HeaderValue::from_static("GET")),
+            ));
+        };
+        let limit = self.config.max_body_bytes();
+        use Endpoint as E;
+        match endpoint {
+            E::Health => {
+                self.store.ping().await?;
+                json(StatusCode::OK, &Health { status: "ok" })
+            }
+            E::Register => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::auth::register(self, ctx, body).await
+            }
+            E::VerifyEmail => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::auth::verify_email(self, ctx, body).await
+            }
+            E::ResendVerification => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::auth::resend_verification(self, ctx, body).await
+            }
+            E::Login => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::auth::login(self, ctx, body).await
+            }
+            E::Refresh => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::auth::refresh(self, ctx, body).await
+            }
+            E::Logout => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::auth::logout(self, ctx, body).await
+            }
+            E::RequestPasswordReset => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::auth::request_password_reset(self, ctx, body).await
+            }
+            E::ResetPassword => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::auth::reset_password(self, ctx, body).await
+            }
+            E::ListSessions => api::sessions::list(self, ctx).await,
+            E::GetSession => api::sessions::get(self, ctx, matched.param("id")).await,
+            E::RevokeSession => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::sessions::revoke(self, ctx, matched.param("id"), body).await
+            }
+            E::RevokeAllSessions => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::sessions::revoke_all(self, ctx, body).await
+            }
+            E::RotateGlobal
+            | E::RotateUser
+            | E::SecurityConfig
+            | E::JobsStatus
+            | E::ListProviders
+            | E::GetProvider
+            | E::Connect
+            | E::Callback
+            | E::UpdateProvider
+            | E::Disconnect
+            | E::ProviderAccounts
+            | E::ProviderSync
+            | E::ProviderTokenRefresh
+            | E::ListAccounts
+            | E::GetAccount
+            | E::SyncAccounts
+            | E::GetTransaction
+            | E::SyncTransactions
+            | E::AccountTransactions
+            | E::ListHoldings
+            | E::AccountHoldings
+            | E::SyncHoldings
+            | E::LatestSnapshots
+            | E::BalanceHistory
+            | E::AccountSnapshots
+            | E::Import
+            | E::ImportFormats => Err(ApiError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "{} {} is not available in this release.",
+                    ctx.method, ctx.path
+                ),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::incoming_trace_id;
+
+    #[test]
+    fn traceparent_is_validated() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "traceparent",
+            http::HeaderValue::from_static(
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            ),
+        );
+        assert_eq!(
+            incoming_trace_id(&headers).as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+        headers.insert(
+            "traceparent",
+            http::HeaderValue::from_static(
+                "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            ),
+        );
+        assert_eq!(incoming_trace_id(&headers), None);
+        headers.insert("traceparent", http::HeaderValue::from_static("garbage"));
+        assert_eq!(incoming_trace_id(&headers), None);
+    }
+}

@@ -1,0 +1,408 @@
+//! Storage: one trait per aggregate, and the SQLite and PostgreSQL backends over sqlx.
+//!
+//! The service holds one [`Store`], the sum of every aggregate trait. Both backends implement all
+//! of them with the same SQL, so behaviour cannot drift between them.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), aggregation_core::store::StoreError> {
+//! use aggregation_core::store::SqliteStore;
+//! let store = SqliteStore::in_memory().await?;
+//! store.migrate().await?;
+//! # Ok(()) }
+//! ```
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod migrate;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
+
+/// A coarse storage failure; backends log their detail and convert it into one of these.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database could not be reached in time (answered as 503).
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
+    /// A uniqueness rule was broken (for example, an email already registered).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// Anything else (answered as 500, never shown to clients).
+    #[error("store failure: {0}")]
+    Other(String),
+}
+
+/// A role held by a user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Role {
+    /// Every user.
+    User,
+    /// Administrators.
+    Admin,
+}
+
+impl Role {
+    /// The role's name in tokens and in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Admin => "admin",
+        }
+    }
+
+    /// Parses a stored role name.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "user" => Some(Self::User),
+            "admin" => Some(Self::Admin),
+            _ => None,
+        }
+    }
+}
+
+/// A stored user.
+#[derive(Debug, Clone)]
+pub struct UserRecord {
+    /// Id (UUIDv7).
+    pub id: Uuid,
+    /// Email as given at registration.
+    pub email: String,
+    /// Argon2id PHC string.
+    pub password_hash: String,
+    /// When the email was verified, if it was.
+    pub email_verified_at: Option<DateTime<Utc>>,
+    /// The user's minimum refresh-token version.
+    pub min_token_version: i64,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A user to create.
+#[derive(Debug, Clone)]
+pub struct NewUser {
+    /// Id (UUIDv7).
+    pub id: Uuid,
+    /// Email as given.
+    pub email: String,
+    /// Trimmed, lowercased email: the uniqueness key.
+    pub email_normalized: String,
+    /// Argon2id PHC string.
+    pub password_hash: String,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// What a single-use token is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TokenPurpose {
+    /// Proves ownership of an email address.
+    EmailVerification,
+    /// Allows setting a new password.
+    PasswordReset,
+}
+
+impl TokenPurpose {
+    /// The purpose's name in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::EmailVerification => "email_verification",
+            Self::PasswordReset => "password_reset",
+        }
+    }
+}
+
+/// A single-use token to store (only its digest).
+#[derive(Debug, Clone)]
+pub struct NewOneTimeToken {
+    /// SHA-256 of the token.
+    pub digest: Vec<u8>,
+    /// What it is for.
+    pub purpose: TokenPurpose,
+    /// Whose it is.
+    pub user_id: Uuid,
+    /// Issue time.
+    pub created_at: DateTime<Utc>,
+    /// Expiry.
+    pub expires_at: DateTime<Utc>,
+    /// Client IP of the request that asked for it.
+    pub ip_address: Option<String>,
+    /// User-Agent of that request.
+    pub user_agent: Option<String>,
+}
+
+/// The state of a single-use token when it was presented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TokenCheck {
+    /// Valid and now consumed; the operation was applied for this user.
+    Consumed {
+        /// The token's user.
+        user_id: Uuid,
+    },
+    /// Valid, not consumed (a look-ahead before expensive work).
+    Valid {
+        /// The token's user.
+        user_id: Uuid,
+    },
+    /// No such token.
+    Unknown,
+    /// Past its expiry.
+    Expired,
+    /// Already used.
+    AlreadyUsed,
+    /// The token's user no longer exists.
+    UnknownUser,
+}
+
+/// A stored session.
+#[derive(Debug, Clone)]
+pub struct SessionRecord {
+    /// Id.
+    pub id: Uuid,
+    /// Owner.
+    pub user_id: Uuid,
+    /// Short device description parsed from the User-Agent.
+    pub device_info: Option<String>,
+    /// Client IP at login.
+    pub ip_address: Option<String>,
+    /// Location, when a GeoIP database is configured.
+    pub location: Option<String>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last login or refresh.
+    pub last_activity_at: DateTime<Utc>,
+    /// Expiry of its live refresh token.
+    pub expires_at: DateTime<Utc>,
+    /// When it was revoked.
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// Why it was revoked.
+    pub revoked_reason: Option<String>,
+}
+
+/// A session to create.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    /// Id.
+    pub id: Uuid,
+    /// Owner.
+    pub user_id: Uuid,
+    /// Short device description.
+    pub device_info: Option<String>,
+    /// Client IP.
+    pub ip_address: Option<String>,
+    /// Raw User-Agent, cut to 512 characters.
+    pub user_agent: Option<String>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Expiry.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// A refresh token to store (only its digest).
+#[derive(Debug, Clone)]
+pub struct NewRefreshToken {
+    /// SHA-256 of the token.
+    pub digest: Vec<u8>,
+    /// Its session.
+    pub session_id: Uuid,
+    /// Its user.
+    pub user_id: Uuid,
+    /// The token version stamped at issue.
+    pub token_version: i64,
+    /// Issue time.
+    pub issued_at: DateTime<Utc>,
+    /// Expiry.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// A stored refresh token with the state of its session.
+#[derive(Debug, Clone)]
+pub struct RefreshTokenRecord {
+    /// Its session.
+    pub session_id: Uuid,
+    /// Its user.
+    pub user_id: Uuid,
+    /// Version stamped at issue.
+    pub token_version: i64,
+    /// Expiry.
+    pub expires_at: DateTime<Utc>,
+    /// When it was exchanged for a new one.
+    pub rotated_at: Option<DateTime<Utc>>,
+    /// When it was revoked.
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// When its session was revoked.
+    pub session_revoked_at: Option<DateTime<Utc>>,
+}
+
+/// Users and their roles.
+#[async_trait]
+pub trait UserStore: Send + Sync {
+    /// Creates a user with the `user` role. [`StoreError::Conflict`] when the normalized email
+    /// is taken. Atomic: the user and the role row are written together or not at all.
+    async fn create_user(&self, user: &NewUser) -> Result<(), StoreError>;
+
+    /// The user with this normalized email; `None` when there is none.
+    async fn user_by_email(&self, email_normalized: &str)
+    -> Result<Option<UserRecord>, StoreError>;
+
+    /// The user with this id; `None` when there is none.
+    async fn user_by_id(&self, id: Uuid) -> Result<Option<UserRecord>, StoreError>;
+
+    /// The user's roles (always including [`Role::User`] for an existing user); empty for an
+    /// unknown user.
+    async fn user_roles(&self, id: Uuid) -> Result<Vec<Role>, StoreError>;
+
+    /// Grants a role; `false` when the user already had it. Unknown user: `Ok(false)`.
+    async fn grant_role(&self, id: Uuid, role: Role, at: DateTime<Utc>)
+    -> Result<bool, StoreError>;
+
+    /// Answers whether the store can be reached.
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// Single-use email tokens (verification and password reset).
+#[async_trait]
+pub trait OneTimeTokenStore: Send + Sync {
+    /// Stores a new token digest.
+    async fn insert_one_time_token(&self, token: &NewOneTimeToken) -> Result<(), StoreError>;
+
+    /// Stores a new token digest unless the user was already issued `cap` tokens of this
+    /// purpose since `since`; `false` when capped. Atomic per user: concurrent calls never
+    /// exceed the cap.
+    async fn insert_one_time_token_capped(
+        &self,
+        token: &NewOneTimeToken,
+        cap: u64,
+        since: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Looks at a token without consuming it: `Valid`, `Unknown`, `Expired`, `AlreadyUsed` or
+    /// `UnknownUser`.
+    async fn check_one_time_token(
+        &self,
+        digest: &[u8],
+        purpose: TokenPurpose,
+        now: DateTime<Utc>,
+    ) -> Result<TokenCheck, StoreError>;
+
+    /// Consumes a verification token and marks the user's email verified, atomically.
+    /// Of concurrent calls with one token exactly one gets `Consumed`.
+    async fn verify_email(
+        &self,
+        digest: &[u8],
+        now: DateTime<Utc>,
+    ) -> Result<TokenCheck, StoreError>;
+
+    /// Consumes a reset token, sets the new password hash and revokes every session of the user
+    /// with their refresh tokens (reason `password_reset`), atomically.
+    async fn reset_password(
+        &self,
+        digest: &[u8],
+        password_hash: &str,
+        now: DateTime<Utc>,
+    ) -> Result<TokenCheck, StoreError>;
+}
+
+/// Sessions and their refresh tokens.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// Creates a session and its first refresh token, atomically.
+    async fn create_session(
+        &self,
+        session: &NewSession,
+        token: &NewRefreshToken,
+    ) -> Result<(), StoreError>;
+
+    /// The refresh token with this digest, with its session's state; `None` when unknown.
+    async fn refresh_token(&self, digest: &[u8]) -> Result<Option<RefreshTokenRecord>, StoreError>;
+
+    /// Exchanges a live refresh token for a new one, atomically: marks the old one rotated
+    /// (only if it is neither rotated, revoked nor expired and its session is not revoked),
+    /// stores the new one and moves the session's expiry and last activity.
+    /// `false` when the old token was no longer live (a concurrent refresh won).
+    async fn rotate_refresh_token(
+        &self,
+        old_digest: &[u8],
+        new_token: &NewRefreshToken,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Revokes a session of this user and its refresh tokens. `None`: no such session for this
+    /// user; `Some(false)`: it was already revoked; `Some(true)`: revoked now.
+    async fn revoke_session(
+        &self,
+        user_id: Uuid,
+        session_id: Uuid,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<bool>, StoreError>;
+
+    /// Revokes the session of the refresh token with this digest, if the token belongs to the
+    /// user; `false` when it does not or is unknown.
+    async fn revoke_session_by_token(
+        &self,
+        user_id: Uuid,
+        digest: &[u8],
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Revokes every live session of the user except `keep`, with their tokens; the count
+    /// revoked.
+    async fn revoke_all_sessions(
+        &self,
+        user_id: Uuid,
+        keep: Option<Uuid>,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<u64, StoreError>;
+
+    /// The user's sessions, newest first; only live ones (neither revoked nor expired) when
+    /// `active_only`.
+    async fn sessions_for_user(
+        &self,
+        user_id: Uuid,
+        active_only: bool,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<SessionRecord>, StoreError>;
+
+    /// One session of the user; `None` when unknown or another user's.
+    async fn session_for_user(
+        &self,
+        user_id: Uuid,
+        session_id: Uuid,
+    ) -> Result<Option<SessionRecord>, StoreError>;
+}
+
+/// Everything the service needs from storage.
+pub trait Store: UserStore + OneTimeTokenStore + SessionStore + 'static {}
+
+impl<T> Store for T where T: UserStore + OneTimeTokenStore + SessionStore + 'static {}
+
+/// Current time truncated to microseconds, the precision both databases keep.
+pub fn now() -> DateTime<Utc> {
+    truncate_to_micros(Utc::now())
+}
+
+/// Truncates a timestamp to microseconds.
+pub fn truncate_to_micros(at: DateTime<Utc>) -> DateTime<Utc> {
+    use chrono::DurationRound as _;
+    at.duration_trunc(chrono::TimeDelta::microseconds(1))
+        .unwrap_or(at)
+}

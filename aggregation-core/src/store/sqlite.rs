@@ -1,0 +1,69 @@
+//! The SQLite store: the embedded default, and an in-memory database for tests and embedding.
+
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+use super::migrate::{Migration, migrations};
+use super::sql::impl_sql_store;
+
+const MIGRATIONS: &[Migration] = migrations!("sqlite": 1 => "0001_auth");
+const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS aggregation_migrations (\
+     version INTEGER PRIMARY KEY NOT NULL, description TEXT NOT NULL, applied_at TEXT NOT NULL)";
+/// `BEGIN IMMEDIATE` already serializes migrating processes on SQLite.
+const MIGRATION_LOCK: Option<&str> = None;
+
+/// A store on SQLite through sqlx.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: sqlx::SqlitePool,
+}
+
+impl SqliteStore {
+    /// Wraps an existing pool. Call [`SqliteStore::migrate`] before use.
+    pub fn new(pool: sqlx::SqlitePool) -> Self {
+        Self { pool }
+    }
+
+    /// Opens (creating when missing) a SQLite database from a URL such as
+    /// `sqlite://data/aggregation.db?mode=rwc`, in WAL mode with foreign keys on.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(store_error)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(5));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_with(options)
+            .await
+            .map_err(store_error)?;
+        Ok(Self { pool })
+    }
+
+    /// A fresh private in-memory database, migrated. One pinned connection keeps it alive and
+    /// serializes access, which is what tests want.
+    pub async fn in_memory() -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::from_str("sqlite::memory:")
+            .map_err(store_error)?
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_with(options)
+            .await
+            .map_err(store_error)?;
+        let store = Self { pool };
+        store.migrate().await?;
+        Ok(store)
+    }
+}
+
+impl_sql_store!(SqliteStore, sqlx::Sqlite, "BEGIN IMMEDIATE");

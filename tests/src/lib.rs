@@ -1,0 +1,506 @@
+//! The conformance harness: one set of cases, run against the bare `tower::Service`, the axum
+//! adapter and the actix adapter (over real sockets), on SQLite and, when
+//! `AGG_TEST_DATABASE_URL` is set, on PostgreSQL (a fresh database per test, dropped after).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aggregation_core::mail::{Email, MemoryMailer};
+use aggregation_core::store::{PostgresStore, SqliteStore, Store};
+use aggregation_core::{AggregationService, Config};
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, StatusCode, header};
+use http_body_util::{BodyExt as _, Full};
+use serde_json::Value;
+use tower::ServiceExt as _;
+
+mod servers;
+
+/// How the service is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// `tower::ServiceExt::oneshot` on the bare service.
+    Bare,
+    /// The axum adapter over a loopback socket.
+    Axum,
+    /// The actix adapter over a loopback socket.
+    Actix,
+}
+
+/// Which store backs the service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// In-memory SQLite.
+    Sqlite,
+    /// A fresh PostgreSQL database from `AGG_TEST_DATABASE_URL`.
+    Postgres,
+}
+
+/// A response as the client saw it.
+#[derive(Debug)]
+pub struct TestResponse {
+    /// Status.
+    pub status: StatusCode,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// Body bytes.
+    pub body: Bytes,
+}
+
+impl TestResponse {
+    /// The body as JSON (`Value::Null` when it is not JSON).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// A header as a string.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    /// Asserts the status and, for failures, the problem shape; returns the JSON body.
+    #[track_caller]
+    pub fn expect(&self, status: u16) -> Value {
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "unexpected status; body: {}",
+            String::from_utf8_lossy(&self.body)
+        );
+        let body = self.json();
+        if status >= 400 {
+            assert_eq!(
+                self.header("content-type"),
+                Some("application/problem+json")
+            );
+            assert_eq!(body["status"], status);
+            assert!(
+                body["type"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("/errors/"))
+            );
+            assert!(body["title"].as_str().is_some_and(|t| !t.is_empty()));
+            assert!(body["detail"].as_str().is_some_and(|t| !t.is_empty()));
+            assert!(
+                body["instance"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with('/'))
+            );
+            assert!(body["trace_id"].as_str().is_some_and(|t| t.len() == 32));
+        }
+        body
+    }
+
+    /// Asserts a problem with this status and code; returns the body.
+    #[track_caller]
+    pub fn expect_problem(&self, status: u16, code: &str) -> Value {
+        let body = self.expect(status);
+        let kind = body["type"].as_str().unwrap_or_default();
+        assert!(
+            kind.ends_with(&format!("/errors/{code}")),
+            "expected code {code}, got {kind}"
+        );
+        body
+    }
+}
+
+/// Where requests go.
+enum Client {
+    Bare(AggregationService),
+    Http {
+        base: String,
+        client: hyper_util::client::legacy::Client<
+            hyper_util::client::legacy::connect::HttpConnector,
+            Full<Bytes>,
+        >,
+    },
+}
+
+/// A running service under test.
+pub struct TestApp {
+    /// The target.
+    pub target: Target,
+    /// The backend.
+    pub backend: Backend,
+    /// Emails the service sent.
+    pub mailer: MemoryMailer,
+    /// The store, for seeding records.
+    pub store: Arc<dyn Store>,
+    client: Client,
+    _server: servers::ServerGuard,
+}
+
+/// Default test password that passes the rule.
+pub const PASSWORD: &str = "Corr3ct-Horse!";
+
+/// Test JWT secret.
+pub const JWT_SECRET: &[u8] = b"conformance-suite-secret-0123456789abcdef";
+
+/// The base URL the service under test is configured with.
+pub const BASE_URL: &str = "http://aggregation.test";
+
+/// The default test configuration.
+pub fn test_config() -> Config {
+    #[expect(clippy::unwrap_used, reason = "static test configuration")]
+    Config::new(BASE_URL, JWT_SECRET.to_vec()).unwrap()
+}
+
+/// A PostgreSQL database made for one test and dropped after it.
+struct PgDatabase {
+    admin_url: String,
+    name: String,
+}
+
+impl PgDatabase {
+    async fn create(admin_url: &str) -> (Self, String) {
+        let name = format!("agg_test_{}", uuid::Uuid::new_v4().simple());
+        let admin = sqlx::PgPool::connect(admin_url)
+            .await
+            .expect("AGG_TEST_DATABASE_URL reachable");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&admin)
+            .await
+            .expect("create test database");
+        admin.close().await;
+        let url = database_url(admin_url, &name);
+        (
+            Self {
+                admin_url: admin_url.to_owned(),
+                name,
+            },
+            url,
+        )
+    }
+
+    async fn drop_database(self) {
+        if let Ok(admin) = sqlx::PgPool::connect(&self.admin_url).await {
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            )))
+            .execute(&admin)
+            .await;
+            admin.close().await;
+        }
+    }
+}
+
+/// Replaces the database name of a PostgreSQL URL.
+fn database_url(url: &str, database: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (url, String::new()),
+    };
+    let authority_start = base.find("://").map_or(0, |index| index + 3);
+    let host_end = base[authority_start..]
+        .find('/')
+        .map_or(base.len(), |index| authority_start + index);
+    format!("{}/{database}{query}", &base[..host_end])
+}
+
+/// The PostgreSQL URL of the suite, if configured.
+pub fn postgres_url() -> Option<String> {
+    std::env::var("AGG_TEST_DATABASE_URL")
+        .ok()
+        .filter(|url| !url.trim().is_empty())
+}
+
+/// Runs one case against one target and backend with the default configuration.
+pub async fn run<F, Fut>(target: Target, backend: Backend, case: F)
+where
+    F: FnOnce(TestApp) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    run_with(target, backend, test_config, case).await;
+}
+
+/// Runs one case with a custom configuration. Skips (saying so) a PostgreSQL case when
+/// `AGG_TEST_DATABASE_URL` is unset.
+pub async fn run_with<C, F, Fut>(target: Target, backend: Backend, config: C, case: F)
+where
+    C: FnOnce() -> Config,
+    F: FnOnce(TestApp) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let (store, database): (Arc<dyn Store>, Option<PgDatabase>) = match backend {
+        Backend::Sqlite => (
+            Arc::new(SqliteStore::in_memory().await.expect("in-memory SQLite")),
+            None,
+        ),
+        Backend::Postgres => {
+            let Some(admin_url) = postgres_url() else {
+                eprintln!("skipping PostgreSQL case: AGG_TEST_DATABASE_URL is not set");
+                return;
+            };
+            let (database, url) = PgDatabase::create(&admin_url).await;
+            let store = PostgresStore::connect(&url)
+                .await
+                .expect("connect test database");
+            store.migrate().await.expect("migrate test database");
+            (Arc::new(store), Some(database))
+        }
+    };
+    let mailer = MemoryMailer::new();
+    let service = AggregationService::builder(config())
+        .shared_store(store.clone())
+        .mailer(mailer.clone())
+        .build()
+        .expect("service builds");
+    let (client, server) = match target {
+        Target::Bare => (Client::Bare(service), servers::ServerGuard::None),
+        Target::Axum => {
+            let (base, guard) = servers::start_axum(service).await;
+            (http_client(base), guard)
+        }
+        Target::Actix => {
+            let (base, guard) = servers::start_actix(service);
+            (http_client(base), guard)
+        }
+    };
+    let app = TestApp {
+        target,
+        backend,
+        mailer,
+        store,
+        client,
+        _server: server,
+    };
+    let outcome = tokio::spawn(case(app)).await;
+    if let Some(database) = database {
+        database.drop_database().await;
+    }
+    if let Err(error) = outcome {
+        if error.is_panic() {
+            std::panic::resume_unwind(error.into_panic());
+        }
+        panic!("case did not finish: {error}");
+    }
+}
+
+fn http_client(base: String) -> Client {
+    Client::Http {
+        base,
+        client: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http(),
+    }
+}
+
+impl TestApp {
+    /// Sends a request built by the case.
+    pub async fn send(&self, request: Request<Full<Bytes>>) -> TestResponse {
+        match &self.client {
+            Client::Bare(service) => {
+                let response = service
+                    .clone()
+                    .oneshot(request)
+                    .await
+                    .expect("infallible service");
+                let (parts, body) = response.into_parts();
+                let body = body.collect().await.expect("body").to_bytes();
+                TestResponse {
+                    status: parts.status,
+                    headers: parts.headers,
+                    body,
+                }
+            }
+            Client::Http { base, client } => {
+                let (mut parts, body) = request.into_parts();
+                let path = parts
+                    .uri
+                    .path_and_query()
+                    .map_or("/", |path| path.as_str())
+                    .to_owned();
+                parts.uri = format!("{base}{path}").parse().expect("valid uri");
+                let response = client
+                    .request(Request::from_parts(parts, body))
+                    .await
+                    .expect("request reaches the server");
+                let (parts, body) = response.into_parts();
+                let body = body.collect().await.expect("body").to_bytes();
+                TestResponse {
+                    status: parts.status,
+                    headers: parts.headers,
+                    body,
+                }
+            }
+        }
+    }
+
+    /// Sends a request with an optional JSON body and bearer token.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        bearer: Option<&str>,
+    ) -> TestResponse {
+        let mut builder = Request::builder().method(method).uri(path).header(
+            header::USER_AGENT,
+            "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0",
+        );
+        if let Some(token) = bearer {
+            builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let body = match body {
+            Some(value) => {
+                builder = builder.header(header::CONTENT_TYPE, "application/json");
+                Bytes::from(serde_json::to_vec(value).expect("json"))
+            }
+            None => Bytes::new(),
+        };
+        self.send(builder.body(Full::new(body)).expect("request"))
+            .await
+    }
+
+    /// `POST` a JSON body.
+    pub async fn post(&self, path: &str, body: &Value, bearer: Option<&str>) -> TestResponse {
+        self.call(Method::POST, path, Some(body), bearer).await
+    }
+
+    /// `GET`.
+    pub async fn get(&self, path: &str, bearer: Option<&str>) -> TestResponse {
+        self.call(Method::GET, path, None, bearer).await
+    }
+
+    /// `DELETE` with an optional JSON body.
+    pub async fn delete(
+        &self,
+        path: &str,
+        body: Option<&Value>,
+        bearer: Option<&str>,
+    ) -> TestResponse {
+        self.call(Method::DELETE, path, body, bearer).await
+    }
+
+    /// Waits for the `count`-th email to `to` and returns it.
+    pub async fn email(&self, to: &str, count: usize) -> Email {
+        let emails = self
+            .mailer
+            .wait_for(to, count, Duration::from_secs(10))
+            .await;
+        emails
+            .get(count - 1)
+            .cloned()
+            .unwrap_or_else(|| panic!("expected {count} emails to {to}, got {}", emails.len()))
+    }
+
+    /// Waits for the `count`-th email to `to` and returns the 64-hex token in it.
+    pub async fn email_token(&self, to: &str, count: usize) -> String {
+        let email = self.email(to, count).await;
+        extract_hex_token(&email.text).expect("email carries a 64-hex token")
+    }
+
+    /// Registers a user; returns the user id.
+    pub async fn register(&self, email: &str) -> String {
+        let body = self
+            .post(
+                "/api/v1/users",
+                &serde_json::json!({"email": email, "password": PASSWORD}),
+                None,
+            )
+            .await
+            .expect(201);
+        body["id"].as_str().expect("id").to_owned()
+    }
+
+    /// Registers and verifies a user; returns the user id.
+    pub async fn register_verified(&self, email: &str) -> String {
+        let id = self.register(email).await;
+        let token = self.email_token(email, 1).await;
+        self.post(
+            "/api/v1/email-verifications",
+            &serde_json::json!({"token": token}),
+            None,
+        )
+        .await
+        .expect(201);
+        id
+    }
+
+    /// Logs in; returns the session tokens body.
+    pub async fn login(&self, email: &str, password: &str) -> Value {
+        self.post(
+            "/api/v1/sessions",
+            &serde_json::json!({"email": email, "password": password}),
+            None,
+        )
+        .await
+        .expect(201)
+    }
+
+    /// Registers, verifies and logs in a user; returns (user id, access token, refresh token).
+    pub async fn user(&self, email: &str) -> (String, String, String) {
+        let id = self.register_verified(email).await;
+        let tokens = self.login(email, PASSWORD).await;
+        (
+            id,
+            tokens["access_token"].as_str().expect("access").to_owned(),
+            tokens["refresh_token"]
+                .as_str()
+                .expect("refresh")
+                .to_owned(),
+        )
+    }
+}
+
+/// The first run of 64 hex characters in a text.
+pub fn extract_hex_token(text: &str) -> Option<String> {
+    text.split(|c: char| !c.is_ascii_hexdigit())
+        .find(|word| word.len() == 64)
+        .map(str::to_owned)
+}
+
+/// Generates one `#[tokio::test]` per case, target and backend:
+/// `conformance!(case_a, case_b);` inside a test file whose cases are
+/// `async fn case_a(app: TestApp)`.
+#[macro_export]
+macro_rules! conformance {
+    ($($case:ident),+ $(,)?) => {
+        $crate::conformance!(@target bare_sqlite, Bare, Sqlite, $($case),+);
+        $crate::conformance!(@target axum_sqlite, Axum, Sqlite, $($case),+);
+        $crate::conformance!(@target actix_sqlite, Actix, Sqlite, $($case),+);
+        $crate::conformance!(@target bare_postgres, Bare, Postgres, $($case),+);
+        $crate::conformance!(@target axum_postgres, Axum, Postgres, $($case),+);
+        $crate::conformance!(@target actix_postgres, Actix, Postgres, $($case),+);
+    };
+    (@target $module:ident, $target:ident, $backend:ident, $($case:ident),+) => {
+        mod $module {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    $crate::run(
+                        $crate::Target::$target,
+                        $crate::Backend::$backend,
+                        super::$case,
+                    )
+                    .await;
+                }
+            )+
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_urls_are_rewritten() {
+        assert_eq!(
+            database_url("postgres://postgres@127.0.0.1:5432/test", "x"),
+            "postgres://postgres@127.0.0.1:5432/x"
+        );
+        assert_eq!(
+            database_url(
+                "postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
+                "x"
+            ),
+            "postgres://postgres@127.0.0.1:5432/x?sslmode=disable"
+        );
+        assert_eq!(
+            database_url("postgres://postgres@127.0.0.1:5432", "x"),
+            "postgres://postgres@127.0.0.1:5432/x"
+        );
+    }
+}

@@ -1,0 +1,63 @@
+//! Real servers on loopback sockets for the adapter targets.
+
+use std::net::SocketAddr;
+
+use aggregation_core::AggregationService;
+
+/// Stops a server when the test ends.
+pub(crate) enum ServerGuard {
+    /// The bare service has no server.
+    None,
+    /// An axum server task.
+    Axum(tokio::task::JoinHandle<()>),
+    /// An actix server running on its own thread and system.
+    Actix(actix_web::dev::ServerHandle),
+}
+
+impl Drop for ServerGuard {
+    fn drop(&mut self) {
+        match self {
+            Self::None => {}
+            Self::Axum(task) => task.abort(),
+            Self::Actix(handle) => {
+                // Stopping returns a future that the actix system drives by itself.
+                drop(handle.stop(false));
+            }
+        }
+    }
+}
+
+pub(crate) async fn start_axum(service: AggregationService) -> (String, ServerGuard) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let address = listener.local_addr().expect("local address");
+    let app = aggregation_axum::router(service).into_make_service_with_connect_info::<SocketAddr>();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{address}"), ServerGuard::Axum(task))
+}
+
+pub(crate) fn start_actix(service: AggregationService) -> (String, ServerGuard) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let address = listener.local_addr().expect("local address");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let system = actix_web::rt::System::new();
+        system.block_on(async move {
+            let server = actix_web::HttpServer::new(move || {
+                actix_web::App::new().configure(aggregation_actix::configure(service.clone()))
+            })
+            .workers(1)
+            .disable_signals()
+            .listen(listener)
+            .expect("listen")
+            .run();
+            let _ = sender.send(server.handle());
+            let _ = server.await;
+        });
+    });
+    let handle = receiver.recv().expect("actix server started");
+    (format!("http://{address}"), ServerGuard::Actix(handle))
+}

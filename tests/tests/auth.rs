@@ -1,0 +1,476 @@
+//! Conformance: registration, email verification, login, refresh, logout and password reset.
+
+use aggregation_tests::{PASSWORD, TestApp, conformance};
+use http::Method;
+use serde_json::json;
+
+conformance!(
+    register_sends_a_verification_email,
+    register_refuses_a_taken_email_case_insensitively,
+    register_validates_every_field,
+    malformed_requests_are_422,
+    login_requires_a_verified_email,
+    verification_tokens_are_single_use,
+    resend_verification_always_answers_the_same,
+    login_failures_are_indistinguishable,
+    login_returns_session_tokens,
+    refresh_rotates_and_reuse_revokes_the_session,
+    concurrent_refresh_succeeds_exactly_once,
+    refresh_failures_are_401,
+    logout_revokes_only_the_refresh_token,
+    password_reset_flow,
+    password_reset_failures,
+    password_reset_emails_are_capped,
+);
+
+async fn register_sends_a_verification_email(app: TestApp) {
+    let body = app
+        .post(
+            "/api/v1/users",
+            &json!({"email": "  Ada@Example.com ", "password": PASSWORD}),
+            None,
+        )
+        .await
+        .expect(201);
+    assert_eq!(body["email"], "Ada@Example.com");
+    assert!(body["id"].as_str().is_some_and(|id| id.len() == 36));
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("verification"))
+    );
+    let email = app.email("Ada@Example.com", 1).await;
+    assert!(aggregation_tests::extract_hex_token(&email.text).is_some());
+}
+
+async fn register_refuses_a_taken_email_case_insensitively(app: TestApp) {
+    app.register("grace@example.com").await;
+    app.post(
+        "/api/v1/users",
+        &json!({"email": "GRACE@example.com", "password": PASSWORD}),
+        None,
+    )
+    .await
+    .expect_problem(409, "conflict");
+}
+
+async fn register_validates_every_field(app: TestApp) {
+    let body = app
+        .post(
+            "/api/v1/users",
+            &json!({"email": "not-an-email", "password": "short"}),
+            None,
+        )
+        .await
+        .expect_problem(422, "validation_failed");
+    let fields: Vec<&str> = body["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .filter_map(|e| e["field"].as_str())
+        .collect();
+    assert_eq!(fields, ["email", "password"]);
+    for weak in [
+        "alllowercase1!",
+        "ALLUPPER1!",
+        "NoDigits!!",
+        "NoSpecial11",
+        &"Aa1!".repeat(33),
+    ] {
+        let body = app
+            .post(
+                "/api/v1/users",
+                &json!({"email": "weak@example.com", "password": weak}),
+                None,
+            )
+            .await
+            .expect_problem(422, "validation_failed");
+        assert_eq!(body["errors"][0]["field"], "password");
+    }
+    let body = app
+        .post("/api/v1/users", &json!({}), None)
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(body["errors"].as_array().map(Vec::len), Some(2));
+    assert_eq!(body["errors"][0]["code"], "required");
+    app.post(
+        "/api/v1/users",
+        &json!({"email": 5, "password": PASSWORD}),
+        None,
+    )
+    .await
+    .expect_problem(422, "validation_failed");
+    assert!(app.mailer.sent().is_empty());
+}
+
+async fn malformed_requests_are_422(app: TestApp) {
+    let raw = |content_type: Option<&'static str>, body: &'static str| {
+        let mut builder = http::Request::builder()
+            .method(Method::POST)
+            .uri("/api/v1/sessions");
+        if let Some(content_type) = content_type {
+            builder = builder.header("content-type", content_type);
+        }
+        builder
+            .body(http_body_util::Full::new(bytes::Bytes::from_static(
+                body.as_bytes(),
+            )))
+            .expect("request")
+    };
+    let body = app
+        .send(raw(Some("application/json"), "{\"email\": "))
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(body["errors"][0]["field"], "body");
+    assert_eq!(body["errors"][0]["code"], "malformed_json");
+    let body = app
+        .send(raw(Some("text/plain"), "{}"))
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(body["errors"][0]["field"], "header.content-type");
+    app.send(raw(None, "{}"))
+        .await
+        .expect_problem(422, "validation_failed");
+    app.send(raw(Some("application/json"), "[1, 2]"))
+        .await
+        .expect_problem(422, "validation_failed");
+    app.send(raw(Some("application/json"), ""))
+        .await
+        .expect_problem(422, "validation_failed");
+    let body = app
+        .post(
+            "/api/v1/sessions",
+            &json!({"email": "a@example.com", "password": "x".repeat(129)}),
+            None,
+        )
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(body["errors"][0]["field"], "password");
+    assert_eq!(body["errors"][0]["code"], "too_long");
+}
+
+async fn login_requires_a_verified_email(app: TestApp) {
+    app.register("unverified@example.com").await;
+    let body = app
+        .post(
+            "/api/v1/sessions",
+            &json!({"email": "unverified@example.com", "password": PASSWORD}),
+            None,
+        )
+        .await
+        .expect_problem(403, "forbidden");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("verified"))
+    );
+    // The 403 only comes after a correct password.
+    app.post(
+        "/api/v1/sessions",
+        &json!({"email": "unverified@example.com", "password": "Wrong-passw0rd"}),
+        None,
+    )
+    .await
+    .expect_problem(401, "unauthorized");
+}
+
+async fn verification_tokens_are_single_use(app: TestApp) {
+    app.register("linus@example.com").await;
+    let token = app.email_token("linus@example.com", 1).await;
+    let body = app
+        .post(
+            "/api/v1/email-verifications",
+            &json!({"token": token}),
+            None,
+        )
+        .await
+        .expect(201);
+    assert!(body["message"].is_string());
+    app.post(
+        "/api/v1/email-verifications",
+        &json!({"token": token}),
+        None,
+    )
+    .await
+    .expect_problem(400, "command_validation_failed");
+    app.post(
+        "/api/v1/email-verifications",
+        &json!({"token": "ab".repeat(32)}),
+        None,
+    )
+    .await
+    .expect_problem(404, "not_found");
+    let body = app
+        .post(
+            "/api/v1/email-verifications",
+            &json!({"token": "abc"}),
+            None,
+        )
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(body["errors"][0]["field"], "token");
+    app.login("linus@example.com", PASSWORD).await;
+}
+
+async fn resend_verification_always_answers_the_same(app: TestApp) {
+    app.register("margaret@example.com").await;
+    let known = app
+        .post(
+            "/api/v1/email-verification-tokens",
+            &json!({"email": "margaret@example.com"}),
+            None,
+        )
+        .await
+        .expect(201);
+    let unknown = app
+        .post(
+            "/api/v1/email-verification-tokens",
+            &json!({"email": "nobody@example.com"}),
+            None,
+        )
+        .await
+        .expect(201);
+    assert_eq!(known, unknown);
+    let token = app.email_token("margaret@example.com", 2).await;
+    app.post(
+        "/api/v1/email-verifications",
+        &json!({"token": token}),
+        None,
+    )
+    .await
+    .expect(201);
+}
+
+async fn login_failures_are_indistinguishable(app: TestApp) {
+    app.register_verified("barbara@example.com").await;
+    let wrong_password = app
+        .post(
+            "/api/v1/sessions",
+            &json!({"email": "barbara@example.com", "password": "Wrong-passw0rd"}),
+            None,
+        )
+        .await;
+    let unknown_email = app
+        .post(
+            "/api/v1/sessions",
+            &json!({"email": "nobody@example.com", "password": "Wrong-passw0rd"}),
+            None,
+        )
+        .await;
+    let first = wrong_password.expect_problem(401, "unauthorized");
+    let second = unknown_email.expect_problem(401, "unauthorized");
+    assert_eq!(first["detail"], second["detail"]);
+    assert_eq!(first["detail"], "Email or password is incorrect.");
+    assert_eq!(wrong_password.header("www-authenticate"), Some("Bearer"));
+}
+
+async fn login_returns_session_tokens(app: TestApp) {
+    app.register_verified("ken@example.com").await;
+    let tokens = app.login("KEN@example.com", PASSWORD).await;
+    assert_eq!(tokens["token_type"], "bearer");
+    assert_eq!(tokens["expires_in"], 900);
+    assert_eq!(tokens["refresh_token"].as_str().map(str::len), Some(43));
+    let access = tokens["access_token"].as_str().expect("access token");
+    assert_eq!(access.split('.').count(), 3);
+    let sessions = app.get("/api/v1/sessions", Some(access)).await.expect(200);
+    assert_eq!(sessions["total_count"], 1);
+    let session = &sessions["sessions"][0];
+    assert_eq!(session["is_current"], true);
+    assert_eq!(session["device_info"], "Firefox 128 on Linux");
+    if app.target != aggregation_tests::Target::Bare {
+        assert_eq!(session["ip_address"], "127.0.0.1");
+    }
+}
+
+async fn refresh_rotates_and_reuse_revokes_the_session(app: TestApp) {
+    let (_, access, refresh) = app.user("dennis@example.com").await;
+    let rotated = app
+        .post("/api/v1/tokens", &json!({"refresh_token": refresh}), None)
+        .await
+        .expect(201);
+    let second = rotated["refresh_token"]
+        .as_str()
+        .expect("new refresh")
+        .to_owned();
+    assert_ne!(second, refresh);
+    assert!(rotated["access_token"].is_string());
+    // Presenting the rotated-away token again is reuse: 401, and the session is revoked.
+    app.post("/api/v1/tokens", &json!({"refresh_token": refresh}), None)
+        .await
+        .expect_problem(401, "unauthorized");
+    app.post("/api/v1/tokens", &json!({"refresh_token": second}), None)
+        .await
+        .expect_problem(401, "unauthorized");
+    let sessions = app
+        .get("/api/v1/sessions?active_only=false", Some(&access))
+        .await
+        .expect(200);
+    assert_eq!(sessions["sessions"][0]["is_revoked"], true);
+    assert_eq!(sessions["active_count"], 0);
+}
+
+async fn concurrent_refresh_succeeds_exactly_once(app: TestApp) {
+    let (_, _, refresh) = app.user("ritchie@example.com").await;
+    let body = json!({"refresh_token": refresh});
+    let attempts = (0..8).map(|_| app.post("/api/v1/tokens", &body, None));
+    let responses = futures_util::future::join_all(attempts).await;
+    let created = responses
+        .iter()
+        .filter(|r| r.status.as_u16() == 201)
+        .count();
+    assert_eq!(created, 1);
+    for response in responses.iter().filter(|r| r.status.as_u16() != 201) {
+        response.expect_problem(401, "unauthorized");
+    }
+}
+
+async fn refresh_failures_are_401(app: TestApp) {
+    app.post("/api/v1/tokens", &json!({"refresh_token": "unknown"}), None)
+        .await
+        .expect_problem(401, "unauthorized");
+    app.post("/api/v1/tokens", &json!({"refresh_token": ""}), None)
+        .await
+        .expect_problem(422, "validation_failed");
+}
+
+async fn logout_revokes_only_the_refresh_token(app: TestApp) {
+    let (_, access, refresh) = app.user("bjarne@example.com").await;
+    app.delete(
+        "/api/v1/sessions/current",
+        Some(&json!({"refresh_token": refresh})),
+        None,
+    )
+    .await
+    .expect_problem(401, "unauthorized");
+    app.delete(
+        "/api/v1/sessions/current",
+        Some(&json!({"refresh_token": refresh})),
+        Some("forged.token.value"),
+    )
+    .await
+    .expect_problem(401, "unauthorized");
+    app.delete(
+        "/api/v1/sessions/current",
+        Some(&json!({"refresh_token": refresh})),
+        Some(&access),
+    )
+    .await
+    .expect(204);
+    // An unknown refresh token is still 204.
+    app.delete(
+        "/api/v1/sessions/current",
+        Some(&json!({"refresh_token": "never-issued"})),
+        Some(&access),
+    )
+    .await
+    .expect(204);
+    app.post("/api/v1/tokens", &json!({"refresh_token": refresh}), None)
+        .await
+        .expect_problem(401, "unauthorized");
+    // The access token stays valid until it expires.
+    app.get("/api/v1/sessions", Some(&access)).await.expect(200);
+}
+
+async fn password_reset_flow(app: TestApp) {
+    let (_, access, refresh) = app.user("frances@example.com").await;
+    let known = app
+        .post(
+            "/api/v1/password-reset-tokens",
+            &json!({"email": "frances@example.com"}),
+            None,
+        )
+        .await
+        .expect(201);
+    let unknown = app
+        .post(
+            "/api/v1/password-reset-tokens",
+            &json!({"email": "nobody@example.com"}),
+            None,
+        )
+        .await
+        .expect(201);
+    assert_eq!(known, unknown);
+    // Email 1 was the verification; email 2 is the reset.
+    let token = app.email_token("frances@example.com", 2).await;
+    let new_password = "N3w-Passw0rd!";
+    app.post(
+        "/api/v1/password-resets",
+        &json!({"token": token, "new_password": new_password}),
+        None,
+    )
+    .await
+    .expect(201);
+    app.post("/api/v1/tokens", &json!({"refresh_token": refresh}), None)
+        .await
+        .expect_problem(401, "unauthorized");
+    let sessions = app
+        .get("/api/v1/sessions?active_only=false", Some(&access))
+        .await
+        .expect(200);
+    assert_eq!(sessions["active_count"], 0);
+    app.post(
+        "/api/v1/sessions",
+        &json!({"email": "frances@example.com", "password": PASSWORD}),
+        None,
+    )
+    .await
+    .expect_problem(401, "unauthorized");
+    app.login("frances@example.com", new_password).await;
+    app.post(
+        "/api/v1/password-resets",
+        &json!({"token": token, "new_password": "An0ther-Pass!"}),
+        None,
+    )
+    .await
+    .expect_problem(400, "command_validation_failed");
+}
+
+async fn password_reset_failures(app: TestApp) {
+    app.post(
+        "/api/v1/password-resets",
+        &json!({"token": "cd".repeat(32), "new_password": "N3w-Passw0rd!"}),
+        None,
+    )
+    .await
+    .expect_problem(404, "not_found");
+    let body = app
+        .post(
+            "/api/v1/password-resets",
+            &json!({"token": "cd".repeat(32), "new_password": "weak"}),
+            None,
+        )
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(body["errors"][0]["field"], "new_password");
+    app.post(
+        "/api/v1/password-reset-tokens",
+        &json!({"email": "bad"}),
+        None,
+    )
+    .await
+    .expect_problem(422, "validation_failed");
+}
+
+async fn password_reset_emails_are_capped(app: TestApp) {
+    app.register_verified("edsger@example.com").await;
+    for _ in 0..5 {
+        app.post(
+            "/api/v1/password-reset-tokens",
+            &json!({"email": "edsger@example.com"}),
+            None,
+        )
+        .await
+        .expect(201);
+    }
+    // 1 verification + 3 resets; the 4th and 5th requests send nothing.
+    app.email("edsger@example.com", 4).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        app.mailer
+            .sent()
+            .iter()
+            .filter(|e| e.to == "edsger@example.com")
+            .count(),
+        4
+    );
+}
