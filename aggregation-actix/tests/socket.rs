@@ -1,7 +1,9 @@
 //! End-to-end tests over real sockets: actix `HttpServer` on 127.0.0.1:0 in its own thread,
 //! a hyper 1 client on the test's tokio runtime.
-
-#![expect(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers fail loudly, like the tests"
+)]
 
 use std::convert::Infallible;
 use std::error::Error;
@@ -10,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use aggregation_actix::{PeerAddr, RequestBody, configure};
 use actix_web::{App, HttpServer};
+use aggregation_actix::{PeerAddr, RequestBody, configure};
 use bytes::Bytes;
 use futures_util::{StreamExt, stream};
 use http::{Request, Response, StatusCode, header};

@@ -9,6 +9,8 @@
 
 use std::time::Duration;
 
+use crate::rate_limit::Cidr;
+
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -38,6 +40,7 @@ pub struct Config {
     max_upload_bytes: usize,
     mail_from: String,
     store_timeout: Duration,
+    trusted_proxies: Vec<Cidr>,
 }
 
 impl std::fmt::Debug for Config {
@@ -85,6 +88,7 @@ impl Config {
             max_upload_bytes: 10 * 1024 * 1024,
             mail_from: "noreply@localhost".to_owned(),
             store_timeout: Duration::from_secs(5),
+            trusted_proxies: Vec::new(),
         })
     }
 
@@ -142,6 +146,19 @@ impl Config {
     pub fn with_store_timeout(mut self, timeout: Duration) -> Self {
         self.store_timeout = timeout;
         self
+    }
+
+    /// Sets the proxies whose `X-Forwarded-For` header is read to find the client address
+    /// (default none: the peer address is the client).
+    #[must_use]
+    pub fn with_trusted_proxies(mut self, proxies: Vec<Cidr>) -> Self {
+        self.trusted_proxies = proxies;
+        self
+    }
+
+    /// Proxies whose `X-Forwarded-For` is believed.
+    pub fn trusted_proxies(&self) -> &[Cidr] {
+        &self.trusted_proxies
     }
 
     /// The base URL, without a trailing slash.

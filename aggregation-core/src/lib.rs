@@ -4,8 +4,10 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod crypto;
+pub mod events;
 pub mod mail;
 pub mod problem;
+pub mod rate_limit;
 pub mod service;
 pub mod store;
 

@@ -18,8 +18,13 @@ use crate::api::{self, ApiResult, RequestBody, RequestContext, ResponseBody, jso
 use crate::auth::Auth;
 use crate::config::Config;
 use crate::crypto::{random_span_id, random_trace_id};
+use crate::events::{EventSink, SinkRateLimitEvents, TracingEventSink};
 use crate::mail::{MailQueue, Mailer};
 use crate::problem::{ApiError, ErrorCode, PROBLEM_CONTENT_TYPE};
+use crate::rate_limit::{
+    Decision, InMemoryRateLimitStore, PolicyTable, RateLimitStore, RateLimiter, RequestIdentity,
+    client_ip,
+};
 use crate::store::Store;
 
 /// The client's socket address, put into request extensions by the host (the adapters do it).
@@ -47,6 +52,8 @@ pub(crate) struct State {
     pub(crate) config: Arc<Config>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) auth: Auth,
+    pub(crate) events: Arc<dyn EventSink>,
+    limiter: RateLimiter,
     router: Router,
 }
 
@@ -73,6 +80,9 @@ pub struct AggregationServiceBuilder {
     config: Config,
     store: Option<Arc<dyn Store>>,
     mailer: Option<Arc<dyn Mailer>>,
+    events: Arc<dyn EventSink>,
+    rate_limit_store: Option<Arc<dyn RateLimitStore>>,
+    rate_limit_policies: PolicyTable,
 }
 
 impl AggregationService {
@@ -82,6 +92,9 @@ impl AggregationService {
             config,
             store: None,
             mailer: None,
+            events: Arc::new(TracingEventSink),
+            rate_limit_store: None,
+            rate_limit_policies: PolicyTable::builtin(),
         }
     }
 
@@ -110,6 +123,27 @@ impl AggregationServiceBuilder {
         self
     }
 
+    /// Where domain events go (default: [`TracingEventSink`]).
+    pub fn events(mut self, sink: impl EventSink) -> Self {
+        self.events = Arc::new(sink);
+        self
+    }
+
+    /// Where rate-limit buckets live (default: in process). Use
+    /// [`RedisRateLimitStore`](crate::rate_limit::RedisRateLimitStore) to share limits across
+    /// instances.
+    pub fn rate_limit_store(mut self, store: Arc<dyn RateLimitStore>) -> Self {
+        self.rate_limit_store = Some(store);
+        self
+    }
+
+    /// The rate-limit policies (default: [`PolicyTable::builtin`]; [`PolicyTable::disabled`]
+    /// turns limiting off).
+    pub fn rate_limit_policies(mut self, policies: PolicyTable) -> Self {
+        self.rate_limit_policies = policies;
+        self
+    }
+
     /// Builds the service. Must run inside a Tokio runtime: the mail queue's task starts here.
     pub fn build(self) -> Result<AggregationService, BuildError> {
         let store = self.store.ok_or(BuildError::MissingStore)?;
@@ -119,12 +153,20 @@ impl AggregationServiceBuilder {
         }
         let config = Arc::new(self.config);
         let mail = MailQueue::start(mailer);
-        let auth = Auth::new(store.clone(), config.clone(), mail);
+        let auth = Auth::new(store.clone(), config.clone(), mail, self.events.clone());
+        let limiter = RateLimiter::new(
+            self.rate_limit_policies,
+            self.rate_limit_store
+                .unwrap_or_else(|| Arc::new(InMemoryRateLimitStore::new())),
+            Arc::new(SinkRateLimitEvents(self.events.clone())),
+        );
         Ok(AggregationService {
             state: Arc::new(State {
                 config,
                 store,
                 auth,
+                events: self.events,
+                limiter,
                 router: Router::new(),
             }),
         })
@@ -177,17 +219,38 @@ impl State {
         let started = Instant::now();
         let (parts, body) = request.into_parts();
         let trace_id = incoming_trace_id(&parts.headers).unwrap_or_else(random_trace_id);
+        let forwarded: Vec<&str> = parts
+            .headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .collect();
+        let peer = parts.extensions.get::<PeerAddr>().map(|peer| peer.0.ip());
+        let client_ip = client_ip::client_ip(peer, &forwarded, self.config.trusted_proxies());
         let ctx = RequestContext {
-            client_ip: parts.extensions.get::<PeerAddr>().map(|peer| peer.0.ip()),
+            client_ip,
             method: parts.method,
             path: parts.uri.path().to_owned(),
             query: parts.uri.query().map(str::to_owned),
             headers: parts.headers,
         };
-        let mut response = match self.dispatch(&ctx, body).await {
+        let (result, decision) = self.dispatch(&ctx, body).await;
+        let mut response = match result {
             Ok(response) => response,
             Err(error) => self.problem(&ctx, &trace_id, &error),
         };
+        if let Some(decision) = decision {
+            let headers = response.headers_mut();
+            headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
+            headers.insert(
+                "x-ratelimit-remaining",
+                HeaderValue::from(decision.remaining),
+            );
+            headers.insert(
+                "x-ratelimit-reset",
+                HeaderValue::from(decision.reset_after_secs),
+            );
+        }
         if let Ok(value) = HeaderValue::from_str(&format!("00-{trace_id}-{}-01", random_span_id()))
         {
             response.headers_mut().insert("traceparent", value);
@@ -224,13 +287,49 @@ impl State {
         response
     }
 
-    async fn dispatch(&self, ctx: &RequestContext, body: RequestBody) -> ApiResult {
+    /// Routes, rate-limits and runs one request; the decision, when the endpoint is limited.
+    async fn dispatch(
+        &self,
+        ctx: &RequestContext,
+        body: RequestBody,
+    ) -> (ApiResult, Option<Decision>) {
         let Some(matched) = self.router.find(&ctx.path) else {
-            return Err(ApiError::new(
-                ErrorCode::NotFound,
-                format!("No resource at {}.", ctx.path),
-            ));
+            let error = ApiError::new(ErrorCode::NotFound, format!("No resource at {}.", ctx.path));
+            return (Err(error), None);
         };
+        let identity = RequestIdentity {
+            client_ip: ctx.client_ip,
+            // Only a token whose signature verifies may name the user.
+            user_id: ctx
+                .bearer_token()
+                .and_then(|token| self.auth.verify_access_token(token))
+                .map(|claims| claims.sub.to_string()),
+            provider_or_account_id: Some(matched.param("id"))
+                .filter(|id| !id.is_empty())
+                .map(str::to_owned),
+        };
+        let decision = self
+            .limiter
+            .check(
+                ctx.method.as_str(),
+                matched.route.template,
+                &ctx.path,
+                &identity,
+            )
+            .await;
+        if let Some(denied) = decision.filter(|decision| !decision.allowed) {
+            let error = ApiError::rate_limited(denied.retry_after_header());
+            return (Err(error), Some(denied));
+        }
+        (self.route(ctx, &matched, body).await, decision)
+    }
+
+    async fn route(
+        &self,
+        ctx: &RequestContext,
+        matched: &crate::api::routes::Matched<'_>,
+        body: RequestBody,
+    ) -> ApiResult {
         let Some(endpoint) = matched
             .route
             .methods

@@ -1,1 +1,383 @@
-fn main() {}
+//! The reference server of the aggregation API.
+//!
+//! ```text
+//! cargo run -p aggregation-examples --bin aggregation-server
+//! ```
+//!
+//! With no configuration it serves on `127.0.0.1:8080` from a SQLite file under `./data/`,
+//! limits requests in process, and writes emails as `.eml` files to `./data/outbox`.
+//! `aggregation-server --help` lists every environment variable.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aggregation_core::mail::{Mailer, OutboxMailer, SmtpMailer};
+use aggregation_core::rate_limit::{Cidr, PolicyTable, RedisRateLimitStore, parse_cidr_list};
+use aggregation_core::store::{PostgresStore, Role, SqliteStore, Store, StoreError};
+use aggregation_core::{AggregationService, Config};
+use base64::Engine as _;
+use clap::{Parser, Subcommand};
+use rand::RngExt as _;
+
+/// Where generated secrets and the default database live.
+const DATA_DIR: &str = "data";
+
+/// The aggregation API reference server. Every option is read from its environment variable.
+#[derive(Debug, Parser)]
+#[command(name = "aggregation-server", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Address to listen on (host:port).
+    #[arg(long, env = "AGG_BIND", default_value = "127.0.0.1:8080")]
+    bind: SocketAddr,
+    /// sqlx URL: `sqlite://path?mode=rwc` or `postgres://…`. Default: a SQLite file under ./data/.
+    #[arg(long, env = "AGG_DATABASE_URL")]
+    database_url: Option<String>,
+    /// Absolute URL prefixing problem types and email links. Default: http://{AGG_BIND}.
+    #[arg(long, env = "AGG_BASE_URL")]
+    base_url: Option<String>,
+    /// HS256 secret for access tokens (at least 32 bytes). Default: generated once into ./data/.
+    #[arg(long, env = "AGG_JWT_SECRET", hide_env_values = true)]
+    jwt_secret: Option<String>,
+    /// Comma-separated `id:base64` keys (32 bytes each) encrypting provider credentials; the
+    /// first encrypts. Default: generated once into ./data/.
+    #[arg(long, env = "AGG_ENCRYPTION_KEYS", hide_env_values = true)]
+    encryption_keys: Option<String>,
+    /// lettre SMTP URL (smtp://host:port, ?tls=required for STARTTLS, smtps:// for TLS).
+    /// Unset: emails are written to AGG_OUTBOX_DIR.
+    #[arg(long, env = "AGG_SMTP_URL", hide_env_values = true)]
+    smtp_url: Option<String>,
+    /// Folder for .eml files when no SMTP server is set.
+    #[arg(long, env = "AGG_OUTBOX_DIR", default_value = "./data/outbox")]
+    outbox_dir: PathBuf,
+    /// Sender mailbox, e.g. `Aggregation <noreply@example.com>`.
+    #[arg(long, env = "AGG_MAIL_FROM", default_value = "noreply@localhost")]
+    mail_from: String,
+    /// Comma-separated emails holding the admin role (granted at start-up and registration).
+    #[arg(long, env = "AGG_ADMIN_EMAILS", default_value = "")]
+    admin_emails: String,
+    /// Seconds after a global token rotation during which tokens one version behind still work.
+    #[arg(long, env = "AGG_ROTATION_GRACE_SECONDS", default_value_t = 300)]
+    rotation_grace_seconds: u64,
+    /// `off`, or a TOML file overriding rate-limit policies.
+    #[arg(long, env = "AGG_RATE_LIMITS")]
+    rate_limits: Option<String>,
+    /// `redis://…` or `rediss://…`: share rate limits across instances through Redis.
+    #[arg(long, env = "AGG_REDIS_URL", hide_env_values = true)]
+    redis_url: Option<String>,
+    /// Comma-separated CIDRs of proxies whose X-Forwarded-For is read.
+    #[arg(long, env = "AGG_TRUSTED_PROXIES", default_value = "")]
+    trusted_proxies: String,
+    /// Largest accepted upload in bytes.
+    #[arg(long, env = "AGG_MAX_UPLOAD_BYTES", default_value_t = 10_485_760)]
+    max_upload_bytes: usize,
+    /// tracing filter, e.g. `info` or `aggregation_core=debug,info`.
+    #[arg(long, env = "AGG_LOG", default_value = "info")]
+    log: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the API (the default).
+    Serve,
+    /// Grant the admin role to the user registered with EMAIL.
+    GrantAdmin {
+        /// The user's email.
+        email: String,
+    },
+}
+
+/// A start-up failure, named so the operator knows which setting to fix.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    #[error("{variable}: {message}")]
+    Setting {
+        variable: &'static str,
+        message: String,
+    },
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Build(#[from] aggregation_core::BuildError),
+}
+
+fn setting(variable: &'static str, message: impl std::fmt::Display) -> StartError {
+    StartError::Setting {
+        variable,
+        message: message.to_string(),
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+        .init();
+    // One TLS backend for every client (SMTP, PostgreSQL, Redis).
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(error = %error, "could not start the runtime");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), StartError> {
+    let store = open_store(cli.database_url.as_deref()).await?;
+    let admin_emails = split_list(&cli.admin_emails);
+    match &cli.command {
+        Some(Command::GrantAdmin { email }) => return grant_admin(store.as_ref(), email).await,
+        Some(Command::Serve) | None => {}
+    }
+    for email in &admin_emails {
+        // Users registered before the variable was set get the role at start-up.
+        let _ = grant_admin(store.as_ref(), email).await;
+    }
+    let config = config(&cli)?;
+    encryption_keys(cli.encryption_keys.as_deref())?;
+    let mut builder = AggregationService::builder(config)
+        .shared_store(store)
+        .rate_limit_policies(rate_limit_policies(cli.rate_limits.as_deref())?);
+    builder = match &cli.smtp_url {
+        Some(url) => builder.mailer(
+            SmtpMailer::from_url(url, &cli.mail_from).map_err(|e| setting("AGG_SMTP_URL", e))?,
+        ),
+        None => {
+            tracing::info!(dir = %cli.outbox_dir.display(), "emails are written to the outbox folder");
+            builder.mailer(outbox(&cli.outbox_dir, &cli.mail_from))
+        }
+    };
+    if let Some(url) = &cli.redis_url {
+        let limits = RedisRateLimitStore::from_url(
+            url,
+            "aggregation:".to_owned(),
+            RedisRateLimitStore::DEFAULT_TIMEOUT,
+        )
+        .map_err(|e| setting("AGG_REDIS_URL", e))?;
+        builder = builder.rate_limit_store(Arc::new(limits));
+        tracing::info!("rate limits are shared through Redis");
+    }
+    let service = builder.build()?;
+    let listener = tokio::net::TcpListener::bind(cli.bind)
+        .await
+        .map_err(|e| setting("AGG_BIND", e))?;
+    let address = listener.local_addr()?;
+    tracing::info!("listening on http://{address}");
+    let app = aggregation_axum::router(service).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn outbox(dir: &Path, from: &str) -> impl Mailer {
+    OutboxMailer::new(dir, from)
+}
+
+fn split_list(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn config(cli: &Cli) -> Result<Config, StartError> {
+    let base_url = cli
+        .base_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", cli.bind));
+    let jwt_secret = match &cli.jwt_secret {
+        Some(secret) => secret.clone().into_bytes(),
+        None => generated_secret("jwt-secret", "AGG_JWT_SECRET", || {
+            let bytes: [u8; 48] = rand::rng().random();
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+        })?
+        .into_bytes(),
+    };
+    let trusted: Vec<Cidr> =
+        parse_cidr_list(&cli.trusted_proxies).map_err(|e| setting("AGG_TRUSTED_PROXIES", e))?;
+    let config = Config::new(&base_url, jwt_secret)
+        .map_err(|e| match e {
+            aggregation_core::ConfigError::BaseUrl(_) => setting("AGG_BASE_URL", e),
+            _ => setting("AGG_JWT_SECRET", e),
+        })?
+        .with_mail_from(cli.mail_from.clone())
+        .with_rotation_grace(Duration::from_secs(cli.rotation_grace_seconds))
+        .with_max_upload_bytes(cli.max_upload_bytes)
+        .with_trusted_proxies(trusted);
+    Ok(config)
+}
+
+/// Parses `AGG_ENCRYPTION_KEYS` (or generates it once) so a malformed value stops the start.
+fn encryption_keys(value: Option<&str>) -> Result<Vec<(String, Vec<u8>)>, StartError> {
+    let value = match value {
+        Some(value) => value.to_owned(),
+        None => generated_secret("encryption-keys", "AGG_ENCRYPTION_KEYS", || {
+            let bytes: [u8; 32] = rand::rng().random();
+            format!(
+                "k1:{}",
+                base64::engine::general_purpose::STANDARD.encode(bytes)
+            )
+        })?,
+    };
+    let mut keys = Vec::new();
+    for entry in split_list(&value) {
+        let (id, encoded) = entry
+            .split_once(':')
+            .ok_or_else(|| setting("AGG_ENCRYPTION_KEYS", "each key is id:base64"))?;
+        let key = base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .map_err(|e| setting("AGG_ENCRYPTION_KEYS", format!("key {id}: {e}")))?;
+        if key.len() != 32 {
+            return Err(setting(
+                "AGG_ENCRYPTION_KEYS",
+                format!("key {id} is {} bytes, not 32", key.len()),
+            ));
+        }
+        keys.push((id.trim().to_owned(), key));
+    }
+    if keys.is_empty() {
+        return Err(setting("AGG_ENCRYPTION_KEYS", "no key given"));
+    }
+    Ok(keys)
+}
+
+/// Reads a secret generated on an earlier start, or generates and stores it (mode 0600).
+fn generated_secret(
+    file: &str,
+    variable: &'static str,
+    generate: impl FnOnce() -> String,
+) -> Result<String, StartError> {
+    let path = Path::new(DATA_DIR).join(file);
+    if let Ok(existing) = std::fs::read_to_string(&path) {
+        return Ok(existing.trim().to_owned());
+    }
+    std::fs::create_dir_all(DATA_DIR)?;
+    let secret = generate();
+    write_private(&path, &secret)?;
+    tracing::warn!(
+        path = %path.display(),
+        "{variable} is not set: generated a secret and stored it there; set {variable} in production"
+    );
+    Ok(secret)
+}
+
+#[cfg(unix)]
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(contents.as_bytes())
+}
+
+#[cfg(not(unix))]
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    std::fs::write(path, contents)
+}
+
+fn rate_limit_policies(value: Option<&str>) -> Result<PolicyTable, StartError> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(PolicyTable::builtin()),
+        Some("off") => {
+            tracing::warn!("rate limiting is off (AGG_RATE_LIMITS=off)");
+            Ok(PolicyTable::disabled())
+        }
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| setting("AGG_RATE_LIMITS", format!("{path}: {e}")))?;
+            PolicyTable::builtin()
+                .with_overrides_toml(&text)
+                .map_err(|e| setting("AGG_RATE_LIMITS", format!("{path}: {e}")))
+        }
+    }
+}
+
+async fn open_store(url: Option<&str>) -> Result<Arc<dyn Store>, StartError> {
+    let url = match url {
+        Some(url) => url.to_owned(),
+        None => {
+            std::fs::create_dir_all(DATA_DIR)?;
+            format!("sqlite://{DATA_DIR}/aggregation.db?mode=rwc")
+        }
+    };
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let store = PostgresStore::connect(&url).await?;
+        store.migrate().await?;
+        Ok(Arc::new(store))
+    } else if url.starts_with("sqlite:") {
+        let store = SqliteStore::connect(&url).await?;
+        store.migrate().await?;
+        Ok(Arc::new(store))
+    } else {
+        Err(setting(
+            "AGG_DATABASE_URL",
+            "expected sqlite://… or postgres://…",
+        ))
+    }
+}
+
+async fn grant_admin(store: &dyn Store, email: &str) -> Result<(), StartError> {
+    let normalized = aggregation_core::auth::normalize_email(email);
+    let Some(user) = store.user_by_email(&normalized).await? else {
+        tracing::warn!(
+            email,
+            "no user with this email yet; admin is granted once they register and the server restarts"
+        );
+        return Ok(());
+    };
+    if store
+        .grant_role(user.id, Role::Admin, aggregation_core::store::now())
+        .await?
+    {
+        tracing::info!(email, "admin role granted");
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down; in-flight requests finish");
+}

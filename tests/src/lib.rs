@@ -3,12 +3,15 @@
 //! `AGG_TEST_DATABASE_URL` is set, on PostgreSQL (a fresh database per test, dropped after).
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use aggregation_core::events::MemoryEventSink;
 use aggregation_core::mail::{Email, MemoryMailer};
+use aggregation_core::rate_limit::{PolicyTable, RateLimitStore};
 use aggregation_core::store::{PostgresStore, SqliteStore, Store};
-use aggregation_core::{AggregationService, Config};
+use aggregation_core::{AggregationService, Config, PeerAddr};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode, header};
 use http_body_util::{BodyExt as _, Full};
@@ -110,9 +113,11 @@ enum Client {
     Bare(AggregationService),
     Http {
         base: String,
-        client: hyper_util::client::legacy::Client<
-            hyper_util::client::legacy::connect::HttpConnector,
-            Full<Bytes>,
+        client: Box<
+            hyper_util::client::legacy::Client<
+                hyper_util::client::legacy::connect::HttpConnector,
+                Full<Bytes>,
+            >,
         >,
     },
 }
@@ -127,6 +132,8 @@ pub struct TestApp {
     pub mailer: MemoryMailer,
     /// The store, for seeding records.
     pub store: Arc<dyn Store>,
+    /// Domain events the service emitted.
+    pub events: MemoryEventSink,
     client: Client,
     _server: servers::ServerGuard,
 }
@@ -206,47 +213,93 @@ pub fn postgres_url() -> Option<String> {
         .filter(|url| !url.trim().is_empty())
 }
 
+/// What a case needs beyond the defaults.
+pub struct Setup {
+    /// The service configuration.
+    pub config: Config,
+    /// Rate-limit policies; the default cases run with limiting off because they repeat
+    /// requests on purpose.
+    pub policies: PolicyTable,
+    /// Where buckets live; `None` for the in-process default.
+    pub rate_limit_store: Option<Arc<dyn RateLimitStore>>,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self {
+            config: test_config(),
+            policies: PolicyTable::disabled(),
+            rate_limit_store: None,
+        }
+    }
+}
+
 /// Runs one case against one target and backend with the default configuration.
 pub async fn run<F, Fut>(target: Target, backend: Backend, case: F)
 where
     F: FnOnce(TestApp) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    run_with(target, backend, test_config, case).await;
+    run_setup(target, backend, Setup::default(), case).await;
 }
 
-/// Runs one case with a custom configuration. Skips (saying so) a PostgreSQL case when
-/// `AGG_TEST_DATABASE_URL` is unset.
+/// Runs one case with a custom configuration.
 pub async fn run_with<C, F, Fut>(target: Target, backend: Backend, config: C, case: F)
 where
     C: FnOnce() -> Config,
     F: FnOnce(TestApp) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let (store, database): (Arc<dyn Store>, Option<PgDatabase>) = match backend {
-        Backend::Sqlite => (
+    let setup = Setup {
+        config: config(),
+        ..Setup::default()
+    };
+    run_setup(target, backend, setup, case).await;
+}
+
+/// The backing store of a case, and the database to drop after it.
+async fn make_store(backend: Backend) -> Option<(Arc<dyn Store>, Option<PgDatabase>)> {
+    match backend {
+        Backend::Sqlite => Some((
             Arc::new(SqliteStore::in_memory().await.expect("in-memory SQLite")),
             None,
-        ),
+        )),
         Backend::Postgres => {
             let Some(admin_url) = postgres_url() else {
                 eprintln!("skipping PostgreSQL case: AGG_TEST_DATABASE_URL is not set");
-                return;
+                return None;
             };
             let (database, url) = PgDatabase::create(&admin_url).await;
             let store = PostgresStore::connect(&url)
                 .await
                 .expect("connect test database");
             store.migrate().await.expect("migrate test database");
-            (Arc::new(store), Some(database))
+            Some((Arc::new(store), Some(database)))
         }
+    }
+}
+
+/// Runs one case with a full [`Setup`]. Skips (saying so) a PostgreSQL case when
+/// `AGG_TEST_DATABASE_URL` is unset.
+pub async fn run_setup<F, Fut>(target: Target, backend: Backend, setup: Setup, case: F)
+where
+    F: FnOnce(TestApp) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let Some((store, database)) = make_store(backend).await else {
+        return;
     };
     let mailer = MemoryMailer::new();
-    let service = AggregationService::builder(config())
+    let events = MemoryEventSink::new();
+    let mut builder = AggregationService::builder(setup.config)
         .shared_store(store.clone())
         .mailer(mailer.clone())
-        .build()
-        .expect("service builds");
+        .events(events.clone())
+        .rate_limit_policies(setup.policies);
+    if let Some(limits) = setup.rate_limit_store {
+        builder = builder.rate_limit_store(limits);
+    }
+    let service = builder.build().expect("service builds");
     let (client, server) = match target {
         Target::Bare => (Client::Bare(service), servers::ServerGuard::None),
         Target::Axum => {
@@ -263,6 +316,7 @@ where
         backend,
         mailer,
         store,
+        events,
         client,
         _server: server,
     };
@@ -281,8 +335,10 @@ where
 fn http_client(base: String) -> Client {
     Client::Http {
         base,
-        client: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build_http(),
+        client: Box::new(
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http(),
+        ),
     }
 }
 
@@ -291,6 +347,13 @@ impl TestApp {
     pub async fn send(&self, request: Request<Full<Bytes>>) -> TestResponse {
         match &self.client {
             Client::Bare(service) => {
+                let mut request = request;
+                // What an adapter would add: the bare target sees a loopback client too.
+                if request.extensions().get::<PeerAddr>().is_none() {
+                    request
+                        .extensions_mut()
+                        .insert(PeerAddr(SocketAddr::from(([127, 0, 0, 1], 40_000))));
+                }
                 let response = service
                     .clone()
                     .oneshot(request)
@@ -463,6 +526,30 @@ macro_rules! conformance {
         $crate::conformance!(@target bare_postgres, Bare, Postgres, $($case),+);
         $crate::conformance!(@target axum_postgres, Axum, Postgres, $($case),+);
         $crate::conformance!(@target actix_postgres, Actix, Postgres, $($case),+);
+    };
+    (setup = $setup:ident; $($case:ident),+ $(,)?) => {
+        $crate::conformance!(@setup $setup; bare_sqlite, Bare, Sqlite, $($case),+);
+        $crate::conformance!(@setup $setup; axum_sqlite, Axum, Sqlite, $($case),+);
+        $crate::conformance!(@setup $setup; actix_sqlite, Actix, Sqlite, $($case),+);
+        $crate::conformance!(@setup $setup; bare_postgres, Bare, Postgres, $($case),+);
+        $crate::conformance!(@setup $setup; axum_postgres, Axum, Postgres, $($case),+);
+        $crate::conformance!(@setup $setup; actix_postgres, Actix, Postgres, $($case),+);
+    };
+    (@setup $setup:ident; $module:ident, $target:ident, $backend:ident, $($case:ident),+) => {
+        mod $module {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    $crate::run_setup(
+                        $crate::Target::$target,
+                        $crate::Backend::$backend,
+                        super::$setup(),
+                        super::$case,
+                    )
+                    .await;
+                }
+            )+
+        }
     };
     (@target $module:ident, $target:ident, $backend:ident, $($case:ident),+) => {
         mod $module {

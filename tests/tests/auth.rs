@@ -277,9 +277,7 @@ async fn login_returns_session_tokens(app: TestApp) {
     let session = &sessions["sessions"][0];
     assert_eq!(session["is_current"], true);
     assert_eq!(session["device_info"], "Firefox 128 on Linux");
-    if app.target != aggregation_tests::Target::Bare {
-        assert_eq!(session["ip_address"], "127.0.0.1");
-    }
+    assert_eq!(session["ip_address"], "127.0.0.1");
 }
 
 async fn refresh_rotates_and_reuse_revokes_the_session(app: TestApp) {

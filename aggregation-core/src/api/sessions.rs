@@ -137,6 +137,12 @@ pub(crate) async fn revoke_all(state: &State, ctx: &RequestContext, body: Bytes)
             now(),
         )
         .await?;
+    state
+        .events
+        .emit(&crate::events::DomainEvent::SessionsRevoked {
+            user_id: claims.sub,
+            count: revoked_count,
+        });
     json(
         StatusCode::OK,
         &BulkRevoke {

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::crypto::{random_hex_token, random_urlsafe_token, token_digest};
+use crate::events::{DomainEvent, EventSink};
 use crate::mail::{Email, MailQueue};
 use crate::store::{
     NewOneTimeToken, NewRefreshToken, NewSession, NewUser, Role, Store, StoreError, TokenCheck,
@@ -107,6 +108,7 @@ pub(crate) struct Auth {
     config: Arc<Config>,
     tokens: AccessTokens,
     mail: MailQueue,
+    events: Arc<dyn EventSink>,
     /// Verified against when the email is unknown, so that both failures take the same time.
     dummy_hash: Arc<tokio::sync::OnceCell<String>>,
 }
@@ -116,12 +118,18 @@ fn add(at: DateTime<Utc>, duration: std::time::Duration) -> DateTime<Utc> {
 }
 
 impl Auth {
-    pub(crate) fn new(store: Arc<dyn Store>, config: Arc<Config>, mail: MailQueue) -> Self {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        config: Arc<Config>,
+        mail: MailQueue,
+        events: Arc<dyn EventSink>,
+    ) -> Self {
         Self {
             tokens: AccessTokens::new(&config),
             store,
             config,
             mail,
+            events,
             dummy_hash: Arc::new(tokio::sync::OnceCell::new()),
         }
     }
@@ -153,6 +161,8 @@ impl Auth {
         }
         self.send_verification(user.id, &user.email, client, None)
             .await?;
+        self.events
+            .emit(&DomainEvent::UserRegistered { user_id: user.id });
         Ok(Registration {
             user_id: user.id,
             email: user.email,
@@ -209,7 +219,12 @@ impl Auth {
 
     pub(crate) async fn verify_email(&self, token: &str) -> Result<(), AuthError> {
         match self.store.verify_email(&token_digest(token), now()).await? {
-            TokenCheck::Consumed { .. } | TokenCheck::Valid { .. } => Ok(()),
+            TokenCheck::Consumed { user_id } | TokenCheck::Valid { user_id } => {
+                self.events.emit(&DomainEvent::EmailVerified {
+                    user_id: Some(user_id),
+                });
+                Ok(())
+            }
             other => Err(token_failure(other)),
         }
     }
@@ -250,13 +265,13 @@ impl Auth {
         let Some(user) = user else {
             let dummy = self.dummy_hash().await?.to_owned();
             password::verify_password(&dummy, password).await;
-            return Err(AuthError::InvalidCredentials);
+            return Err(self.login_failed(AuthError::InvalidCredentials));
         };
         if !password::verify_password(&user.password_hash, password).await {
-            return Err(AuthError::InvalidCredentials);
+            return Err(self.login_failed(AuthError::InvalidCredentials));
         }
         if user.email_verified_at.is_none() {
-            return Err(AuthError::EmailNotVerified);
+            return Err(self.login_failed(AuthError::EmailNotVerified));
         }
         let created_at = now();
         let session_id = Uuid::now_v7();
@@ -287,8 +302,21 @@ impl Auth {
                 },
             )
             .await?;
+        self.events.emit(&DomainEvent::LoginSucceeded {
+            user_id: user.id,
+            session_id,
+        });
         self.issue_access(&user, session_id, refresh_token, created_at)
             .await
+    }
+
+    fn login_failed(&self, error: AuthError) -> AuthError {
+        let reason = match error {
+            AuthError::EmailNotVerified => "email_not_verified",
+            _ => "invalid_credentials",
+        };
+        self.events.emit(&DomainEvent::LoginFailed { reason });
+        error
     }
 
     async fn issue_access(
@@ -347,6 +375,10 @@ impl Auth {
                 self.store
                     .revoke_session(record.user_id, record.session_id, "token_reuse", at)
                     .await?;
+                self.events.emit(&DomainEvent::RefreshTokenReused {
+                    user_id: record.user_id,
+                    session_id: record.session_id,
+                });
             }
             return Err(AuthError::InvalidRefreshToken);
         }
@@ -386,6 +418,10 @@ impl Auth {
             // theft, so the session stays, but this caller gets nothing.
             return Err(AuthError::InvalidRefreshToken);
         }
+        self.events.emit(&DomainEvent::TokenRefreshed {
+            user_id: user.id,
+            session_id: record.session_id,
+        });
         self.issue_access(&user, record.session_id, new_refresh_token, at)
             .await
     }
@@ -395,6 +431,7 @@ impl Auth {
         self.store
             .revoke_session_by_token(user_id, &token_digest(refresh_token), "logout", now())
             .await?;
+        self.events.emit(&DomainEvent::LoggedOut { user_id });
         Ok(())
     }
 
@@ -470,7 +507,10 @@ impl Auth {
             .reset_password(&digest, &password_hash, now())
             .await?
         {
-            TokenCheck::Consumed { .. } | TokenCheck::Valid { .. } => Ok(()),
+            TokenCheck::Consumed { user_id } | TokenCheck::Valid { user_id } => {
+                self.events.emit(&DomainEvent::PasswordReset { user_id });
+                Ok(())
+            }
             other => Err(token_failure(other)),
         }
     }

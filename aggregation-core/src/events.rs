@@ -1,0 +1,150 @@
+//! Domain events: what happened, for embedders to audit or forward.
+//!
+//! The service reports every event to one [`EventSink`]: the rate limiter's
+//! `RateLimitCheck*` events and the account events (registration, login, logout, refresh,
+//! reuse detection, password reset, session revocation). The default sink writes them to
+//! `tracing`; implement the trait to send them elsewhere. Events never carry secrets.
+//!
+//! ```
+//! use aggregation_core::events::{DomainEvent, EventSink};
+//!
+//! struct Audit;
+//! impl EventSink for Audit {
+//!     fn emit(&self, event: &DomainEvent) {
+//!         if let DomainEvent::LoginSucceeded { user_id, .. } = event {
+//!             println!("login by {user_id}");
+//!         }
+//!     }
+//! }
+//! ```
+
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::rate_limit::{RateLimitEvent, RateLimitEvents};
+
+/// Something that happened in the service.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event")]
+#[non_exhaustive]
+pub enum DomainEvent {
+    /// A user registered.
+    UserRegistered {
+        /// The new user.
+        user_id: Uuid,
+    },
+    /// A user verified their email.
+    EmailVerified {
+        /// The user, when known.
+        user_id: Option<Uuid>,
+    },
+    /// A login created a session.
+    LoginSucceeded {
+        /// The user.
+        user_id: Uuid,
+        /// The new session.
+        session_id: Uuid,
+    },
+    /// A login failed (unknown email, wrong password, unverified email).
+    LoginFailed {
+        /// `invalid_credentials` or `email_not_verified`.
+        reason: &'static str,
+    },
+    /// A refresh token was exchanged for a new pair.
+    TokenRefreshed {
+        /// The user.
+        user_id: Uuid,
+        /// The session.
+        session_id: Uuid,
+    },
+    /// A rotated-away refresh token was presented again; its session was revoked.
+    RefreshTokenReused {
+        /// The user.
+        user_id: Uuid,
+        /// The revoked session.
+        session_id: Uuid,
+    },
+    /// A user logged out.
+    LoggedOut {
+        /// The user.
+        user_id: Uuid,
+    },
+    /// A password was reset and every session revoked.
+    PasswordReset {
+        /// The user.
+        user_id: Uuid,
+    },
+    /// Sessions were revoked by their owner.
+    SessionsRevoked {
+        /// The user.
+        user_id: Uuid,
+        /// How many.
+        count: u64,
+    },
+    /// A rate-limit check event (`RateLimitCheckAttempted`, `…Allowed`, `…Denied`), carrying
+    /// its own `event` name. Kept last: serde needs untagged variants at the end.
+    #[serde(untagged)]
+    RateLimit(RateLimitEvent),
+}
+
+/// Receives domain events. Called inline on the request path: keep it fast (queue elsewhere).
+pub trait EventSink: Send + Sync + 'static {
+    /// Handles one event.
+    fn emit(&self, event: &DomainEvent);
+}
+
+/// Writes events to `tracing` (account events at info, rate-limit checks at debug).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TracingEventSink;
+
+impl EventSink for TracingEventSink {
+    fn emit(&self, event: &DomainEvent) {
+        match event {
+            DomainEvent::RateLimit(event) => crate::rate_limit::TracingEvents.emit(event),
+            other => {
+                let fields = serde_json::to_string(other).unwrap_or_default();
+                tracing::info!(target: "aggregation::events", event = %fields, "domain event");
+            }
+        }
+    }
+}
+
+/// Keeps every event in memory, for tests.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryEventSink {
+    events: Arc<Mutex<Vec<DomainEvent>>>,
+}
+
+impl MemoryEventSink {
+    /// An empty sink.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every event so far, oldest first.
+    pub fn events(&self) -> Vec<DomainEvent> {
+        self.events
+            .lock()
+            .map(|events| events.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl EventSink for MemoryEventSink {
+    fn emit(&self, event: &DomainEvent) {
+        if let Ok(mut events) = self.events.lock() {
+            events.push(event.clone());
+        }
+    }
+}
+
+/// Feeds the rate limiter's events into a domain sink.
+pub(crate) struct SinkRateLimitEvents(pub(crate) Arc<dyn EventSink>);
+
+impl RateLimitEvents for SinkRateLimitEvents {
+    fn emit(&self, event: &RateLimitEvent) {
+        self.0.emit(&DomainEvent::RateLimit(event.clone()));
+    }
+}

@@ -1,0 +1,352 @@
+//! Rate limiting: token buckets per endpoint, scoped by client IP, user, user and provider,
+//! user and account, or globally.
+//!
+//! * [`bucket`]: the spec's arithmetic as pure functions over an injected time.
+//! * [`policy`]: [`Scope`], [`Policy`], the built-in [`PolicyTable`] and its TOML overrides
+//!   (`AGG_RATE_LIMITS`).
+//! * [`RateLimitStore`]: where bucket states live: [`InMemoryRateLimitStore`] (default) or
+//!   [`RedisRateLimitStore`] (feature `redis`, `AGG_REDIS_URL`).
+//! * [`client_ip`](mod@client_ip): the client address behind trusted proxies
+//!   (`AGG_TRUSTED_PROXIES`).
+//! * [`events`]: the spec's `RateLimitCheck*` events.
+//! * [`RateLimiter`] ties them together: policy lookup, bucket key, store, events, fail-open.
+//!
+//! The limiter decides; the HTTP layer renders. For a limited endpoint it gets a
+//! [`Decision`] and sets `X-RateLimit-Limit` = [`Decision::limit`],
+//! `X-RateLimit-Remaining` = [`Decision::remaining`], `X-RateLimit-Reset` =
+//! [`Decision::reset_after_secs`]; when denied, 429 with `Retry-After` and the body's
+//! `retry_after` = [`Decision::retry_after_header`].
+//!
+//! ```
+//! use std::sync::Arc;
+//! use aggregation_core::rate_limit::{
+//!     InMemoryRateLimitStore, PolicyTable, RateLimiter, RequestIdentity, TracingEvents,
+//! };
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! let limiter = RateLimiter::new(
+//!     PolicyTable::builtin(),
+//!     Arc::new(InMemoryRateLimitStore::new()),
+//!     Arc::new(TracingEvents),
+//! );
+//! let who = RequestIdentity { client_ip: Some("203.0.113.9".parse().unwrap()), ..Default::default() };
+//! for _ in 0..5 {
+//!     let d = limiter.check("POST", "/api/v1/sessions", "/api/v1/sessions", &who).await.unwrap();
+//!     assert!(d.allowed);
+//! }
+//! let sixth = limiter.check("POST", "/api/v1/sessions", "/api/v1/sessions", &who).await.unwrap();
+//! assert!(!sixth.allowed);
+//! assert_eq!(sixth.retry_after_header(), 12);
+//! // Not limited: no policy.
+//! assert!(limiter.check("GET", "/health", "/health", &who).await.is_none());
+//! # });
+//! ```
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+
+pub mod bucket;
+pub mod client_ip;
+pub mod events;
+pub mod memory;
+pub mod policy;
+#[cfg(feature = "redis")]
+pub mod redis;
+
+pub use bucket::{BucketPolicy, BucketState, Decision};
+pub use client_ip::{Cidr, CidrError, parse_cidr_list};
+pub use events::{NoopEvents, RateLimitEvent, RateLimitEvents, RecordingEvents, TracingEvents};
+pub use memory::InMemoryRateLimitStore;
+pub use policy::{Policy, PolicyError, PolicyTable, Scope};
+#[cfg(feature = "redis")]
+pub use redis::RedisRateLimitStore;
+
+/// A clock: seconds (fractional) from a fixed origin. Stores read it once per check.
+pub type Clock = Arc<dyn Fn() -> f64 + Send + Sync>;
+
+/// Seconds since the first call in this process, from [`Instant`]: never jumps. The
+/// in-memory store's default.
+pub fn monotonic_clock() -> Clock {
+    static START: OnceLock<Instant> = OnceLock::new();
+    let start = *START.get_or_init(Instant::now);
+    Arc::new(move || start.elapsed().as_secs_f64())
+}
+
+/// Seconds since the Unix epoch, from [`SystemTime`] (0 if the system clock is before 1970).
+pub fn wall_clock() -> Clock {
+    Arc::new(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_secs_f64()
+    })
+}
+
+/// A clock that moves only when told to, for tests and benchmarks. Clones share the time.
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    bits: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock showing `secs`.
+    pub fn new(secs: f64) -> Self {
+        Self {
+            bits: Arc::new(AtomicU64::new(secs.to_bits())),
+        }
+    }
+
+    /// The time shown.
+    pub fn now(&self) -> f64 {
+        f64::from_bits(self.bits.load(Ordering::SeqCst))
+    }
+
+    /// Show `secs`.
+    pub fn set(&self, secs: f64) {
+        self.bits.store(secs.to_bits(), Ordering::SeqCst);
+    }
+
+    /// Move forward by `secs`.
+    pub fn advance(&self, secs: f64) {
+        // Read-modify-write without a lost update.
+        let _ = self
+            .bits
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| {
+                Some((f64::from_bits(b) + secs).to_bits())
+            });
+    }
+
+    /// This clock as a [`Clock`] for a store.
+    pub fn clock(&self) -> Clock {
+        let this = self.clone();
+        Arc::new(move || this.now())
+    }
+}
+
+/// A store failed; the limiter allows the request (fail-open).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RateLimitStoreError {
+    /// The store did not answer within its timeout.
+    #[error("rate-limit store did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The store could not be reached or reported an error.
+    #[error("rate-limit store error: {0}")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The store answered something that is not a bucket state.
+    #[error("rate-limit store returned an invalid reply: {0}")]
+    InvalidReply(String),
+    /// The store's configuration cannot be used (e.g. a malformed URL).
+    #[error("invalid rate-limit store configuration: {0}")]
+    Config(String),
+}
+
+/// Where bucket states live.
+///
+/// `check` is the whole operation for one request and must be **atomic per key**: read the
+/// state (a missing or expired state is a full bucket), apply [`bucket::check`] for the
+/// store's current time, write the new state with a time to live of
+/// [`BucketPolicy::ttl_secs`], and return the decision. Concurrent checks of one key must
+/// behave as if run one after the other. An error means nothing is known (the limiter then
+/// allows the request); a store must bound how long it can take.
+#[async_trait]
+pub trait RateLimitStore: Send + Sync + 'static {
+    /// Check and consume `policy.cost()` tokens from the bucket `key`.
+    async fn check(
+        &self,
+        key: &str,
+        policy: &BucketPolicy,
+    ) -> Result<Decision, RateLimitStoreError>;
+}
+
+/// Who is making a request, as far as rate limiting needs to know.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestIdentity {
+    /// The client address (see [`client_ip::client_ip`]); `None` when unknown.
+    pub client_ip: Option<IpAddr>,
+    /// The user id (token subject), set **only** from a token whose signature verified: the
+    /// caller guarantees it. `None` for anonymous or invalid-token requests.
+    pub user_id: Option<String>,
+    /// The provider connection id or account id the request is about (from the path, or the
+    /// body for the bulk sync endpoints), for the `UserProvider` and `UserAccount` scopes.
+    pub provider_or_account_id: Option<String>,
+}
+
+/// Identifier used when the client IP is unknown: all such requests share a bucket.
+pub const UNKNOWN_IP: &str = "unknown";
+
+/// Escape `%` and `:` so a caller-influenced part cannot mimic a key separator.
+fn escape_key_part(part: &str) -> std::borrow::Cow<'_, str> {
+    if part.contains(['%', ':']) {
+        part.replace('%', "%25").replace(':', "%3A").into()
+    } else {
+        part.into()
+    }
+}
+
+/// The scope applied and the bucket identifier for a request under a policy's scope.
+///
+/// * `Ip`: the client IP (canonical text form), or [`UNKNOWN_IP`].
+/// * `User`: the user id; without one, falls back to `Ip`.
+/// * `UserProvider` / `UserAccount`: `user:id` (just the user when the request names no
+///   provider or account); without a user, falls back to `Ip`.
+/// * `Global`: `global`.
+///
+/// User, provider and account ids have `%` and `:` percent-escaped.
+pub fn resolve_identifier(scope: Scope, identity: &RequestIdentity) -> (Scope, String) {
+    let ip = || {
+        (
+            Scope::Ip,
+            identity
+                .client_ip
+                .map_or_else(|| UNKNOWN_IP.to_owned(), |ip| ip.to_canonical().to_string()),
+        )
+    };
+    let user = identity.user_id.as_deref().filter(|u| !u.is_empty());
+    match scope {
+        Scope::Ip => ip(),
+        Scope::Global => (Scope::Global, "global".to_owned()),
+        Scope::User => match user {
+            Some(u) => (Scope::User, escape_key_part(u).into_owned()),
+            None => ip(),
+        },
+        Scope::UserProvider | Scope::UserAccount => match user {
+            None => ip(),
+            Some(u) => {
+                let target = identity
+                    .provider_or_account_id
+                    .as_deref()
+                    .filter(|id| !id.is_empty());
+                let id = match target {
+                    Some(t) => format!("{}:{}", escape_key_part(u), escape_key_part(t)),
+                    None => escape_key_part(u).into_owned(),
+                };
+                (scope, id)
+            }
+        },
+    }
+}
+
+/// The bucket key: `rl:{scope}:{identifier}:{METHOD}:{path}`, the path as requested with the
+/// query (and any fragment) dropped, the method upper-cased, the scope in lower case
+/// ([`Scope::key_str`]).
+pub fn bucket_key(scope: Scope, identifier: &str, method: &str, path: &str) -> String {
+    let path = path.split(['?', '#']).next().unwrap_or(path);
+    format!(
+        "rl:{}:{identifier}:{}:{path}",
+        scope.key_str(),
+        method.to_ascii_uppercase()
+    )
+}
+
+/// Policy lookup, bucket key, store, events and fail-open, for one request at a time.
+///
+/// Cheap to clone (shares everything).
+#[derive(Clone)]
+pub struct RateLimiter {
+    policies: Arc<PolicyTable>,
+    store: Arc<dyn RateLimitStore>,
+    events: Arc<dyn RateLimitEvents>,
+}
+
+impl std::fmt::Debug for RateLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimiter")
+            .field("policies", &self.policies.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RateLimiter {
+    /// A limiter applying `policies` with bucket states in `store`, reporting to `events`.
+    pub fn new(
+        policies: PolicyTable,
+        store: Arc<dyn RateLimitStore>,
+        events: Arc<dyn RateLimitEvents>,
+    ) -> Self {
+        Self {
+            policies: Arc::new(policies),
+            store,
+            events,
+        }
+    }
+
+    /// The policies applied.
+    pub fn policies(&self) -> &PolicyTable {
+        &self.policies
+    }
+
+    /// Check a request to `method route_template` (the router's template, for the policy)
+    /// at `path` (as requested, for the bucket key).
+    ///
+    /// `None`: the endpoint has no policy or a disabled one, and is not limited (no headers).
+    /// Otherwise the decision, after emitting `RateLimitCheckAttempted` and then
+    /// `RateLimitCheckAllowed` or `RateLimitCheckDenied`.
+    ///
+    /// **Fail-open**: when the store fails (down, timeout, bad reply) the request is allowed
+    /// with a full bucket reported (`remaining = limit`, `retry_after_secs = 0`,
+    /// `reset_after_secs = 0`, see [`Decision::fail_open`]), an error is logged with
+    /// `endpoint`, `identifier`, `error`, `layer = "rate_limit"` and `result = "fail_open"`,
+    /// and `RateLimitCheckAllowed` is emitted as for any allowed request.
+    pub async fn check(
+        &self,
+        method: &str,
+        route_template: &str,
+        path: &str,
+        identity: &RequestIdentity,
+    ) -> Option<Decision> {
+        let (policy, bucket) = self.policies.active(method, route_template)?;
+        let (scope, identifier) = resolve_identifier(policy.scope, identity);
+        let endpoint = format!("{} {route_template}", method.to_ascii_uppercase());
+        let key = bucket_key(scope, &identifier, method, path);
+        let scope_name = scope.as_str().to_owned();
+
+        self.events.emit(&RateLimitEvent::Attempted {
+            endpoint: endpoint.clone(),
+            identifier: identifier.clone(),
+            scope: scope_name.clone(),
+            cost: bucket.cost(),
+        });
+        let started = Instant::now();
+        let decision = match self.store.check(&key, bucket).await {
+            Ok(decision) => decision,
+            Err(e) => {
+                tracing::error!(
+                    endpoint = %endpoint,
+                    identifier = %identifier,
+                    error = %e,
+                    layer = "rate_limit",
+                    result = "fail_open",
+                    "rate-limit store failed; request allowed"
+                );
+                Decision::fail_open(bucket)
+            }
+        };
+        let execution_time_ms = started.elapsed().as_secs_f64() * 1000.0;
+        self.events.emit(&if decision.allowed {
+            RateLimitEvent::Allowed {
+                endpoint,
+                identifier,
+                scope: scope_name,
+                remaining_tokens: decision.remaining,
+                execution_time_ms,
+            }
+        } else {
+            RateLimitEvent::Denied {
+                endpoint,
+                identifier,
+                scope: scope_name,
+                retry_after: decision.retry_after_secs,
+                execution_time_ms,
+            }
+        });
+        Some(decision)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,132 @@
+//! Rate limiting shared through Redis by several service instances (`AGG_TEST_REDIS_URL`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aggregation_core::mail::MemoryMailer;
+use aggregation_core::rate_limit::{PolicyTable, RateLimitStore, RedisRateLimitStore};
+use aggregation_core::store::SqliteStore;
+use aggregation_core::{AggregationService, PeerAddr};
+use bytes::Bytes;
+use http::{Method, Request, StatusCode, header};
+use http_body_util::Full;
+use tower::ServiceExt as _;
+
+fn redis_url() -> Option<String> {
+    let url = std::env::var("AGG_TEST_REDIS_URL")
+        .ok()
+        .filter(|url| !url.trim().is_empty());
+    if url.is_none() {
+        eprintln!("skipping Redis case: AGG_TEST_REDIS_URL is not set");
+    }
+    url
+}
+
+async fn instance(limits: Arc<dyn RateLimitStore>) -> AggregationService {
+    AggregationService::builder(aggregation_tests::test_config())
+        .store(SqliteStore::in_memory().await.expect("store"))
+        .mailer(MemoryMailer::new())
+        .rate_limit_policies(PolicyTable::builtin())
+        .rate_limit_store(limits)
+        .build()
+        .expect("service")
+}
+
+async fn login(service: &AggregationService) -> StatusCode {
+    let mut request = Request::builder()
+        .method(Method::POST)
+        .uri("/api/v1/sessions")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from_static(
+            br#"{"email": "nobody@example.com", "password": "Wrong-passw0rd"}"#,
+        )))
+        .expect("request");
+    request
+        .extensions_mut()
+        .insert(PeerAddr(SocketAddr::from(([192, 0, 2, 10], 5555))));
+    service
+        .clone()
+        .oneshot(request)
+        .await
+        .expect("infallible")
+        .status()
+}
+
+fn prefix() -> String {
+    format!("aggtest:{}:", uuid::Uuid::new_v4().simple())
+}
+
+async fn delete_keys(url: &str, prefix: &str) {
+    let Ok(client) = redis::Client::open(url) else {
+        return;
+    };
+    if let Ok(mut connection) = client.get_multiplexed_async_connection().await {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}*"))
+            .query_async(&mut connection)
+            .await
+            .unwrap_or_default();
+        if !keys.is_empty() {
+            let _: Result<(), _> = redis::cmd("DEL")
+                .arg(keys)
+                .query_async(&mut connection)
+                .await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_share_one_bucket_under_concurrent_load() {
+    let Some(url) = redis_url() else { return };
+    let prefix = prefix();
+    let limits = |prefix: &str| -> Arc<dyn RateLimitStore> {
+        Arc::new(
+            RedisRateLimitStore::from_url(&url, prefix.to_owned(), Duration::from_secs(2))
+                .expect("redis store"),
+        )
+    };
+    let first = instance(limits(&prefix)).await;
+    let second = instance(limits(&prefix)).await;
+    let attempts = (0..24).map(|index| {
+        let service = if index % 2 == 0 {
+            first.clone()
+        } else {
+            second.clone()
+        };
+        tokio::spawn(async move { login(&service).await })
+    });
+    let statuses = futures_util::future::join_all(attempts).await;
+    let allowed = statuses
+        .iter()
+        .filter(|status| matches!(status, Ok(StatusCode::UNAUTHORIZED)))
+        .count();
+    let denied = statuses
+        .iter()
+        .filter(|status| matches!(status, Ok(StatusCode::TOO_MANY_REQUESTS)))
+        .count();
+    delete_keys(&url, &prefix).await;
+    assert_eq!(
+        allowed, 5,
+        "exactly max_tokens logins pass across both instances"
+    );
+    assert_eq!(denied, 19);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_redis_fails_open_within_the_timeout() {
+    // Port 1 on loopback: nothing listens, as with a stopped Redis.
+    let limits: Arc<dyn RateLimitStore> = Arc::new(
+        RedisRateLimitStore::from_url("redis://127.0.0.1:1", prefix(), Duration::from_millis(100))
+            .expect("redis store"),
+    );
+    let service = instance(limits).await;
+    for _ in 0..7 {
+        let started = Instant::now();
+        assert_eq!(login(&service).await, StatusCode::UNAUTHORIZED);
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "never a hung request"
+        );
+    }
+}
