@@ -1,1 +1,93 @@
-//! Shared helpers for the benchmarks.
+//! Shared helpers for the benchmarks: a service over in-memory SQLite and request builders.
+
+use aggregation_core::mail::MemoryMailer;
+use aggregation_core::rate_limit::PolicyTable;
+use aggregation_core::store::SqliteStore;
+use aggregation_core::{AggregationService, Config};
+use bytes::Bytes;
+use http::{Method, Request, Response, header};
+use http_body_util::{BodyExt as _, Full};
+use tower::ServiceExt as _;
+
+/// Password of every benchmark user.
+pub const PASSWORD: &str = "Bench-Passw0rd!";
+
+/// A service over in-memory SQLite with rate limiting off (benchmarks repeat requests).
+pub async fn service() -> (AggregationService, MemoryMailer) {
+    let mailer = MemoryMailer::new();
+    let config = Config::new(
+        "http://bench.local",
+        b"benchmark-secret-0123456789abcdefghijkl".to_vec(),
+    )
+    .expect("valid config");
+    let service = AggregationService::builder(config)
+        .store(SqliteStore::in_memory().await.expect("sqlite"))
+        .mailer(mailer.clone())
+        .rate_limit_policies(PolicyTable::disabled())
+        .build()
+        .expect("service");
+    (service, mailer)
+}
+
+/// A JSON request.
+pub fn json_request(method: Method, path: &str, body: &serde_json::Value) -> Request<Full<Bytes>> {
+    Request::builder()
+        .method(method)
+        .uri(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .expect("request")
+}
+
+/// Sends a request to the bare service; the status and JSON body.
+pub async fn call(
+    service: &AggregationService,
+    request: Request<Full<Bytes>>,
+) -> (u16, serde_json::Value) {
+    let response: Response<_> = service.clone().oneshot(request).await.expect("infallible");
+    let status = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map(|collected| collected.to_bytes())
+        .unwrap_or_default();
+    (status, serde_json::from_slice(&body).unwrap_or_default())
+}
+
+/// Registers and verifies a user; returns nothing, the user can log in afterwards.
+pub async fn verified_user(service: &AggregationService, mailer: &MemoryMailer, email: &str) {
+    let (status, _) = call(
+        service,
+        json_request(
+            Method::POST,
+            "/api/v1/users",
+            &serde_json::json!({"email": email, "password": PASSWORD}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "registration");
+    let emails = mailer
+        .wait_for(email, 1, std::time::Duration::from_secs(5))
+        .await;
+    let token = emails
+        .first()
+        .and_then(|email| {
+            email
+                .text
+                .split(|c: char| !c.is_ascii_hexdigit())
+                .find(|word| word.len() == 64)
+                .map(str::to_owned)
+        })
+        .expect("verification token");
+    let (status, _) = call(
+        service,
+        json_request(
+            Method::POST,
+            "/api/v1/email-verifications",
+            &serde_json::json!({"token": token}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "verification");
+}
