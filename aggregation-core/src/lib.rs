@@ -5,6 +5,7 @@ pub mod auth;
 pub mod config;
 pub mod crypto;
 pub mod events;
+pub mod import;
 pub mod mail;
 pub mod problem;
 pub mod rate_limit;

@@ -402,6 +402,7 @@ impl State {
                 let body = read_body(&ctx.headers, body, limit).await?;
                 api::sessions::revoke_all(self, ctx, body).await
             }
+            E::ImportFormats => api::imports::formats(self),
             E::RotateGlobal
             | E::RotateUser
             | E::SecurityConfig
@@ -427,8 +428,7 @@ impl State {
             | E::LatestSnapshots
             | E::BalanceHistory
             | E::AccountSnapshots
-            | E::Import
-            | E::ImportFormats => Err(ApiError::new(
+            | E::Import => Err(ApiError::new(
                 ErrorCode::NotFound,
                 format!(
                     "{} {} is not available in this release.",

@@ -1,0 +1,213 @@
+//! File imports: the supported formats, and the streamed multipart upload.
+
+use bytes::{Bytes, BytesMut};
+use http::{StatusCode, header};
+use serde::Serialize;
+
+use super::{ApiResult, RequestBody, RequestContext, json};
+use crate::problem::{ApiError, ErrorCode};
+use crate::service::State;
+
+/// Room allowed for multipart framing (boundaries, part headers) on top of the file limit.
+const MULTIPART_OVERHEAD: usize = 64 * 1024;
+
+/// A supported import format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ImportFormat {
+    /// Quicken Financial Exchange (`.qfx`).
+    Qfx,
+    /// Open Financial Exchange (`.ofx`).
+    Ofx,
+}
+
+impl ImportFormat {
+    const ALL: [Self; 2] = [Self::Qfx, Self::Ofx];
+
+    /// The format of a file name, by the extension after its last dot, case-insensitively.
+    pub(crate) fn from_file_name(name: &str) -> Option<Self> {
+        let (_, extension) = name.rsplit_once('.')?;
+        match extension.to_ascii_lowercase().as_str() {
+            "qfx" => Some(Self::Qfx),
+            "ofx" => Some(Self::Ofx),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            Self::Qfx => "qfx",
+            Self::Ofx => "ofx",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Qfx => "Quicken Financial Exchange",
+            Self::Ofx => "Open Financial Exchange",
+        }
+    }
+
+    fn extension(self) -> &'static str {
+        match self {
+            Self::Qfx => ".qfx",
+            Self::Ofx => ".ofx",
+        }
+    }
+}
+
+/// The provider slug of file imports.
+pub(crate) const FILE_IMPORT_SLUG: &str = "file_import";
+
+#[derive(Serialize)]
+struct FormatJson {
+    format: &'static str,
+    name: &'static str,
+    extensions: [&'static str; 1],
+    provider_slugs: [&'static str; 1],
+    max_size_bytes: usize,
+}
+
+#[derive(Serialize)]
+struct FormatList {
+    formats: Vec<FormatJson>,
+}
+
+/// `GET /api/v1/imports/formats`
+pub(crate) fn formats(state: &State) -> ApiResult {
+    json(
+        StatusCode::OK,
+        &FormatList {
+            formats: ImportFormat::ALL
+                .iter()
+                .map(|format| FormatJson {
+                    format: format.code(),
+                    name: format.name(),
+                    extensions: [format.extension()],
+                    provider_slugs: [FILE_IMPORT_SLUG],
+                    max_size_bytes: state.config.max_upload_bytes(),
+                })
+                .collect(),
+        },
+    )
+}
+
+/// An uploaded file, read whole (within the limit).
+pub(crate) struct Upload {
+    pub(crate) format: ImportFormat,
+    pub(crate) bytes: Bytes,
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        ErrorCode::PayloadTooLarge,
+        format!("The upload is larger than the limit of {limit} bytes."),
+    )
+}
+
+fn unsupported_media_type() -> ApiError {
+    ApiError::new(
+        ErrorCode::UnsupportedMediaType,
+        "Unsupported file type. Supported extensions: .qfx, .ofx.",
+    )
+}
+
+fn multipart_error(error: &multer::Error, limit: usize) -> ApiError {
+    match error {
+        multer::Error::StreamSizeExceeded { .. } | multer::Error::FieldSizeExceeded { .. } => {
+            too_large(limit)
+        }
+        other => ApiError::field(
+            "body",
+            "malformed_multipart",
+            format!("The multipart body could not be read: {other}"),
+        ),
+    }
+}
+
+/// Reads the `file` part of a multipart upload while streaming: the extension is checked as
+/// soon as the part's headers arrive (415), and reading stops at `limit` bytes (413) without
+/// taking in the rest.
+pub(crate) async fn read_upload(
+    ctx: &RequestContext,
+    body: RequestBody,
+    limit: usize,
+) -> Result<Upload, ApiError> {
+    let content_type = ctx.header_str(&header::CONTENT_TYPE).unwrap_or_default();
+    let boundary = multer::parse_boundary(content_type).map_err(|_| {
+        ApiError::field(
+            "header.content-type",
+            "unsupported_content_type",
+            "The upload must be multipart/form-data with a part named file.",
+        )
+    })?;
+    let declared = ctx
+        .header_str(&header::CONTENT_LENGTH)
+        .and_then(|value| value.parse::<usize>().ok());
+    let stream_limit = limit.saturating_add(MULTIPART_OVERHEAD);
+    if declared.is_some_and(|length| length > stream_limit) {
+        return Err(too_large(limit));
+    }
+    let constraints = multer::Constraints::new().size_limit(
+        multer::SizeLimit::new().whole_stream(u64::try_from(stream_limit).unwrap_or(u64::MAX)),
+    );
+    let stream = http_body_util::BodyDataStream::new(body);
+    let mut multipart = multer::Multipart::with_constraints(stream, boundary, constraints);
+    while let Some(mut field) = multipart
+        .next_field()
+        .await
+        .map_err(|error| multipart_error(&error, limit))?
+    {
+        if field.name() != Some("file") {
+            continue;
+        }
+        let format = field
+            .file_name()
+            .and_then(ImportFormat::from_file_name)
+            .ok_or_else(unsupported_media_type)?;
+        let mut bytes = BytesMut::new();
+        while let Some(chunk) = field
+            .chunk()
+            .await
+            .map_err(|error| multipart_error(&error, limit))?
+        {
+            if bytes.len() + chunk.len() > limit {
+                return Err(too_large(limit));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(ApiError::new(
+                ErrorCode::CommandValidationFailed,
+                "The uploaded file is empty.",
+            ));
+        }
+        return Ok(Upload {
+            format,
+            bytes: bytes.freeze(),
+        });
+    }
+    Err(ApiError::field(
+        "file",
+        "required",
+        "A multipart part named file is required.",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ImportFormat;
+
+    #[test]
+    fn formats_come_from_the_last_extension() {
+        assert_eq!(
+            ImportFormat::from_file_name("statement.QFX"),
+            Some(ImportFormat::Qfx)
+        );
+        assert_eq!(
+            ImportFormat::from_file_name("a.csv.ofx"),
+            Some(ImportFormat::Ofx)
+        );
+        assert_eq!(ImportFormat::from_file_name("a.ofx.csv"), None);
+        assert_eq!(ImportFormat::from_file_name("ofx"), None);
+    }
+}

@@ -1,0 +1,95 @@
+//! Turning the file's bytes into text.
+//!
+//! `CHARSET:1252` is the usual header and it is usually wrong one way or the other (the body is
+//! UTF-8, or real CP1252/Latin-1), so the header's charset is ignored. The bytes are read as
+//! UTF-8 where they are valid UTF-8, and every byte that is not part of a valid UTF-8 sequence
+//! is read as Windows-1252 (a superset of the printable Latin-1 range). A pure UTF-8 file and a
+//! pure CP1252 file both come out clean, and so does a UTF-8 file with a stray CP1252 byte.
+//! A byte-order mark selects UTF-8 or UTF-16; UTF-16 without a mark is recognised by its zero
+//! bytes. Decoding never fails.
+
+use std::borrow::Cow;
+
+/// Windows-1252 for 0x80..=0x9F; the five unassigned bytes map to the C1 controls of the same
+/// value, as the WHATWG encoding standard does.
+const CP1252_HIGH: [char; 32] = [
+    '\u{20AC}', '\u{0081}', '\u{201A}', '\u{0192}', '\u{201E}', '\u{2026}', '\u{2020}', '\u{2021}',
+    '\u{02C6}', '\u{2030}', '\u{0160}', '\u{2039}', '\u{0152}', '\u{008D}', '\u{017D}', '\u{008F}',
+    '\u{0090}', '\u{2018}', '\u{2019}', '\u{201C}', '\u{201D}', '\u{2022}', '\u{2013}', '\u{2014}',
+    '\u{02DC}', '\u{2122}', '\u{0161}', '\u{203A}', '\u{0153}', '\u{009D}', '\u{017E}', '\u{0178}',
+];
+
+/// The character a Windows-1252 byte stands for.
+pub(crate) fn cp1252_char(byte: u8) -> char {
+    match byte {
+        0x80..=0x9F => CP1252_HIGH[usize::from(byte - 0x80)],
+        _ => char::from(byte),
+    }
+}
+
+/// Decodes the whole file: see the module documentation.
+pub(crate) fn decode(bytes: &[u8]) -> Cow<'_, str> {
+    if let Some(rest) = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]) {
+        return decode_8bit(rest);
+    }
+    match bytes {
+        [0xFF, 0xFE, rest @ ..] => return Cow::Owned(decode_utf16(rest, u16::from_le_bytes)),
+        [0xFE, 0xFF, rest @ ..] => return Cow::Owned(decode_utf16(rest, u16::from_be_bytes)),
+        [a, 0, b, 0, ..] if *a != 0 && *b != 0 => {
+            return Cow::Owned(decode_utf16(bytes, u16::from_le_bytes));
+        }
+        [0, a, 0, b, ..] if *a != 0 && *b != 0 => {
+            return Cow::Owned(decode_utf16(bytes, u16::from_be_bytes));
+        }
+        _ => {}
+    }
+    decode_8bit(bytes)
+}
+
+fn decode_8bit(bytes: &[u8]) -> Cow<'_, str> {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(bytes.len() + bytes.len() / 8);
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        out.extend(chunk.invalid().iter().map(|&b| cp1252_char(b)));
+    }
+    Cow::Owned(out)
+}
+
+fn decode_utf16(bytes: &[u8], unit: fn([u8; 2]) -> u16) -> String {
+    let units = bytes.chunks_exact(2).map(|pair| unit([pair[0], pair[1]]));
+    char::decode_utf16(units)
+        .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_is_borrowed() {
+        assert!(matches!(decode("Café".as_bytes()), Cow::Borrowed("Café")));
+    }
+
+    #[test]
+    fn cp1252_bytes_fall_back() {
+        assert_eq!(decode(b"Caf\xE9 \x80 \x93x\x94 \x81"), "Café € “x” \u{81}");
+    }
+
+    #[test]
+    fn mixed_utf8_and_cp1252() {
+        assert_eq!(decode(b"\xC3\xA9t\xE9"), "été");
+    }
+
+    #[test]
+    fn boms_and_utf16() {
+        assert_eq!(decode(b"\xEF\xBB\xBFabc"), "abc");
+        assert_eq!(decode(b"\xFF\xFEa\0b\0"), "ab");
+        assert_eq!(decode(b"\xFE\xFF\0a\0b"), "ab");
+        assert_eq!(decode(b"<\0O\0"), "<O");
+        assert_eq!(decode(b"\xFF\xFEa"), "");
+    }
+}
