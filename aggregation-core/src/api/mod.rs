@@ -12,10 +12,14 @@ use crate::auth::{AccessClaims, AuthError};
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::store::StoreError;
 
+pub(crate) mod accounts;
 pub(crate) mod auth;
 pub(crate) mod extract;
+pub(crate) mod holdings;
 pub(crate) mod routes;
 pub(crate) mod sessions;
+pub(crate) mod snapshots;
+pub(crate) mod transactions;
 
 /// The body type every response carries.
 pub type ResponseBody = Full<Bytes>;
