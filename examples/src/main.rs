@@ -1,1 +1,3 @@
+//! The reference server (a later release fills it in).
+
 fn main() {}

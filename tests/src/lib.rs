@@ -106,6 +106,10 @@ impl TestResponse {
 }
 
 /// Where requests go.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per test app, built once and never moved in a hot path"
+)]
 enum Client {
     Bare(AggregationService),
     Http {

@@ -9,7 +9,7 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), aggregation_core::store::StoreError> {
 //! use aggregation_core::store::{AccountFilter, AccountStore, ConnectionStore, SqliteStore, now};
-//! # let user_id = uuid::Uuid::now_v7();
+//! # let user_id = uuid::Uuid::now_v7(); // a registered user's id
 //! let store = SqliteStore::in_memory().await?;
 //! let connection = store
 //!     .find_or_create_connection(user_id, "file_import", Some("Example Bank"), now())
@@ -310,7 +310,8 @@ pub struct AccountRecord {
 pub struct NewAccount {
     /// The provider's id for the account: the upsert key within the connection.
     pub provider_account_id: String,
-    /// The account number; the store keeps only `****` and its last four characters.
+    /// The account number; the store keeps only `****` and its last four characters (an empty
+    /// one counts as none).
     pub account_number: Option<String>,
     /// Display name.
     pub name: String,

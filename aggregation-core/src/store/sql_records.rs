@@ -343,7 +343,12 @@ macro_rules! impl_records_store {
                     let mut tx = self.pool.begin_with($begin_write).await.map_err(store_error)?;
                     let mut counts = UpsertCounts::default();
                     for account in accounts {
-                        let masked = account.account_number.as_deref().map(mask_account_number);
+                        let masked = account
+                            .account_number
+                            .as_deref()
+                            .map(str::trim)
+                            .filter(|number| !number.is_empty())
+                            .map(mask_account_number);
                         let currency = currency(&account.currency);
                         let id = Uuid::now_v7();
                         let inserted = sqlx::query(
