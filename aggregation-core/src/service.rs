@@ -403,6 +403,24 @@ impl State {
                 api::sessions::revoke_all(self, ctx, body).await
             }
             E::ImportFormats => api::imports::formats(self),
+            E::ListAccounts => api::accounts::list(self, ctx).await,
+            E::GetAccount => api::accounts::get(self, ctx, matched.param("id")).await,
+            E::ProviderAccounts => {
+                api::accounts::list_for_connection(self, ctx, matched.param("id")).await
+            }
+            E::GetTransaction => api::transactions::get(self, ctx, matched.param("id")).await,
+            E::AccountTransactions => {
+                api::transactions::list_for_account(self, ctx, matched.param("id")).await
+            }
+            E::ListHoldings => api::holdings::list(self, ctx).await,
+            E::AccountHoldings => {
+                api::holdings::list_for_account(self, ctx, matched.param("id")).await
+            }
+            E::LatestSnapshots => api::snapshots::latest(self, ctx).await,
+            E::BalanceHistory => api::snapshots::history(self, ctx, matched.param("id")).await,
+            E::AccountSnapshots => {
+                api::snapshots::list_for_account(self, ctx, matched.param("id")).await
+            }
             E::RotateGlobal
             | E::RotateUser
             | E::SecurityConfig
@@ -413,21 +431,11 @@ impl State {
             | E::Callback
             | E::UpdateProvider
             | E::Disconnect
-            | E::ProviderAccounts
             | E::ProviderSync
             | E::ProviderTokenRefresh
-            | E::ListAccounts
-            | E::GetAccount
             | E::SyncAccounts
-            | E::GetTransaction
             | E::SyncTransactions
-            | E::AccountTransactions
-            | E::ListHoldings
-            | E::AccountHoldings
             | E::SyncHoldings
-            | E::LatestSnapshots
-            | E::BalanceHistory
-            | E::AccountSnapshots
             | E::Import => Err(ApiError::new(
                 ErrorCode::NotFound,
                 format!(

@@ -2,6 +2,7 @@
 //! into one 422 problem.
 
 use bytes::Bytes;
+use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 use http::header;
 use serde_json::{Map, Value};
 
@@ -248,7 +249,6 @@ impl QueryParams {
     }
 
     /// An integer within `min..=max`, `default` when absent.
-    #[cfg_attr(not(test), expect(dead_code, reason = "the record endpoints read it"))]
     pub(crate) fn integer(&mut self, name: &str, min: i64, max: i64, default: i64) -> i64 {
         let Some(raw) = self.get(name) else {
             return default;
@@ -272,12 +272,87 @@ impl QueryParams {
     }
 
     /// An optional string, `None` when absent or empty.
-    #[cfg_attr(not(test), expect(dead_code, reason = "the record endpoints read it"))]
     pub(crate) fn string(&mut self, name: &str) -> Option<String> {
         self.get(name)
             .map(str::trim)
             .filter(|value| !value.is_empty())
             .map(str::to_owned)
+    }
+
+    /// One of a closed set of names (compared ASCII case-insensitively); `None` when absent or
+    /// empty. An unknown name is an `invalid_choice` error listing the allowed ones.
+    pub(crate) fn choice<T: Copy>(
+        &mut self,
+        name: &str,
+        values: &[T],
+        as_str: fn(T) -> &'static str,
+    ) -> Option<T> {
+        let raw = self.string(name)?;
+        let found = values
+            .iter()
+            .copied()
+            .find(|value| as_str(*value).eq_ignore_ascii_case(&raw));
+        if found.is_none() {
+            let allowed = values
+                .iter()
+                .map(|value| as_str(*value))
+                .collect::<Vec<_>>()
+                .join(", ");
+            self.push(
+                name,
+                "invalid_choice",
+                format!("Must be one of: {allowed}."),
+            );
+        }
+        found
+    }
+
+    /// A calendar date (`YYYY-MM-DD`); `None` when absent or empty.
+    pub(crate) fn date(&mut self, name: &str) -> Option<NaiveDate> {
+        let raw = self.string(name)?;
+        let parsed = NaiveDate::parse_from_str(&raw, "%Y-%m-%d").ok();
+        if parsed.is_none() {
+            self.push(name, "invalid_date", "Must be a date (YYYY-MM-DD).");
+        }
+        parsed
+    }
+
+    /// A required instant: RFC 3339 (`2024-05-01T12:00:00Z`, any offset, converted to UTC), or
+    /// a plain date standing for its first microsecond (UTC), or its last when `end_of_day`.
+    pub(crate) fn required_datetime(
+        &mut self,
+        name: &str,
+        end_of_day: bool,
+    ) -> Option<DateTime<Utc>> {
+        let Some(raw) = self.string(name) else {
+            self.push(name, "required", "This parameter is required.");
+            return None;
+        };
+        if let Ok(at) = DateTime::parse_from_rfc3339(&raw) {
+            return Some(at.with_timezone(&Utc));
+        }
+        let day = NaiveDate::parse_from_str(&raw, "%Y-%m-%d").ok();
+        let at = day.and_then(|day| {
+            let time = if end_of_day {
+                NaiveTime::from_hms_micro_opt(23, 59, 59, 999_999)
+            } else {
+                Some(NaiveTime::MIN)
+            };
+            time.map(|time| day.and_time(time).and_utc())
+        });
+        if at.is_none() {
+            self.push(
+                name,
+                "invalid_datetime",
+                "Must be an RFC 3339 date-time (2024-05-01T12:00:00Z) or a date (YYYY-MM-DD).",
+            );
+        }
+        at
+    }
+
+    /// Adds an error found by a rule across parameters (`query.{name}`).
+    pub(crate) fn add_error(&mut self, name: &str, code: &'static str, message: impl Into<String>) {
+        self.push(name, code, message);
     }
 
     /// 422 with every collected error, if any.
@@ -337,6 +412,29 @@ mod tests {
         let error = query.finish().expect_err("two errors");
         let fields: Vec<_> = error.errors().iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["query.limit", "query.active_only"]);
+    }
+
+    #[test]
+    fn dates_and_choices() {
+        let mut query = QueryParams::parse(Some(
+            "d=2024-02-29&bad=2023-02-29&from=2024-05-01T12:30:00%2B02:00&to=2024-05-02&kind=ETF",
+        ));
+        assert_eq!(query.date("d"), NaiveDate::from_ymd_opt(2024, 2, 29));
+        assert_eq!(query.date("missing"), None);
+        let from = query.required_datetime("from", false).expect("rfc 3339");
+        assert_eq!(from.to_rfc3339(), "2024-05-01T10:30:00+00:00");
+        let to = query.required_datetime("to", true).expect("plain date");
+        assert_eq!(to.to_rfc3339(), "2024-05-02T23:59:59.999999+00:00");
+        assert_eq!(
+            query.choice("kind", &["equity", "etf"], |value| value),
+            Some("etf")
+        );
+        query.date("bad");
+        query.required_datetime("absent", false);
+        query.choice("d", &["equity"], |value| value);
+        let error = query.finish().expect_err("three errors");
+        let codes: Vec<_> = error.errors().iter().map(|e| e.code).collect();
+        assert_eq!(codes, ["invalid_date", "required", "invalid_choice"]);
     }
 
     #[test]

@@ -1,5 +1,27 @@
 //! The HTTP edge: routes, extraction and validation of requests, rendering of responses.
 //! Every status code, header and body of the API is decided here.
+//!
+//! # Record reads
+//!
+//! Accounts, transactions, holdings and balance snapshots are always scoped to the caller (an
+//! unknown or another user's id is 404, a non-UUID path id 422). Money and quantities are
+//! decimal strings (`"1234.50"`), timestamps UTC with `Z`, dates `YYYY-MM-DD`; an unknown enum
+//! value in a filter (`account_type`, `transaction_type`, `asset_type`, `source`, matched
+//! case-insensitively) is 422. Choices this crate makes where the interface is silent:
+//!
+//! - Account and holding lists are not paged; `total_count` and `active_count` count the listed
+//!   rows, and `total_balance_by_currency` / `total_market_value_by_currency` sum the listed rows
+//!   per currency. Accounts (and the latest snapshots) are ordered by account name, holdings by
+//!   symbol; `symbol` matches case-insensitively.
+//! - `GET /accounts/{id}/transactions` with both `start_date` and `end_date` lists every
+//!   transaction in that inclusive range oldest first; `limit`, `offset` and `transaction_type`
+//!   are still validated but not applied, and the answer reports `limit` = rows returned,
+//!   `offset` 0, `has_more` false. Otherwise it pages newest first, and a lone date is ignored.
+//!   `has_more` is `offset + rows returned < total_count`.
+//! - `balance-history` takes RFC 3339 date-times or plain dates; a plain `start_date` starts at
+//!   its midnight UTC and a plain `end_date` covers its whole day (UTC).
+//! - `GET /accounts/{id}/balance-snapshots` reports in `total_count` every snapshot matching
+//!   the `source` filter, not only the `limit` newest returned.
 
 use std::net::IpAddr;
 
@@ -12,8 +34,10 @@ use crate::auth::{AccessClaims, AuthError};
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::store::StoreError;
 
+pub(crate) mod accounts;
 pub(crate) mod auth;
 pub(crate) mod extract;
+pub(crate) mod holdings;
 #[expect(
     dead_code,
     reason = "the upload path is wired once the record store lands"
@@ -21,6 +45,8 @@ pub(crate) mod extract;
 pub(crate) mod imports;
 pub(crate) mod routes;
 pub(crate) mod sessions;
+pub(crate) mod snapshots;
+pub(crate) mod transactions;
 
 /// The body type every response carries.
 pub type ResponseBody = Full<Bytes>;

@@ -19,13 +19,23 @@ use uuid::Uuid;
 mod migrate;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod records;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_records;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
+pub use records::{
+    AccountFilter, AccountRecord, AccountStore, AccountType, AssetType, ConnectionRecord,
+    ConnectionStatus, ConnectionStore, HoldingFilter, HoldingRecord, HoldingStore, NewAccount,
+    NewConnection, NewHolding, NewSnapshot, NewTransaction, Page, SnapshotRecord, SnapshotSource,
+    SnapshotStore, TransactionQuery, TransactionRecord, TransactionStatus, TransactionStore,
+    TransactionType, UpsertCounts, mask_account_number, provider_id,
+};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 
@@ -391,9 +401,31 @@ pub trait SessionStore: Send + Sync {
 }
 
 /// Everything the service needs from storage.
-pub trait Store: UserStore + OneTimeTokenStore + SessionStore + 'static {}
+pub trait Store:
+    UserStore
+    + OneTimeTokenStore
+    + SessionStore
+    + ConnectionStore
+    + AccountStore
+    + TransactionStore
+    + HoldingStore
+    + SnapshotStore
+    + 'static
+{
+}
 
-impl<T> Store for T where T: UserStore + OneTimeTokenStore + SessionStore + 'static {}
+impl<T> Store for T where
+    T: UserStore
+        + OneTimeTokenStore
+        + SessionStore
+        + ConnectionStore
+        + AccountStore
+        + TransactionStore
+        + HoldingStore
+        + SnapshotStore
+        + 'static
+{
+}
 
 /// Current time truncated to microseconds, the precision both databases keep.
 pub fn now() -> DateTime<Utc> {

@@ -7,8 +7,12 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use super::migrate::{Migration, migrations};
 use super::sql::impl_sql_store;
+use super::sql_records::impl_records_store;
 
-const MIGRATIONS: &[Migration] = migrations!("postgres": 1 => "0001_auth");
+const MIGRATIONS: &[Migration] = migrations!("postgres":
+    1 => "0001_auth",
+    2 => "0002_records",
+);
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS aggregation_migrations (\
      version BIGINT PRIMARY KEY, description TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL)";
 /// Serializes processes migrating one database at the same time.
@@ -40,3 +44,4 @@ impl PostgresStore {
 }
 
 impl_sql_store!(PostgresStore, sqlx::Postgres, "BEGIN");
+impl_records_store!(PostgresStore, sqlx::Postgres, "BEGIN");

@@ -7,8 +7,12 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 use super::migrate::{Migration, migrations};
 use super::sql::impl_sql_store;
+use super::sql_records::impl_records_store;
 
-const MIGRATIONS: &[Migration] = migrations!("sqlite": 1 => "0001_auth");
+const MIGRATIONS: &[Migration] = migrations!("sqlite":
+    1 => "0001_auth",
+    2 => "0002_records",
+);
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS aggregation_migrations (\
      version INTEGER PRIMARY KEY NOT NULL, description TEXT NOT NULL, applied_at TEXT NOT NULL)";
 /// `BEGIN IMMEDIATE` already serializes migrating processes on SQLite.
@@ -67,3 +71,4 @@ impl SqliteStore {
 }
 
 impl_sql_store!(SqliteStore, sqlx::Sqlite, "BEGIN IMMEDIATE");
+impl_records_store!(SqliteStore, sqlx::Sqlite, "BEGIN IMMEDIATE");

@@ -1,0 +1,764 @@
+//! Financial records: provider connections, accounts, transactions, holdings and balance
+//! snapshots, with one storage trait per aggregate.
+//!
+//! Every read takes the caller's user id and sees only rows reached through that user's
+//! connections (`accounts → connections.user_id`); a foreign id reads as `None`, exactly like an
+//! unknown one. Writes (the upserts used by provider sync and file import) take the parent id
+//! and trust the caller to have checked ownership first.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), aggregation_core::store::StoreError> {
+//! use aggregation_core::store::{AccountFilter, AccountStore, ConnectionStore, SqliteStore, now};
+//! # let user_id = uuid::Uuid::now_v7(); // a registered user's id
+//! let store = SqliteStore::in_memory().await?;
+//! let connection = store
+//!     .find_or_create_connection(user_id, "file_import", Some("Example Bank"), now())
+//!     .await?;
+//! let accounts = store.accounts_for_user(user_id, &AccountFilter::default()).await?;
+//! # let _ = (connection, accounts);
+//! # Ok(()) }
+//! ```
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use rust_decimal::Decimal;
+use uuid::Uuid;
+
+use super::StoreError;
+
+/// Declares a closed set of lowercase string values with `as_str`, `parse` and `ALL`.
+macro_rules! string_enum {
+    (
+        $(#[$meta:meta])*
+        $name:ident { $($(#[$variant_meta:meta])* $variant:ident => $text:literal),+ $(,)? }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum $name {
+            $($(#[$variant_meta])* $variant),+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
+            /// The value's name in JSON, query strings and the store.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text),+
+                }
+            }
+
+            /// Parses a name (exact, lowercase); `None` for an unknown one.
+            pub fn parse(name: &str) -> Option<Self> {
+                match name {
+                    $($text => Some(Self::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+string_enum! {
+    /// The state of a provider connection.
+    ConnectionStatus {
+        /// Created, authorization not finished.
+        Pending => "pending",
+        /// Usable.
+        Active => "active",
+        /// The provider's tokens expired and could not be refreshed.
+        Expired => "expired",
+        /// The user or provider revoked access.
+        Revoked => "revoked",
+        /// The last attempt to use it failed.
+        Failed => "failed",
+        /// Disconnected by the user; kept for audit with credentials cleared.
+        Disconnected => "disconnected",
+    }
+}
+
+impl ConnectionStatus {
+    /// Whether the user must authorize the connection again (expired, revoked or failed).
+    pub fn needs_reauthentication(self) -> bool {
+        matches!(self, Self::Expired | Self::Revoked | Self::Failed)
+    }
+}
+
+string_enum! {
+    /// The kind of a financial account.
+    AccountType {
+        /// Taxable brokerage account.
+        Brokerage => "brokerage",
+        /// Traditional IRA.
+        Ira => "ira",
+        /// Roth IRA.
+        RothIra => "roth_ira",
+        /// 401(k) plan.
+        Plan401k => "401k",
+        /// 403(b) plan.
+        Plan403b => "403b",
+        /// Health savings account.
+        Hsa => "hsa",
+        /// Checking account.
+        Checking => "checking",
+        /// Savings account.
+        Savings => "savings",
+        /// Money market account.
+        MoneyMarket => "money_market",
+        /// Certificate of deposit.
+        Cd => "cd",
+        /// Credit card.
+        CreditCard => "credit_card",
+        /// Line of credit.
+        LineOfCredit => "line_of_credit",
+        /// Loan.
+        Loan => "loan",
+        /// Mortgage.
+        Mortgage => "mortgage",
+        /// Anything else.
+        Other => "other",
+    }
+}
+
+string_enum! {
+    /// The kind of a transaction.
+    TransactionType {
+        /// Buy or sell of a security.
+        Trade => "trade",
+        /// Money moved in or out.
+        Transfer => "transfer",
+        /// Dividends, interest and other income.
+        Income => "income",
+        /// Fees and charges.
+        Fee => "fee",
+        /// Anything else.
+        Other => "other",
+    }
+}
+
+string_enum! {
+    /// The settlement state of a transaction.
+    TransactionStatus {
+        /// Not settled yet.
+        Pending => "pending",
+        /// Settled.
+        Settled => "settled",
+        /// Failed.
+        Failed => "failed",
+        /// Cancelled.
+        Cancelled => "cancelled",
+    }
+}
+
+string_enum! {
+    /// The kind of security a holding is.
+    AssetType {
+        /// Stock.
+        Equity => "equity",
+        /// Exchange-traded fund.
+        Etf => "etf",
+        /// Option contract.
+        Option => "option",
+        /// Mutual fund.
+        MutualFund => "mutual_fund",
+        /// Bonds and other fixed income.
+        FixedIncome => "fixed_income",
+        /// Futures contract.
+        Futures => "futures",
+        /// Cryptocurrency.
+        Cryptocurrency => "cryptocurrency",
+        /// Cash and cash equivalents (sweep funds).
+        CashEquivalent => "cash_equivalent",
+        /// Anything else.
+        Other => "other",
+    }
+}
+
+string_enum! {
+    /// What wrote a balance snapshot.
+    SnapshotSource {
+        /// An accounts sync.
+        AccountSync => "account_sync",
+        /// A holdings sync.
+        HoldingsSync => "holdings_sync",
+        /// A sync the user asked for (connection sync).
+        ManualSync => "manual_sync",
+        /// A file import.
+        FileImport => "file_import",
+        /// The background sync job.
+        ScheduledSync => "scheduled_sync",
+    }
+}
+
+/// The namespace of provider ids (UUIDv5 of the provider slug).
+const PROVIDER_NAMESPACE: Uuid = Uuid::from_u128(0x6f0c_5a1e_8d2b_4c7e_9a31_0b5d_e4f2_a817);
+
+/// The stable id of a provider: the UUIDv5 of its slug in a fixed namespace, the same in every
+/// installation.
+pub fn provider_id(provider_slug: &str) -> Uuid {
+    Uuid::new_v5(&PROVIDER_NAMESPACE, provider_slug.as_bytes())
+}
+
+/// Masks an account number to `****` and its last four characters. Idempotent, so a number
+/// masked already comes back unchanged.
+pub fn mask_account_number(number: &str) -> String {
+    let number = number.trim();
+    let chars: Vec<char> = number.chars().collect();
+    let tail: String = chars[chars.len().saturating_sub(4)..].iter().collect();
+    format!("****{tail}")
+}
+
+/// A stored provider connection.
+#[derive(Debug, Clone)]
+pub struct ConnectionRecord {
+    /// Id (UUIDv7).
+    pub id: Uuid,
+    /// Owner.
+    pub user_id: Uuid,
+    /// The provider's stable id ([`provider_id`] of the slug).
+    pub provider_id: Uuid,
+    /// The provider's slug (`schwab`, `file_import`, ...).
+    pub provider_slug: String,
+    /// The user's name for the connection (for imports: the institution).
+    pub alias: Option<String>,
+    /// State.
+    pub status: ConnectionStatus,
+    /// Provider credentials, AES-256-GCM encrypted; `None` when there are none (imports,
+    /// disconnected connections).
+    pub encrypted_credentials: Option<Vec<u8>>,
+    /// Id of the key that encrypted the credentials.
+    pub credentials_key_id: Option<String>,
+    /// When the connection was established.
+    pub connected_at: DateTime<Utc>,
+    /// When it last synced; `None` before the first sync.
+    pub last_sync_at: Option<DateTime<Utc>>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl ConnectionRecord {
+    /// Whether the connection is usable (status `active`).
+    pub fn is_connected(&self) -> bool {
+        self.status == ConnectionStatus::Active
+    }
+}
+
+/// A connection to create.
+#[derive(Debug, Clone)]
+pub struct NewConnection {
+    /// Id (UUIDv7).
+    pub id: Uuid,
+    /// Owner.
+    pub user_id: Uuid,
+    /// The provider's slug; the provider id is derived from it.
+    pub provider_slug: String,
+    /// The user's name for the connection.
+    pub alias: Option<String>,
+    /// Initial state.
+    pub status: ConnectionStatus,
+    /// Encrypted credentials, if any.
+    pub encrypted_credentials: Option<Vec<u8>>,
+    /// Id of the key that encrypted them.
+    pub credentials_key_id: Option<String>,
+    /// Creation time (also `connected_at` and `updated_at`).
+    pub created_at: DateTime<Utc>,
+}
+
+/// A stored account.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccountRecord {
+    /// Id (UUIDv7).
+    pub id: Uuid,
+    /// The connection it came from.
+    pub connection_id: Uuid,
+    /// The provider's id for the account, unique within the connection.
+    pub provider_account_id: String,
+    /// The account number masked to its last four characters (`****1234`).
+    pub account_number_masked: Option<String>,
+    /// Display name.
+    pub name: String,
+    /// Kind.
+    pub account_type: AccountType,
+    /// ISO 4217 currency code (upper case).
+    pub currency: String,
+    /// Current balance.
+    pub balance_amount: Decimal,
+    /// Available balance, when the provider reports one.
+    pub available_balance_amount: Option<Decimal>,
+    /// Whether the provider still reports the account.
+    pub is_active: bool,
+    /// When a sync or import last saw it.
+    pub last_synced_at: Option<DateTime<Utc>>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change of a field (not moved by a sync that changed nothing).
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An account as a provider or file reports it, to upsert.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewAccount {
+    /// The provider's id for the account: the upsert key within the connection.
+    pub provider_account_id: String,
+    /// The account number; the store keeps only `****` and its last four characters (an empty
+    /// one counts as none).
+    pub account_number: Option<String>,
+    /// Display name.
+    pub name: String,
+    /// Kind.
+    pub account_type: AccountType,
+    /// ISO 4217 currency code (stored upper case).
+    pub currency: String,
+    /// Current balance.
+    pub balance_amount: Decimal,
+    /// Available balance, if reported.
+    pub available_balance_amount: Option<Decimal>,
+    /// Whether the account is open.
+    pub is_active: bool,
+}
+
+/// Which of the user's accounts to list.
+#[derive(Debug, Clone, Default)]
+pub struct AccountFilter {
+    /// Only the accounts of this connection.
+    pub connection_id: Option<Uuid>,
+    /// Only active accounts.
+    pub active_only: bool,
+    /// Only accounts of this type.
+    pub account_type: Option<AccountType>,
+}
+
+/// A stored transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransactionRecord {
+    /// Id (UUIDv7).
+    pub id: Uuid,
+    /// Its account.
+    pub account_id: Uuid,
+    /// The provider's id (for files: the FITID), unique within the account.
+    pub provider_transaction_id: String,
+    /// Kind.
+    pub transaction_type: TransactionType,
+    /// The provider's finer kind (`BUY`, `DIV`, `DEBIT`, ...).
+    pub subtype: Option<String>,
+    /// Settlement state.
+    pub status: TransactionStatus,
+    /// Amount; negative is money out of the account.
+    pub amount: Decimal,
+    /// ISO 4217 currency code (upper case).
+    pub currency: String,
+    /// Description or payee.
+    pub description: Option<String>,
+    /// Security symbol, for trades and security income.
+    pub symbol: Option<String>,
+    /// Security name.
+    pub security_name: Option<String>,
+    /// Units traded.
+    pub quantity: Option<Decimal>,
+    /// Price per unit.
+    pub unit_price: Option<Decimal>,
+    /// Commission charged.
+    pub commission: Option<Decimal>,
+    /// Trade or posting date.
+    pub transaction_date: NaiveDate,
+    /// Settlement date.
+    pub settlement_date: Option<NaiveDate>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change of a field.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A transaction as a provider or file reports it, to upsert.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTransaction {
+    /// The provider's id: the upsert key within the account.
+    pub provider_transaction_id: String,
+    /// Kind.
+    pub transaction_type: TransactionType,
+    /// The provider's finer kind.
+    pub subtype: Option<String>,
+    /// Settlement state.
+    pub status: TransactionStatus,
+    /// Amount; negative is money out.
+    pub amount: Decimal,
+    /// ISO 4217 currency code (stored upper case).
+    pub currency: String,
+    /// Description or payee.
+    pub description: Option<String>,
+    /// Security symbol.
+    pub symbol: Option<String>,
+    /// Security name.
+    pub security_name: Option<String>,
+    /// Units traded.
+    pub quantity: Option<Decimal>,
+    /// Price per unit.
+    pub unit_price: Option<Decimal>,
+    /// Commission charged.
+    pub commission: Option<Decimal>,
+    /// Trade or posting date.
+    pub transaction_date: NaiveDate,
+    /// Settlement date.
+    pub settlement_date: Option<NaiveDate>,
+}
+
+/// How to list an account's transactions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TransactionQuery {
+    /// Newest first (`transaction_date`, then id, descending), one page.
+    Recent {
+        /// Only this type.
+        transaction_type: Option<TransactionType>,
+        /// Page size.
+        limit: u32,
+        /// Rows skipped.
+        offset: u64,
+    },
+    /// Every transaction dated within `start..=end`, oldest first.
+    DateRange {
+        /// First date, inclusive.
+        start: NaiveDate,
+        /// Last date, inclusive.
+        end: NaiveDate,
+    },
+}
+
+/// A page of rows and how many rows matched in all.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    /// The rows of the page.
+    pub items: Vec<T>,
+    /// Every matching row, not only this page.
+    pub total_count: u64,
+}
+
+/// What a batch upsert did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpsertCounts {
+    /// Rows inserted.
+    pub created: u64,
+    /// Existing rows with at least one changed field, now updated.
+    pub updated: u64,
+    /// Existing rows whose fields were all equal; left as they were.
+    pub unchanged: u64,
+    /// The id of the row behind each input, in input order.
+    pub ids: Vec<Uuid>,
+}
+
+/// A stored holding (position).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HoldingRecord {
+    /// Id (UUIDv7).
+    pub id: Uuid,
+    /// Its account.
+    pub account_id: Uuid,
+    /// The provider's id for the position, unique within the account.
+    pub provider_holding_id: String,
+    /// Security symbol.
+    pub symbol: String,
+    /// Security name.
+    pub security_name: Option<String>,
+    /// Kind of security.
+    pub asset_type: AssetType,
+    /// Units held.
+    pub quantity: Decimal,
+    /// Total cost basis.
+    pub cost_basis: Option<Decimal>,
+    /// Market value.
+    pub market_value: Decimal,
+    /// ISO 4217 currency code (upper case).
+    pub currency: String,
+    /// Average price paid per unit.
+    pub average_price: Option<Decimal>,
+    /// Latest price per unit.
+    pub current_price: Option<Decimal>,
+    /// Market value minus cost basis.
+    pub unrealized_gain_loss: Option<Decimal>,
+    /// Whether the provider still reports the position.
+    pub is_active: bool,
+    /// When a sync or import last saw it.
+    pub last_synced_at: Option<DateTime<Utc>>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change of a field.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A holding as a provider or file reports it, to upsert (and mark active).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewHolding {
+    /// The provider's id for the position: the upsert key within the account.
+    pub provider_holding_id: String,
+    /// Security symbol.
+    pub symbol: String,
+    /// Security name.
+    pub security_name: Option<String>,
+    /// Kind of security.
+    pub asset_type: AssetType,
+    /// Units held.
+    pub quantity: Decimal,
+    /// Total cost basis.
+    pub cost_basis: Option<Decimal>,
+    /// Market value.
+    pub market_value: Decimal,
+    /// ISO 4217 currency code (stored upper case).
+    pub currency: String,
+    /// Average price paid per unit.
+    pub average_price: Option<Decimal>,
+    /// Latest price per unit.
+    pub current_price: Option<Decimal>,
+    /// Market value minus cost basis.
+    pub unrealized_gain_loss: Option<Decimal>,
+}
+
+/// Which of the user's holdings to list.
+#[derive(Debug, Clone, Default)]
+pub struct HoldingFilter {
+    /// Only the holdings of this account.
+    pub account_id: Option<Uuid>,
+    /// Only active holdings.
+    pub active_only: bool,
+    /// Only this kind of security.
+    pub asset_type: Option<AssetType>,
+    /// Only this symbol (compared case-insensitively).
+    pub symbol: Option<String>,
+}
+
+/// A stored balance snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SnapshotRecord {
+    /// Id (UUIDv7).
+    pub id: Uuid,
+    /// Its account.
+    pub account_id: Uuid,
+    /// Balance.
+    pub balance: Decimal,
+    /// Available balance, if known.
+    pub available_balance: Option<Decimal>,
+    /// Market value of the holdings, if known.
+    pub holdings_value: Option<Decimal>,
+    /// Cash, if known.
+    pub cash_value: Option<Decimal>,
+    /// ISO 4217 currency code (upper case).
+    pub currency: String,
+    /// What wrote it.
+    pub source: SnapshotSource,
+    /// When the balance was captured.
+    pub captured_at: DateTime<Utc>,
+}
+
+/// A balance snapshot to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSnapshot {
+    /// Its account.
+    pub account_id: Uuid,
+    /// Balance.
+    pub balance: Decimal,
+    /// Available balance, if known.
+    pub available_balance: Option<Decimal>,
+    /// Market value of the holdings, if known.
+    pub holdings_value: Option<Decimal>,
+    /// Cash, if known.
+    pub cash_value: Option<Decimal>,
+    /// ISO 4217 currency code (stored upper case).
+    pub currency: String,
+    /// What writes it.
+    pub source: SnapshotSource,
+    /// When the balance was captured (truncated to microseconds by the caller, see
+    /// [`super::now`]).
+    pub captured_at: DateTime<Utc>,
+}
+
+/// Provider connections.
+#[async_trait]
+pub trait ConnectionStore: Send + Sync {
+    /// Creates a connection and returns it. [`StoreError::Other`] when the user does not exist.
+    async fn create_connection(
+        &self,
+        connection: &NewConnection,
+    ) -> Result<ConnectionRecord, StoreError>;
+
+    /// The user's connection with this provider slug and alias (compared exactly; `None`
+    /// matches only `None`) that is not disconnected; when there is none, creates one with
+    /// status `active` and no credentials. Atomic per user: concurrent calls with the same key
+    /// return the same connection. [`StoreError::Other`] when the user does not exist.
+    async fn find_or_create_connection(
+        &self,
+        user_id: Uuid,
+        provider_slug: &str,
+        alias: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<ConnectionRecord, StoreError>;
+
+    /// One connection of the user; `None` when unknown or another user's.
+    async fn connection_for_user(
+        &self,
+        user_id: Uuid,
+        connection_id: Uuid,
+    ) -> Result<Option<ConnectionRecord>, StoreError>;
+}
+
+/// Accounts.
+#[async_trait]
+pub trait AccountStore: Send + Sync {
+    /// Inserts or updates accounts of a connection, keyed on `provider_account_id` within the
+    /// connection, all in one transaction (all or nothing). An existing row counts as updated
+    /// only when a field differs (decimals compared by value), and only then moves
+    /// `updated_at`; every row's `last_synced_at` becomes `now`. A key repeated in the batch
+    /// is applied in order. [`StoreError::Other`] when the connection does not exist; the
+    /// caller checks that it belongs to the right user.
+    async fn upsert_accounts(
+        &self,
+        connection_id: Uuid,
+        accounts: &[NewAccount],
+        now: DateTime<Utc>,
+    ) -> Result<UpsertCounts, StoreError>;
+
+    /// One account of the user; `None` when unknown or another user's.
+    async fn account_for_user(
+        &self,
+        user_id: Uuid,
+        account_id: Uuid,
+    ) -> Result<Option<AccountRecord>, StoreError>;
+
+    /// The user's accounts matching the filter, by name then id. Not paged (a user has few
+    /// accounts).
+    async fn accounts_for_user(
+        &self,
+        user_id: Uuid,
+        filter: &AccountFilter,
+    ) -> Result<Vec<AccountRecord>, StoreError>;
+}
+
+/// Transactions.
+#[async_trait]
+pub trait TransactionStore: Send + Sync {
+    /// Inserts or updates transactions of an account, keyed on `provider_transaction_id`
+    /// within the account, all in one transaction (all or nothing). An existing row counts as
+    /// updated only when a field differs, and only then moves `updated_at`.
+    /// [`StoreError::Other`] when the account does not exist; the caller checks ownership.
+    async fn upsert_transactions(
+        &self,
+        account_id: Uuid,
+        transactions: &[NewTransaction],
+        now: DateTime<Utc>,
+    ) -> Result<UpsertCounts, StoreError>;
+
+    /// One transaction of the user; `None` when unknown or another user's.
+    async fn transaction_for_user(
+        &self,
+        user_id: Uuid,
+        transaction_id: Uuid,
+    ) -> Result<Option<TransactionRecord>, StoreError>;
+
+    /// Transactions of one of the user's accounts, with the count of every matching row.
+    /// An unknown or foreign account gives an empty page (check the account first to tell
+    /// 404 apart).
+    async fn transactions_for_account(
+        &self,
+        user_id: Uuid,
+        account_id: Uuid,
+        query: &TransactionQuery,
+    ) -> Result<Page<TransactionRecord>, StoreError>;
+}
+
+/// Holdings.
+#[async_trait]
+pub trait HoldingStore: Send + Sync {
+    /// Inserts or updates holdings of an account, keyed on `provider_holding_id` within the
+    /// account, all in one transaction (all or nothing), and marks each active. An existing
+    /// row counts as updated only when a field differs (reactivation included), and only then
+    /// moves `updated_at`; every row's `last_synced_at` becomes `now`.
+    /// [`StoreError::Other`] when the account does not exist; the caller checks ownership.
+    async fn upsert_holdings(
+        &self,
+        account_id: Uuid,
+        holdings: &[NewHolding],
+        now: DateTime<Utc>,
+    ) -> Result<UpsertCounts, StoreError>;
+
+    /// Marks inactive every active holding of the account whose provider id is not in
+    /// `keep_provider_ids` (all of them when it is empty); the number deactivated. One
+    /// statement, so atomic.
+    async fn deactivate_missing_holdings(
+        &self,
+        account_id: Uuid,
+        keep_provider_ids: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<u64, StoreError>;
+
+    /// The user's holdings matching the filter, by symbol then id. Not paged.
+    async fn holdings_for_user(
+        &self,
+        user_id: Uuid,
+        filter: &HoldingFilter,
+    ) -> Result<Vec<HoldingRecord>, StoreError>;
+}
+
+/// Balance snapshots.
+#[async_trait]
+pub trait SnapshotStore: Send + Sync {
+    /// Stores a snapshot and returns it. [`StoreError::Other`] when the account does not exist.
+    async fn insert_snapshot(&self, snapshot: &NewSnapshot) -> Result<SnapshotRecord, StoreError>;
+
+    /// The latest snapshot (by `captured_at`, then id) of each of the user's accounts that has
+    /// one, ordered like the accounts list (name, then id).
+    async fn latest_snapshots_for_user(
+        &self,
+        user_id: Uuid,
+    ) -> Result<Vec<SnapshotRecord>, StoreError>;
+
+    /// Snapshots of one of the user's accounts captured within `start..=end`, optionally of one
+    /// source, oldest first. Empty for an unknown or foreign account.
+    async fn balance_history(
+        &self,
+        user_id: Uuid,
+        account_id: Uuid,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+        source: Option<SnapshotSource>,
+    ) -> Result<Vec<SnapshotRecord>, StoreError>;
+
+    /// The newest `limit` snapshots of one of the user's accounts, optionally of one source,
+    /// newest first, with the count of every matching snapshot. Empty for an unknown or
+    /// foreign account.
+    async fn snapshots_for_account(
+        &self,
+        user_id: Uuid,
+        account_id: Uuid,
+        limit: u32,
+        source: Option<SnapshotSource>,
+    ) -> Result<Page<SnapshotRecord>, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_and_ids() {
+        assert_eq!(mask_account_number("123456789"), "****6789");
+        assert_eq!(mask_account_number("****6789"), "****6789");
+        assert_eq!(mask_account_number("12"), "****12");
+        assert_eq!(provider_id("schwab"), provider_id("schwab"));
+        assert_ne!(provider_id("schwab"), provider_id("file_import"));
+        assert_eq!(provider_id("schwab").get_version_num(), 5);
+        assert_eq!(AccountType::parse("401k"), Some(AccountType::Plan401k));
+        assert_eq!(AccountType::Plan401k.as_str(), "401k");
+        assert_eq!(AssetType::parse("bond"), None);
+        for status in ConnectionStatus::ALL {
+            assert_eq!(ConnectionStatus::parse(status.as_str()), Some(*status));
+        }
+    }
+}
