@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use aggregation_actix::{PeerAddr, RequestBody, configure};
 use actix_web::{App, HttpServer};
+use aggregation_actix::{PeerAddr, RequestBody, configure};
 use bytes::Bytes;
 use futures_util::{StreamExt, stream};
 use http::{Request, Response, StatusCode, header};

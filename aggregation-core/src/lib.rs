@@ -1,9 +1,11 @@
 #![doc = include_str!("../README.md")]
 
+pub mod admin;
 pub mod api;
 pub mod auth;
 pub mod config;
 pub mod crypto;
+pub mod jobs;
 pub mod mail;
 pub mod problem;
 pub mod service;

@@ -12,6 +12,7 @@ use crate::auth::{AccessClaims, AuthError};
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::store::StoreError;
 
+pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod extract;
 pub(crate) mod routes;

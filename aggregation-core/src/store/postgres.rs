@@ -8,7 +8,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use super::migrate::{Migration, migrations};
 use super::sql::impl_sql_store;
 
-const MIGRATIONS: &[Migration] = migrations!("postgres": 1 => "0001_auth");
+const MIGRATIONS: &[Migration] = migrations!("postgres": 1 => "0001_auth", 3 => "0003_admin");
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS aggregation_migrations (\
      version BIGINT PRIMARY KEY, description TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL)";
 /// Serializes processes migrating one database at the same time.
@@ -40,3 +40,4 @@ impl PostgresStore {
 }
 
 impl_sql_store!(PostgresStore, sqlx::Postgres, "BEGIN");
+super::sql_admin::impl_admin_store!(PostgresStore, sqlx::Postgres, "BEGIN");

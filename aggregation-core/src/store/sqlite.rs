@@ -8,7 +8,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use super::migrate::{Migration, migrations};
 use super::sql::impl_sql_store;
 
-const MIGRATIONS: &[Migration] = migrations!("sqlite": 1 => "0001_auth");
+const MIGRATIONS: &[Migration] = migrations!("sqlite": 1 => "0001_auth", 3 => "0003_admin");
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS aggregation_migrations (\
      version INTEGER PRIMARY KEY NOT NULL, description TEXT NOT NULL, applied_at TEXT NOT NULL)";
 /// `BEGIN IMMEDIATE` already serializes migrating processes on SQLite.
@@ -67,3 +67,4 @@ impl SqliteStore {
 }
 
 impl_sql_store!(SqliteStore, sqlx::Sqlite, "BEGIN IMMEDIATE");
+super::sql_admin::impl_admin_store!(SqliteStore, sqlx::Sqlite, "BEGIN IMMEDIATE");
