@@ -291,7 +291,7 @@ impl Config {
     /// Whether this email is one of [`Config::admin_emails`].
     pub fn is_admin_email(&self, email: &str) -> bool {
         let email = crate::auth::normalize_email(email);
-        self.admin_emails.iter().any(|admin| *admin == email)
+        self.admin_emails.contains(&email)
     }
 
     /// Interval of `refresh_provider_tokens`; `None` when off.

@@ -1,1 +1,3 @@
+//! The reference server (placeholder; written separately).
+
 fn main() {}

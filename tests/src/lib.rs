@@ -106,6 +106,10 @@ impl TestResponse {
 }
 
 /// Where requests go.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per test app, never moved in a loop"
+)]
 enum Client {
     Bare(AggregationService),
     Http {
