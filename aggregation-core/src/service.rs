@@ -103,6 +103,21 @@ impl AggregationService {
     pub async fn grant_admin(&self, email: &str) -> Result<bool, AdminError> {
         crate::admin::grant_admin_by_email(&*self.state.store, email).await
     }
+
+    /// Grants the `admin` role to every existing account among [`Config::admin_emails`]
+    /// (accounts registered later receive it at registration); the number granted now. For a
+    /// host's start-up.
+    pub async fn grant_configured_admins(&self) -> Result<usize, AdminError> {
+        let mut granted = 0;
+        for email in self.state.config.admin_emails() {
+            match crate::admin::grant_admin_by_email(&*self.state.store, email).await {
+                Ok(true) => granted += 1,
+                Ok(false) | Err(AdminError::UnknownEmail(_)) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(granted)
+    }
 }
 
 impl AggregationServiceBuilder {

@@ -128,6 +128,10 @@ async fn admin_emails_are_matched_case_insensitively(app: TestApp) {
         .expect_err("unknown email");
     assert!(error.to_string().contains("nobody@example.com"));
     assert!(!app.service.grant_admin(ADMIN).await.expect("known"));
+    assert_eq!(
+        app.service.grant_configured_admins().await.expect("grant"),
+        0
+    );
     app.register_verified("ops@example.com").await;
     assert!(
         aggregation_core::admin::grant_admin_by_email(&*app.store, " OPS@example.com")

@@ -15,6 +15,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The grace period of a global rotation is [`Config::rotation_grace`] at the time of the
+//! rotation; it is stored with the rotation (and shown by the security configuration), so
+//! changing the setting affects the next rotation, not one already under way.
+//!
 //! Token versions: a refresh token is stamped with max(global minimum, user minimum) when it is
 //! issued and rejected once its version is below that maximum, except within the grace period
 //! after a global rotation, where a token exactly one global step behind (and not below the
