@@ -41,6 +41,12 @@ pub struct Config {
     mail_from: String,
     store_timeout: Duration,
     trusted_proxies: Vec<Cidr>,
+    admin_emails: Vec<String>,
+    refresh_provider_tokens_every: Option<Duration>,
+    purge_expired_every: Option<Duration>,
+    sync_connections_every: Option<Duration>,
+    purge_retention: Duration,
+    job_lease_ttl: Duration,
 }
 
 impl std::fmt::Debug for Config {
@@ -54,6 +60,13 @@ impl std::fmt::Debug for Config {
             .field("rotation_grace", &self.rotation_grace)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_upload_bytes", &self.max_upload_bytes)
+            .field("admin_emails", &self.admin_emails)
+            .field(
+                "refresh_provider_tokens_every",
+                &self.refresh_provider_tokens_every,
+            )
+            .field("purge_expired_every", &self.purge_expired_every)
+            .field("sync_connections_every", &self.sync_connections_every)
             .finish_non_exhaustive()
     }
 }
@@ -89,6 +102,12 @@ impl Config {
             mail_from: "noreply@localhost".to_owned(),
             store_timeout: Duration::from_secs(5),
             trusted_proxies: Vec::new(),
+            admin_emails: Vec::new(),
+            refresh_provider_tokens_every: Some(Duration::from_secs(5 * 60)),
+            purge_expired_every: Some(Duration::from_secs(3600)),
+            sync_connections_every: None,
+            purge_retention: Duration::from_secs(30 * 24 * 3600),
+            job_lease_ttl: Duration::from_secs(60),
         })
     }
 
@@ -96,6 +115,56 @@ impl Config {
     #[must_use]
     pub fn with_rotation_grace(mut self, grace: Duration) -> Self {
         self.rotation_grace = grace;
+        self
+    }
+
+    /// Sets the emails that receive the `admin` role when they register (compared trimmed and
+    /// case-insensitively). Existing accounts are granted it with
+    /// [`crate::admin::grant_admin_by_email`].
+    #[must_use]
+    pub fn with_admin_emails(mut self, emails: Vec<String>) -> Self {
+        self.admin_emails = emails
+            .iter()
+            .map(|email| crate::auth::normalize_email(email))
+            .filter(|email| !email.is_empty())
+            .collect();
+        self
+    }
+
+    /// Sets how often `refresh_provider_tokens` runs (default every 5 min; `None` turns it off).
+    #[must_use]
+    pub fn with_refresh_provider_tokens_every(mut self, every: Option<Duration>) -> Self {
+        self.refresh_provider_tokens_every = every;
+        self
+    }
+
+    /// Sets how often `purge_expired` runs (default hourly; `None` turns it off).
+    #[must_use]
+    pub fn with_purge_expired_every(mut self, every: Option<Duration>) -> Self {
+        self.purge_expired_every = every;
+        self
+    }
+
+    /// Sets how often `sync_connections` runs (default `None`: off).
+    #[must_use]
+    pub fn with_sync_connections_every(mut self, every: Option<Duration>) -> Self {
+        self.sync_connections_every = every;
+        self
+    }
+
+    /// Sets how long revoked or expired sessions are kept before `purge_expired` deletes them
+    /// (default 30 days).
+    #[must_use]
+    pub fn with_purge_retention(mut self, retention: Duration) -> Self {
+        self.purge_retention = retention;
+        self
+    }
+
+    /// Sets the lifetime of a job lease (default 60 s). A running job renews its lease every
+    /// third of it; the lease of an instance that died mid-run lapses after at most this long.
+    #[must_use]
+    pub fn with_job_lease_ttl(mut self, ttl: Duration) -> Self {
+        self.job_lease_ttl = ttl.max(Duration::from_millis(300));
         self
     }
 
@@ -229,5 +298,41 @@ impl Config {
     /// Bound on each store call.
     pub fn store_timeout(&self) -> Duration {
         self.store_timeout
+    }
+
+    /// Emails (normalized) that receive the `admin` role at registration.
+    pub fn admin_emails(&self) -> &[String] {
+        &self.admin_emails
+    }
+
+    /// Whether this email is one of [`Config::admin_emails`].
+    pub fn is_admin_email(&self, email: &str) -> bool {
+        let email = crate::auth::normalize_email(email);
+        self.admin_emails.contains(&email)
+    }
+
+    /// Interval of `refresh_provider_tokens`; `None` when off.
+    pub fn refresh_provider_tokens_every(&self) -> Option<Duration> {
+        self.refresh_provider_tokens_every
+    }
+
+    /// Interval of `purge_expired`; `None` when off.
+    pub fn purge_expired_every(&self) -> Option<Duration> {
+        self.purge_expired_every
+    }
+
+    /// Interval of `sync_connections`; `None` when off.
+    pub fn sync_connections_every(&self) -> Option<Duration> {
+        self.sync_connections_every
+    }
+
+    /// How long revoked or expired sessions are kept.
+    pub fn purge_retention(&self) -> Duration {
+        self.purge_retention
+    }
+
+    /// Lifetime of a job lease.
+    pub fn job_lease_ttl(&self) -> Duration {
+        self.job_lease_ttl
     }
 }

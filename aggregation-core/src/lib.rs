@@ -1,11 +1,13 @@
 #![doc = include_str!("../README.md")]
 
+pub mod admin;
 pub mod api;
 pub mod auth;
 pub mod config;
 pub mod crypto;
 pub mod events;
 pub mod import;
+pub mod jobs;
 pub mod mail;
 pub mod problem;
 pub mod rate_limit;

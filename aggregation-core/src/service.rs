@@ -13,12 +13,14 @@ use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::BodyExt as _;
 use serde::Serialize;
 
+use crate::admin::AdminError;
 use crate::api::routes::{Endpoint, Router};
 use crate::api::{self, ApiResult, RequestBody, RequestContext, ResponseBody, json, read_body};
 use crate::auth::Auth;
 use crate::config::Config;
 use crate::crypto::{random_span_id, random_trace_id};
 use crate::events::{EventSink, SinkRateLimitEvents, TracingEventSink};
+use crate::jobs::JobRunner;
 use crate::mail::{MailQueue, Mailer};
 use crate::problem::{ApiError, ErrorCode, PROBLEM_CONTENT_TYPE};
 use crate::rate_limit::{
@@ -101,6 +103,33 @@ impl AggregationService {
     /// The configuration the service runs with.
     pub fn config(&self) -> &Config {
         &self.state.config
+    }
+
+    /// The background jobs of this service, to [`JobRunner::spawn`] on the current runtime (or
+    /// to run one at a time with [`JobRunner::run_once`]).
+    pub fn jobs(&self) -> JobRunner {
+        JobRunner::new(self.state.store.clone(), self.state.config.clone())
+    }
+
+    /// Grants the `admin` role to the account with this email; see
+    /// [`crate::admin::grant_admin_by_email`].
+    pub async fn grant_admin(&self, email: &str) -> Result<bool, AdminError> {
+        crate::admin::grant_admin_by_email(&*self.state.store, email).await
+    }
+
+    /// Grants the `admin` role to every existing account among [`Config::admin_emails`]
+    /// (accounts registered later receive it at registration); the number granted now. For a
+    /// host's start-up.
+    pub async fn grant_configured_admins(&self) -> Result<usize, AdminError> {
+        let mut granted = 0;
+        for email in self.state.config.admin_emails() {
+            match crate::admin::grant_admin_by_email(&*self.state.store, email).await {
+                Ok(true) => granted += 1,
+                Ok(false) | Err(AdminError::UnknownEmail(_)) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(granted)
     }
 }
 
@@ -421,11 +450,17 @@ impl State {
             E::AccountSnapshots => {
                 api::snapshots::list_for_account(self, ctx, matched.param("id")).await
             }
-            E::RotateGlobal
-            | E::RotateUser
-            | E::SecurityConfig
-            | E::JobsStatus
-            | E::ListProviders
+            E::RotateGlobal => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::admin::rotate_global(self, ctx, body).await
+            }
+            E::RotateUser => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::admin::rotate_user(self, ctx, matched.param("user_id"), body).await
+            }
+            E::SecurityConfig => api::admin::security_config(self, ctx).await,
+            E::JobsStatus => api::admin::jobs_status(self, ctx).await,
+            E::ListProviders
             | E::GetProvider
             | E::Connect
             | E::Callback

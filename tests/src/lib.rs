@@ -134,6 +134,8 @@ pub struct TestApp {
     pub store: Arc<dyn Store>,
     /// Domain events the service emitted.
     pub events: MemoryEventSink,
+    /// The service under test (for its jobs runner and host-side operations).
+    pub service: AggregationService,
     client: Client,
     _server: servers::ServerGuard,
 }
@@ -234,6 +236,78 @@ impl Default for Setup {
     }
 }
 
+/// Two stores over separate connection pools to one database, as two service instances
+/// sharing it would have: a fresh PostgreSQL database when `AGG_TEST_DATABASE_URL` is set, else
+/// a SQLite file in a fresh temporary folder. Call [`SharedDatabase::cleanup`] when done.
+pub struct SharedDatabase {
+    /// The first instance's store.
+    pub first: Arc<dyn Store>,
+    /// The second instance's store.
+    pub second: Arc<dyn Store>,
+    /// Which backend.
+    pub backend: Backend,
+    database: Option<PgDatabase>,
+    folder: Option<std::path::PathBuf>,
+}
+
+impl SharedDatabase {
+    /// Opens (and migrates) the shared database.
+    pub async fn open() -> Self {
+        if let Some(admin_url) = postgres_url() {
+            let (database, url) = PgDatabase::create(&admin_url).await;
+            let first = PostgresStore::connect(&url).await.expect("connect");
+            first.migrate().await.expect("migrate");
+            let second = PostgresStore::connect(&url).await.expect("connect");
+            second.migrate().await.expect("migrate again");
+            return Self {
+                first: Arc::new(first),
+                second: Arc::new(second),
+                backend: Backend::Postgres,
+                database: Some(database),
+                folder: None,
+            };
+        }
+        let folder = std::env::temp_dir().join(format!(
+            "aggregation-test-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&folder).expect("temporary folder");
+        let url = format!("sqlite://{}?mode=rwc", folder.join("shared.db").display());
+        let first = SqliteStore::connect(&url).await.expect("open SQLite file");
+        first.migrate().await.expect("migrate");
+        let second = SqliteStore::connect(&url).await.expect("open SQLite file");
+        second.migrate().await.expect("migrate again");
+        Self {
+            first: Arc::new(first),
+            second: Arc::new(second),
+            backend: Backend::Sqlite,
+            database: None,
+            folder: Some(folder),
+        }
+    }
+
+    /// A service over one of the stores.
+    pub fn service(store: &Arc<dyn Store>, config: Config) -> AggregationService {
+        AggregationService::builder(config)
+            .shared_store(store.clone())
+            .mailer(MemoryMailer::new())
+            .build()
+            .expect("service builds")
+    }
+
+    /// Drops the PostgreSQL database or removes the temporary folder.
+    pub async fn cleanup(self) {
+        drop(self.first);
+        drop(self.second);
+        if let Some(database) = self.database {
+            database.drop_database().await;
+        }
+        if let Some(folder) = self.folder {
+            let _ = std::fs::remove_dir_all(folder);
+        }
+    }
+}
+
 /// Runs one case against one target and backend with the default configuration.
 pub async fn run<F, Fut>(target: Target, backend: Backend, case: F)
 where
@@ -300,6 +374,7 @@ where
         builder = builder.rate_limit_store(limits);
     }
     let service = builder.build().expect("service builds");
+    let handle = service.clone();
     let (client, server) = match target {
         Target::Bare => (Client::Bare(service), servers::ServerGuard::None),
         Target::Axum => {
@@ -317,6 +392,7 @@ where
         mailer,
         store,
         events,
+        service: handle,
         client,
         _server: server,
     };
@@ -516,7 +592,8 @@ pub fn extract_hex_token(text: &str) -> Option<String> {
 
 /// Generates one `#[tokio::test]` per case, target and backend:
 /// `conformance!(case_a, case_b);` inside a test file whose cases are
-/// `async fn case_a(app: TestApp)`.
+/// `async fn case_a(app: TestApp)`. With `conformance!(config = make_config; case_a, ...)`
+/// every case runs with the `Config` that `fn make_config() -> Config` returns.
 #[macro_export]
 macro_rules! conformance {
     ($($case:ident),+ $(,)?) => {
@@ -559,6 +636,30 @@ macro_rules! conformance {
                     $crate::run(
                         $crate::Target::$target,
                         $crate::Backend::$backend,
+                        super::$case,
+                    )
+                    .await;
+                }
+            )+
+        }
+    };
+    (config = $config:ident; $($case:ident),+ $(,)?) => {
+        $crate::conformance!(@with bare_sqlite, Bare, Sqlite, $config, $($case),+);
+        $crate::conformance!(@with axum_sqlite, Axum, Sqlite, $config, $($case),+);
+        $crate::conformance!(@with actix_sqlite, Actix, Sqlite, $config, $($case),+);
+        $crate::conformance!(@with bare_postgres, Bare, Postgres, $config, $($case),+);
+        $crate::conformance!(@with axum_postgres, Axum, Postgres, $config, $($case),+);
+        $crate::conformance!(@with actix_postgres, Actix, Postgres, $config, $($case),+);
+    };
+    (@with $module:ident, $target:ident, $backend:ident, $config:ident, $($case:ident),+) => {
+        mod $module {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    $crate::run_with(
+                        $crate::Target::$target,
+                        $crate::Backend::$backend,
+                        super::$config,
                         super::$case,
                     )
                     .await;

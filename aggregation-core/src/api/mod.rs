@@ -35,6 +35,7 @@ use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::store::StoreError;
 
 pub(crate) mod accounts;
+pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod extract;
 pub(crate) mod holdings;

@@ -13,8 +13,8 @@ use crate::crypto::{random_hex_token, random_urlsafe_token, token_digest};
 use crate::events::{DomainEvent, EventSink};
 use crate::mail::{Email, MailQueue};
 use crate::store::{
-    NewOneTimeToken, NewRefreshToken, NewSession, NewUser, Role, Store, StoreError, TokenCheck,
-    TokenPurpose, UserRecord, now,
+    NewOneTimeToken, NewRefreshToken, NewSession, NewUser, Role, SecurityConfigRecord, Store,
+    StoreError, TokenCheck, TokenPurpose, UserRecord, now,
 };
 
 pub(crate) mod access_token;
@@ -159,6 +159,12 @@ impl Auth {
             Err(StoreError::Conflict(_)) => return Err(AuthError::EmailTaken),
             Err(error) => return Err(error.into()),
         }
+        if self.config.is_admin_email(&user.email) {
+            self.store
+                .grant_role(user.id, Role::Admin, user.created_at)
+                .await?;
+            tracing::info!(user_id = %user.id, "admin role granted at registration");
+        }
         self.send_verification(user.id, &user.email, client, None)
             .await?;
         self.events
@@ -296,7 +302,10 @@ impl Auth {
                     digest: token_digest(&refresh_token),
                     session_id,
                     user_id: user.id,
-                    token_version: self.token_version_floor(&user).await?,
+                    token_version: token_version_floor(
+                        self.store.security_config().await?.as_ref(),
+                        &user,
+                    ),
                     issued_at: created_at,
                     expires_at,
                 },
@@ -347,20 +356,6 @@ impl Auth {
         })
     }
 
-    /// The version a refresh token issued now is stamped with.
-    async fn token_version_floor(&self, user: &UserRecord) -> Result<i64, AuthError> {
-        Ok(user.min_token_version)
-    }
-
-    /// Whether a token of `version` is still acceptable for `user`.
-    async fn token_version_accepted(
-        &self,
-        user: &UserRecord,
-        version: i64,
-    ) -> Result<bool, AuthError> {
-        Ok(version >= user.min_token_version)
-    }
-
     pub(crate) async fn refresh(&self, refresh_token: &str) -> Result<IssuedTokens, AuthError> {
         let digest = token_digest(refresh_token);
         let at = now();
@@ -391,10 +386,8 @@ impl Auth {
         let Some(user) = self.store.user_by_id(record.user_id).await? else {
             return Err(AuthError::InvalidRefreshToken);
         };
-        if !self
-            .token_version_accepted(&user, record.token_version)
-            .await?
-        {
+        let security = self.store.security_config().await?;
+        if !token_version_accepted(security.as_ref(), &user, record.token_version, at) {
             return Err(AuthError::InvalidRefreshToken);
         }
         let new_refresh_token = random_urlsafe_token();
@@ -406,7 +399,7 @@ impl Auth {
                     digest: token_digest(&new_refresh_token),
                     session_id: record.session_id,
                     user_id: user.id,
-                    token_version: self.token_version_floor(&user).await?,
+                    token_version: token_version_floor(security.as_ref(), &user),
                     issued_at: at,
                     expires_at: add(at, self.config.refresh_token_ttl()),
                 },
@@ -516,6 +509,36 @@ impl Auth {
     }
 }
 
+/// The version a refresh token issued now is stamped with: max(global minimum, user minimum).
+/// No security configuration yet reads as global minimum 0.
+fn token_version_floor(security: Option<&SecurityConfigRecord>, user: &UserRecord) -> i64 {
+    security
+        .map_or(0, |config| config.global_min_token_version)
+        .max(user.min_token_version)
+}
+
+/// Whether a refresh token stamped `version` still passes at `at`: at or above
+/// max(global, user) minimum; or, within the grace period after the last global rotation,
+/// exactly one global step behind and not below the user's minimum.
+fn token_version_accepted(
+    security: Option<&SecurityConfigRecord>,
+    user: &UserRecord,
+    version: i64,
+    at: DateTime<Utc>,
+) -> bool {
+    if version >= token_version_floor(security, user) {
+        return true;
+    }
+    let Some(config) = security else {
+        return false;
+    };
+    let in_grace = config.last_rotation_at.is_some_and(|rotated_at| {
+        at < rotated_at
+            + TimeDelta::try_seconds(config.grace_period_seconds).unwrap_or(TimeDelta::MAX)
+    });
+    in_grace && version == config.global_min_token_version - 1 && version >= user.min_token_version
+}
+
 fn token_failure(check: TokenCheck) -> AuthError {
     match check {
         TokenCheck::Expired => AuthError::TokenExpired,
@@ -524,5 +547,63 @@ fn token_failure(check: TokenCheck) -> AuthError {
         TokenCheck::Unknown | TokenCheck::Consumed { .. } | TokenCheck::Valid { .. } => {
             AuthError::TokenNotFound
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(min_token_version: i64) -> UserRecord {
+        UserRecord {
+            id: Uuid::nil(),
+            email: "ada@example.com".to_owned(),
+            password_hash: String::new(),
+            email_verified_at: None,
+            min_token_version,
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+        }
+    }
+
+    fn config(global: i64, rotated_secs_ago: Option<i64>, grace: i64) -> SecurityConfigRecord {
+        SecurityConfigRecord {
+            global_min_token_version: global,
+            grace_period_seconds: grace,
+            last_rotation_at: rotated_secs_ago.map(|ago| Utc::now() - TimeDelta::seconds(ago)),
+            last_rotation_reason: None,
+            updated_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn versions_are_stamped_with_the_higher_minimum() {
+        assert_eq!(token_version_floor(None, &user(2)), 2);
+        assert_eq!(
+            token_version_floor(Some(&config(3, None, 300)), &user(2)),
+            3
+        );
+        assert_eq!(
+            token_version_floor(Some(&config(1, None, 300)), &user(2)),
+            2
+        );
+    }
+
+    #[test]
+    fn grace_accepts_exactly_one_global_step_behind() {
+        let at = Utc::now();
+        assert!(token_version_accepted(None, &user(0), 0, at));
+        assert!(!token_version_accepted(None, &user(1), 0, at));
+        let fresh = config(2, Some(10), 300);
+        assert!(token_version_accepted(Some(&fresh), &user(0), 2, at));
+        assert!(token_version_accepted(Some(&fresh), &user(0), 1, at));
+        assert!(!token_version_accepted(Some(&fresh), &user(0), 0, at));
+        // Not below the user's own minimum, even within grace.
+        assert!(!token_version_accepted(Some(&fresh), &user(2), 1, at));
+        let stale = config(2, Some(301), 300);
+        assert!(!token_version_accepted(Some(&stale), &user(0), 1, at));
+        assert!(token_version_accepted(Some(&stale), &user(0), 2, at));
+        let never = config(2, None, 300);
+        assert!(!token_version_accepted(Some(&never), &user(0), 1, at));
     }
 }

@@ -22,6 +22,7 @@ mod postgres;
 mod records;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
+mod sql_admin;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_records;
 #[cfg(feature = "sqlite")]
@@ -400,11 +401,228 @@ pub trait SessionStore: Send + Sync {
     ) -> Result<Option<SessionRecord>, StoreError>;
 }
 
+/// The security configuration: the global minimum refresh-token version and the grace period
+/// of the last global rotation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecurityConfigRecord {
+    /// Refresh tokens stamped below this version are rejected (outside the grace period).
+    pub global_min_token_version: i64,
+    /// Seconds after the last global rotation during which tokens one step behind still pass.
+    pub grace_period_seconds: i64,
+    /// When the last global rotation happened; `None` if never.
+    pub last_rotation_at: Option<DateTime<Utc>>,
+    /// Why; `None` if never.
+    pub last_rotation_reason: Option<String>,
+    /// Last change of the row.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What a token rotation applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RotationScope {
+    /// Every user's refresh tokens.
+    Global,
+    /// One user's refresh tokens.
+    User,
+}
+
+impl RotationScope {
+    /// The scope's name in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Global => "global",
+            Self::User => "user",
+        }
+    }
+
+    /// Parses a stored scope name.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "global" => Some(Self::Global),
+            "user" => Some(Self::User),
+            _ => None,
+        }
+    }
+}
+
+/// A token rotation to apply and record.
+#[derive(Debug, Clone)]
+pub struct NewTokenRotation {
+    /// Audit id (UUIDv7).
+    pub id: Uuid,
+    /// Why the rotation was made (1..500 characters).
+    pub reason: String,
+    /// The administrator who asked for it; `None` for the host itself.
+    pub initiated_by: Option<Uuid>,
+    /// Grace period to store with a global rotation, and the default grace of a security
+    /// configuration row created by a user rotation.
+    pub grace_period_seconds: i64,
+    /// When.
+    pub at: DateTime<Utc>,
+}
+
+/// The versions before and after a rotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RotationOutcome {
+    /// The minimum version before.
+    pub previous_version: i64,
+    /// The minimum version after.
+    pub new_version: i64,
+}
+
+/// One audit row of a token rotation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRotationRecord {
+    /// Audit id.
+    pub id: Uuid,
+    /// Global or one user.
+    pub scope: RotationScope,
+    /// The user of a user rotation.
+    pub user_id: Option<Uuid>,
+    /// Minimum version before.
+    pub previous_version: i64,
+    /// Minimum version after.
+    pub new_version: i64,
+    /// Why.
+    pub reason: String,
+    /// The initiating administrator.
+    pub initiated_by: Option<Uuid>,
+    /// When.
+    pub created_at: DateTime<Utc>,
+}
+
+/// The security configuration and refresh-token version rotations.
+#[async_trait]
+pub trait SecurityStore: Send + Sync {
+    /// The security configuration; `None` when no row exists yet (read as version 0, never
+    /// rotated). Never writes.
+    async fn security_config(&self) -> Result<Option<SecurityConfigRecord>, StoreError>;
+
+    /// The security configuration, created with version 0 and `default_grace_seconds` when no
+    /// row exists. Concurrent callers create one row; an existing row is left unchanged.
+    async fn ensure_security_config(
+        &self,
+        default_grace_seconds: i64,
+        at: DateTime<Utc>,
+    ) -> Result<SecurityConfigRecord, StoreError>;
+
+    /// Raises the global minimum version by one, stores the rotation's time, reason and
+    /// `grace_period_seconds`, and writes the audit row, atomically. Users whose own minimum is
+    /// at or above the new global minimum (they were rotated individually) have their minimum
+    /// raised by one too, so their outstanding tokens are invalidated as well (without grace).
+    /// Concurrent rotations are serialized: each one is one step.
+    async fn rotate_global_token_version(
+        &self,
+        rotation: &NewTokenRotation,
+    ) -> Result<RotationOutcome, StoreError>;
+
+    /// Raises the user's minimum version above every version their outstanding tokens can carry
+    /// (to max(user minimum, global minimum) + 1) and writes the audit row, atomically.
+    /// `None` (and nothing written) when the user does not exist. Serialized with every other
+    /// rotation.
+    async fn rotate_user_token_version(
+        &self,
+        user_id: Uuid,
+        rotation: &NewTokenRotation,
+    ) -> Result<Option<RotationOutcome>, StoreError>;
+
+    /// The latest `limit` rotation audit rows, newest first.
+    async fn token_rotations(&self, limit: u32) -> Result<Vec<TokenRotationRecord>, StoreError>;
+}
+
+/// The run record and lease of one background job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRunRecord {
+    /// Job name.
+    pub name: String,
+    /// The runner holding the lease, while one does.
+    pub lease_owner: Option<String>,
+    /// When the lease lapses unless renewed.
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    /// Start of the latest run.
+    pub last_started_at: Option<DateTime<Utc>>,
+    /// End of the latest finished run.
+    pub last_finished_at: Option<DateTime<Utc>>,
+    /// End of the latest successful run.
+    pub last_success_at: Option<DateTime<Utc>>,
+    /// Error of the latest finished run; `None` when it succeeded.
+    pub last_error: Option<String>,
+    /// Finished runs.
+    pub runs: i64,
+    /// Finished runs that failed.
+    pub failures: i64,
+}
+
+/// How many rows a purge deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PurgeCounts {
+    /// Expired verification and reset tokens.
+    pub one_time_tokens: u64,
+    /// Refresh tokens past their expiry (besides those of deleted sessions).
+    pub refresh_tokens: u64,
+    /// Sessions revoked or expired before the retention cut-off (with their refresh tokens).
+    pub sessions: u64,
+    /// Expired OAuth state values (0 while that table does not exist).
+    pub oauth_states: u64,
+}
+
+/// The store side of background jobs: leases, run records, and the housekeeping they do.
+#[async_trait]
+pub trait JobStore: Send + Sync {
+    /// Takes the lease of job `name` for `owner` until `lease_until`, and records `now` as the
+    /// run's start, in one conditional write. Succeeds only when no live lease exists (none, or
+    /// its `lease_expires_at` <= `now`) and the job last started at or before `due_before` (or
+    /// never). `false` when either condition fails. Atomic across processes sharing the
+    /// database: of concurrent callers at most one gets `true`.
+    async fn try_acquire_job_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        due_before: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Extends a lease `owner` still holds; `false` when it holds it no more.
+    async fn renew_job_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        lease_until: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Records the end of a run (`error` `None` for success: counts, times, last error) and
+    /// releases the lease, in one write. `false` (and nothing written) when `owner` no longer
+    /// holds the lease.
+    async fn finish_job_run(
+        &self,
+        name: &str,
+        owner: &str,
+        at: DateTime<Utc>,
+        error: Option<&str>,
+    ) -> Result<bool, StoreError>;
+
+    /// Every job's run record, by name.
+    async fn job_runs(&self) -> Result<Vec<JobRunRecord>, StoreError>;
+
+    /// Deletes expired single-use tokens and refresh tokens (`expires_at <= now`), sessions
+    /// revoked or expired at or before `retain_after` with their refresh tokens, and expired
+    /// OAuth states when that table exists. Each kind is deleted atomically.
+    async fn purge_expired(
+        &self,
+        now: DateTime<Utc>,
+        retain_after: DateTime<Utc>,
+    ) -> Result<PurgeCounts, StoreError>;
+}
+
 /// Everything the service needs from storage.
 pub trait Store:
     UserStore
     + OneTimeTokenStore
     + SessionStore
+    + SecurityStore
+    + JobStore
     + ConnectionStore
     + AccountStore
     + TransactionStore
@@ -418,6 +636,8 @@ impl<T> Store for T where
     T: UserStore
         + OneTimeTokenStore
         + SessionStore
+        + SecurityStore
+        + JobStore
         + ConnectionStore
         + AccountStore
         + TransactionStore

@@ -12,6 +12,7 @@ use super::sql_records::impl_records_store;
 const MIGRATIONS: &[Migration] = migrations!("postgres":
     1 => "0001_auth",
     2 => "0002_records",
+    3 => "0003_admin",
 );
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS aggregation_migrations (\
      version BIGINT PRIMARY KEY, description TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL)";
@@ -45,3 +46,4 @@ impl PostgresStore {
 
 impl_sql_store!(PostgresStore, sqlx::Postgres, "BEGIN");
 impl_records_store!(PostgresStore, sqlx::Postgres, "BEGIN");
+super::sql_admin::impl_admin_store!(PostgresStore, sqlx::Postgres, "BEGIN");

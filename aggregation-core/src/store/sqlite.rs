@@ -12,6 +12,7 @@ use super::sql_records::impl_records_store;
 const MIGRATIONS: &[Migration] = migrations!("sqlite":
     1 => "0001_auth",
     2 => "0002_records",
+    3 => "0003_admin",
 );
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS aggregation_migrations (\
      version INTEGER PRIMARY KEY NOT NULL, description TEXT NOT NULL, applied_at TEXT NOT NULL)";
@@ -72,3 +73,4 @@ impl SqliteStore {
 
 impl_sql_store!(SqliteStore, sqlx::Sqlite, "BEGIN IMMEDIATE");
 impl_records_store!(SqliteStore, sqlx::Sqlite, "BEGIN IMMEDIATE");
+super::sql_admin::impl_admin_store!(SqliteStore, sqlx::Sqlite, "BEGIN IMMEDIATE");

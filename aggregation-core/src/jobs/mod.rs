@@ -1,0 +1,522 @@
+//! Background jobs: `refresh_provider_tokens` (every 5 min), `purge_expired` (hourly) and
+//! `sync_connections` (off unless configured), run inside the service when the host starts
+//! them.
+//!
+//! ```no_run
+//! # async fn demo(service: aggregation_core::AggregationService) {
+//! let jobs = service.jobs().spawn();
+//! // ... serve requests ...
+//! jobs.shutdown().await; // lets a running job finish, then stops
+//! # }
+//! ```
+//!
+//! Every run goes through a lease in the store (`job_runs`): a runner takes it with one
+//! conditional write, renews it every third of [`Config::job_lease_ttl`] while the job runs, and
+//! releases it with the run's record. Instances sharing a database therefore never run the same
+//! job at once, and the schedule is shared too: a job is due `interval` after its last start on
+//! any instance. When an instance dies mid-run, its lease lapses after at most the lease
+//! lifetime and the next due run on another instance takes over.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeDelta, Utc};
+use futures_util::FutureExt as _;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::store::{JobRunRecord, Store, StoreError, now};
+
+/// Name of the job that refreshes provider access tokens before they expire.
+pub const REFRESH_PROVIDER_TOKENS: &str = "refresh_provider_tokens";
+/// Name of the job that deletes expired tokens, states and old sessions.
+pub const PURGE_EXPIRED: &str = "purge_expired";
+/// Name of the job that syncs every active provider connection.
+pub const SYNC_CONNECTIONS: &str = "sync_connections";
+
+/// Why a job run failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The job failed for its own reason.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl JobError {
+    /// The text recorded as the run's `last_error` (store internals stay in the logs).
+    fn recorded(&self) -> String {
+        match self {
+            Self::Store(StoreError::Unavailable(_)) => "the store is unavailable".to_owned(),
+            Self::Store(_) => "the store failed (details in the service log)".to_owned(),
+            Self::Failed(reason) => reason.clone(),
+        }
+    }
+}
+
+/// Why a runner could not run a job.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobsError {
+    /// No job has this name.
+    #[error("no job is named {0:?}")]
+    UnknownJob(String),
+    /// The store failed while taking or releasing the lease.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What a job has to work with.
+pub struct JobContext {
+    store: Arc<dyn Store>,
+    config: Arc<Config>,
+}
+
+impl JobContext {
+    /// The service's store.
+    pub fn store(&self) -> &dyn Store {
+        &*self.store
+    }
+
+    /// The service's configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+}
+
+/// A background job. Its runs never overlap, on one instance or across instances sharing a
+/// store.
+#[async_trait]
+pub trait Job: Send + Sync + 'static {
+    /// Runs once; a short summary of what was done on success.
+    async fn run(&self, ctx: &JobContext) -> Result<String, JobError>;
+}
+
+/// How one attempt to run a job ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RunOutcome {
+    /// It ran and succeeded.
+    Succeeded(String),
+    /// It ran and failed (also recorded as `last_error`).
+    Failed(String),
+    /// It did not run: another runner holds the lease (or, for scheduled runs, it is not due).
+    Skipped,
+}
+
+impl std::fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Succeeded(summary) => write!(f, "succeeded: {summary}"),
+            Self::Failed(error) => write!(f, "failed: {error}"),
+            Self::Skipped => f.write_str("skipped: leased"),
+        }
+    }
+}
+
+struct Registered {
+    name: String,
+    every: Option<Duration>,
+    job: Arc<dyn Job>,
+}
+
+/// The jobs of one service, ready to run on a schedule ([`JobRunner::spawn`]) or on demand
+/// ([`JobRunner::run_once`]). Get one from [`crate::AggregationService::jobs`].
+pub struct JobRunner {
+    store: Arc<dyn Store>,
+    config: Arc<Config>,
+    owner: String,
+    jobs: Vec<Registered>,
+}
+
+impl std::fmt::Debug for JobRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobRunner")
+            .field("owner", &self.owner)
+            .field(
+                "jobs",
+                &self
+                    .jobs
+                    .iter()
+                    .map(|job| (&job.name, job.every))
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// The jobs every service has, with their configured intervals (`None`: off).
+pub(crate) fn builtin_schedule(config: &Config) -> [(&'static str, Option<Duration>); 3] {
+    [
+        (
+            REFRESH_PROVIDER_TOKENS,
+            config.refresh_provider_tokens_every(),
+        ),
+        (PURGE_EXPIRED, config.purge_expired_every()),
+        (SYNC_CONNECTIONS, config.sync_connections_every()),
+    ]
+}
+
+fn add(at: DateTime<Utc>, duration: Duration) -> DateTime<Utc> {
+    at + TimeDelta::from_std(duration).unwrap_or(TimeDelta::MAX)
+}
+
+fn sub(at: DateTime<Utc>, duration: Duration) -> DateTime<Utc> {
+    at - TimeDelta::from_std(duration).unwrap_or(TimeDelta::MAX)
+}
+
+impl JobRunner {
+    pub(crate) fn new(store: Arc<dyn Store>, config: Arc<Config>) -> Self {
+        let mut runner = Self {
+            store,
+            config,
+            owner: format!("{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()),
+            jobs: Vec::new(),
+        };
+        for (name, every) in builtin_schedule(&runner.config) {
+            let job: Arc<dyn Job> = match name {
+                PURGE_EXPIRED => Arc::new(PurgeExpired),
+                SYNC_CONNECTIONS => Arc::new(SyncConnections),
+                _ => Arc::new(RefreshProviderTokens),
+            };
+            runner.jobs.push(Registered {
+                name: name.to_owned(),
+                every,
+                job,
+            });
+        }
+        runner
+    }
+
+    /// Adds a job (or replaces the one with this name) running every `every` (`None`: only
+    /// through [`JobRunner::run_once`]).
+    #[must_use]
+    pub fn with_job(
+        mut self,
+        name: impl Into<String>,
+        every: Option<Duration>,
+        job: impl Job,
+    ) -> Self {
+        let name = name.into();
+        self.jobs.retain(|registered| registered.name != name);
+        self.jobs.push(Registered {
+            name,
+            every,
+            job: Arc::new(job),
+        });
+        self
+    }
+
+    /// The lease owner id of this runner (process id and a random part).
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// Runs the named job now, whether or not it is due, unless another runner holds its
+    /// lease ([`RunOutcome::Skipped`]). The run is recorded like a scheduled one.
+    pub async fn run_once(&self, name: &str) -> Result<RunOutcome, JobsError> {
+        let registered = self
+            .jobs
+            .iter()
+            .find(|registered| registered.name == name)
+            .ok_or_else(|| JobsError::UnknownJob(name.to_owned()))?;
+        // Any earlier start counts as due.
+        let due_before = add(now(), Duration::from_secs(24 * 3600));
+        Ok(self.execute(registered, due_before).await?)
+    }
+
+    /// Takes the lease, runs the job while renewing the lease, and records the run.
+    async fn execute(
+        &self,
+        registered: &Registered,
+        due_before: DateTime<Utc>,
+    ) -> Result<RunOutcome, StoreError> {
+        let name = registered.name.as_str();
+        let ttl = self.config.job_lease_ttl();
+        let started = now();
+        if !self
+            .store
+            .try_acquire_job_lease(name, &self.owner, started, add(started, ttl), due_before)
+            .await?
+        {
+            tracing::debug!(job = name, "job skipped: leased elsewhere or not due");
+            return Ok(RunOutcome::Skipped);
+        }
+        tracing::info!(job = name, "job started");
+        let ctx = JobContext {
+            store: self.store.clone(),
+            config: self.config.clone(),
+        };
+        let run = AssertUnwindSafe(registered.job.run(&ctx)).catch_unwind();
+        tokio::pin!(run);
+        let mut heartbeat = tokio::time::interval(ttl / 3);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        heartbeat.tick().await;
+        let result = loop {
+            tokio::select! {
+                result = &mut run => break result,
+                _ = heartbeat.tick() => {
+                    match self.store.renew_job_lease(name, &self.owner, add(now(), ttl)).await {
+                        Ok(true) => {}
+                        Ok(false) => tracing::warn!(job = name, "job lease lost while running"),
+                        Err(error) => tracing::warn!(job = name, error = %error, "job lease renewal failed"),
+                    }
+                }
+            }
+        };
+        let outcome = match result {
+            Ok(Ok(summary)) => RunOutcome::Succeeded(summary),
+            Ok(Err(error)) => {
+                tracing::error!(job = name, error = %error, "job failed");
+                RunOutcome::Failed(error.recorded())
+            }
+            Err(_) => {
+                tracing::error!(job = name, "job panicked");
+                RunOutcome::Failed("the job panicked".to_owned())
+            }
+        };
+        let error = match &outcome {
+            RunOutcome::Failed(error) => Some(error.as_str()),
+            _ => None,
+        };
+        if !self
+            .store
+            .finish_job_run(name, &self.owner, now(), error)
+            .await?
+        {
+            tracing::warn!(
+                job = name,
+                "job lease lapsed before the run finished; run not recorded"
+            );
+        }
+        tracing::info!(job = name, outcome = %outcome, "job finished");
+        Ok(outcome)
+    }
+
+    /// How long until the job is due according to the shared run record.
+    async fn until_due(&self, name: &str, every: Duration) -> Result<Duration, StoreError> {
+        let records = self.store.job_runs().await?;
+        let last_started = records
+            .iter()
+            .find(|record| record.name == name)
+            .and_then(|record| record.last_started_at);
+        Ok(match last_started {
+            None => Duration::ZERO,
+            Some(at) => (add(at, every) - now()).to_std().unwrap_or(Duration::ZERO),
+        })
+    }
+
+    /// The scheduling loop of one job.
+    async fn schedule(
+        self: Arc<Self>,
+        index: usize,
+        every: Duration,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let Some(registered) = self.jobs.get(index) else {
+            return;
+        };
+        let name = registered.name.as_str();
+        // After a skip or a store failure, look again no sooner than this.
+        let retry = every
+            .min(Duration::from_secs(10))
+            .max(Duration::from_millis(50));
+        // Timers and clocks are not exact: a job counts as due this much early.
+        let slack = (every / 50).min(Duration::from_secs(1));
+        let mut backoff = Duration::ZERO;
+        loop {
+            let wait = match self.until_due(name, every).await {
+                Ok(wait) => wait.max(backoff),
+                Err(error) => {
+                    tracing::warn!(job = name, error = %error, "reading the job schedule failed");
+                    retry
+                }
+            };
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                _ = stop.changed() => break,
+            }
+            if *stop.borrow() {
+                break;
+            }
+            let due_before = add(sub(now(), every), slack);
+            backoff = match self.execute(registered, due_before).await {
+                Ok(RunOutcome::Skipped) => retry,
+                Ok(_) => Duration::ZERO,
+                Err(error) => {
+                    tracing::error!(job = name, error = %error, "job lease handling failed");
+                    retry
+                }
+            };
+        }
+        tracing::debug!(job = name, "job schedule stopped");
+    }
+
+    /// Starts every job that has an interval on the current Tokio runtime. Must be called
+    /// inside a runtime.
+    pub fn spawn(self) -> JobsHandle {
+        let (stop, receiver) = watch::channel(false);
+        let runner = Arc::new(self);
+        let tasks = runner
+            .jobs
+            .iter()
+            .enumerate()
+            .filter_map(|(index, registered)| registered.every.map(|every| (index, every)))
+            .map(|(index, every)| {
+                tokio::spawn(runner.clone().schedule(index, every, receiver.clone()))
+            })
+            .collect();
+        JobsHandle { stop, tasks }
+    }
+}
+
+/// The running jobs of a [`JobRunner::spawn`]. Dropping it stops the schedules as
+/// [`JobsHandle::shutdown`] does, without waiting.
+#[must_use = "dropping the handle stops the jobs"]
+#[derive(Debug)]
+pub struct JobsHandle {
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl JobsHandle {
+    /// Stops the schedules and waits: a job that is running finishes (and is recorded) first.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            if let Err(error) = task.await {
+                tracing::error!(error = %error, "a job schedule ended abnormally");
+            }
+        }
+    }
+}
+
+struct RefreshProviderTokens;
+
+#[async_trait]
+impl Job for RefreshProviderTokens {
+    async fn run(&self, _ctx: &JobContext) -> Result<String, JobError> {
+        // No provider integrations exist in this release, so there are no tokens to refresh.
+        Ok("no provider connections to refresh".to_owned())
+    }
+}
+
+struct SyncConnections;
+
+#[async_trait]
+impl Job for SyncConnections {
+    async fn run(&self, _ctx: &JobContext) -> Result<String, JobError> {
+        Ok("no provider connections to sync".to_owned())
+    }
+}
+
+struct PurgeExpired;
+
+#[async_trait]
+impl Job for PurgeExpired {
+    async fn run(&self, ctx: &JobContext) -> Result<String, JobError> {
+        let at = now();
+        let counts = ctx
+            .store()
+            .purge_expired(at, sub(at, ctx.config().purge_retention()))
+            .await?;
+        Ok(format!(
+            "deleted {} one-time tokens, {} refresh tokens, {} sessions, {} OAuth states",
+            counts.one_time_tokens, counts.refresh_tokens, counts.sessions, counts.oauth_states
+        ))
+    }
+}
+
+/// The state of one built-in job, from the shared run records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobStatus {
+    /// Job name.
+    pub name: String,
+    /// Whether it runs on a schedule.
+    pub enabled: bool,
+    /// Its interval; `None` when off.
+    pub interval_seconds: Option<u64>,
+    /// Whether a runner holds its lease now.
+    pub running: bool,
+    /// Start of the latest run.
+    pub last_started_at: Option<DateTime<Utc>>,
+    /// End of the latest finished run.
+    pub last_finished_at: Option<DateTime<Utc>>,
+    /// End of the latest successful run.
+    pub last_success_at: Option<DateTime<Utc>>,
+    /// Error of the latest run; `None` when it succeeded.
+    pub last_error: Option<String>,
+    /// Finished runs.
+    pub runs: i64,
+    /// Failed runs.
+    pub failures: i64,
+    /// When it is due next (interval after its last start); `None` when off or never started.
+    pub next_run_at: Option<DateTime<Utc>>,
+}
+
+/// The state of the background jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobsStatus {
+    /// `false` when an enabled job's latest run failed, a job is overdue by more than one
+    /// interval, or a lease lapsed mid-run (an instance died).
+    pub healthy: bool,
+    /// The built-in jobs.
+    pub jobs: Vec<JobStatus>,
+}
+
+/// The built-in jobs' state from the store's run records.
+pub async fn status(store: &dyn Store, config: &Config) -> Result<JobsStatus, StoreError> {
+    let records = store.job_runs().await?;
+    let at = now();
+    let mut healthy = true;
+    let jobs = builtin_schedule(config)
+        .into_iter()
+        .map(|(name, every)| {
+            let record = records
+                .iter()
+                .find(|record| record.name == name)
+                .cloned()
+                .unwrap_or_else(|| JobRunRecord {
+                    name: name.to_owned(),
+                    lease_owner: None,
+                    lease_expires_at: None,
+                    last_started_at: None,
+                    last_finished_at: None,
+                    last_success_at: None,
+                    last_error: None,
+                    runs: 0,
+                    failures: 0,
+                });
+            let leased = record.lease_owner.is_some();
+            let running = leased && record.lease_expires_at.is_some_and(|until| until > at);
+            let next_run_at = every.and_then(|every| record.last_started_at.map(|s| add(s, every)));
+            if let Some(every) = every {
+                let overdue = next_run_at
+                    .is_some_and(|next| add(add(next, every), config.job_lease_ttl()) < at);
+                if record.last_error.is_some() || overdue || (leased && !running) {
+                    healthy = false;
+                }
+            }
+            JobStatus {
+                name: record.name,
+                enabled: every.is_some(),
+                interval_seconds: every.map(|every| every.as_secs()),
+                running,
+                last_started_at: record.last_started_at,
+                last_finished_at: record.last_finished_at,
+                last_success_at: record.last_success_at,
+                last_error: record.last_error,
+                runs: record.runs,
+                failures: record.failures,
+                next_run_at,
+            }
+        })
+        .collect();
+    Ok(JobsStatus { healthy, jobs })
+}
