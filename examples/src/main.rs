@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use aggregation_core::mail::{Mailer, OutboxMailer, SmtpMailer};
 use aggregation_core::rate_limit::{Cidr, PolicyTable, RedisRateLimitStore, parse_cidr_list};
-use aggregation_core::store::{PostgresStore, Role, SqliteStore, Store, StoreError};
+use aggregation_core::store::{PostgresStore, SqliteStore, Store, StoreError};
 use aggregation_core::{AggregationService, Config};
 use base64::Engine as _;
 use clap::{Parser, Subcommand};
@@ -144,14 +144,9 @@ fn main() -> std::process::ExitCode {
 
 async fn run(cli: Cli) -> Result<(), StartError> {
     let store = open_store(cli.database_url.as_deref()).await?;
-    let admin_emails = split_list(&cli.admin_emails);
     match &cli.command {
         Some(Command::GrantAdmin { email }) => return grant_admin(store.as_ref(), email).await,
         Some(Command::Serve) | None => {}
-    }
-    for email in &admin_emails {
-        // Users registered before the variable was set get the role at start-up.
-        let _ = grant_admin(store.as_ref(), email).await;
     }
     let config = config(&cli)?;
     encryption_keys(cli.encryption_keys.as_deref())?;
@@ -178,6 +173,16 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         tracing::info!("rate limits are shared through Redis");
     }
     let service = builder.build()?;
+    // Users registered before AGG_ADMIN_EMAILS named them get the role now; later
+    // registrations get it as they register.
+    match service.grant_configured_admins().await {
+        Ok(granted) if granted > 0 => {
+            tracing::info!(granted, "admin role granted from AGG_ADMIN_EMAILS")
+        }
+        Ok(_) => {}
+        Err(error) => tracing::warn!(error = %error, "could not grant admin roles"),
+    }
+    let jobs = service.jobs().spawn();
     let listener = tokio::net::TcpListener::bind(cli.bind)
         .await
         .map_err(|e| setting("AGG_BIND", e))?;
@@ -187,6 +192,7 @@ async fn run(cli: Cli) -> Result<(), StartError> {
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await?;
+    jobs.shutdown().await;
     tracing::info!("stopped");
     Ok(())
 }
@@ -226,7 +232,8 @@ fn config(cli: &Cli) -> Result<Config, StartError> {
         .with_mail_from(cli.mail_from.clone())
         .with_rotation_grace(Duration::from_secs(cli.rotation_grace_seconds))
         .with_max_upload_bytes(cli.max_upload_bytes)
-        .with_trusted_proxies(trusted);
+        .with_trusted_proxies(trusted)
+        .with_admin_emails(split_list(&cli.admin_emails));
     Ok(config)
 }
 
@@ -343,19 +350,10 @@ async fn open_store(url: Option<&str>) -> Result<Arc<dyn Store>, StartError> {
 }
 
 async fn grant_admin(store: &dyn Store, email: &str) -> Result<(), StartError> {
-    let normalized = aggregation_core::auth::normalize_email(email);
-    let Some(user) = store.user_by_email(&normalized).await? else {
-        tracing::warn!(
-            email,
-            "no user with this email yet; admin is granted once they register and the server restarts"
-        );
-        return Ok(());
-    };
-    if store
-        .grant_role(user.id, Role::Admin, aggregation_core::store::now())
-        .await?
-    {
-        tracing::info!(email, "admin role granted");
+    match aggregation_core::admin::grant_admin_by_email(store, email).await {
+        Ok(true) => tracing::info!(email, "admin role granted"),
+        Ok(false) => tracing::info!(email, "already an admin"),
+        Err(error) => return Err(setting("grant-admin", error)),
     }
     Ok(())
 }
