@@ -1,8 +1,8 @@
 //! Domain events: what happened, for embedders to audit or forward.
 //!
 //! The service reports every event to one [`EventSink`]: the rate limiter's
-//! `RateLimitCheck*` events and the account events (registration, login, logout, refresh,
-//! reuse detection, password reset, session revocation). The default sink writes them to
+//! `RateLimitCheck*` events, the account events (registration, login, logout, refresh,
+//! reuse detection, password reset, session revocation) and token rotations. The default sink writes them to
 //! `tracing`; implement the trait to send them elsewhere. Events never carry secrets.
 //!
 //! ```
@@ -82,6 +82,19 @@ pub enum DomainEvent {
         user_id: Uuid,
         /// How many.
         count: u64,
+    },
+    /// An administrator raised a minimum refresh-token version.
+    TokenVersionRotated {
+        /// `global` or `user`.
+        scope: &'static str,
+        /// The user of a user rotation.
+        user_id: Option<Uuid>,
+        /// The minimum version before.
+        previous_version: i64,
+        /// The minimum version after.
+        new_version: i64,
+        /// The administrator who asked for it.
+        initiated_by: Uuid,
     },
     /// A rate-limit check event (`RateLimitCheckAttempted`, `…Allowed`, `…Denied`), carrying
     /// its own `event` name. Kept last: serde needs untagged variants at the end.

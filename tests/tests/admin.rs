@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aggregation_core::Config;
+use aggregation_core::events::DomainEvent;
 use aggregation_core::jobs::{Job, JobContext, JobError, JobsError, RunOutcome};
 use aggregation_core::store::{
     NewOneTimeToken, NewRefreshToken, NewSession, Role, RotationScope, TokenCheck, TokenPurpose,
@@ -360,6 +361,28 @@ async fn rotations_are_audited(app: TestApp) {
     assert_eq!(global.initiated_by, Some(admin_id));
     assert!(global.created_at <= user.created_at);
     assert!(now() - global.created_at < TimeDelta::minutes(1));
+    let rotations: Vec<(&str, Option<Uuid>, i64, i64)> = app
+        .events
+        .events()
+        .into_iter()
+        .filter_map(|event| match event {
+            DomainEvent::TokenVersionRotated {
+                scope,
+                user_id,
+                previous_version,
+                new_version,
+                initiated_by,
+            } if initiated_by == admin_id => Some((scope, user_id, previous_version, new_version)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        rotations,
+        [
+            ("global", None, 0, 1),
+            ("user", Some(Uuid::parse_str(&judy_id).expect("uuid")), 0, 2)
+        ]
+    );
 }
 
 async fn jobs_status_reports_real_runs(app: TestApp) {

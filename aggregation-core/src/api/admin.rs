@@ -12,6 +12,7 @@ use super::extract::JsonFields;
 use super::{ApiResult, RequestContext, json, parse_path_uuid, require_user};
 use crate::admin::{self, AdminError};
 use crate::auth::AccessClaims;
+use crate::events::DomainEvent;
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::service::State;
 
@@ -70,6 +71,13 @@ pub(crate) async fn rotate_global(state: &State, ctx: &RequestContext, body: Byt
     let reason = reason(ctx, &body)?;
     let rotation =
         admin::rotate_global(&*state.store, &state.config, Some(claims.sub), &reason).await?;
+    state.events.emit(&DomainEvent::TokenVersionRotated {
+        scope: "global",
+        user_id: None,
+        previous_version: rotation.previous_version,
+        new_version: rotation.new_version,
+        initiated_by: claims.sub,
+    });
     json(
         StatusCode::CREATED,
         &GlobalRotationJson {
@@ -111,6 +119,13 @@ pub(crate) async fn rotate_user(
         &reason,
     )
     .await?;
+    state.events.emit(&DomainEvent::TokenVersionRotated {
+        scope: "user",
+        user_id: Some(rotation.user_id),
+        previous_version: rotation.previous_version,
+        new_version: rotation.new_version,
+        initiated_by: claims.sub,
+    });
     json(
         StatusCode::CREATED,
         &UserRotationJson {

@@ -623,9 +623,11 @@ macro_rules! impl_records_store {
                     account_id: Uuid,
                     query: &TransactionQuery,
                 ) -> Result<Page<TransactionRecord>, StoreError> {
+                    // The ownership test does not depend on the row, so both databases run it
+                    // once; the rest is a plain index scan of the account's transactions.
                     let scope = format!(
-                        "FROM {USER_ACCOUNTS} JOIN transactions t ON t.account_id = a.id \
-                         WHERE a.id = $2"
+                        "FROM transactions t WHERE t.account_id = $2 AND EXISTS ( \
+                         SELECT 1 FROM {USER_ACCOUNTS} WHERE a.id = $2)"
                     );
                     match *query {
                         TransactionQuery::Recent {
@@ -655,13 +657,15 @@ macro_rules! impl_records_store {
                                 counter = counter.bind(transaction_type.as_str());
                                 lister = lister.bind(transaction_type.as_str());
                             }
-                            let total = counter.fetch_one(&self.pool).await.map_err(store_error)?;
-                            let rows = lister
+                            let lister = lister
                                 .bind(i64::from(limit))
-                                .bind(i64::try_from(offset).unwrap_or(i64::MAX))
-                                .fetch_all(&self.pool)
-                                .await
-                                .map_err(store_error)?;
+                                .bind(i64::try_from(offset).unwrap_or(i64::MAX));
+                            // Two connections: the page does not wait for the count.
+                            let (total, rows) = tokio::try_join!(
+                                counter.fetch_one(&self.pool),
+                                lister.fetch_all(&self.pool),
+                            )
+                            .map_err(store_error)?;
                             Ok(Page {
                                 items: rows_to(&rows, transaction_from_row)?,
                                 total_count: count(total),

@@ -1,0 +1,238 @@
+//! Reads through the axum adapter over loopback: one page of 50 transactions out of 100,000
+//! rows of one account, and `GET /accounts` for a user with 50 accounts. SQLite (a file in a
+//! temporary folder) always; PostgreSQL when `AGG_BENCH_DATABASE_URL` is set (a database is
+//! created for the run and dropped after).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use aggregation_benches::{PASSWORD, call, json_request, verified_user};
+use aggregation_core::mail::MemoryMailer;
+use aggregation_core::rate_limit::PolicyTable;
+use aggregation_core::store::{
+    AccountType, NewAccount, NewTransaction, PostgresStore, SqliteStore, Store, TransactionStatus,
+    TransactionType, now,
+};
+use aggregation_core::{AggregationService, Config};
+use bytes::Bytes;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use http::{Method, Request, header};
+use http_body_util::{BodyExt as _, Empty};
+use rust_decimal::Decimal;
+
+const TRANSACTIONS: usize = 100_000;
+const ACCOUNTS: usize = 50;
+
+struct Fixture {
+    base: String,
+    access_token: String,
+    account_id: String,
+    client: hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        Empty<Bytes>,
+    >,
+}
+
+async fn seed(store: Arc<dyn Store>) -> Fixture {
+    let mailer = MemoryMailer::new();
+    let config = Config::new(
+        "http://bench.local",
+        b"benchmark-secret-0123456789abcdefghijkl".to_vec(),
+    )
+    .expect("config");
+    let service = AggregationService::builder(config)
+        .shared_store(store.clone())
+        .mailer(mailer.clone())
+        .rate_limit_policies(PolicyTable::disabled())
+        .build()
+        .expect("service");
+    verified_user(&service, &mailer, "reader@example.com").await;
+    let (_, tokens) = call(
+        &service,
+        json_request(
+            Method::POST,
+            "/api/v1/sessions",
+            &serde_json::json!({"email": "reader@example.com", "password": PASSWORD}),
+        ),
+    )
+    .await;
+    let access_token = tokens["access_token"].as_str().expect("token").to_owned();
+    let user = store
+        .user_by_email("reader@example.com")
+        .await
+        .expect("store")
+        .expect("user");
+    let connection = store
+        .find_or_create_connection(user.id, "file_import", Some("Bench Bank"), now())
+        .await
+        .expect("connection");
+    let accounts: Vec<NewAccount> = (0..ACCOUNTS)
+        .map(|index| NewAccount {
+            provider_account_id: format!("acct-{index:04}"),
+            account_number: Some(format!("0000{index:04}")),
+            name: format!("Account {index}"),
+            account_type: AccountType::Checking,
+            currency: "USD".to_owned(),
+            balance_amount: Decimal::new(1_000_00 + index as i64, 2),
+            available_balance_amount: None,
+            is_active: true,
+        })
+        .collect();
+    let upserted = store
+        .upsert_accounts(connection.id, &accounts, now())
+        .await
+        .expect("accounts");
+    let account_id = upserted.ids[0];
+    let start = chrono::NaiveDate::from_ymd_opt(2000, 1, 1).expect("date");
+    for chunk in (0..TRANSACTIONS).collect::<Vec<_>>().chunks(5_000) {
+        let batch: Vec<NewTransaction> = chunk
+            .iter()
+            .map(|&index| NewTransaction {
+                provider_transaction_id: format!("fit-{index:07}"),
+                transaction_type: TransactionType::Other,
+                subtype: None,
+                status: TransactionStatus::Settled,
+                amount: Decimal::new(-(index as i64 % 10_000) - 1, 2),
+                currency: "USD".to_owned(),
+                description: Some(format!("Purchase {index}")),
+                symbol: None,
+                security_name: None,
+                quantity: None,
+                unit_price: None,
+                commission: None,
+                transaction_date: start + chrono::Days::new((index / 20) as u64),
+                settlement_date: None,
+            })
+            .collect();
+        store
+            .upsert_transactions(account_id, &batch, now())
+            .await
+            .expect("transactions");
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    let app = aggregation_axum::router(service).into_make_service_with_connect_info::<SocketAddr>();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Fixture {
+        base: format!("http://{address}"),
+        access_token,
+        account_id: account_id.to_string(),
+        client: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http(),
+    }
+}
+
+async fn get(fixture: &Fixture, path: &str) -> usize {
+    let request = Request::builder()
+        .method(Method::GET)
+        .uri(format!("{}{path}", fixture.base))
+        .header(
+            header::AUTHORIZATION,
+            format!("Bearer {}", fixture.access_token),
+        )
+        .body(Empty::new())
+        .expect("request");
+    let response = fixture.client.request(request).await.expect("response");
+    assert_eq!(response.status().as_u16(), 200);
+    response
+        .into_body()
+        .collect()
+        .await
+        .map(|body| body.to_bytes().len())
+        .unwrap_or_default()
+}
+
+fn bench_backend(
+    c: &mut Criterion,
+    name: &str,
+    runtime: &tokio::runtime::Runtime,
+    fixture: &Fixture,
+) {
+    let mut group = c.benchmark_group(format!("records_{name}"));
+    group.throughput(Throughput::Elements(1));
+    group.sample_size(50);
+    let deep = format!(
+        "/api/v1/accounts/{}/transactions?limit=50&offset=50000",
+        fixture.account_id
+    );
+    let first = format!(
+        "/api/v1/accounts/{}/transactions?limit=50",
+        fixture.account_id
+    );
+    group.bench_function("transactions_first_page_of_100k", |b| {
+        b.to_async(runtime).iter(|| get(fixture, &first));
+    });
+    group.bench_function("transactions_page_at_offset_50k", |b| {
+        b.to_async(runtime).iter(|| get(fixture, &deep));
+    });
+    group.bench_function("accounts_list_of_50", |b| {
+        b.to_async(runtime)
+            .iter(|| get(fixture, "/api/v1/accounts"));
+    });
+    group.finish();
+}
+
+fn records(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let folder = std::env::temp_dir().join(format!(
+        "aggregation-bench-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&folder).expect("folder");
+    let url = format!("sqlite://{}?mode=rwc", folder.join("bench.db").display());
+    let sqlite = runtime.block_on(async {
+        let store = SqliteStore::connect(&url).await.expect("sqlite");
+        store.migrate().await.expect("migrate");
+        seed(Arc::new(store)).await
+    });
+    bench_backend(c, "sqlite", &runtime, &sqlite);
+    let _ = std::fs::remove_dir_all(&folder);
+
+    let Some(admin_url) = std::env::var("AGG_BENCH_DATABASE_URL").ok() else {
+        eprintln!("skipping PostgreSQL: AGG_BENCH_DATABASE_URL is not set");
+        return;
+    };
+    let database = format!("agg_bench_{}", uuid::Uuid::new_v4().simple());
+    let (base, query) = admin_url
+        .split_once('?')
+        .map_or((admin_url.as_str(), ""), |(b, q)| (b, q));
+    let root = base.rsplit_once('/').map_or(base, |(root, _)| root);
+    let url = if query.is_empty() {
+        format!("{root}/{database}")
+    } else {
+        format!("{root}/{database}?{query}")
+    };
+    let postgres = runtime.block_on(async {
+        let admin = sqlx::PgPool::connect(&admin_url)
+            .await
+            .expect("admin connection");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+            .execute(&admin)
+            .await
+            .expect("create database");
+        let store = PostgresStore::connect(&url).await.expect("postgres");
+        store.migrate().await.expect("migrate");
+        seed(Arc::new(store)).await
+    });
+    bench_backend(c, "postgres", &runtime, &postgres);
+    runtime.block_on(async {
+        if let Ok(admin) = sqlx::PgPool::connect(&admin_url).await {
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
+            )))
+            .execute(&admin)
+            .await;
+        }
+    });
+}
+
+criterion_group!(benches, records);
+criterion_main!(benches);
