@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+mod imports;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod migrate;
 #[cfg(feature = "postgres")]
@@ -27,6 +28,10 @@ mod sql_records;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
+pub use imports::{
+    FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportInstitution,
+    ImportSnapshot, ImportStore,
+};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 pub use records::{
@@ -410,6 +415,7 @@ pub trait Store:
     + TransactionStore
     + HoldingStore
     + SnapshotStore
+    + ImportStore
     + 'static
 {
 }
@@ -423,6 +429,7 @@ impl<T> Store for T where
         + TransactionStore
         + HoldingStore
         + SnapshotStore
+        + ImportStore
         + 'static
 {
 }
