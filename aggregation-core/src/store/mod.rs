@@ -15,6 +15,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+#[cfg(all(test, feature = "sqlite"))]
+mod import_tests;
 mod imports;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod migrate;
