@@ -227,20 +227,16 @@ fn refused(refusal: &Refusal) -> ApiError {
     )
 }
 
-fn plural(count: u64, one: &str, many: &str) -> String {
-    format!("{count} {}", if count == 1 { one } else { many })
-}
-
 fn summary(institution: &str, counts: &ImportCounts) -> String {
     format!(
-        "Imported from {institution}: {} created, {} updated; {} created, {} updated, {} \
-         skipped; {} created, {} updated.",
-        plural(counts.accounts_created, "account", "accounts"),
+        "Imported from {institution}: accounts {} created, {} updated; transactions {} \
+         created, {} updated, {} skipped; holdings {} created, {} updated.",
+        counts.accounts_created,
         counts.accounts_updated,
-        plural(counts.transactions_created, "transaction", "transactions"),
+        counts.transactions_created,
         counts.transactions_updated,
         counts.transactions_skipped,
-        plural(counts.holdings_created, "holding", "holdings"),
+        counts.holdings_created,
         counts.holdings_updated,
     )
 }

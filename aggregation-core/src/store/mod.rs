@@ -15,7 +15,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-#[cfg(all(test, feature = "sqlite"))]
+#[cfg(test)]
+#[cfg(feature = "sqlite")]
 mod import_tests;
 mod imports;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
