@@ -432,6 +432,7 @@ impl State {
                 api::sessions::revoke_all(self, ctx, body).await
             }
             E::ImportFormats => api::imports::formats(self),
+            E::Import => api::imports::import(self, ctx, body).await,
             E::ListAccounts => api::accounts::list(self, ctx).await,
             E::GetAccount => api::accounts::get(self, ctx, matched.param("id")).await,
             E::ProviderAccounts => {
@@ -470,8 +471,7 @@ impl State {
             | E::ProviderTokenRefresh
             | E::SyncAccounts
             | E::SyncTransactions
-            | E::SyncHoldings
-            | E::Import => Err(ApiError::new(
+            | E::SyncHoldings => Err(ApiError::new(
                 ErrorCode::NotFound,
                 format!(
                     "{} {} is not available in this release.",

@@ -73,7 +73,7 @@ async fn seed(store: Arc<dyn Store>) -> Fixture {
             name: format!("Account {index}"),
             account_type: AccountType::Checking,
             currency: "USD".to_owned(),
-            balance_amount: Decimal::new(1_000_00 + index as i64, 2),
+            balance_amount: Decimal::new(100_000 + index as i64, 2),
             available_balance_amount: None,
             is_active: true,
         })

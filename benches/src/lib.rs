@@ -1,8 +1,9 @@
-//! Shared helpers for the benchmarks: a service over in-memory SQLite and request builders.
+//! Shared helpers for the benchmarks: a service over in-memory SQLite (or any store) and
+//! request builders.
 
 use aggregation_core::mail::MemoryMailer;
 use aggregation_core::rate_limit::PolicyTable;
-use aggregation_core::store::SqliteStore;
+use aggregation_core::store::{SqliteStore, Store};
 use aggregation_core::{AggregationService, Config};
 use bytes::Bytes;
 use http::{Method, Request, Response, header};
@@ -12,21 +13,53 @@ use tower::ServiceExt as _;
 /// Password of every benchmark user.
 pub const PASSWORD: &str = "Bench-Passw0rd!";
 
-/// A service over in-memory SQLite with rate limiting off (benchmarks repeat requests).
-pub async fn service() -> (AggregationService, MemoryMailer) {
-    let mailer = MemoryMailer::new();
-    let config = Config::new(
+/// The benchmark configuration.
+pub fn config() -> Config {
+    Config::new(
         "http://bench.local",
         b"benchmark-secret-0123456789abcdefghijkl".to_vec(),
     )
-    .expect("valid config");
+    .expect("valid config")
+}
+
+/// A service over in-memory SQLite with rate limiting off (benchmarks repeat requests).
+pub async fn service() -> (AggregationService, MemoryMailer) {
+    service_on(SqliteStore::in_memory().await.expect("sqlite"), config())
+}
+
+/// A service over `store` (migrated already) with this configuration and rate limiting off.
+pub fn service_on(store: impl Store, config: Config) -> (AggregationService, MemoryMailer) {
+    let mailer = MemoryMailer::new();
     let service = AggregationService::builder(config)
-        .store(SqliteStore::in_memory().await.expect("sqlite"))
+        .store(store)
         .mailer(mailer.clone())
         .rate_limit_policies(PolicyTable::disabled())
         .build()
         .expect("service");
     (service, mailer)
+}
+
+/// Registers, verifies and logs in a user; the access token.
+pub async fn access_token(
+    service: &AggregationService,
+    mailer: &MemoryMailer,
+    email: &str,
+) -> String {
+    verified_user(service, mailer, email).await;
+    let (status, body) = call(
+        service,
+        json_request(
+            Method::POST,
+            "/api/v1/sessions",
+            &serde_json::json!({"email": email, "password": PASSWORD}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "login");
+    body["access_token"]
+        .as_str()
+        .expect("access token")
+        .to_owned()
 }
 
 /// A JSON request.

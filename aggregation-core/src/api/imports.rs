@@ -1,12 +1,24 @@
-//! File imports: the supported formats, and the streamed multipart upload.
+//! File imports: the supported formats, the streamed multipart upload, and the import itself.
+//!
+//! `POST /api/v1/imports` checks the token (401) before reading the body, then streams the
+//! `file` part (415 for another extension, 413 over the limit, 400 when empty, 422 when the
+//! body is not multipart or has no `file` part), parses it off the async threads, maps it (see
+//! `import::records`) and applies it in one store transaction. Files that do not parse, whose
+//! sign-on failed or that hold no statement are 400 (`command_validation_failed`) with the
+//! reason and, for a parse error, the line. The response names one `connection_id`: a file
+//! has one sign-on, hence one institution; should a batch ever hold several, the first
+//! institution's connection is the one named.
 
 use bytes::{Bytes, BytesMut};
 use http::{StatusCode, header};
 use serde::Serialize;
 
-use super::{ApiResult, RequestBody, RequestContext, json};
+use super::{ApiResult, RequestBody, RequestContext, json, require_user};
+use crate::import::records::{Refusal, import_batch};
+use crate::import::{OfxError, parse_ofx};
 use crate::problem::{ApiError, ErrorCode};
 use crate::service::State;
+use crate::store::{ImportCounts, now};
 
 /// Room allowed for multipart framing (boundaries, part headers) on top of the file limit.
 const MULTIPART_OVERHEAD: usize = 64 * 1024;
@@ -56,7 +68,7 @@ impl ImportFormat {
 }
 
 /// The provider slug of file imports.
-pub(crate) const FILE_IMPORT_SLUG: &str = "file_import";
+pub(crate) const FILE_IMPORT_SLUG: &str = crate::store::FILE_IMPORT_PROVIDER;
 
 #[derive(Serialize)]
 struct FormatJson {
@@ -191,6 +203,101 @@ pub(crate) async fn read_upload(
         "required",
         "A multipart part named file is required.",
     ))
+}
+
+/// Files at least this large are parsed on the blocking pool rather than inline.
+const INLINE_PARSE_LIMIT: usize = 64 * 1024;
+
+fn unreadable(error: &OfxError) -> ApiError {
+    let detail = match error {
+        OfxError::Empty => "The uploaded file is empty.".to_owned(),
+        OfxError::NotOfx => "The file is not an OFX or QFX statement file.".to_owned(),
+        OfxError::SignonFailed { .. } | OfxError::RequestFailed { .. } => {
+            format!("The file cannot be imported: {error}.")
+        }
+        _ => format!("The file could not be read: {error}."),
+    };
+    ApiError::new(ErrorCode::CommandValidationFailed, detail)
+}
+
+fn refused(refusal: &Refusal) -> ApiError {
+    ApiError::new(
+        ErrorCode::CommandValidationFailed,
+        format!("The file cannot be imported: {refusal}."),
+    )
+}
+
+fn summary(institution: &str, counts: &ImportCounts) -> String {
+    format!(
+        "Imported from {institution}: accounts {} created, {} updated; transactions {} \
+         created, {} updated, {} skipped; holdings {} created, {} updated.",
+        counts.accounts_created,
+        counts.accounts_updated,
+        counts.transactions_created,
+        counts.transactions_updated,
+        counts.transactions_skipped,
+        counts.holdings_created,
+        counts.holdings_updated,
+    )
+}
+
+#[derive(Serialize)]
+struct ImportJson {
+    connection_id: Option<uuid::Uuid>,
+    accounts_created: u64,
+    accounts_updated: u64,
+    transactions_created: u64,
+    transactions_updated: u64,
+    transactions_skipped: u64,
+    holdings_created: u64,
+    holdings_updated: u64,
+    message: String,
+}
+
+/// `POST /api/v1/imports`
+pub(crate) async fn import(state: &State, ctx: &RequestContext, body: RequestBody) -> ApiResult {
+    let claims = require_user(state, ctx)?;
+    let upload = read_upload(ctx, body, state.config.max_upload_bytes()).await?;
+    tracing::debug!(
+        format = upload.format.code(),
+        bytes = upload.bytes.len(),
+        "import upload read"
+    );
+    let bytes = upload.bytes;
+    let document = if bytes.len() < INLINE_PARSE_LIMIT {
+        parse_ofx(&bytes)
+    } else {
+        tokio::task::spawn_blocking(move || parse_ofx(&bytes))
+            .await
+            .map_err(|error| {
+                tracing::error!(error = %error, "import parse task failed");
+                ApiError::internal()
+            })?
+    }
+    .map_err(|error| unreadable(&error))?;
+    let at = now();
+    let batch = import_batch(&document, at).map_err(|refusal| refused(&refusal))?;
+    let counts = state.store.apply_import(claims.sub, &batch, at).await?;
+    let institutions = batch
+        .institutions
+        .iter()
+        .map(|institution| institution.alias.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    json(
+        StatusCode::CREATED,
+        &ImportJson {
+            connection_id: counts.connection_ids.first().copied(),
+            accounts_created: counts.accounts_created,
+            accounts_updated: counts.accounts_updated,
+            transactions_created: counts.transactions_created,
+            transactions_updated: counts.transactions_updated,
+            transactions_skipped: counts.transactions_skipped,
+            holdings_created: counts.holdings_created,
+            holdings_updated: counts.holdings_updated,
+            message: summary(&institutions, &counts),
+        },
+    )
 }
 
 #[cfg(test)]

@@ -39,10 +39,6 @@ pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod extract;
 pub(crate) mod holdings;
-#[expect(
-    dead_code,
-    reason = "the upload path is wired once the record store lands"
-)]
 pub(crate) mod imports;
 pub(crate) mod routes;
 pub(crate) mod sessions;

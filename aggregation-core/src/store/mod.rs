@@ -15,6 +15,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+#[cfg(test)]
+#[cfg(feature = "sqlite")]
+mod import_tests;
+mod imports;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod migrate;
 #[cfg(feature = "postgres")]
@@ -28,6 +32,10 @@ mod sql_records;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
+pub use imports::{
+    FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportInstitution,
+    ImportSnapshot, ImportStore,
+};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 pub use records::{
@@ -628,6 +636,7 @@ pub trait Store:
     + TransactionStore
     + HoldingStore
     + SnapshotStore
+    + ImportStore
     + 'static
 {
 }
@@ -643,6 +652,7 @@ impl<T> Store for T where
         + TransactionStore
         + HoldingStore
         + SnapshotStore
+        + ImportStore
         + 'static
 {
 }

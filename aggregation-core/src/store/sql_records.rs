@@ -22,8 +22,9 @@ macro_rules! impl_records_store {
             use $crate::store::sql::store_error;
             use $crate::store::{
                 AccountFilter, AccountRecord, AccountStore, AccountType, AssetType,
-                ConnectionRecord, ConnectionStatus, ConnectionStore, HoldingFilter, HoldingRecord,
-                HoldingStore, NewAccount, NewConnection, NewHolding, NewSnapshot, NewTransaction,
+                ConnectionRecord, ConnectionStatus, ConnectionStore, FILE_IMPORT_PROVIDER,
+                HoldingFilter, HoldingRecord, HoldingStore, ImportAccount, ImportBatch,
+                ImportCounts, ImportSnapshot, ImportStore, NewAccount, NewConnection, NewHolding, NewSnapshot, NewTransaction,
                 Page, SnapshotRecord, SnapshotSource, SnapshotStore, StoreError,
                 TransactionQuery, TransactionRecord, TransactionStatus, TransactionStore,
                 TransactionType, UpsertCounts, mask_account_number, provider_id,
@@ -239,6 +240,399 @@ macro_rules! impl_records_store {
                 })
             }
 
+            /// What an upsert did to one row.
+            #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+            enum Upserted {
+                Created,
+                Updated,
+                Unchanged,
+            }
+
+            fn tally(counts: &mut UpsertCounts, (id, outcome): (Uuid, Upserted)) {
+                match outcome {
+                    Upserted::Created => counts.created += 1,
+                    Upserted::Updated => counts.updated += 1,
+                    Upserted::Unchanged => counts.unchanged += 1,
+                }
+                counts.ids.push(id);
+            }
+
+            /// The user's connection with this slug and alias that is not disconnected, created
+            /// (active, no credentials) when there is none.
+            async fn find_or_create_connection_in(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                user_id: Uuid,
+                provider_slug: &str,
+                alias: Option<&str>,
+                now: DateTime<Utc>,
+            ) -> Result<ConnectionRecord, StoreError> {
+                // Locks the user's row (PostgreSQL) so concurrent calls find one another's
+                // connection; SQLite's BEGIN IMMEDIATE already serializes writers.
+                let locked = sqlx::query("UPDATE users SET updated_at = updated_at WHERE id = $1")
+                    .bind(user_id)
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(store_error)?;
+                if locked.rows_affected() == 0 {
+                    return Err(StoreError::Other(format!("unknown user {user_id}")));
+                }
+                let alias_filter = if alias.is_some() {
+                    "c.alias = $3"
+                } else {
+                    "c.alias IS NULL"
+                };
+                let sql = format!(
+                    "SELECT {CONNECTION_COLUMNS} FROM connections c \
+                     WHERE c.user_id = $1 AND c.provider_slug = $2 AND {alias_filter} \
+                     AND c.status <> 'disconnected' ORDER BY c.created_at, c.id LIMIT 1"
+                );
+                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(user_id)
+                    .bind(provider_slug);
+                if let Some(alias) = alias {
+                    query = query.bind(alias);
+                }
+                let existing = query.fetch_optional(&mut **tx).await.map_err(store_error)?;
+                if let Some(row) = existing {
+                    return connection_from_row(&row).map_err(store_error);
+                }
+                insert_connection(
+                    tx,
+                    &NewConnection {
+                        id: Uuid::now_v7(),
+                        user_id,
+                        provider_slug: provider_slug.to_owned(),
+                        alias: alias.map(str::to_owned),
+                        status: ConnectionStatus::Active,
+                        encrypted_credentials: None,
+                        credentials_key_id: None,
+                        created_at: now,
+                    },
+                )
+                .await
+                .map_err(store_error)
+            }
+
+            async fn upsert_account_in(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                connection_id: Uuid,
+                account: &NewAccount,
+                now: DateTime<Utc>,
+            ) -> Result<(Uuid, Upserted), StoreError> {
+                let masked = account
+                    .account_number
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|number| !number.is_empty())
+                    .map(mask_account_number);
+                let currency = currency(&account.currency);
+                let id = Uuid::now_v7();
+                let inserted = sqlx::query(
+                    "INSERT INTO accounts (id, connection_id, provider_account_id, \
+                     account_number_masked, name, account_type, currency, balance_amount, \
+                     available_balance_amount, is_active, last_synced_at, created_at, \
+                     updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $11) \
+                     ON CONFLICT (connection_id, provider_account_id) DO NOTHING",
+                )
+                .bind(id)
+                .bind(connection_id)
+                .bind(&account.provider_account_id)
+                .bind(masked.as_deref())
+                .bind(&account.name)
+                .bind(account.account_type.as_str())
+                .bind(&currency)
+                .bind(text(account.balance_amount))
+                .bind(optional_text(account.available_balance_amount))
+                .bind(account.is_active)
+                .bind(now)
+                .execute(&mut **tx)
+                .await
+                .map_err(store_error)?;
+                if inserted.rows_affected() == 1 {
+                    return Ok((id, Upserted::Created));
+                }
+                let sql = format!(
+                    "SELECT {ACCOUNT_COLUMNS} FROM accounts a \
+                     WHERE a.connection_id = $1 AND a.provider_account_id = $2"
+                );
+                let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(connection_id)
+                    .bind(&account.provider_account_id)
+                    .fetch_one(&mut **tx)
+                    .await
+                    .map_err(store_error)?;
+                let existing = account_from_row(&row).map_err(store_error)?;
+                let same = existing.account_number_masked == masked
+                    && existing.name == account.name
+                    && existing.account_type == account.account_type
+                    && existing.currency == currency
+                    && existing.balance_amount == account.balance_amount
+                    && existing.available_balance_amount
+                        == account.available_balance_amount
+                    && existing.is_active == account.is_active;
+                let outcome = if same {
+                    sqlx::query("UPDATE accounts SET last_synced_at = $2 WHERE id = $1")
+                        .bind(existing.id)
+                        .bind(now)
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(store_error)?;
+                    Upserted::Unchanged
+                } else {
+                    sqlx::query(
+                        "UPDATE accounts SET account_number_masked = $2, name = $3, \
+                         account_type = $4, currency = $5, balance_amount = $6, \
+                         available_balance_amount = $7, is_active = $8, \
+                         last_synced_at = $9, updated_at = $9 WHERE id = $1",
+                    )
+                    .bind(existing.id)
+                    .bind(masked.as_deref())
+                    .bind(&account.name)
+                    .bind(account.account_type.as_str())
+                    .bind(&currency)
+                    .bind(text(account.balance_amount))
+                    .bind(optional_text(account.available_balance_amount))
+                    .bind(account.is_active)
+                    .bind(now)
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(store_error)?;
+                    Upserted::Updated
+                };
+                Ok((existing.id, outcome))
+            }
+
+            async fn upsert_transaction_in(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                account_id: Uuid,
+                item: &NewTransaction,
+                now: DateTime<Utc>,
+            ) -> Result<(Uuid, Upserted), StoreError> {
+                let currency = currency(&item.currency);
+                let id = Uuid::now_v7();
+                let inserted = sqlx::query(
+                    "INSERT INTO transactions (id, account_id, provider_transaction_id, \
+                     transaction_type, subtype, status, amount, currency, description, \
+                     symbol, security_name, quantity, unit_price, commission, \
+                     transaction_date, settlement_date, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
+                     $14, $15, $16, $17, $17) \
+                     ON CONFLICT (account_id, provider_transaction_id) DO NOTHING",
+                )
+                .bind(id)
+                .bind(account_id)
+                .bind(&item.provider_transaction_id)
+                .bind(item.transaction_type.as_str())
+                .bind(item.subtype.as_deref())
+                .bind(item.status.as_str())
+                .bind(text(item.amount))
+                .bind(&currency)
+                .bind(item.description.as_deref())
+                .bind(item.symbol.as_deref())
+                .bind(item.security_name.as_deref())
+                .bind(optional_text(item.quantity))
+                .bind(optional_text(item.unit_price))
+                .bind(optional_text(item.commission))
+                .bind(item.transaction_date)
+                .bind(item.settlement_date)
+                .bind(now)
+                .execute(&mut **tx)
+                .await
+                .map_err(store_error)?;
+                if inserted.rows_affected() == 1 {
+                    return Ok((id, Upserted::Created));
+                }
+                let sql = format!(
+                    "SELECT {TRANSACTION_COLUMNS} FROM transactions t \
+                     WHERE t.account_id = $1 AND t.provider_transaction_id = $2"
+                );
+                let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(account_id)
+                    .bind(&item.provider_transaction_id)
+                    .fetch_one(&mut **tx)
+                    .await
+                    .map_err(store_error)?;
+                let existing = transaction_from_row(&row).map_err(store_error)?;
+                let same = existing.transaction_type == item.transaction_type
+                    && existing.subtype == item.subtype
+                    && existing.status == item.status
+                    && existing.amount == item.amount
+                    && existing.currency == currency
+                    && existing.description == item.description
+                    && existing.symbol == item.symbol
+                    && existing.security_name == item.security_name
+                    && existing.quantity == item.quantity
+                    && existing.unit_price == item.unit_price
+                    && existing.commission == item.commission
+                    && existing.transaction_date == item.transaction_date
+                    && existing.settlement_date == item.settlement_date;
+                let outcome = if same {
+                    Upserted::Unchanged
+                } else {
+                    sqlx::query(
+                        "UPDATE transactions SET transaction_type = $2, subtype = $3, \
+                         status = $4, amount = $5, currency = $6, description = $7, \
+                         symbol = $8, security_name = $9, quantity = $10, \
+                         unit_price = $11, commission = $12, transaction_date = $13, \
+                         settlement_date = $14, updated_at = $15 WHERE id = $1",
+                    )
+                    .bind(existing.id)
+                    .bind(item.transaction_type.as_str())
+                    .bind(item.subtype.as_deref())
+                    .bind(item.status.as_str())
+                    .bind(text(item.amount))
+                    .bind(&currency)
+                    .bind(item.description.as_deref())
+                    .bind(item.symbol.as_deref())
+                    .bind(item.security_name.as_deref())
+                    .bind(optional_text(item.quantity))
+                    .bind(optional_text(item.unit_price))
+                    .bind(optional_text(item.commission))
+                    .bind(item.transaction_date)
+                    .bind(item.settlement_date)
+                    .bind(now)
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(store_error)?;
+                    Upserted::Updated
+                };
+                Ok((existing.id, outcome))
+            }
+
+            async fn upsert_holding_in(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                account_id: Uuid,
+                item: &NewHolding,
+                now: DateTime<Utc>,
+            ) -> Result<(Uuid, Upserted), StoreError> {
+                let currency = currency(&item.currency);
+                let id = Uuid::now_v7();
+                let inserted = sqlx::query(
+                    "INSERT INTO holdings (id, account_id, provider_holding_id, symbol, \
+                     security_name, asset_type, quantity, cost_basis, market_value, \
+                     currency, average_price, current_price, unrealized_gain_loss, \
+                     is_active, last_synced_at, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
+                     $14, $15, $15, $15) \
+                     ON CONFLICT (account_id, provider_holding_id) DO NOTHING",
+                )
+                .bind(id)
+                .bind(account_id)
+                .bind(&item.provider_holding_id)
+                .bind(&item.symbol)
+                .bind(item.security_name.as_deref())
+                .bind(item.asset_type.as_str())
+                .bind(text(item.quantity))
+                .bind(optional_text(item.cost_basis))
+                .bind(text(item.market_value))
+                .bind(&currency)
+                .bind(optional_text(item.average_price))
+                .bind(optional_text(item.current_price))
+                .bind(optional_text(item.unrealized_gain_loss))
+                .bind(true)
+                .bind(now)
+                .execute(&mut **tx)
+                .await
+                .map_err(store_error)?;
+                if inserted.rows_affected() == 1 {
+                    return Ok((id, Upserted::Created));
+                }
+                let sql = format!(
+                    "SELECT {HOLDING_COLUMNS} FROM holdings h \
+                     WHERE h.account_id = $1 AND h.provider_holding_id = $2"
+                );
+                let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(account_id)
+                    .bind(&item.provider_holding_id)
+                    .fetch_one(&mut **tx)
+                    .await
+                    .map_err(store_error)?;
+                let existing = holding_from_row(&row).map_err(store_error)?;
+                let same = existing.symbol == item.symbol
+                    && existing.security_name == item.security_name
+                    && existing.asset_type == item.asset_type
+                    && existing.quantity == item.quantity
+                    && existing.cost_basis == item.cost_basis
+                    && existing.market_value == item.market_value
+                    && existing.currency == currency
+                    && existing.average_price == item.average_price
+                    && existing.current_price == item.current_price
+                    && existing.unrealized_gain_loss == item.unrealized_gain_loss
+                    && existing.is_active;
+                let outcome = if same {
+                    sqlx::query("UPDATE holdings SET last_synced_at = $2 WHERE id = $1")
+                        .bind(existing.id)
+                        .bind(now)
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(store_error)?;
+                    Upserted::Unchanged
+                } else {
+                    sqlx::query(
+                        "UPDATE holdings SET symbol = $2, security_name = $3, \
+                         asset_type = $4, quantity = $5, cost_basis = $6, \
+                         market_value = $7, currency = $8, average_price = $9, \
+                         current_price = $10, unrealized_gain_loss = $11, \
+                         is_active = $12, last_synced_at = $13, updated_at = $13 \
+                         WHERE id = $1",
+                    )
+                    .bind(existing.id)
+                    .bind(&item.symbol)
+                    .bind(item.security_name.as_deref())
+                    .bind(item.asset_type.as_str())
+                    .bind(text(item.quantity))
+                    .bind(optional_text(item.cost_basis))
+                    .bind(text(item.market_value))
+                    .bind(&currency)
+                    .bind(optional_text(item.average_price))
+                    .bind(optional_text(item.current_price))
+                    .bind(optional_text(item.unrealized_gain_loss))
+                    .bind(true)
+                    .bind(now)
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(store_error)?;
+                    Upserted::Updated
+                };
+                Ok((existing.id, outcome))
+            }
+
+            async fn insert_snapshot_in(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                snapshot: &NewSnapshot,
+            ) -> Result<SnapshotRecord, StoreError> {
+                let record = SnapshotRecord {
+                    id: Uuid::now_v7(),
+                    account_id: snapshot.account_id,
+                    balance: snapshot.balance,
+                    available_balance: snapshot.available_balance,
+                    holdings_value: snapshot.holdings_value,
+                    cash_value: snapshot.cash_value,
+                    currency: currency(&snapshot.currency),
+                    source: snapshot.source,
+                    captured_at: snapshot.captured_at,
+                };
+                sqlx::query(
+                    "INSERT INTO balance_snapshots (id, account_id, balance, \
+                     available_balance, holdings_value, cash_value, currency, source, \
+                     captured_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind(record.id)
+                .bind(record.account_id)
+                .bind(text(record.balance))
+                .bind(optional_text(record.available_balance))
+                .bind(optional_text(record.holdings_value))
+                .bind(optional_text(record.cash_value))
+                .bind(&record.currency)
+                .bind(record.source.as_str())
+                .bind(record.captured_at)
+                .execute(&mut **tx)
+                .await
+                .map_err(store_error)?;
+                Ok(record)
+            }
+
             #[async_trait::async_trait]
             impl ConnectionStore for $store {
                 async fn create_connection(
@@ -261,51 +655,9 @@ macro_rules! impl_records_store {
                     now: DateTime<Utc>,
                 ) -> Result<ConnectionRecord, StoreError> {
                     let mut tx = self.pool.begin_with($begin_write).await.map_err(store_error)?;
-                    // Locks the user's row (PostgreSQL) so concurrent calls find one another's
-                    // connection; SQLite's BEGIN IMMEDIATE already serializes writers.
-                    let locked = sqlx::query("UPDATE users SET updated_at = updated_at WHERE id = $1")
-                        .bind(user_id)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(store_error)?;
-                    if locked.rows_affected() == 0 {
-                        return Err(StoreError::Other(format!("unknown user {user_id}")));
-                    }
-                    let alias_filter = if alias.is_some() {
-                        "c.alias = $3"
-                    } else {
-                        "c.alias IS NULL"
-                    };
-                    let sql = format!(
-                        "SELECT {CONNECTION_COLUMNS} FROM connections c \
-                         WHERE c.user_id = $1 AND c.provider_slug = $2 AND {alias_filter} \
-                         AND c.status <> 'disconnected' ORDER BY c.created_at, c.id LIMIT 1"
-                    );
-                    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
-                        .bind(user_id)
-                        .bind(provider_slug);
-                    if let Some(alias) = alias {
-                        query = query.bind(alias);
-                    }
-                    let existing = query.fetch_optional(&mut *tx).await.map_err(store_error)?;
-                    if let Some(row) = existing {
-                        return connection_from_row(&row).map_err(store_error);
-                    }
-                    let record = insert_connection(
-                        &mut tx,
-                        &NewConnection {
-                            id: Uuid::now_v7(),
-                            user_id,
-                            provider_slug: provider_slug.to_owned(),
-                            alias: alias.map(str::to_owned),
-                            status: ConnectionStatus::Active,
-                            encrypted_credentials: None,
-                            credentials_key_id: None,
-                            created_at: now,
-                        },
-                    )
-                    .await
-                    .map_err(store_error)?;
+                    let record =
+                        find_or_create_connection_in(&mut tx, user_id, provider_slug, alias, now)
+                            .await?;
                     tx.commit().await.map_err(store_error)?;
                     Ok(record)
                 }
@@ -343,90 +695,8 @@ macro_rules! impl_records_store {
                     let mut tx = self.pool.begin_with($begin_write).await.map_err(store_error)?;
                     let mut counts = UpsertCounts::default();
                     for account in accounts {
-                        let masked = account
-                            .account_number
-                            .as_deref()
-                            .map(str::trim)
-                            .filter(|number| !number.is_empty())
-                            .map(mask_account_number);
-                        let currency = currency(&account.currency);
-                        let id = Uuid::now_v7();
-                        let inserted = sqlx::query(
-                            "INSERT INTO accounts (id, connection_id, provider_account_id, \
-                             account_number_masked, name, account_type, currency, balance_amount, \
-                             available_balance_amount, is_active, last_synced_at, created_at, \
-                             updated_at) \
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $11) \
-                             ON CONFLICT (connection_id, provider_account_id) DO NOTHING",
-                        )
-                        .bind(id)
-                        .bind(connection_id)
-                        .bind(&account.provider_account_id)
-                        .bind(masked.as_deref())
-                        .bind(&account.name)
-                        .bind(account.account_type.as_str())
-                        .bind(&currency)
-                        .bind(text(account.balance_amount))
-                        .bind(optional_text(account.available_balance_amount))
-                        .bind(account.is_active)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(store_error)?;
-                        if inserted.rows_affected() == 1 {
-                            counts.created += 1;
-                            counts.ids.push(id);
-                            continue;
-                        }
-                        let sql = format!(
-                            "SELECT {ACCOUNT_COLUMNS} FROM accounts a \
-                             WHERE a.connection_id = $1 AND a.provider_account_id = $2"
-                        );
-                        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                            .bind(connection_id)
-                            .bind(&account.provider_account_id)
-                            .fetch_one(&mut *tx)
-                            .await
-                            .map_err(store_error)?;
-                        let existing = account_from_row(&row).map_err(store_error)?;
-                        let same = existing.account_number_masked == masked
-                            && existing.name == account.name
-                            && existing.account_type == account.account_type
-                            && existing.currency == currency
-                            && existing.balance_amount == account.balance_amount
-                            && existing.available_balance_amount
-                                == account.available_balance_amount
-                            && existing.is_active == account.is_active;
-                        if same {
-                            sqlx::query("UPDATE accounts SET last_synced_at = $2 WHERE id = $1")
-                                .bind(existing.id)
-                                .bind(now)
-                                .execute(&mut *tx)
-                                .await
-                                .map_err(store_error)?;
-                            counts.unchanged += 1;
-                        } else {
-                            sqlx::query(
-                                "UPDATE accounts SET account_number_masked = $2, name = $3, \
-                                 account_type = $4, currency = $5, balance_amount = $6, \
-                                 available_balance_amount = $7, is_active = $8, \
-                                 last_synced_at = $9, updated_at = $9 WHERE id = $1",
-                            )
-                            .bind(existing.id)
-                            .bind(masked.as_deref())
-                            .bind(&account.name)
-                            .bind(account.account_type.as_str())
-                            .bind(&currency)
-                            .bind(text(account.balance_amount))
-                            .bind(optional_text(account.available_balance_amount))
-                            .bind(account.is_active)
-                            .bind(now)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(store_error)?;
-                            counts.updated += 1;
-                        }
-                        counts.ids.push(existing.id);
+                        let done = upsert_account_in(&mut tx, connection_id, account, now).await?;
+                        tally(&mut counts, done);
                     }
                     tx.commit().await.map_err(store_error)?;
                     Ok(counts)
@@ -500,97 +770,8 @@ macro_rules! impl_records_store {
                     let mut tx = self.pool.begin_with($begin_write).await.map_err(store_error)?;
                     let mut counts = UpsertCounts::default();
                     for item in transactions {
-                        let currency = currency(&item.currency);
-                        let id = Uuid::now_v7();
-                        let inserted = sqlx::query(
-                            "INSERT INTO transactions (id, account_id, provider_transaction_id, \
-                             transaction_type, subtype, status, amount, currency, description, \
-                             symbol, security_name, quantity, unit_price, commission, \
-                             transaction_date, settlement_date, created_at, updated_at) \
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
-                             $14, $15, $16, $17, $17) \
-                             ON CONFLICT (account_id, provider_transaction_id) DO NOTHING",
-                        )
-                        .bind(id)
-                        .bind(account_id)
-                        .bind(&item.provider_transaction_id)
-                        .bind(item.transaction_type.as_str())
-                        .bind(item.subtype.as_deref())
-                        .bind(item.status.as_str())
-                        .bind(text(item.amount))
-                        .bind(&currency)
-                        .bind(item.description.as_deref())
-                        .bind(item.symbol.as_deref())
-                        .bind(item.security_name.as_deref())
-                        .bind(optional_text(item.quantity))
-                        .bind(optional_text(item.unit_price))
-                        .bind(optional_text(item.commission))
-                        .bind(item.transaction_date)
-                        .bind(item.settlement_date)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(store_error)?;
-                        if inserted.rows_affected() == 1 {
-                            counts.created += 1;
-                            counts.ids.push(id);
-                            continue;
-                        }
-                        let sql = format!(
-                            "SELECT {TRANSACTION_COLUMNS} FROM transactions t \
-                             WHERE t.account_id = $1 AND t.provider_transaction_id = $2"
-                        );
-                        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                            .bind(account_id)
-                            .bind(&item.provider_transaction_id)
-                            .fetch_one(&mut *tx)
-                            .await
-                            .map_err(store_error)?;
-                        let existing = transaction_from_row(&row).map_err(store_error)?;
-                        let same = existing.transaction_type == item.transaction_type
-                            && existing.subtype == item.subtype
-                            && existing.status == item.status
-                            && existing.amount == item.amount
-                            && existing.currency == currency
-                            && existing.description == item.description
-                            && existing.symbol == item.symbol
-                            && existing.security_name == item.security_name
-                            && existing.quantity == item.quantity
-                            && existing.unit_price == item.unit_price
-                            && existing.commission == item.commission
-                            && existing.transaction_date == item.transaction_date
-                            && existing.settlement_date == item.settlement_date;
-                        if same {
-                            counts.unchanged += 1;
-                        } else {
-                            sqlx::query(
-                                "UPDATE transactions SET transaction_type = $2, subtype = $3, \
-                                 status = $4, amount = $5, currency = $6, description = $7, \
-                                 symbol = $8, security_name = $9, quantity = $10, \
-                                 unit_price = $11, commission = $12, transaction_date = $13, \
-                                 settlement_date = $14, updated_at = $15 WHERE id = $1",
-                            )
-                            .bind(existing.id)
-                            .bind(item.transaction_type.as_str())
-                            .bind(item.subtype.as_deref())
-                            .bind(item.status.as_str())
-                            .bind(text(item.amount))
-                            .bind(&currency)
-                            .bind(item.description.as_deref())
-                            .bind(item.symbol.as_deref())
-                            .bind(item.security_name.as_deref())
-                            .bind(optional_text(item.quantity))
-                            .bind(optional_text(item.unit_price))
-                            .bind(optional_text(item.commission))
-                            .bind(item.transaction_date)
-                            .bind(item.settlement_date)
-                            .bind(now)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(store_error)?;
-                            counts.updated += 1;
-                        }
-                        counts.ids.push(existing.id);
+                        let done = upsert_transaction_in(&mut tx, account_id, item, now).await?;
+                        tally(&mut counts, done);
                     }
                     tx.commit().await.map_err(store_error)?;
                     Ok(counts)
@@ -623,11 +804,9 @@ macro_rules! impl_records_store {
                     account_id: Uuid,
                     query: &TransactionQuery,
                 ) -> Result<Page<TransactionRecord>, StoreError> {
-                    // The ownership test does not depend on the row, so both databases run it
-                    // once; the rest is a plain index scan of the account's transactions.
                     let scope = format!(
-                        "FROM transactions t WHERE t.account_id = $2 AND EXISTS ( \
-                         SELECT 1 FROM {USER_ACCOUNTS} WHERE a.id = $2)"
+                        "FROM {USER_ACCOUNTS} JOIN transactions t ON t.account_id = a.id \
+                         WHERE a.id = $2"
                     );
                     match *query {
                         TransactionQuery::Recent {
@@ -657,15 +836,13 @@ macro_rules! impl_records_store {
                                 counter = counter.bind(transaction_type.as_str());
                                 lister = lister.bind(transaction_type.as_str());
                             }
-                            let lister = lister
+                            let total = counter.fetch_one(&self.pool).await.map_err(store_error)?;
+                            let rows = lister
                                 .bind(i64::from(limit))
-                                .bind(i64::try_from(offset).unwrap_or(i64::MAX));
-                            // Two connections: the page does not wait for the count.
-                            let (total, rows) = tokio::try_join!(
-                                counter.fetch_one(&self.pool),
-                                lister.fetch_all(&self.pool),
-                            )
-                            .map_err(store_error)?;
+                                .bind(i64::try_from(offset).unwrap_or(i64::MAX))
+                                .fetch_all(&self.pool)
+                                .await
+                                .map_err(store_error)?;
                             Ok(Page {
                                 items: rows_to(&rows, transaction_from_row)?,
                                 total_count: count(total),
@@ -706,98 +883,8 @@ macro_rules! impl_records_store {
                     let mut tx = self.pool.begin_with($begin_write).await.map_err(store_error)?;
                     let mut counts = UpsertCounts::default();
                     for item in holdings {
-                        let currency = currency(&item.currency);
-                        let id = Uuid::now_v7();
-                        let inserted = sqlx::query(
-                            "INSERT INTO holdings (id, account_id, provider_holding_id, symbol, \
-                             security_name, asset_type, quantity, cost_basis, market_value, \
-                             currency, average_price, current_price, unrealized_gain_loss, \
-                             is_active, last_synced_at, created_at, updated_at) \
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
-                             $14, $15, $15, $15) \
-                             ON CONFLICT (account_id, provider_holding_id) DO NOTHING",
-                        )
-                        .bind(id)
-                        .bind(account_id)
-                        .bind(&item.provider_holding_id)
-                        .bind(&item.symbol)
-                        .bind(item.security_name.as_deref())
-                        .bind(item.asset_type.as_str())
-                        .bind(text(item.quantity))
-                        .bind(optional_text(item.cost_basis))
-                        .bind(text(item.market_value))
-                        .bind(&currency)
-                        .bind(optional_text(item.average_price))
-                        .bind(optional_text(item.current_price))
-                        .bind(optional_text(item.unrealized_gain_loss))
-                        .bind(true)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(store_error)?;
-                        if inserted.rows_affected() == 1 {
-                            counts.created += 1;
-                            counts.ids.push(id);
-                            continue;
-                        }
-                        let sql = format!(
-                            "SELECT {HOLDING_COLUMNS} FROM holdings h \
-                             WHERE h.account_id = $1 AND h.provider_holding_id = $2"
-                        );
-                        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                            .bind(account_id)
-                            .bind(&item.provider_holding_id)
-                            .fetch_one(&mut *tx)
-                            .await
-                            .map_err(store_error)?;
-                        let existing = holding_from_row(&row).map_err(store_error)?;
-                        let same = existing.symbol == item.symbol
-                            && existing.security_name == item.security_name
-                            && existing.asset_type == item.asset_type
-                            && existing.quantity == item.quantity
-                            && existing.cost_basis == item.cost_basis
-                            && existing.market_value == item.market_value
-                            && existing.currency == currency
-                            && existing.average_price == item.average_price
-                            && existing.current_price == item.current_price
-                            && existing.unrealized_gain_loss == item.unrealized_gain_loss
-                            && existing.is_active;
-                        if same {
-                            sqlx::query("UPDATE holdings SET last_synced_at = $2 WHERE id = $1")
-                                .bind(existing.id)
-                                .bind(now)
-                                .execute(&mut *tx)
-                                .await
-                                .map_err(store_error)?;
-                            counts.unchanged += 1;
-                        } else {
-                            sqlx::query(
-                                "UPDATE holdings SET symbol = $2, security_name = $3, \
-                                 asset_type = $4, quantity = $5, cost_basis = $6, \
-                                 market_value = $7, currency = $8, average_price = $9, \
-                                 current_price = $10, unrealized_gain_loss = $11, \
-                                 is_active = $12, last_synced_at = $13, updated_at = $13 \
-                                 WHERE id = $1",
-                            )
-                            .bind(existing.id)
-                            .bind(&item.symbol)
-                            .bind(item.security_name.as_deref())
-                            .bind(item.asset_type.as_str())
-                            .bind(text(item.quantity))
-                            .bind(optional_text(item.cost_basis))
-                            .bind(text(item.market_value))
-                            .bind(&currency)
-                            .bind(optional_text(item.average_price))
-                            .bind(optional_text(item.current_price))
-                            .bind(optional_text(item.unrealized_gain_loss))
-                            .bind(true)
-                            .bind(now)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(store_error)?;
-                            counts.updated += 1;
-                        }
-                        counts.ids.push(existing.id);
+                        let done = upsert_holding_in(&mut tx, account_id, item, now).await?;
+                        tally(&mut counts, done);
                     }
                     tx.commit().await.map_err(store_error)?;
                     Ok(counts)
@@ -883,34 +970,9 @@ macro_rules! impl_records_store {
                     &self,
                     snapshot: &NewSnapshot,
                 ) -> Result<SnapshotRecord, StoreError> {
-                    let record = SnapshotRecord {
-                        id: Uuid::now_v7(),
-                        account_id: snapshot.account_id,
-                        balance: snapshot.balance,
-                        available_balance: snapshot.available_balance,
-                        holdings_value: snapshot.holdings_value,
-                        cash_value: snapshot.cash_value,
-                        currency: currency(&snapshot.currency),
-                        source: snapshot.source,
-                        captured_at: snapshot.captured_at,
-                    };
-                    sqlx::query(
-                        "INSERT INTO balance_snapshots (id, account_id, balance, \
-                         available_balance, holdings_value, cash_value, currency, source, \
-                         captured_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                    )
-                    .bind(record.id)
-                    .bind(record.account_id)
-                    .bind(text(record.balance))
-                    .bind(optional_text(record.available_balance))
-                    .bind(optional_text(record.holdings_value))
-                    .bind(optional_text(record.cash_value))
-                    .bind(&record.currency)
-                    .bind(record.source.as_str())
-                    .bind(record.captured_at)
-                    .execute(&self.pool)
-                    .await
-                    .map_err(store_error)?;
+                    let mut tx = self.pool.begin_with($begin_write).await.map_err(store_error)?;
+                    let record = insert_snapshot_in(&mut tx, snapshot).await?;
+                    tx.commit().await.map_err(store_error)?;
                     Ok(record)
                 }
 
@@ -1005,6 +1067,163 @@ macro_rules! impl_records_store {
                         items: rows_to(&rows, snapshot_from_row)?,
                         total_count: count(total),
                     })
+                }
+            }
+
+            /// The stored balance and available balance of an account, when it exists.
+            async fn stored_balances(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                connection_id: Uuid,
+                provider_account_id: &str,
+            ) -> Result<Option<(Decimal, Option<Decimal>)>, StoreError> {
+                let row = sqlx::query(
+                    "SELECT balance_amount, available_balance_amount FROM accounts \
+                     WHERE connection_id = $1 AND provider_account_id = $2",
+                )
+                .bind(connection_id)
+                .bind(provider_account_id)
+                .fetch_optional(&mut **tx)
+                .await
+                .map_err(store_error)?;
+                row.map(|row| {
+                    Ok((
+                        decimal(&row, "balance_amount")?,
+                        optional_decimal(&row, "available_balance_amount")?,
+                    ))
+                })
+                .transpose()
+                .map_err(store_error)
+            }
+
+            /// Whether the account has a `file_import` snapshot captured at the same instant
+            /// with the same figures.
+            async fn has_import_snapshot(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                account_id: Uuid,
+                snapshot: &ImportSnapshot,
+            ) -> Result<bool, StoreError> {
+                let rows = sqlx::query(
+                    "SELECT balance, available_balance, holdings_value, cash_value \
+                     FROM balance_snapshots \
+                     WHERE account_id = $1 AND source = $2 AND captured_at = $3",
+                )
+                .bind(account_id)
+                .bind(SnapshotSource::FileImport.as_str())
+                .bind(snapshot.captured_at)
+                .fetch_all(&mut **tx)
+                .await
+                .map_err(store_error)?;
+                for row in &rows {
+                    let same = decimal(row, "balance").map_err(store_error)? == snapshot.balance
+                        && optional_decimal(row, "available_balance").map_err(store_error)?
+                            == snapshot.available_balance
+                        && optional_decimal(row, "holdings_value").map_err(store_error)?
+                            == snapshot.holdings_value
+                        && optional_decimal(row, "cash_value").map_err(store_error)?
+                            == snapshot.cash_value;
+                    if same {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+
+            /// Writes one account of an import with its transactions, holdings and snapshot.
+            async fn import_account(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                connection_id: Uuid,
+                item: &ImportAccount,
+                now: DateTime<Utc>,
+                counts: &mut ImportCounts,
+            ) -> Result<(), StoreError> {
+                let mut account = std::borrow::Cow::Borrowed(&item.account);
+                if !item.balance_reported {
+                    let stored =
+                        stored_balances(tx, connection_id, &account.provider_account_id).await?;
+                    if let Some((balance, available)) = stored {
+                        let account = account.to_mut();
+                        account.balance_amount = balance;
+                        account.available_balance_amount = available;
+                    }
+                }
+                let (account_id, outcome) =
+                    upsert_account_in(tx, connection_id, &account, now).await?;
+                match outcome {
+                    Upserted::Created => counts.accounts_created += 1,
+                    Upserted::Updated => counts.accounts_updated += 1,
+                    Upserted::Unchanged => counts.accounts_unchanged += 1,
+                }
+                for transaction in &item.transactions {
+                    match upsert_transaction_in(tx, account_id, transaction, now).await?.1 {
+                        Upserted::Created => counts.transactions_created += 1,
+                        Upserted::Updated => counts.transactions_updated += 1,
+                        Upserted::Unchanged => counts.transactions_skipped += 1,
+                    }
+                }
+                for holding in &item.holdings {
+                    match upsert_holding_in(tx, account_id, holding, now).await?.1 {
+                        Upserted::Created => counts.holdings_created += 1,
+                        Upserted::Updated => counts.holdings_updated += 1,
+                        Upserted::Unchanged => counts.holdings_unchanged += 1,
+                    }
+                }
+                if let Some(snapshot) = &item.snapshot {
+                    if !has_import_snapshot(tx, account_id, snapshot).await? {
+                        insert_snapshot_in(
+                            tx,
+                            &NewSnapshot {
+                                account_id,
+                                balance: snapshot.balance,
+                                available_balance: snapshot.available_balance,
+                                holdings_value: snapshot.holdings_value,
+                                cash_value: snapshot.cash_value,
+                                currency: account.currency.clone(),
+                                source: SnapshotSource::FileImport,
+                                captured_at: snapshot.captured_at,
+                            },
+                        )
+                        .await?;
+                        counts.snapshots_created += 1;
+                    }
+                }
+                Ok(())
+            }
+
+            #[async_trait::async_trait]
+            impl ImportStore for $store {
+                async fn apply_import(
+                    &self,
+                    user_id: Uuid,
+                    batch: &ImportBatch,
+                    now: DateTime<Utc>,
+                ) -> Result<ImportCounts, StoreError> {
+                    let mut tx = self.pool.begin_with($begin_write).await.map_err(store_error)?;
+                    let mut counts = ImportCounts::default();
+                    for institution in &batch.institutions {
+                        let connection = find_or_create_connection_in(
+                            &mut tx,
+                            user_id,
+                            FILE_IMPORT_PROVIDER,
+                            Some(&institution.alias),
+                            now,
+                        )
+                        .await?;
+                        counts.connection_ids.push(connection.id);
+                        for item in &institution.accounts {
+                            import_account(&mut tx, connection.id, item, now, &mut counts).await?;
+                        }
+                        sqlx::query(
+                            "UPDATE connections SET last_sync_at = $2, updated_at = $2 \
+                             WHERE id = $1",
+                        )
+                        .bind(connection.id)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
+                    }
+                    tx.commit().await.map_err(store_error)?;
+                    Ok(counts)
                 }
             }
         }

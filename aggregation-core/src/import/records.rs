@@ -1,0 +1,519 @@
+//! From a parsed OFX document to the records an import writes ([`ImportBatch`]).
+//!
+//! # Mapping
+//!
+//! - **Institution**: the sign-on's `FI/ORG`, else `FID <fid>`, else `Unknown institution`; it
+//!   names the user's `file_import` connection. A file has one sign-on, so one institution.
+//! - **Account**: keyed by `ACCTID` (a statement without one is keyed `unknown:<kind>:<CUR>`).
+//!   The number is `ACCTID` (the store keeps `****` and the last four). Type: `CHECKING` →
+//!   checking, `SAVINGS` → savings, `MONEYMRKT` → money_market, `CD` → cd, `CREDITLINE` →
+//!   line_of_credit, other bank types → other; credit-card statements → credit_card;
+//!   investment statements → brokerage. Name: `<institution> <Type> ****1234`.
+//!   Bank and credit card: balance `LEDGERBAL`, available `AVAILBAL`. Investment: balance
+//!   `AVAILCASH` plus the market value of the positions, available `AVAILCASH`. A statement
+//!   with no balance at all leaves an existing account's balance as stored.
+//!   Several statements for one account are merged: transactions are united by FITID (the
+//!   later statement wins), positions of the later statement replace earlier ones, and the
+//!   balance of the last statement that has one is kept.
+//! - **Transaction**: FITID is the key; status settled; date = posted date (UTC), settlement
+//!   date = `DTSETTLE`/`DTAVAIL`; description = `NAME`, plus ` - MEMO` when both differ, else
+//!   `MEMO`, else the security name. Bank `TRNTYPE`: `INT`, `DIV` → income; `FEE`, `SRVCHG`
+//!   → fee; `XFER`, `DEP`, `DIRECTDEP`, `ATM`, `CASH` → transfer; the rest (`DEBIT`, `CREDIT`,
+//!   `POS`, `CHECK`, `PAYMENT`, …) → other; subtype = `TRNTYPE`. Investment: buys, sells,
+//!   reinvestments and `CLOSUREOPT` → trade (subtype `BUYTYPE`/`SELLTYPE` or the tag); `INCOME`
+//!   and `RETOFCAP` → income (subtype `INCOMETYPE`); `TRANSFER`, `JRNLFUND`, `JRNLSEC` →
+//!   transfer; `INVEXPENSE`, `MARGININTEREST` → fee; others → other; symbol, security name,
+//!   `UNITS`, `UNITPRICE` and `COMMISSION` are kept.
+//! - **Holding**: key = the security's `UNIQUEID`; symbol = ticker, else the unique id (CUSIP);
+//!   asset type `POSSTOCK` → equity, `POSMF` → mutual_fund, `POSDEBT` → fixed_income, `POSOPT`
+//!   → option, `POSOTHER` → other; quantity `UNITS`, current price `UNITPRICE`, market value
+//!   `MKTVAL` (else units × price, else 0). Positions of one security in several sub-accounts
+//!   (`HELDINACCT`) are added up into one holding.
+//! - **Snapshot**: one per account that reports a balance, captured at `LEDGERBAL/DTASOF`
+//!   (investment: the statement's `DTASOF`), else the end of the transaction list, else now.
+//!   Investment snapshots carry the holdings value and the cash.
+//! - NUL characters are removed from text (PostgreSQL refuses them).
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+
+use super::ofx::{
+    OfxDocument, Position, PositionKind, Statement, StatementKind, StatementTransaction,
+    TransactionKind,
+};
+use crate::store::{
+    AccountType, AssetType, ImportAccount, ImportBatch, ImportInstitution, ImportSnapshot,
+    NewAccount, NewHolding, NewTransaction, TransactionStatus, TransactionType, truncate_to_micros,
+};
+
+/// Why a parsed file cannot be imported.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// The sign-on reports an error.
+    #[error("the institution refused the sign-on (code {code}): {message}")]
+    Signon { code: u32, message: String },
+    /// The file has no statement.
+    #[error("the file holds no statement")]
+    NoStatement,
+}
+
+/// Removes NUL characters and surrounding whitespace; `None` when nothing is left.
+fn clean(text: &str) -> Option<String> {
+    let text = text.trim();
+    let cleaned = if text.contains('\0') {
+        text.replace('\0', "")
+    } else {
+        text.to_owned()
+    };
+    (!cleaned.is_empty()).then_some(cleaned)
+}
+
+fn clean_opt(text: Option<&str>) -> Option<String> {
+    text.and_then(clean)
+}
+
+/// The institution's name: `ORG`, else `FID <fid>`, else `Unknown institution`.
+pub(crate) fn institution_name(doc: &OfxDocument) -> String {
+    let signon = doc.signon.as_ref();
+    clean_opt(signon.and_then(|s| s.org.as_deref()))
+        .or_else(|| {
+            clean_opt(signon.and_then(|s| s.fid.as_deref())).map(|fid| format!("FID {fid}"))
+        })
+        .unwrap_or_else(|| "Unknown institution".to_owned())
+}
+
+fn account_type(statement: &Statement) -> AccountType {
+    match statement.kind {
+        StatementKind::CreditCard => AccountType::CreditCard,
+        StatementKind::Investment => AccountType::Brokerage,
+        StatementKind::Bank => match statement
+            .account
+            .account_type
+            .as_deref()
+            .map(|kind| kind.trim().to_ascii_uppercase())
+            .as_deref()
+        {
+            Some("CHECKING") => AccountType::Checking,
+            Some("SAVINGS") => AccountType::Savings,
+            Some("MONEYMRKT") => AccountType::MoneyMarket,
+            Some("CD") => AccountType::Cd,
+            Some("CREDITLINE") => AccountType::LineOfCredit,
+            _ => AccountType::Other,
+        },
+    }
+}
+
+fn type_label(kind: AccountType) -> &'static str {
+    match kind {
+        AccountType::Checking => "Checking",
+        AccountType::Savings => "Savings",
+        AccountType::MoneyMarket => "Money Market",
+        AccountType::Cd => "CD",
+        AccountType::LineOfCredit => "Line of Credit",
+        AccountType::CreditCard => "Credit Card",
+        AccountType::Brokerage => "Brokerage",
+        _ => "Account",
+    }
+}
+
+fn kind_key(kind: StatementKind) -> &'static str {
+    match kind {
+        StatementKind::Bank => "bank",
+        StatementKind::CreditCard => "credit_card",
+        StatementKind::Investment => "investment",
+    }
+}
+
+fn bank_type(trn_type: &str) -> TransactionType {
+    match trn_type.trim().to_ascii_uppercase().as_str() {
+        "INT" | "DIV" => TransactionType::Income,
+        "FEE" | "SRVCHG" => TransactionType::Fee,
+        "XFER" | "DEP" | "DIRECTDEP" | "ATM" | "CASH" => TransactionType::Transfer,
+        _ => TransactionType::Other,
+    }
+}
+
+/// The transaction type and subtype of a line.
+fn classify(line: &StatementTransaction) -> (TransactionType, Option<String>) {
+    let detail = clean_opt(line.trn_type.as_deref());
+    match &line.kind {
+        TransactionKind::Bank(trn_type) => (bank_type(trn_type), clean(trn_type)),
+        TransactionKind::Buy => (
+            TransactionType::Trade,
+            detail.or_else(|| Some("BUY".to_owned())),
+        ),
+        TransactionKind::Sell => (
+            TransactionType::Trade,
+            detail.or_else(|| Some("SELL".to_owned())),
+        ),
+        TransactionKind::Reinvest => (TransactionType::Trade, Some("REINVEST".to_owned())),
+        TransactionKind::Income => (
+            TransactionType::Income,
+            clean_opt(line.income_type.as_deref()).or_else(|| Some("INCOME".to_owned())),
+        ),
+        TransactionKind::Transfer => (
+            TransactionType::Transfer,
+            detail.or_else(|| Some("TRANSFER".to_owned())),
+        ),
+        TransactionKind::Other(tag) => {
+            let kind = match tag.trim().to_ascii_uppercase().as_str() {
+                "CLOSUREOPT" => TransactionType::Trade,
+                "RETOFCAP" => TransactionType::Income,
+                "JRNLFUND" | "JRNLSEC" => TransactionType::Transfer,
+                "INVEXPENSE" | "MARGININTEREST" => TransactionType::Fee,
+                _ => TransactionType::Other,
+            };
+            (kind, clean(tag))
+        }
+    }
+}
+
+fn description(line: &StatementTransaction) -> Option<String> {
+    let name = clean_opt(line.name.as_deref());
+    let memo = clean_opt(line.memo.as_deref());
+    match (name, memo) {
+        (Some(name), Some(memo)) if memo != name => Some(format!("{name} - {memo}")),
+        (Some(name), _) => Some(name),
+        (None, Some(memo)) => Some(memo),
+        (None, None) => clean_opt(line.security_name.as_deref()),
+    }
+}
+
+fn transaction(line: &StatementTransaction, currency: &str) -> Option<NewTransaction> {
+    let (transaction_type, subtype) = classify(line);
+    Some(NewTransaction {
+        provider_transaction_id: clean(&line.fit_id)?,
+        transaction_type,
+        subtype,
+        status: TransactionStatus::Settled,
+        amount: line.amount,
+        currency: clean_opt(line.currency.as_deref()).unwrap_or_else(|| currency.to_owned()),
+        description: description(line),
+        symbol: clean_opt(line.symbol.as_deref()),
+        security_name: clean_opt(line.security_name.as_deref()),
+        quantity: line.units,
+        unit_price: line.unit_price,
+        commission: line.commission,
+        transaction_date: line.posted.date_naive(),
+        settlement_date: line.settled.map(|settled| settled.date_naive()),
+    })
+}
+
+fn asset_type(kind: PositionKind) -> AssetType {
+    match kind {
+        PositionKind::Stock => AssetType::Equity,
+        PositionKind::MutualFund => AssetType::MutualFund,
+        PositionKind::Debt => AssetType::FixedIncome,
+        PositionKind::Option => AssetType::Option,
+        PositionKind::Other => AssetType::Other,
+    }
+}
+
+fn market_value(position: &Position) -> Decimal {
+    position
+        .market_value
+        .or_else(|| {
+            position
+                .unit_price
+                .and_then(|price| price.checked_mul(position.units))
+        })
+        .unwrap_or_default()
+}
+
+/// The holdings of one statement, one per security (sub-account positions added up).
+fn holdings(statement: &Statement) -> Vec<NewHolding> {
+    let mut merged: Vec<NewHolding> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for position in &statement.positions {
+        let Some(key) = clean(&position.security_id.unique_id) else {
+            continue;
+        };
+        let value = market_value(position);
+        if let Some(&at) = index.get(&key) {
+            if let Some(holding) = merged.get_mut(at) {
+                holding.quantity = holding.quantity.saturating_add(position.units);
+                holding.market_value = holding.market_value.saturating_add(value);
+            }
+            continue;
+        }
+        index.insert(key.clone(), merged.len());
+        merged.push(NewHolding {
+            symbol: clean(&position.symbol).unwrap_or_else(|| key.clone()),
+            provider_holding_id: key,
+            security_name: clean_opt(position.security_name.as_deref()),
+            asset_type: asset_type(position.asset_kind),
+            quantity: position.units,
+            cost_basis: None,
+            market_value: value,
+            currency: statement.currency.clone(),
+            average_price: None,
+            current_price: position.unit_price,
+            unrealized_gain_loss: None,
+        });
+    }
+    merged
+}
+
+/// The balances a statement reports: (balance, available, holdings value, cash, as of).
+struct Balances {
+    balance: Decimal,
+    available: Option<Decimal>,
+    holdings_value: Option<Decimal>,
+    cash: Option<Decimal>,
+    as_of: Option<DateTime<Utc>>,
+}
+
+fn balances(statement: &Statement, holdings: &[NewHolding]) -> Option<Balances> {
+    match statement.kind {
+        StatementKind::Bank | StatementKind::CreditCard => {
+            let ledger = statement.ledger_balance.as_ref()?;
+            Some(Balances {
+                balance: ledger.amount,
+                available: statement.available_balance.as_ref().map(|b| b.amount),
+                holdings_value: None,
+                cash: None,
+                as_of: ledger.as_of.or(statement.end),
+            })
+        }
+        StatementKind::Investment => {
+            let cash = statement
+                .investment_balance
+                .as_ref()
+                .and_then(|b| b.available_cash);
+            if cash.is_none() && holdings.is_empty() {
+                return None;
+            }
+            let holdings_value = holdings
+                .iter()
+                .fold(Decimal::ZERO, |sum, h| sum.saturating_add(h.market_value));
+            Some(Balances {
+                balance: holdings_value.saturating_add(cash.unwrap_or_default()),
+                available: cash,
+                holdings_value: (!holdings.is_empty()).then_some(holdings_value),
+                cash,
+                as_of: statement.as_of.or(statement.end),
+            })
+        }
+    }
+}
+
+/// One account being assembled from the file's statements.
+struct Pending {
+    account: NewAccount,
+    transactions: Vec<NewTransaction>,
+    by_fit_id: HashMap<String, usize>,
+    holdings: Vec<NewHolding>,
+    balances: Option<Balances>,
+}
+
+/// The records to write for a parsed file, or why it cannot be imported.
+pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<ImportBatch, Refusal> {
+    if let Some(signon) = &doc.signon
+        && (signon.status_code != 0 && signon.severity.trim().eq_ignore_ascii_case("ERROR"))
+    {
+        return Err(Refusal::Signon {
+            code: signon.status_code,
+            message: clean_opt(signon.message.as_deref())
+                .unwrap_or_else(|| signon.severity.clone()),
+        });
+    }
+    if doc.statements.is_empty() {
+        return Err(Refusal::NoStatement);
+    }
+    let institution = institution_name(doc);
+    let mut accounts: Vec<Pending> = Vec::new();
+    let mut by_key: HashMap<String, usize> = HashMap::new();
+    for statement in &doc.statements {
+        let currency = clean(&statement.currency)
+            .unwrap_or_else(|| "USD".to_owned())
+            .to_ascii_uppercase();
+        let number = clean_opt(statement.account.account_id.as_deref());
+        let kind = account_type(statement);
+        let key = number
+            .clone()
+            .unwrap_or_else(|| format!("unknown:{}:{currency}", kind_key(statement.kind)));
+        let at = match by_key.get(&key) {
+            Some(&at) => at,
+            None => {
+                let name = match &number {
+                    Some(number) => format!(
+                        "{institution} {} {}",
+                        type_label(kind),
+                        crate::store::mask_account_number(number)
+                    ),
+                    None => format!("{institution} {}", type_label(kind)),
+                };
+                by_key.insert(key.clone(), accounts.len());
+                accounts.push(Pending {
+                    account: NewAccount {
+                        provider_account_id: key,
+                        account_number: number,
+                        name,
+                        account_type: kind,
+                        currency: currency.clone(),
+                        balance_amount: Decimal::ZERO,
+                        available_balance_amount: None,
+                        is_active: true,
+                    },
+                    transactions: Vec::new(),
+                    by_fit_id: HashMap::new(),
+                    holdings: Vec::new(),
+                    balances: None,
+                });
+                accounts.len() - 1
+            }
+        };
+        let Some(pending) = accounts.get_mut(at) else {
+            continue;
+        };
+        for line in &statement.transactions {
+            let Some(item) = transaction(line, &currency) else {
+                continue;
+            };
+            match pending.by_fit_id.get(&item.provider_transaction_id) {
+                Some(&existing) => {
+                    if let Some(slot) = pending.transactions.get_mut(existing) {
+                        *slot = item;
+                    }
+                }
+                None => {
+                    pending.by_fit_id.insert(
+                        item.provider_transaction_id.clone(),
+                        pending.transactions.len(),
+                    );
+                    pending.transactions.push(item);
+                }
+            }
+        }
+        let statement_holdings = holdings(statement);
+        if let Some(found) = balances(statement, &statement_holdings) {
+            pending.balances = Some(found);
+        }
+        if !statement_holdings.is_empty() {
+            pending.holdings = statement_holdings;
+        }
+    }
+    let accounts = accounts
+        .into_iter()
+        .map(|pending| {
+            let mut account = pending.account;
+            let snapshot = pending.balances.as_ref().map(|b| {
+                account.balance_amount = b.balance;
+                account.available_balance_amount = b.available;
+                ImportSnapshot {
+                    balance: b.balance,
+                    available_balance: b.available,
+                    holdings_value: b.holdings_value,
+                    cash_value: b.cash,
+                    captured_at: truncate_to_micros(b.as_of.unwrap_or(now)),
+                }
+            });
+            ImportAccount {
+                account,
+                balance_reported: snapshot.is_some(),
+                transactions: pending.transactions,
+                holdings: pending.holdings,
+                snapshot,
+            }
+        })
+        .collect();
+    Ok(ImportBatch {
+        institutions: vec![ImportInstitution {
+            alias: institution,
+            accounts,
+        }],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::parse_ofx;
+
+    const BANK: &str = "OFXHEADER:100\nDATA:OFXSGML\nVERSION:102\n\n<OFX>
+<SIGNONMSGSRSV1><SONRS><STATUS><CODE>0<SEVERITY>INFO</STATUS>
+<DTSERVER>20240131<LANGUAGE>ENG<FI><ORG>First Bank<FID>1234</FI></SONRS></SIGNONMSGSRSV1>
+<BANKMSGSRSV1><STMTTRNRS><TRNUID>1<STATUS><CODE>0<SEVERITY>INFO</STATUS>
+<STMTRS><CURDEF>USD<BANKACCTFROM><BANKID>021000021<ACCTID>123456789<ACCTTYPE>CHECKING</BANKACCTFROM>
+<BANKTRANLIST><DTSTART>20240101<DTEND>20240131
+<STMTTRN><TRNTYPE>DEBIT<DTPOSTED>20240105<TRNAMT>-12.50<FITID>A1<NAME>Coffee<MEMO>Card 1234</STMTTRN>
+<STMTTRN><TRNTYPE>INT<DTPOSTED>20240131<TRNAMT>0.42<FITID>A2<NAME>Interest</STMTTRN>
+<STMTTRN><TRNTYPE>INT<DTPOSTED>20240131<TRNAMT>0.43<FITID>A2<NAME>Interest</STMTTRN>
+</BANKTRANLIST>
+<LEDGERBAL><BALAMT>1000.00<DTASOF>20240131</LEDGERBAL>
+<AVAILBAL><BALAMT>900.00<DTASOF>20240131</AVAILBAL>
+</STMTRS></STMTTRNRS></BANKMSGSRSV1></OFX>";
+
+    fn dec(text: &str) -> Decimal {
+        text.parse().expect("decimal")
+    }
+
+    #[test]
+    fn bank_statement_maps_to_one_account() {
+        let doc = parse_ofx(BANK.as_bytes()).expect("parses");
+        let batch = import_batch(&doc, Utc::now()).expect("importable");
+        let [institution] = batch.institutions.as_slice() else {
+            panic!("one institution");
+        };
+        assert_eq!(institution.alias, "First Bank");
+        let [account] = institution.accounts.as_slice() else {
+            panic!("one account");
+        };
+        assert_eq!(account.account.provider_account_id, "123456789");
+        assert_eq!(account.account.name, "First Bank Checking ****6789");
+        assert_eq!(account.account.account_type, AccountType::Checking);
+        assert_eq!(account.account.balance_amount, dec("1000.00"));
+        assert_eq!(
+            account.account.available_balance_amount,
+            Some(dec("900.00"))
+        );
+        assert_eq!(account.transactions.len(), 2, "FITID A2 is merged");
+        let coffee = &account.transactions[0];
+        assert_eq!(coffee.transaction_type, TransactionType::Other);
+        assert_eq!(coffee.subtype.as_deref(), Some("DEBIT"));
+        assert_eq!(coffee.description.as_deref(), Some("Coffee - Card 1234"));
+        assert_eq!(account.transactions[1].amount, dec("0.43"));
+        assert_eq!(
+            account.transactions[1].transaction_type,
+            TransactionType::Income
+        );
+        let snapshot = account.snapshot.as_ref().expect("snapshot");
+        assert_eq!(snapshot.balance, dec("1000.00"));
+        assert_eq!(
+            snapshot.captured_at.to_rfc3339(),
+            "2024-01-31T00:00:00+00:00"
+        );
+    }
+
+    #[test]
+    fn signon_errors_and_empty_files_are_refused() {
+        let failed = BANK.replace(
+            "<CODE>0<SEVERITY>INFO</STATUS>\n<DTSERVER>",
+            "<CODE>15500<SEVERITY>ERROR<MESSAGE>Bad password</STATUS>\n<DTSERVER>",
+        );
+        let doc = parse_ofx(failed.as_bytes()).expect("parses");
+        assert_eq!(
+            import_batch(&doc, Utc::now()),
+            Err(Refusal::Signon {
+                code: 15500,
+                message: "Bad password".to_owned()
+            })
+        );
+        assert_eq!(
+            import_batch(&OfxDocument::default(), Utc::now()),
+            Err(Refusal::NoStatement)
+        );
+    }
+
+    #[test]
+    fn institution_falls_back_to_fid() {
+        let doc = parse_ofx(BANK.replace("<ORG>First Bank", "").as_bytes()).expect("parses");
+        assert_eq!(institution_name(&doc), "FID 1234");
+        assert_eq!(
+            institution_name(&OfxDocument::default()),
+            "Unknown institution"
+        );
+    }
+}

@@ -1,0 +1,208 @@
+//! `apply_import` on SQLite: counts, idempotence, and all-or-nothing on failure.
+
+use std::str::FromStr as _;
+
+use rust_decimal::Decimal;
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use uuid::Uuid;
+
+use super::*;
+
+async fn store() -> (SqliteStore, sqlx::SqlitePool) {
+    let options = SqliteConnectOptions::from_str("sqlite::memory:")
+        .unwrap()
+        .foreign_keys(true);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .min_connections(1)
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .connect_with(options)
+        .await
+        .unwrap();
+    let store = SqliteStore::new(pool.clone());
+    store.migrate().await.unwrap();
+    (store, pool)
+}
+
+async fn user(store: &SqliteStore) -> Uuid {
+    let id = Uuid::now_v7();
+    store
+        .create_user(&NewUser {
+            id,
+            email: format!("{id}@example.com"),
+            email_normalized: format!("{id}@example.com"),
+            password_hash: "x".to_owned(),
+            created_at: now(),
+        })
+        .await
+        .unwrap();
+    id
+}
+
+fn dec(text: &str) -> Decimal {
+    text.parse().unwrap()
+}
+
+fn transaction(fit_id: &str, amount: &str) -> NewTransaction {
+    NewTransaction {
+        provider_transaction_id: fit_id.to_owned(),
+        transaction_type: TransactionType::Other,
+        subtype: Some("DEBIT".to_owned()),
+        status: TransactionStatus::Settled,
+        amount: dec(amount),
+        currency: "USD".to_owned(),
+        description: Some(format!("line {fit_id}")),
+        symbol: None,
+        security_name: None,
+        quantity: None,
+        unit_price: None,
+        commission: None,
+        transaction_date: "2024-01-05".parse().unwrap(),
+        settlement_date: None,
+    }
+}
+
+fn batch(alias: &str, account_id: &str, transactions: Vec<NewTransaction>) -> ImportBatch {
+    ImportBatch {
+        institutions: vec![ImportInstitution {
+            alias: alias.to_owned(),
+            accounts: vec![ImportAccount {
+                account: NewAccount {
+                    provider_account_id: account_id.to_owned(),
+                    account_number: Some(account_id.to_owned()),
+                    name: format!("{alias} Checking"),
+                    account_type: AccountType::Checking,
+                    currency: "USD".to_owned(),
+                    balance_amount: dec("100.00"),
+                    available_balance_amount: None,
+                    is_active: true,
+                },
+                balance_reported: true,
+                transactions,
+                holdings: vec![NewHolding {
+                    provider_holding_id: "037833100".to_owned(),
+                    symbol: "AAPL".to_owned(),
+                    security_name: None,
+                    asset_type: AssetType::Equity,
+                    quantity: dec("1"),
+                    cost_basis: None,
+                    market_value: dec("190.00"),
+                    currency: "USD".to_owned(),
+                    average_price: None,
+                    current_price: Some(dec("190.00")),
+                    unrealized_gain_loss: None,
+                }],
+                snapshot: Some(ImportSnapshot {
+                    balance: dec("100.00"),
+                    available_balance: None,
+                    holdings_value: None,
+                    cash_value: None,
+                    captured_at: now(),
+                }),
+            }],
+        }],
+    }
+}
+
+async fn count(pool: &sqlx::SqlitePool, table: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn imports_count_and_repeat_as_skips() {
+    let (store, _pool) = store().await;
+    let user_id = user(&store).await;
+    let first = batch(
+        "Bank",
+        "111",
+        vec![transaction("A", "-1.00"), transaction("B", "-2.00")],
+    );
+    let counts = store.apply_import(user_id, &first, now()).await.unwrap();
+    assert_eq!(counts.connection_ids.len(), 1);
+    assert_eq!(
+        (
+            counts.accounts_created,
+            counts.transactions_created,
+            counts.holdings_created,
+            counts.snapshots_created
+        ),
+        (1, 2, 1, 1)
+    );
+    let again = store.apply_import(user_id, &first, now()).await.unwrap();
+    assert_eq!(again.connection_ids, counts.connection_ids);
+    assert_eq!(
+        (
+            again.accounts_unchanged,
+            again.transactions_skipped,
+            again.holdings_unchanged,
+            again.snapshots_created
+        ),
+        (1, 2, 1, 0)
+    );
+    let changed = batch("Bank", "111", vec![transaction("A", "-1.50")]);
+    let counts = store.apply_import(user_id, &changed, now()).await.unwrap();
+    assert_eq!(counts.transactions_updated, 1);
+    assert_eq!(counts.transactions_created, 0);
+}
+
+#[tokio::test]
+async fn a_failure_rolls_the_whole_import_back() {
+    let (store, pool) = store().await;
+    let user_id = user(&store).await;
+    store
+        .apply_import(
+            user_id,
+            &batch("Bank", "111", vec![transaction("A", "-1.00")]),
+            now(),
+        )
+        .await
+        .unwrap();
+    sqlx::query(
+        "CREATE TRIGGER boom BEFORE INSERT ON transactions \
+         WHEN NEW.provider_transaction_id = 'BOOM' BEGIN SELECT RAISE(ABORT, 'boom'); END",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let before = (
+        count(&pool, "connections").await,
+        count(&pool, "accounts").await,
+        count(&pool, "transactions").await,
+        count(&pool, "holdings").await,
+        count(&pool, "balance_snapshots").await,
+    );
+    let mut failing = batch(
+        "Other Bank",
+        "222",
+        vec![transaction("C", "-3.00"), transaction("BOOM", "-4.00")],
+    );
+    failing
+        .institutions
+        .extend(batch("Bank", "111", vec![transaction("A", "-9.00")]).institutions);
+    failing.institutions.reverse();
+    assert!(store.apply_import(user_id, &failing, now()).await.is_err());
+    let after = (
+        count(&pool, "connections").await,
+        count(&pool, "accounts").await,
+        count(&pool, "transactions").await,
+        count(&pool, "holdings").await,
+        count(&pool, "balance_snapshots").await,
+    );
+    assert_eq!(before, after);
+    let amount: String = sqlx::query_scalar("SELECT amount FROM transactions")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(amount, "-1.00", "the update of A was rolled back too");
+    assert!(
+        store
+            .apply_import(Uuid::now_v7(), &batch("Bank", "1", Vec::new()), now())
+            .await
+            .is_err(),
+        "unknown user"
+    );
+}

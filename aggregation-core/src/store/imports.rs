@@ -1,0 +1,122 @@
+//! File imports as one store operation: everything a statement file holds (per institution:
+//! accounts with their transactions, holdings and balance snapshot) written in one database
+//! transaction, all or nothing.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), aggregation_core::store::StoreError> {
+//! use aggregation_core::store::{ImportBatch, ImportStore, SqliteStore, now};
+//! # let user_id = uuid::Uuid::now_v7(); // a registered user's id
+//! let store = SqliteStore::in_memory().await?;
+//! let counts = store
+//!     .apply_import(user_id, &ImportBatch::default(), now())
+//!     .await?;
+//! assert!(counts.connection_ids.is_empty());
+//! # Ok(()) }
+//! ```
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use uuid::Uuid;
+
+use super::StoreError;
+use super::records::{NewAccount, NewHolding, NewTransaction};
+
+/// The provider slug of the connections that file imports create.
+pub const FILE_IMPORT_PROVIDER: &str = "file_import";
+
+/// Everything one imported file holds, grouped by institution.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ImportBatch {
+    /// One entry per institution, in file order.
+    pub institutions: Vec<ImportInstitution>,
+}
+
+/// The accounts of one institution; they go into the user's `file_import` connection whose
+/// alias is the institution's name (found, or created on first import).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportInstitution {
+    /// The institution's name (OFX `FI/ORG`): the connection's alias.
+    pub alias: String,
+    /// The institution's accounts, each once.
+    pub accounts: Vec<ImportAccount>,
+}
+
+/// One account of an imported file with what the file says about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportAccount {
+    /// The account, upserted by `provider_account_id` within the connection.
+    pub account: NewAccount,
+    /// Whether the file gives the account's balance. When it does not, an existing account
+    /// keeps its stored balance and available balance (a new one starts at zero and none).
+    pub balance_reported: bool,
+    /// Transactions, upserted by `provider_transaction_id` (the FITID) within the account.
+    pub transactions: Vec<NewTransaction>,
+    /// Holdings, upserted by `provider_holding_id` within the account and marked active.
+    /// Holdings absent from the file are left as they are.
+    pub holdings: Vec<NewHolding>,
+    /// The balance snapshot to record (source `file_import`, the account's currency). Not
+    /// written again when the account already has a `file_import` snapshot captured at the
+    /// same instant with the same figures, so importing a file twice records it once.
+    pub snapshot: Option<ImportSnapshot>,
+}
+
+/// The balances of an imported account at one instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportSnapshot {
+    /// Balance.
+    pub balance: Decimal,
+    /// Available balance, if known.
+    pub available_balance: Option<Decimal>,
+    /// Market value of the holdings, if known.
+    pub holdings_value: Option<Decimal>,
+    /// Cash, if known.
+    pub cash_value: Option<Decimal>,
+    /// When the balance held (truncated to microseconds by the caller).
+    pub captured_at: DateTime<Utc>,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportCounts {
+    /// The connection of each institution of the batch, in batch order.
+    pub connection_ids: Vec<Uuid>,
+    /// Accounts inserted.
+    pub accounts_created: u64,
+    /// Existing accounts with at least one changed field.
+    pub accounts_updated: u64,
+    /// Existing accounts whose fields were all equal.
+    pub accounts_unchanged: u64,
+    /// Transactions inserted (a FITID not seen before in the account).
+    pub transactions_created: u64,
+    /// Existing transactions (same FITID) with at least one changed field.
+    pub transactions_updated: u64,
+    /// Existing transactions (same FITID) with every field equal: left as they were.
+    pub transactions_skipped: u64,
+    /// Holdings inserted.
+    pub holdings_created: u64,
+    /// Existing holdings with at least one changed field (reactivation included).
+    pub holdings_updated: u64,
+    /// Existing holdings whose fields were all equal.
+    pub holdings_unchanged: u64,
+    /// Balance snapshots written.
+    pub snapshots_created: u64,
+}
+
+/// File imports.
+#[async_trait]
+pub trait ImportStore: Send + Sync {
+    /// Applies a whole import for the user in one database transaction: per institution,
+    /// finds or creates the user's `file_import` connection with that alias (like
+    /// [`find_or_create_connection`](super::ConnectionStore::find_or_create_connection)), then
+    /// upserts each account, its transactions and holdings (the rules of
+    /// [`upsert_accounts`](super::AccountStore::upsert_accounts) and friends) and records its
+    /// snapshot. Any failure rolls everything back, leaving the store as it was.
+    /// [`StoreError::Other`] when the user does not exist.
+    async fn apply_import(
+        &self,
+        user_id: Uuid,
+        batch: &ImportBatch,
+        now: DateTime<Utc>,
+    ) -> Result<ImportCounts, StoreError>;
+}

@@ -1,0 +1,707 @@
+//! Conformance: `POST /api/v1/imports` with OFX/QFX files, read back through the record
+//! endpoints.
+
+use aggregation_tests::{Setup, TestApp, TestResponse, conformance, test_config};
+use bytes::Bytes;
+use http::{Method, Request, header};
+use http_body_util::Full;
+use serde_json::Value;
+
+conformance!(
+    bank_qfx_import_reads_back,
+    credit_card_ofx2_import,
+    brokerage_positions_become_holdings,
+    reimport_of_the_same_file_skips_everything,
+    changed_amount_for_a_known_fitid_updates,
+    csv_is_415,
+    empty_file_is_400,
+    doctype_is_400,
+    malformed_file_is_400_with_the_line,
+    signon_error_and_no_statement_are_400,
+    no_token_is_401,
+    another_users_import_makes_a_separate_connection,
+    missing_file_part_is_422,
+    non_multipart_body_is_422,
+);
+
+fn small_uploads() -> Setup {
+    Setup {
+        config: test_config().with_max_upload_bytes(1024),
+        ..Setup::default()
+    }
+}
+
+mod limited {
+    use super::*;
+
+    conformance!(setup = small_uploads; oversize_file_is_413);
+}
+
+const BOUNDARY: &str = "----aggregation-test-boundary-7d3f";
+
+const BANK_QFX: &str = "OFXHEADER:100\r
+DATA:OFXSGML\r
+VERSION:102\r
+SECURITY:NONE\r
+ENCODING:USASCII\r
+CHARSET:1252\r
+COMPRESSION:NONE\r
+OLDFILEUID:NONE\r
+NEWFILEUID:NONE\r
+\r
+<OFX>
+<SIGNONMSGSRSV1>
+<SONRS>
+<STATUS>
+<CODE>0
+<SEVERITY>INFO
+</STATUS>
+<DTSERVER>20240131120000[-5:EST]
+<LANGUAGE>ENG
+<FI>
+<ORG>First Bank
+<FID>1234
+</FI>
+<INTU.BID>1234
+</SONRS>
+</SIGNONMSGSRSV1>
+<BANKMSGSRSV1>
+<STMTTRNRS>
+<TRNUID>1
+<STATUS>
+<CODE>0
+<SEVERITY>INFO
+</STATUS>
+<STMTRS>
+<CURDEF>USD
+<BANKACCTFROM>
+<BANKID>021000021
+<ACCTID>123456789
+<ACCTTYPE>CHECKING
+</BANKACCTFROM>
+<BANKTRANLIST>
+<DTSTART>20240101
+<DTEND>20240131
+<STMTTRN>
+<TRNTYPE>DEBIT
+<DTPOSTED>20240105120000[-5:EST]
+<TRNAMT>-42.50
+<FITID>20240105-1
+<NAME>Grocery Store
+<MEMO>Card 1234
+</STMTTRN>
+<STMTTRN>
+<TRNTYPE>DIRECTDEP
+<DTPOSTED>20240115
+<TRNAMT>2000.00
+<FITID>20240115-1
+<NAME>ACME PAYROLL
+</STMTTRN>
+<STMTTRN>
+<TRNTYPE>SRVCHG
+<DTPOSTED>20240131
+<TRNAMT>-5.00
+<FITID>20240131-1
+<NAME>Monthly fee
+</STMTTRN>
+</BANKTRANLIST>
+<LEDGERBAL>
+<BALAMT>1952.50
+<DTASOF>20240131
+</LEDGERBAL>
+<AVAILBAL>
+<BALAMT>1900.00
+<DTASOF>20240131
+</AVAILBAL>
+</STMTRS>
+</STMTTRNRS>
+</BANKMSGSRSV1>
+</OFX>
+";
+
+const CREDIT_CARD_OFX2: &str = r#"<?xml version="1.0" encoding="UTF-8" standalone="no"?>
+<?OFX OFXHEADER="200" VERSION="220" SECURITY="NONE" OLDFILEUID="NONE" NEWFILEUID="NONE"?>
+<OFX>
+<SIGNONMSGSRSV1><SONRS><STATUS><CODE>0</CODE><SEVERITY>INFO</SEVERITY></STATUS>
+<DTSERVER>20240229</DTSERVER><LANGUAGE>ENG</LANGUAGE>
+<FI><ORG>Card Co</ORG><FID>555</FID></FI></SONRS></SIGNONMSGSRSV1>
+<CREDITCARDMSGSRSV1>
+<CCSTMTTRNRS>
+<TRNUID>1</TRNUID>
+<STATUS><CODE>0</CODE><SEVERITY>INFO</SEVERITY></STATUS>
+<CCSTMTRS>
+<CURDEF>USD</CURDEF>
+<CCACCTFROM><ACCTID>4111111111111111</ACCTID></CCACCTFROM>
+<BANKTRANLIST>
+<DTSTART>20240201</DTSTART><DTEND>20240229</DTEND>
+<STMTTRN><TRNTYPE>DEBIT</TRNTYPE><DTPOSTED>20240203</DTPOSTED><TRNAMT>-19.99</TRNAMT>
+<FITID>CC1</FITID><NAME>Restaurant &amp; Bar</NAME></STMTTRN>
+<STMTTRN><TRNTYPE>PAYMENT</TRNTYPE><DTPOSTED>20240220</DTPOSTED><TRNAMT>500</TRNAMT>
+<FITID>CC2</FITID><NAME>Thank you</NAME></STMTTRN>
+</BANKTRANLIST>
+<LEDGERBAL><BALAMT>-250.10</BALAMT><DTASOF>20240229</DTASOF></LEDGERBAL>
+</CCSTMTRS>
+</CCSTMTTRNRS>
+</CREDITCARDMSGSRSV1>
+</OFX>
+"#;
+
+const BROKERAGE_OFX: &str = r#"<?xml version="1.0" encoding="UTF-8" standalone="no"?>
+<?OFX OFXHEADER="200" VERSION="220" SECURITY="NONE" OLDFILEUID="NONE" NEWFILEUID="NONE"?>
+<OFX>
+<SIGNONMSGSRSV1><SONRS><STATUS><CODE>0</CODE><SEVERITY>INFO</SEVERITY></STATUS>
+<DTSERVER>20240131</DTSERVER><LANGUAGE>ENG</LANGUAGE>
+<FI><ORG>Broker Inc</ORG><FID>7777</FID></FI></SONRS></SIGNONMSGSRSV1>
+<INVSTMTMSGSRSV1>
+<INVSTMTTRNRS>
+<TRNUID>1</TRNUID>
+<STATUS><CODE>0</CODE><SEVERITY>INFO</SEVERITY></STATUS>
+<INVSTMTRS>
+<DTASOF>20240131160000.000[-5:EST]</DTASOF>
+<CURDEF>USD</CURDEF>
+<INVACCTFROM><BROKERID>broker.com</BROKERID><ACCTID>X-98765</ACCTID></INVACCTFROM>
+<INVTRANLIST>
+<DTSTART>20240101</DTSTART><DTEND>20240131</DTEND>
+<BUYSTOCK>
+  <INVBUY>
+    <INVTRAN><FITID>B1</FITID><DTTRADE>20240102</DTTRADE><DTSETTLE>20240104</DTSETTLE><MEMO>Buy ACME</MEMO></INVTRAN>
+    <SECID><UNIQUEID>000000001</UNIQUEID><UNIQUEIDTYPE>CUSIP</UNIQUEIDTYPE></SECID>
+    <UNITS>10</UNITS><UNITPRICE>12.5</UNITPRICE><COMMISSION>4.95</COMMISSION><TOTAL>-129.95</TOTAL>
+    <SUBACCTSEC>CASH</SUBACCTSEC><SUBACCTFUND>CASH</SUBACCTFUND>
+  </INVBUY>
+  <BUYTYPE>BUY</BUYTYPE>
+</BUYSTOCK>
+<INCOME>
+  <INVTRAN><FITID>I1</FITID><DTTRADE>20240115</DTTRADE></INVTRAN>
+  <SECID><UNIQUEID>000000001</UNIQUEID><UNIQUEIDTYPE>CUSIP</UNIQUEIDTYPE></SECID>
+  <INCOMETYPE>DIV</INCOMETYPE><TOTAL>1.25</TOTAL>
+  <SUBACCTSEC>CASH</SUBACCTSEC><SUBACCTFUND>CASH</SUBACCTFUND>
+</INCOME>
+<INVBANKTRAN>
+  <STMTTRN><TRNTYPE>CREDIT</TRNTYPE><DTPOSTED>20240120</DTPOSTED><TRNAMT>500.00</TRNAMT>
+  <FITID>C1</FITID><NAME>Deposit</NAME></STMTTRN>
+  <SUBACCTFUND>CASH</SUBACCTFUND>
+</INVBANKTRAN>
+</INVTRANLIST>
+<INVPOSLIST>
+<POSSTOCK><INVPOS>
+  <SECID><UNIQUEID>000000001</UNIQUEID><UNIQUEIDTYPE>CUSIP</UNIQUEIDTYPE></SECID>
+  <HELDINACCT>CASH</HELDINACCT><POSTYPE>LONG</POSTYPE><UNITS>10</UNITS><UNITPRICE>13.10</UNITPRICE>
+  <MKTVAL>131.00</MKTVAL><DTPRICEASOF>20240131</DTPRICEASOF>
+</INVPOS></POSSTOCK>
+<POSMF><INVPOS>
+  <SECID><UNIQUEID>000000002</UNIQUEID><UNIQUEIDTYPE>CUSIP</UNIQUEIDTYPE></SECID>
+  <HELDINACCT>CASH</HELDINACCT><POSTYPE>LONG</POSTYPE><UNITS>3.204</UNITS><UNITPRICE>31.90</UNITPRICE>
+  <MKTVAL>102.21</MKTVAL><DTPRICEASOF>20240131</DTPRICEASOF>
+</INVPOS></POSMF>
+<POSDEBT><INVPOS>
+  <SECID><UNIQUEID>912828ZZ1</UNIQUEID><UNIQUEIDTYPE>CUSIP</UNIQUEIDTYPE></SECID>
+  <HELDINACCT>CASH</HELDINACCT><POSTYPE>LONG</POSTYPE><UNITS>1000</UNITS><UNITPRICE>99.5</UNITPRICE>
+  <MKTVAL>995.00</MKTVAL><DTPRICEASOF>20240131</DTPRICEASOF>
+</INVPOS></POSDEBT>
+</INVPOSLIST>
+<INVBAL><AVAILCASH>1000.00</AVAILCASH><MARGINBALANCE>0</MARGINBALANCE><SHORTBALANCE>0</SHORTBALANCE>
+<BUYPOWER>2000</BUYPOWER></INVBAL>
+</INVSTMTRS>
+</INVSTMTTRNRS>
+</INVSTMTMSGSRSV1>
+<SECLISTMSGSRSV1><SECLIST>
+<STOCKINFO><SECINFO><SECID><UNIQUEID>000000001</UNIQUEID><UNIQUEIDTYPE>CUSIP</UNIQUEIDTYPE></SECID>
+<SECNAME>Acme Corp</SECNAME><TICKER>ACME</TICKER></SECINFO></STOCKINFO>
+<MFINFO><SECINFO><SECID><UNIQUEID>000000002</UNIQUEID><UNIQUEIDTYPE>CUSIP</UNIQUEIDTYPE></SECID>
+<SECNAME>Big Fund</SECNAME><TICKER>BIGFX</TICKER></SECINFO></MFINFO>
+<DEBTINFO><SECINFO><SECID><UNIQUEID>912828ZZ1</UNIQUEID><UNIQUEIDTYPE>CUSIP</UNIQUEIDTYPE></SECID>
+<SECNAME>Treasury 2030</SECNAME></SECINFO><PARVALUE>1000</PARVALUE></DEBTINFO>
+</SECLIST></SECLISTMSGSRSV1>
+</OFX>
+"#;
+
+/// A multipart body with one part per `(name, file name, content)`.
+fn multipart(parts: &[(&str, Option<&str>, &[u8])]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (name, file_name, content) in parts {
+        body.extend_from_slice(format!("--{BOUNDARY}\r\n").as_bytes());
+        match file_name {
+            Some(file_name) => body.extend_from_slice(
+                format!(
+                    "Content-Disposition: form-data; name=\"{name}\"; filename=\"{file_name}\"\r\n\
+                     Content-Type: application/octet-stream\r\n\r\n"
+                )
+                .as_bytes(),
+            ),
+            None => body.extend_from_slice(
+                format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n").as_bytes(),
+            ),
+        }
+        body.extend_from_slice(content);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
+    body
+}
+
+async fn post_imports(
+    app: &TestApp,
+    content_type: &str,
+    body: Vec<u8>,
+    bearer: Option<&str>,
+) -> TestResponse {
+    let mut builder = Request::builder()
+        .method(Method::POST)
+        .uri("/api/v1/imports")
+        .header(header::CONTENT_TYPE, content_type);
+    if let Some(token) = bearer {
+        builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    app.send(builder.body(Full::new(Bytes::from(body))).expect("request"))
+        .await
+}
+
+/// Uploads `content` as the `file` part named `file_name`.
+async fn upload(app: &TestApp, file_name: &str, content: &str, bearer: &str) -> TestResponse {
+    post_imports(
+        app,
+        &format!("multipart/form-data; boundary={BOUNDARY}"),
+        multipart(&[("file", Some(file_name), content.as_bytes())]),
+        Some(bearer),
+    )
+    .await
+}
+
+async fn access(app: &TestApp, email: &str) -> String {
+    app.user(email).await.1
+}
+
+fn counts(body: &Value) -> [u64; 7] {
+    [
+        "accounts_created",
+        "accounts_updated",
+        "transactions_created",
+        "transactions_updated",
+        "transactions_skipped",
+        "holdings_created",
+        "holdings_updated",
+    ]
+    .map(|key| {
+        body[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{key} in {body}"))
+    })
+}
+
+async fn only_account(app: &TestApp, token: &str) -> Value {
+    let list = app.get("/api/v1/accounts", Some(token)).await.expect(200);
+    assert_eq!(list["total_count"], 1, "{list}");
+    list["accounts"][0].clone()
+}
+
+async fn transactions(app: &TestApp, token: &str, account_id: &str) -> Value {
+    app.get(
+        &format!("/api/v1/accounts/{account_id}/transactions"),
+        Some(token),
+    )
+    .await
+    .expect(200)
+}
+
+async fn bank_qfx_import_reads_back(app: TestApp) {
+    let token = access(&app, "bank@example.com").await;
+    let body = upload(&app, "statement.qfx", BANK_QFX, &token)
+        .await
+        .expect(201);
+    assert_eq!(counts(&body), [1, 0, 3, 0, 0, 0, 0], "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("First Bank"))
+    );
+    let connection_id = body["connection_id"].as_str().expect("connection id");
+
+    let account = only_account(&app, &token).await;
+    assert_eq!(account["connection_id"], connection_id);
+    assert_eq!(account["provider_account_id"], "123456789");
+    assert_eq!(account["account_number_masked"], "****6789");
+    assert_eq!(account["name"], "First Bank Checking ****6789");
+    assert_eq!(account["account_type"], "checking");
+    assert_eq!(account["currency"], "USD");
+    assert_eq!(account["balance_amount"], "1952.50");
+    assert_eq!(account["available_balance_amount"], "1900.00");
+    assert_eq!(account["is_active"], true);
+    let account_id = account["id"].as_str().expect("id");
+
+    let listed = transactions(&app, &token, account_id).await;
+    assert_eq!(listed["total_count"], 3);
+    let rows = listed["transactions"].as_array().expect("rows");
+    // Newest first.
+    assert_eq!(rows[0]["provider_transaction_id"], "20240131-1");
+    assert_eq!(rows[0]["transaction_type"], "fee");
+    assert_eq!(rows[0]["subtype"], "SRVCHG");
+    assert_eq!(rows[1]["transaction_type"], "transfer");
+    assert_eq!(rows[1]["amount"], "2000.00");
+    assert_eq!(rows[2]["description"], "Grocery Store - Card 1234");
+    assert_eq!(rows[2]["amount"], "-42.50");
+    assert_eq!(rows[2]["status"], "settled");
+    assert_eq!(rows[2]["transaction_date"], "2024-01-05");
+    assert_eq!(rows[2]["transaction_type"], "other");
+
+    let by_connection = app
+        .get(
+            &format!("/api/v1/providers/{connection_id}/accounts"),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(by_connection["accounts"][0]["id"], account_id);
+
+    let snapshots = app
+        .get(
+            &format!("/api/v1/accounts/{account_id}/balance-snapshots"),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(snapshots["total_count"], 1, "{snapshots}");
+    assert_eq!(snapshots["snapshots"][0]["source"], "file_import");
+    assert_eq!(snapshots["snapshots"][0]["balance"], "1952.50");
+    assert_eq!(snapshots["snapshots"][0]["available_balance"], "1900.00");
+    assert_eq!(
+        snapshots["snapshots"][0]["captured_at"],
+        "2024-01-31T00:00:00Z"
+    );
+}
+
+async fn credit_card_ofx2_import(app: TestApp) {
+    let token = access(&app, "card@example.com").await;
+    let body = upload(&app, "CARD.OFX", CREDIT_CARD_OFX2, &token)
+        .await
+        .expect(201);
+    assert_eq!(counts(&body), [1, 0, 2, 0, 0, 0, 0], "{body}");
+    let account = only_account(&app, &token).await;
+    assert_eq!(account["account_type"], "credit_card");
+    assert_eq!(account["name"], "Card Co Credit Card ****1111");
+    assert_eq!(account["account_number_masked"], "****1111");
+    assert_eq!(account["balance_amount"], "-250.10");
+    assert_eq!(account["available_balance_amount"], Value::Null);
+    let listed = transactions(&app, &token, account["id"].as_str().expect("id")).await;
+    let rows = listed["transactions"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1]["description"], "Restaurant & Bar");
+    assert_eq!(rows[1]["amount"], "-19.99");
+    assert_eq!(rows[0]["subtype"], "PAYMENT");
+}
+
+async fn brokerage_positions_become_holdings(app: TestApp) {
+    let token = access(&app, "broker@example.com").await;
+    let body = upload(&app, "brokerage.qfx", BROKERAGE_OFX, &token)
+        .await
+        .expect(201);
+    assert_eq!(counts(&body), [1, 0, 3, 0, 0, 3, 0], "{body}");
+    let account = only_account(&app, &token).await;
+    assert_eq!(account["account_type"], "brokerage");
+    assert_eq!(account["name"], "Broker Inc Brokerage ****8765");
+    // AVAILCASH 1000.00 + 131.00 + 102.21 + 995.00.
+    assert_eq!(account["balance_amount"], "2228.21");
+    assert_eq!(account["available_balance_amount"], "1000.00");
+
+    let holdings = app.get("/api/v1/holdings", Some(&token)).await.expect(200);
+    assert_eq!(holdings["total_count"], 3, "{holdings}");
+    let rows = holdings["holdings"].as_array().expect("rows");
+    let find = |symbol: &str| {
+        rows.iter()
+            .find(|row| row["symbol"] == symbol)
+            .unwrap_or_else(|| panic!("{symbol} in {holdings}"))
+    };
+    let acme = find("ACME");
+    assert_eq!(acme["provider_holding_id"], "000000001");
+    assert_eq!(acme["asset_type"], "equity");
+    assert_eq!(acme["security_name"], "Acme Corp");
+    assert_eq!(acme["quantity"], "10");
+    assert_eq!(acme["current_price"], "13.10");
+    assert_eq!(acme["market_value"], "131.00");
+    assert_eq!(find("BIGFX")["asset_type"], "mutual_fund");
+    // No ticker: the CUSIP is the symbol.
+    assert_eq!(find("912828ZZ1")["asset_type"], "fixed_income");
+
+    let listed = transactions(&app, &token, account["id"].as_str().expect("id")).await;
+    let rows = listed["transactions"].as_array().expect("rows");
+    let buy = rows
+        .iter()
+        .find(|row| row["provider_transaction_id"] == "B1")
+        .expect("buy");
+    assert_eq!(buy["transaction_type"], "trade");
+    assert_eq!(buy["subtype"], "BUY");
+    assert_eq!(buy["symbol"], "ACME");
+    assert_eq!(buy["security_name"], "Acme Corp");
+    assert_eq!(buy["quantity"], "10");
+    assert_eq!(buy["unit_price"], "12.5");
+    assert_eq!(buy["commission"], "4.95");
+    assert_eq!(buy["amount"], "-129.95");
+    assert_eq!(buy["transaction_date"], "2024-01-02");
+    assert_eq!(buy["settlement_date"], "2024-01-04");
+    let income = rows
+        .iter()
+        .find(|row| row["provider_transaction_id"] == "I1")
+        .expect("income");
+    assert_eq!(income["transaction_type"], "income");
+    assert_eq!(income["subtype"], "DIV");
+
+    let snapshots = app
+        .get("/api/v1/balance-snapshots", Some(&token))
+        .await
+        .expect(200);
+    let snapshot = &snapshots["snapshots"][0];
+    assert_eq!(snapshot["source"], "file_import");
+    assert_eq!(snapshot["holdings_value"], "1228.21");
+    assert_eq!(snapshot["cash_value"], "1000.00");
+}
+
+async fn reimport_of_the_same_file_skips_everything(app: TestApp) {
+    let token = access(&app, "again@example.com").await;
+    let first = upload(&app, "statement.qfx", BANK_QFX, &token)
+        .await
+        .expect(201);
+    let before = only_account(&app, &token).await;
+    let second = upload(&app, "statement.qfx", BANK_QFX, &token)
+        .await
+        .expect(201);
+    assert_eq!(counts(&second), [0, 0, 0, 0, 3, 0, 0], "{second}");
+    assert_eq!(second["connection_id"], first["connection_id"]);
+    let after = only_account(&app, &token).await;
+    for field in ["id", "balance_amount", "name", "created_at", "updated_at"] {
+        assert_eq!(before[field], after[field], "{field}");
+    }
+    let listed = transactions(&app, &token, after["id"].as_str().expect("id")).await;
+    assert_eq!(listed["total_count"], 3);
+    let snapshots = app
+        .get(
+            &format!(
+                "/api/v1/accounts/{}/balance-snapshots",
+                after["id"].as_str().expect("id")
+            ),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(
+        snapshots["total_count"], 1,
+        "the same snapshot is not recorded twice"
+    );
+
+    let brokerage = upload(&app, "brokerage.qfx", BROKERAGE_OFX, &token)
+        .await
+        .expect(201);
+    assert_ne!(brokerage["connection_id"], first["connection_id"]);
+    let again = upload(&app, "brokerage.qfx", BROKERAGE_OFX, &token)
+        .await
+        .expect(201);
+    assert_eq!(counts(&again), [0, 0, 0, 0, 3, 0, 0], "{again}");
+}
+
+async fn changed_amount_for_a_known_fitid_updates(app: TestApp) {
+    let token = access(&app, "changed@example.com").await;
+    upload(&app, "statement.qfx", BANK_QFX, &token)
+        .await
+        .expect(201);
+    let changed = BANK_QFX
+        .replace("<TRNAMT>-42.50", "<TRNAMT>-45.00")
+        .replace("<BALAMT>1952.50", "<BALAMT>1950.00");
+    let body = upload(&app, "statement.qfx", &changed, &token)
+        .await
+        .expect(201);
+    assert_eq!(counts(&body), [0, 1, 0, 1, 2, 0, 0], "{body}");
+    let account = only_account(&app, &token).await;
+    assert_eq!(account["balance_amount"], "1950.00");
+    let listed = transactions(&app, &token, account["id"].as_str().expect("id")).await;
+    assert_eq!(listed["total_count"], 3, "updated, not duplicated");
+    let grocery = listed["transactions"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|row| row["provider_transaction_id"] == "20240105-1")
+        .expect("grocery")
+        .clone();
+    assert_eq!(grocery["amount"], "-45.00");
+}
+
+async fn csv_is_415(app: TestApp) {
+    let token = access(&app, "csv@example.com").await;
+    let response = upload(&app, "statement.csv", "date,amount\n2024-01-01,1\n", &token).await;
+    let body = response.expect_problem(415, "unsupported_media_type");
+    assert_eq!(body["title"], "Unsupported Media Type");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains(".qfx, .ofx")),
+        "{body}"
+    );
+}
+
+async fn empty_file_is_400(app: TestApp) {
+    let token = access(&app, "empty@example.com").await;
+    let body = upload(&app, "statement.qfx", "", &token)
+        .await
+        .expect_problem(400, "command_validation_failed");
+    assert!(body["detail"].as_str().is_some_and(|d| d.contains("empty")));
+    upload(&app, "statement.ofx", " \r\n\t", &token)
+        .await
+        .expect_problem(400, "command_validation_failed");
+}
+
+async fn oversize_file_is_413(app: TestApp) {
+    let token = access(&app, "big@example.com").await;
+    upload(&app, "statement.qfx", &BANK_QFX.repeat(3), &token)
+        .await
+        .expect_problem(413, "payload_too_large");
+    assert_eq!(
+        app.get("/api/v1/accounts", Some(&token)).await.expect(200)["total_count"],
+        0
+    );
+}
+
+async fn doctype_is_400(app: TestApp) {
+    let token = access(&app, "doctype@example.com").await;
+    let file = CREDIT_CARD_OFX2.replace(
+        "<OFX>\n<SIGNONMSGSRSV1>",
+        "<!DOCTYPE OFX [<!ENTITY xxe SYSTEM \"file:///etc/passwd\">]>\n<OFX>\n<SIGNONMSGSRSV1>",
+    );
+    let body = upload(&app, "statement.ofx", &file, &token)
+        .await
+        .expect_problem(400, "command_validation_failed");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("line 3") && d.contains("not accepted")),
+        "{body}"
+    );
+}
+
+async fn malformed_file_is_400_with_the_line(app: TestApp) {
+    let token = access(&app, "malformed@example.com").await;
+    let file = BANK_QFX.replace("<TRNAMT>-42.50", "<TRNAMT>$42.50");
+    let line = file
+        .lines()
+        .position(|line| line.contains("$42.50"))
+        .expect("line")
+        + 1;
+    let body = upload(&app, "statement.qfx", &file, &token)
+        .await
+        .expect_problem(400, "command_validation_failed");
+    let detail = body["detail"].as_str().expect("detail");
+    assert!(detail.contains(&format!("line {line}")), "{detail}");
+    assert!(detail.contains("TRNAMT"), "{detail}");
+    upload(&app, "statement.qfx", "just some text", &token)
+        .await
+        .expect_problem(400, "command_validation_failed");
+    assert_eq!(
+        app.get("/api/v1/accounts", Some(&token)).await.expect(200)["total_count"],
+        0
+    );
+}
+
+async fn signon_error_and_no_statement_are_400(app: TestApp) {
+    let token = access(&app, "signon@example.com").await;
+    let start = BANK_QFX.find("<BANKMSGSRSV1>").expect("bank messages");
+    let end = BANK_QFX.find("</OFX>").expect("end");
+    let signon_only = format!("{}{}", &BANK_QFX[..start], &BANK_QFX[end..]);
+    let refused =
+        signon_only.replacen("<CODE>0\n<SEVERITY>INFO", "<CODE>15500\n<SEVERITY>ERROR", 1);
+    let body = upload(&app, "statement.qfx", &refused, &token)
+        .await
+        .expect_problem(400, "command_validation_failed");
+    assert!(
+        body["detail"].as_str().is_some_and(|d| d.contains("15500")),
+        "{body}"
+    );
+    let body = upload(&app, "statement.qfx", &signon_only, &token)
+        .await
+        .expect_problem(400, "command_validation_failed");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("no statement")),
+        "{body}"
+    );
+}
+
+async fn no_token_is_401(app: TestApp) {
+    let response = post_imports(
+        &app,
+        &format!("multipart/form-data; boundary={BOUNDARY}"),
+        multipart(&[("file", Some("statement.qfx"), BANK_QFX.as_bytes())]),
+        None,
+    )
+    .await;
+    response.expect_problem(401, "unauthorized");
+    assert_eq!(response.header("www-authenticate"), Some("Bearer"));
+    post_imports(
+        &app,
+        &format!("multipart/form-data; boundary={BOUNDARY}"),
+        multipart(&[("file", Some("statement.qfx"), BANK_QFX.as_bytes())]),
+        Some("not-a-token"),
+    )
+    .await
+    .expect_problem(401, "unauthorized");
+}
+
+async fn another_users_import_makes_a_separate_connection(app: TestApp) {
+    let alice = access(&app, "alice@example.com").await;
+    let bob = access(&app, "bob@example.com").await;
+    let first = upload(&app, "statement.qfx", BANK_QFX, &alice)
+        .await
+        .expect(201);
+    let second = upload(&app, "statement.qfx", BANK_QFX, &bob)
+        .await
+        .expect(201);
+    assert_eq!(counts(&second), [1, 0, 3, 0, 0, 0, 0], "{second}");
+    assert_ne!(first["connection_id"], second["connection_id"]);
+    let alice_account = only_account(&app, &alice).await;
+    let bob_account = only_account(&app, &bob).await;
+    assert_ne!(alice_account["id"], bob_account["id"]);
+    assert_eq!(alice_account["connection_id"], first["connection_id"]);
+    app.get(
+        &format!(
+            "/api/v1/accounts/{}",
+            alice_account["id"].as_str().expect("id")
+        ),
+        Some(&bob),
+    )
+    .await
+    .expect_problem(404, "not_found");
+}
+
+async fn missing_file_part_is_422(app: TestApp) {
+    let token = access(&app, "nofile@example.com").await;
+    let body = post_imports(
+        &app,
+        &format!("multipart/form-data; boundary={BOUNDARY}"),
+        multipart(&[
+            ("note", None, b"hello"),
+            ("document", Some("statement.qfx"), BANK_QFX.as_bytes()),
+        ]),
+        Some(&token),
+    )
+    .await
+    .expect_problem(422, "validation_failed");
+    assert_eq!(body["errors"][0]["field"], "file");
+}
+
+async fn non_multipart_body_is_422(app: TestApp) {
+    let token = access(&app, "json@example.com").await;
+    let body = post_imports(
+        &app,
+        "application/json",
+        br#"{"file": "statement.qfx"}"#.to_vec(),
+        Some(&token),
+    )
+    .await
+    .expect_problem(422, "validation_failed");
+    assert_eq!(body["errors"][0]["field"], "header.content-type");
+    post_imports(
+        &app,
+        "text/plain",
+        BANK_QFX.as_bytes().to_vec(),
+        Some(&token),
+    )
+    .await
+    .expect_problem(422, "validation_failed");
+}
