@@ -2,7 +2,7 @@
 //!
 //! The service reports every event to one [`EventSink`]: the rate limiter's
 //! `RateLimitCheck*` events, the account events (registration, login, logout, refresh,
-//! reuse detection, password reset, session revocation) and token rotations. The default sink writes them to
+//! reuse detection, password reset, session revocation), token rotations and imports. The default sink writes them to
 //! `tracing`; implement the trait to send them elsewhere. Events never carry secrets.
 //!
 //! ```
@@ -95,6 +95,23 @@ pub enum DomainEvent {
         new_version: i64,
         /// The administrator who asked for it.
         initiated_by: Uuid,
+    },
+    /// A statement file was imported.
+    StatementImported {
+        /// The importing user.
+        user_id: Uuid,
+        /// The `file_import` connection written to (the first, for multi-institution files).
+        connection_id: Option<Uuid>,
+        /// `qfx` or `ofx`.
+        format: &'static str,
+        /// Accounts created.
+        accounts_created: u64,
+        /// Transactions created.
+        transactions_created: u64,
+        /// Transactions changed in place.
+        transactions_updated: u64,
+        /// Transactions already present, unchanged.
+        transactions_skipped: u64,
     },
     /// A rate-limit check event (`RateLimitCheckAttempted`, `…Allowed`, `…Denied`), carrying
     /// its own `event` name. Kept last: serde needs untagged variants at the end.

@@ -1,6 +1,7 @@
 //! Conformance: `POST /api/v1/imports` with OFX/QFX files, read back through the record
 //! endpoints.
 
+use aggregation_core::events::DomainEvent;
 use aggregation_tests::{Setup, TestApp, TestResponse, conformance, test_config};
 use bytes::Bytes;
 use http::{Method, Request, header};
@@ -466,6 +467,21 @@ async fn reimport_of_the_same_file_skips_everything(app: TestApp) {
         .expect(201);
     assert_eq!(counts(&second), [0, 0, 0, 0, 3, 0, 0], "{second}");
     assert_eq!(second["connection_id"], first["connection_id"]);
+    let imports: Vec<(u64, u64)> = app
+        .events
+        .events()
+        .into_iter()
+        .filter_map(|event| match event {
+            DomainEvent::StatementImported {
+                format: "qfx",
+                transactions_created,
+                transactions_skipped,
+                ..
+            } => Some((transactions_created, transactions_skipped)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(imports, [(3, 0), (0, 3)]);
     let after = only_account(&app, &token).await;
     for field in ["id", "balance_amount", "name", "created_at", "updated_at"] {
         assert_eq!(before[field], after[field], "{field}");

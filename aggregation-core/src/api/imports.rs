@@ -278,6 +278,17 @@ pub(crate) async fn import(state: &State, ctx: &RequestContext, body: RequestBod
     let at = now();
     let batch = import_batch(&document, at).map_err(|refusal| refused(&refusal))?;
     let counts = state.store.apply_import(claims.sub, &batch, at).await?;
+    state
+        .events
+        .emit(&crate::events::DomainEvent::StatementImported {
+            user_id: claims.sub,
+            connection_id: counts.connection_ids.first().copied(),
+            format: upload.format.code(),
+            accounts_created: counts.accounts_created,
+            transactions_created: counts.transactions_created,
+            transactions_updated: counts.transactions_updated,
+            transactions_skipped: counts.transactions_skipped,
+        });
     let institutions = batch
         .institutions
         .iter()
