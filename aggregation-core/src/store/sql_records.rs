@@ -257,6 +257,27 @@ macro_rules! impl_records_store {
                 counts.ids.push(id);
             }
 
+            /// Adds newly inserted transactions to the account's stored count (same transaction
+            /// as the inserts, so the count never drifts).
+            async fn add_to_transaction_count(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                account_id: Uuid,
+                created: u64,
+            ) -> Result<(), StoreError> {
+                if created == 0 {
+                    return Ok(());
+                }
+                sqlx::query(
+                    "UPDATE accounts SET transaction_count = transaction_count + $2 WHERE id = $1",
+                )
+                .bind(account_id)
+                .bind(i64::try_from(created).unwrap_or(i64::MAX))
+                .execute(&mut **tx)
+                .await
+                .map_err(store_error)?;
+                Ok(())
+            }
+
             /// The user's connection with this slug and alias that is not disconnected, created
             /// (active, no credentials) when there is none.
             async fn find_or_create_connection_in(
@@ -773,6 +794,7 @@ macro_rules! impl_records_store {
                         let done = upsert_transaction_in(&mut tx, account_id, item, now).await?;
                         tally(&mut counts, done);
                     }
+                    add_to_transaction_count(&mut tx, account_id, counts.created).await?;
                     tx.commit().await.map_err(store_error)?;
                     Ok(counts)
                 }
@@ -819,7 +841,15 @@ macro_rules! impl_records_store {
                             } else {
                                 ("", "LIMIT $3 OFFSET $4")
                             };
-                            let count_sql = format!("SELECT COUNT(*) {scope}{filter}");
+                            // Without a filter the count is the one kept on the account.
+                            let count_sql = if transaction_type.is_some() {
+                                format!("SELECT COUNT(*) {scope}{filter}")
+                            } else {
+                                format!(
+                                    "SELECT a.transaction_count FROM {USER_ACCOUNTS} \
+                                     WHERE a.id = $2"
+                                )
+                            };
                             let list_sql = format!(
                                 "SELECT {TRANSACTION_COLUMNS} {scope}{filter} \
                                  ORDER BY t.transaction_date DESC, t.id DESC {paging}"
@@ -836,7 +866,12 @@ macro_rules! impl_records_store {
                                 counter = counter.bind(transaction_type.as_str());
                                 lister = lister.bind(transaction_type.as_str());
                             }
-                            let total = counter.fetch_one(&self.pool).await.map_err(store_error)?;
+                            // No row: not the user's account, so nothing to count.
+                            let total = counter
+                                .fetch_optional(&self.pool)
+                                .await
+                                .map_err(store_error)?
+                                .unwrap_or(0);
                             let rows = lister
                                 .bind(i64::from(limit))
                                 .bind(i64::try_from(offset).unwrap_or(i64::MAX))
@@ -1153,13 +1188,16 @@ macro_rules! impl_records_store {
                     Upserted::Updated => counts.accounts_updated += 1,
                     Upserted::Unchanged => counts.accounts_unchanged += 1,
                 }
+                let mut created = 0;
                 for transaction in &item.transactions {
                     match upsert_transaction_in(tx, account_id, transaction, now).await?.1 {
-                        Upserted::Created => counts.transactions_created += 1,
+                        Upserted::Created => created += 1,
                         Upserted::Updated => counts.transactions_updated += 1,
                         Upserted::Unchanged => counts.transactions_skipped += 1,
                     }
                 }
+                add_to_transaction_count(tx, account_id, created).await?;
+                counts.transactions_created += created;
                 for holding in &item.holdings {
                     match upsert_holding_in(tx, account_id, holding, now).await?.1 {
                         Upserted::Created => counts.holdings_created += 1,

@@ -13,6 +13,7 @@ const MIGRATIONS: &[Migration] = migrations!("sqlite":
     1 => "0001_auth",
     2 => "0002_records",
     3 => "0003_admin",
+    4 => "0004_transaction_counts",
 );
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS aggregation_migrations (\
      version INTEGER PRIMARY KEY NOT NULL, description TEXT NOT NULL, applied_at TEXT NOT NULL)";
