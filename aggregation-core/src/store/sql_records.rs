@@ -475,11 +475,155 @@ macro_rules! impl_records_store {
                     .await
                     .map_err(store_error)?;
                 let existing = transaction_from_row(&row).map_err(store_error)?;
-                let same = existing.transaction_type == item.transaction_type
+                if transaction_matches(&existing, item) {
+                    return Ok((existing.id, Upserted::Unchanged));
+                }
+                update_transaction(tx, existing.id, item, now).await?;
+                Ok((existing.id, Upserted::Updated))
+            }
+
+            /// Rows per multi-row statement: 17 parameters a row stays far below SQLite's
+            /// 32,766 and PostgreSQL's 65,535 bound parameters.
+            const TRANSACTION_CHUNK: usize = 1_000;
+
+            /// Upserts a batch of the account's transactions with one multi-row insert per
+            /// chunk and one look-up of the rows that already existed, instead of a round trip
+            /// per row. Same outcomes, in input order, as [`upsert_transaction_in`] row by row.
+            async fn upsert_transactions_in(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                account_id: Uuid,
+                items: &[NewTransaction],
+                now: DateTime<Utc>,
+            ) -> Result<Vec<(Uuid, Upserted)>, StoreError> {
+                let mut outcomes = Vec::with_capacity(items.len());
+                for chunk in items.chunks(TRANSACTION_CHUNK) {
+                    let mut seen = std::collections::HashSet::with_capacity(chunk.len());
+                    let repeats = !chunk
+                        .iter()
+                        .all(|item| seen.insert(item.provider_transaction_id.as_str()));
+                    if repeats {
+                        // A provider id twice in one chunk: row by row keeps "later wins".
+                        for item in chunk {
+                            outcomes.push(upsert_transaction_in(tx, account_id, item, now).await?);
+                        }
+                        continue;
+                    }
+                    outcomes.extend(insert_transaction_chunk(tx, account_id, chunk, now).await?);
+                }
+                Ok(outcomes)
+            }
+
+            async fn insert_transaction_chunk(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                account_id: Uuid,
+                chunk: &[NewTransaction],
+                now: DateTime<Utc>,
+            ) -> Result<Vec<(Uuid, Upserted)>, StoreError> {
+                const COLUMNS: usize = 17;
+                let mut sql = String::from(
+                    "INSERT INTO transactions (id, account_id, provider_transaction_id, \
+                     transaction_type, subtype, status, amount, currency, description, \
+                     symbol, security_name, quantity, unit_price, commission, \
+                     transaction_date, settlement_date, created_at, updated_at) VALUES ",
+                );
+                for row in 0..chunk.len() {
+                    let base = row * COLUMNS;
+                    if row > 0 {
+                        sql.push_str(", ");
+                    }
+                    sql.push('(');
+                    for column in 1..=COLUMNS {
+                        sql.push_str(&format!("${}, ", base + column));
+                    }
+                    // updated_at repeats created_at.
+                    sql.push_str(&format!("${})", base + COLUMNS));
+                }
+                sql.push_str(
+                    " ON CONFLICT (account_id, provider_transaction_id) DO NOTHING \
+                     RETURNING provider_transaction_id",
+                );
+                let ids: Vec<Uuid> = chunk.iter().map(|_| Uuid::now_v7()).collect();
+                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+                for (item, id) in chunk.iter().zip(&ids) {
+                    query = query
+                        .bind(*id)
+                        .bind(account_id)
+                        .bind(item.provider_transaction_id.as_str())
+                        .bind(item.transaction_type.as_str())
+                        .bind(item.subtype.as_deref())
+                        .bind(item.status.as_str())
+                        .bind(text(item.amount))
+                        .bind(currency(&item.currency))
+                        .bind(item.description.as_deref())
+                        .bind(item.symbol.as_deref())
+                        .bind(item.security_name.as_deref())
+                        .bind(optional_text(item.quantity))
+                        .bind(optional_text(item.unit_price))
+                        .bind(optional_text(item.commission))
+                        .bind(item.transaction_date)
+                        .bind(item.settlement_date)
+                        .bind(now);
+                }
+                let inserted_rows = query.fetch_all(&mut **tx).await.map_err(store_error)?;
+                let mut inserted = std::collections::HashSet::with_capacity(inserted_rows.len());
+                for row in &inserted_rows {
+                    let provider_id: String =
+                        row.try_get("provider_transaction_id").map_err(store_error)?;
+                    inserted.insert(provider_id);
+                }
+                let existing_ids: Vec<&str> = chunk
+                    .iter()
+                    .map(|item| item.provider_transaction_id.as_str())
+                    .filter(|provider_id| !inserted.contains(*provider_id))
+                    .collect();
+                let mut existing = std::collections::HashMap::with_capacity(existing_ids.len());
+                if !existing_ids.is_empty() {
+                    let placeholders = (0..existing_ids.len())
+                        .map(|index| format!("${}", index + 2))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let sql = format!(
+                        "SELECT {TRANSACTION_COLUMNS} FROM transactions t \
+                         WHERE t.account_id = $1 AND t.provider_transaction_id IN ({placeholders})"
+                    );
+                    let mut lookup = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(account_id);
+                    for provider_id in &existing_ids {
+                        lookup = lookup.bind(*provider_id);
+                    }
+                    for row in lookup.fetch_all(&mut **tx).await.map_err(store_error)? {
+                        let record = transaction_from_row(&row).map_err(store_error)?;
+                        existing.insert(record.provider_transaction_id.clone(), record);
+                    }
+                }
+                let mut outcomes = Vec::with_capacity(chunk.len());
+                for (item, id) in chunk.iter().zip(ids) {
+                    if inserted.contains(&item.provider_transaction_id) {
+                        outcomes.push((id, Upserted::Created));
+                        continue;
+                    }
+                    let Some(stored) = existing.get(&item.provider_transaction_id) else {
+                        // Neither inserted nor found: another writer removed it meanwhile;
+                        // the row-by-row path settles it.
+                        outcomes.push(upsert_transaction_in(tx, account_id, item, now).await?);
+                        continue;
+                    };
+                    if transaction_matches(stored, item) {
+                        outcomes.push((stored.id, Upserted::Unchanged));
+                    } else {
+                        update_transaction(tx, stored.id, item, now).await?;
+                        outcomes.push((stored.id, Upserted::Updated));
+                    }
+                }
+                Ok(outcomes)
+            }
+
+            /// Whether a stored transaction already holds every field of `item`.
+            fn transaction_matches(existing: &TransactionRecord, item: &NewTransaction) -> bool {
+                existing.transaction_type == item.transaction_type
                     && existing.subtype == item.subtype
                     && existing.status == item.status
                     && existing.amount == item.amount
-                    && existing.currency == currency
+                    && existing.currency == currency(&item.currency)
                     && existing.description == item.description
                     && existing.symbol == item.symbol
                     && existing.security_name == item.security_name
@@ -487,38 +631,41 @@ macro_rules! impl_records_store {
                     && existing.unit_price == item.unit_price
                     && existing.commission == item.commission
                     && existing.transaction_date == item.transaction_date
-                    && existing.settlement_date == item.settlement_date;
-                let outcome = if same {
-                    Upserted::Unchanged
-                } else {
-                    sqlx::query(
-                        "UPDATE transactions SET transaction_type = $2, subtype = $3, \
-                         status = $4, amount = $5, currency = $6, description = $7, \
-                         symbol = $8, security_name = $9, quantity = $10, \
-                         unit_price = $11, commission = $12, transaction_date = $13, \
-                         settlement_date = $14, updated_at = $15 WHERE id = $1",
-                    )
-                    .bind(existing.id)
-                    .bind(item.transaction_type.as_str())
-                    .bind(item.subtype.as_deref())
-                    .bind(item.status.as_str())
-                    .bind(text(item.amount))
-                    .bind(&currency)
-                    .bind(item.description.as_deref())
-                    .bind(item.symbol.as_deref())
-                    .bind(item.security_name.as_deref())
-                    .bind(optional_text(item.quantity))
-                    .bind(optional_text(item.unit_price))
-                    .bind(optional_text(item.commission))
-                    .bind(item.transaction_date)
-                    .bind(item.settlement_date)
-                    .bind(now)
-                    .execute(&mut **tx)
-                    .await
-                    .map_err(store_error)?;
-                    Upserted::Updated
-                };
-                Ok((existing.id, outcome))
+                    && existing.settlement_date == item.settlement_date
+            }
+
+            async fn update_transaction(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                id: Uuid,
+                item: &NewTransaction,
+                now: DateTime<Utc>,
+            ) -> Result<(), StoreError> {
+                sqlx::query(
+                    "UPDATE transactions SET transaction_type = $2, subtype = $3, \
+                     status = $4, amount = $5, currency = $6, description = $7, \
+                     symbol = $8, security_name = $9, quantity = $10, \
+                     unit_price = $11, commission = $12, transaction_date = $13, \
+                     settlement_date = $14, updated_at = $15 WHERE id = $1",
+                )
+                .bind(id)
+                .bind(item.transaction_type.as_str())
+                .bind(item.subtype.as_deref())
+                .bind(item.status.as_str())
+                .bind(text(item.amount))
+                .bind(currency(&item.currency))
+                .bind(item.description.as_deref())
+                .bind(item.symbol.as_deref())
+                .bind(item.security_name.as_deref())
+                .bind(optional_text(item.quantity))
+                .bind(optional_text(item.unit_price))
+                .bind(optional_text(item.commission))
+                .bind(item.transaction_date)
+                .bind(item.settlement_date)
+                .bind(now)
+                .execute(&mut **tx)
+                .await
+                .map_err(store_error)?;
+                Ok(())
             }
 
             async fn upsert_holding_in(
@@ -790,8 +937,7 @@ macro_rules! impl_records_store {
                 ) -> Result<UpsertCounts, StoreError> {
                     let mut tx = self.pool.begin_with($begin_write).await.map_err(store_error)?;
                     let mut counts = UpsertCounts::default();
-                    for item in transactions {
-                        let done = upsert_transaction_in(&mut tx, account_id, item, now).await?;
+                    for done in upsert_transactions_in(&mut tx, account_id, transactions, now).await? {
                         tally(&mut counts, done);
                     }
                     add_to_transaction_count(&mut tx, account_id, counts.created).await?;
@@ -1189,8 +1335,10 @@ macro_rules! impl_records_store {
                     Upserted::Unchanged => counts.accounts_unchanged += 1,
                 }
                 let mut created = 0;
-                for transaction in &item.transactions {
-                    match upsert_transaction_in(tx, account_id, transaction, now).await?.1 {
+                for (_, outcome) in
+                    upsert_transactions_in(tx, account_id, &item.transactions, now).await?
+                {
+                    match outcome {
                         Upserted::Created => created += 1,
                         Upserted::Updated => counts.transactions_updated += 1,
                         Upserted::Unchanged => counts.transactions_skipped += 1,
