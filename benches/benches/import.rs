@@ -12,13 +12,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use aggregation_benches::{access_token, config, service_on};
+use aggregation_benches::{BenchDatabase, access_token, config, service_on};
 use aggregation_core::AggregationService;
 use aggregation_core::import::{
     Balance, OfxDocument, Signon, Statement, StatementAccount, StatementKind, StatementTransaction,
     TransactionKind, parse_ofx, write_ofx1, write_ofx2,
 };
-use aggregation_core::store::{PostgresStore, SqliteStore, Store};
+use aggregation_core::store::{SqliteStore, Store};
 use bytes::Bytes;
 use chrono::{DateTime, TimeDelta, Utc};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
@@ -211,62 +211,6 @@ fn bench_import(
     group.finish();
 }
 
-/// A PostgreSQL database created for the run, dropped by [`PgDatabase::drop_database`].
-struct PgDatabase {
-    admin_url: String,
-    name: String,
-}
-
-impl PgDatabase {
-    async fn create(admin_url: &str) -> (Self, PostgresStore) {
-        let name = format!("agg_bench_{}", uuid::Uuid::new_v4().simple());
-        let admin = sqlx::PgPool::connect(admin_url)
-            .await
-            .expect("AGG_BENCH_DATABASE_URL reachable");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&admin)
-            .await
-            .expect("create bench database");
-        admin.close().await;
-        let store = PostgresStore::connect(&database_url(admin_url, &name))
-            .await
-            .expect("connect bench database");
-        store.migrate().await.expect("migrate bench database");
-        (
-            Self {
-                admin_url: admin_url.to_owned(),
-                name,
-            },
-            store,
-        )
-    }
-
-    async fn drop_database(self) {
-        if let Ok(admin) = sqlx::PgPool::connect(&self.admin_url).await {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            )))
-            .execute(&admin)
-            .await;
-            admin.close().await;
-        }
-    }
-}
-
-/// Replaces the database name of a PostgreSQL URL.
-fn database_url(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, format!("?{query}")),
-        None => (url, String::new()),
-    };
-    let authority_start = base.find("://").map_or(0, |index| index + 3);
-    let host_end = base[authority_start..]
-        .find('/')
-        .map_or(base.len(), |index| authority_start + index);
-    format!("{}/{database}{query}", &base[..host_end])
-}
-
 fn end_to_end(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -289,7 +233,7 @@ fn end_to_end(c: &mut Criterion) {
 
     match std::env::var("AGG_BENCH_DATABASE_URL") {
         Ok(admin_url) if !admin_url.trim().is_empty() => {
-            let (database, store) = runtime.block_on(PgDatabase::create(&admin_url));
+            let (database, store) = runtime.block_on(BenchDatabase::create(&admin_url));
             bench_import(c, &runtime, "postgres", store, &file);
             runtime.block_on(database.drop_database());
         }

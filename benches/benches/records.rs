@@ -6,11 +6,11 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use aggregation_benches::{PASSWORD, call, json_request, verified_user};
+use aggregation_benches::{BenchDatabase, PASSWORD, call, json_request, verified_user};
 use aggregation_core::mail::MemoryMailer;
 use aggregation_core::rate_limit::PolicyTable;
 use aggregation_core::store::{
-    AccountType, NewAccount, NewTransaction, PostgresStore, SqliteStore, Store, TransactionStatus,
+    AccountType, NewAccount, NewTransaction, SqliteStore, Store, TransactionStatus,
     TransactionType, now,
 };
 use aggregation_core::{AggregationService, Config};
@@ -200,38 +200,12 @@ fn records(c: &mut Criterion) {
         eprintln!("skipping PostgreSQL: AGG_BENCH_DATABASE_URL is not set");
         return;
     };
-    let database = format!("agg_bench_{}", uuid::Uuid::new_v4().simple());
-    let (base, query) = admin_url
-        .split_once('?')
-        .map_or((admin_url.as_str(), ""), |(b, q)| (b, q));
-    let root = base.rsplit_once('/').map_or(base, |(root, _)| root);
-    let url = if query.is_empty() {
-        format!("{root}/{database}")
-    } else {
-        format!("{root}/{database}?{query}")
-    };
-    let postgres = runtime.block_on(async {
-        let admin = sqlx::PgPool::connect(&admin_url)
-            .await
-            .expect("admin connection");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
-            .execute(&admin)
-            .await
-            .expect("create database");
-        let store = PostgresStore::connect(&url).await.expect("postgres");
-        store.migrate().await.expect("migrate");
-        seed(Arc::new(store)).await
+    let (database, postgres) = runtime.block_on(async {
+        let (database, store) = BenchDatabase::create(&admin_url).await;
+        (database, seed(Arc::new(store)).await)
     });
     bench_backend(c, "postgres", &runtime, &postgres);
-    runtime.block_on(async {
-        if let Ok(admin) = sqlx::PgPool::connect(&admin_url).await {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
-            )))
-            .execute(&admin)
-            .await;
-        }
-    });
+    runtime.block_on(database.drop_database());
 }
 
 criterion_group!(benches, records);

@@ -3,7 +3,7 @@
 
 use aggregation_core::mail::MemoryMailer;
 use aggregation_core::rate_limit::PolicyTable;
-use aggregation_core::store::{SqliteStore, Store};
+use aggregation_core::store::{PostgresStore, SqliteStore, Store};
 use aggregation_core::{AggregationService, Config};
 use bytes::Bytes;
 use http::{Method, Request, Response, header};
@@ -123,4 +123,62 @@ pub async fn verified_user(service: &AggregationService, mailer: &MemoryMailer, 
     )
     .await;
     assert_eq!(status, 201, "verification");
+}
+
+/// A PostgreSQL database created for the run, dropped by [`BenchDatabase::drop_database`].
+pub struct BenchDatabase {
+    admin_url: String,
+    name: String,
+}
+
+impl BenchDatabase {
+    /// Creates and migrates a fresh database next to the one `admin_url` names.
+    pub async fn create(admin_url: &str) -> (Self, PostgresStore) {
+        let name = format!("agg_bench_{}", uuid::Uuid::new_v4().simple());
+        let admin = sqlx::PgPool::connect(admin_url)
+            .await
+            .expect("AGG_BENCH_DATABASE_URL reachable");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&admin)
+            .await
+            .expect("create bench database");
+        admin.close().await;
+        let store = PostgresStore::connect(&database_url(admin_url, &name))
+            .await
+            .expect("connect bench database");
+        store.migrate().await.expect("migrate bench database");
+        (
+            Self {
+                admin_url: admin_url.to_owned(),
+                name,
+            },
+            store,
+        )
+    }
+
+    /// Drops the database (forcing out remaining connections).
+    pub async fn drop_database(self) {
+        if let Ok(admin) = sqlx::PgPool::connect(&self.admin_url).await {
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            )))
+            .execute(&admin)
+            .await;
+            admin.close().await;
+        }
+    }
+}
+
+/// Replaces the database name of a PostgreSQL URL.
+fn database_url(url: &str, database: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (url, String::new()),
+    };
+    let authority_start = base.find("://").map_or(0, |index| index + 3);
+    let host_end = base[authority_start..]
+        .find('/')
+        .map_or(base.len(), |index| authority_start + index);
+    format!("{}/{database}{query}", &base[..host_end])
 }
