@@ -45,7 +45,8 @@ fn statement_document(count: usize) -> OfxDocument {
                 fit_id: format!("FIT{i:010}"),
                 kind: TransactionKind::Bank(trn_type.to_owned()),
                 trn_type: Some(trn_type.to_owned()),
-                posted: start + TimeDelta::minutes(i64::try_from(i).unwrap_or_default() * 5),
+                posted: (start + TimeDelta::minutes(i64::try_from(i).unwrap_or_default() * 5))
+                    .fixed_offset(),
                 user_date: None,
                 settled: None,
                 amount: Decimal::new(if credit { cents } else { -cents }, 2),

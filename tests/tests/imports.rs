@@ -23,6 +23,7 @@ conformance!(
     another_users_import_makes_a_separate_connection,
     missing_file_part_is_422,
     non_multipart_body_is_422,
+    evening_postings_keep_the_files_calendar_date,
 );
 
 fn small_uploads() -> Setup {
@@ -720,4 +721,28 @@ async fn non_multipart_body_is_422(app: TestApp) {
     )
     .await
     .expect_problem(422, "validation_failed");
+}
+
+async fn evening_postings_keep_the_files_calendar_date(app: TestApp) {
+    let token = access(&app, "evening@example.com").await;
+    // 20:00 in New York on January 5th is already January 6th in UTC.
+    let file = BANK_QFX.replacen(
+        "<DTPOSTED>20240105120000[-5:EST]",
+        "<DTPOSTED>20240105200000[-5:EST]",
+        1,
+    );
+    assert_ne!(file, BANK_QFX, "the fixture has the posting this case moves");
+    upload(&app, "statement.qfx", &file, &token)
+        .await
+        .expect(201);
+    let account = only_account(&app, &token).await;
+    let listed = transactions(&app, &token, account["id"].as_str().expect("id")).await;
+    let dates: Vec<&str> = listed["transactions"]
+        .as_array()
+        .expect("transactions")
+        .iter()
+        .filter_map(|line| line["transaction_date"].as_str())
+        .collect();
+    assert!(dates.contains(&"2024-01-05"), "{dates:?}");
+    assert!(!dates.contains(&"2024-01-06"), "{dates:?}");
 }

@@ -15,7 +15,8 @@
 //!   Several statements for one account are merged: transactions are united by FITID (the
 //!   later statement wins), positions of the later statement replace earlier ones, and the
 //!   balance of the last statement that has one is kept.
-//! - **Transaction**: FITID is the key; status settled; date = posted date (UTC), settlement
+//! - **Transaction**: FITID is the key; status settled; date = the posted date as the file
+//!   wrote it (in its own offset), settlement
 //!   date = `DTSETTLE`/`DTAVAIL`; description = `NAME`, plus ` - MEMO` when both differ, else
 //!   `MEMO`, else the security name. Bank `TRNTYPE`: `INT`, `DIV` → income; `FEE`, `SRVCHG`
 //!   → fee; `XFER`, `DEP`, `DIRECTDEP`, `ATM`, `CASH` → transfer; the rest (`DEBIT`, `CREDIT`,

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, FixedOffset, Utc};
 use rust_decimal::Decimal;
 
 use super::model::{
@@ -16,7 +16,7 @@ use super::model::{
 };
 use super::sgml::{RawError, Sink};
 use super::tags::Tag;
-use super::values::{parse_amount, parse_code, parse_date};
+use super::values::{parse_amount, parse_code, parse_date, parse_zoned_date};
 
 /// Why the file gave no statement, when it gave none.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,9 +51,9 @@ struct TxnBuilder {
     kind: TransactionKind,
     fit_id: Option<String>,
     trn_type: Option<String>,
-    posted: Option<DateTime<Utc>>,
+    posted: Option<DateTime<FixedOffset>>,
     user_date: Option<DateTime<Utc>>,
-    settled: Option<DateTime<Utc>>,
+    settled: Option<DateTime<FixedOffset>>,
     amount: Option<Decimal>,
     name: Option<String>,
     payee_name: Option<String>,
@@ -254,6 +254,15 @@ fn amount(tag: Tag, value: &str, pos: usize) -> Result<Option<Decimal>, RawError
 
 fn date(tag: Tag, value: &str, pos: usize) -> Result<Option<DateTime<Utc>>, RawError> {
     parse_date(value)
+        .map_err(|why| RawError::malformed(pos, format!("{why} in <{}>: {value:?}", tag.name())))
+}
+
+fn zoned_date(
+    tag: Tag,
+    value: &str,
+    pos: usize,
+) -> Result<Option<DateTime<FixedOffset>>, RawError> {
+    parse_zoned_date(value)
         .map_err(|why| RawError::malformed(pos, format!("{why} in <{}>: {value:?}", tag.name())))
 }
 
@@ -520,13 +529,13 @@ impl Builder {
             Tag::StmtTrn => match tag {
                 Tag::TrnType => txn.trn_type = text(value),
                 Tag::DtPosted => {
-                    txn.posted = date(tag, value, pos)?;
+                    txn.posted = zoned_date(tag, value, pos)?;
                     if txn.posted.is_none() {
                         return Err(RawError::malformed(pos, "<DTPOSTED> is empty"));
                     }
                 }
                 Tag::DtUser => txn.user_date = date(tag, value, pos)?,
-                Tag::DtAvail => txn.settled = date(tag, value, pos)?,
+                Tag::DtAvail => txn.settled = zoned_date(tag, value, pos)?,
                 Tag::TrnAmt => txn.amount = amount(tag, value, pos)?,
                 Tag::FitId => txn.fit_id = text(value),
                 Tag::CheckNum => txn.check_number = text(value),
@@ -545,12 +554,12 @@ impl Builder {
             Tag::InvTran => match tag {
                 Tag::FitId => txn.fit_id = text(value),
                 Tag::DtTrade => {
-                    txn.posted = date(tag, value, pos)?;
+                    txn.posted = zoned_date(tag, value, pos)?;
                     if txn.posted.is_none() {
                         return Err(RawError::malformed(pos, "<DTTRADE> is empty"));
                     }
                 }
-                Tag::DtSettle => txn.settled = date(tag, value, pos)?,
+                Tag::DtSettle => txn.settled = zoned_date(tag, value, pos)?,
                 Tag::Memo => txn.memo = text(value),
                 _ => {}
             },

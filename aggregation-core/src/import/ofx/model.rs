@@ -1,6 +1,6 @@
 //! Output types of the OFX parser.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, FixedOffset, Utc};
 use rust_decimal::Decimal;
 
 /// Everything the parser took from one OFX/QFX file.
@@ -123,12 +123,13 @@ pub struct StatementTransaction {
     /// The raw type detail: `TRNTYPE` for bank lines, `BUYTYPE`/`SELLTYPE`/`OPTBUYTYPE`/
     /// `OPTSELLTYPE` for trades, `TFERACTION` for transfers.
     pub trn_type: Option<String>,
-    /// `DTPOSTED` (bank lines) or `DTTRADE` (investment transactions).
-    pub posted: DateTime<Utc>,
+    /// `DTPOSTED` (bank lines) or `DTTRADE` (investment transactions), in the file's own
+    /// offset: `posted.date_naive()` is the calendar date the file wrote.
+    pub posted: DateTime<FixedOffset>,
     /// `DTUSER` of a bank line.
     pub user_date: Option<DateTime<Utc>>,
-    /// `DTSETTLE` of an investment transaction, `DTAVAIL` of a bank line.
-    pub settled: Option<DateTime<Utc>>,
+    /// `DTSETTLE` of an investment transaction, `DTAVAIL` of a bank line, in the file's offset.
+    pub settled: Option<DateTime<FixedOffset>>,
     /// Negative = money out. `TRNAMT` of bank lines, `TOTAL` of investment transactions (zero
     /// when an investment transaction that needs none, such as `TRANSFER`, has no `TOTAL`).
     pub amount: rust_decimal::Decimal,

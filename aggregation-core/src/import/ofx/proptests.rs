@@ -82,7 +82,7 @@ fn empty_txn(kind: TransactionKind, fit_id: String, posted: DateTime<Utc>) -> St
         fit_id,
         kind,
         trn_type: None,
-        posted,
+        posted: posted.fixed_offset(),
         user_date: None,
         settled: None,
         amount: Decimal::ZERO,
@@ -137,7 +137,7 @@ fn bank_txn() -> impl Strategy<Value = StatementTransaction> {
                 StatementTransaction {
                     trn_type: Some(trntype.clone()),
                     user_date: user,
-                    settled: avail,
+                    settled: avail.map(|date| date.fixed_offset()),
                     amount,
                     name,
                     memo,
@@ -197,7 +197,7 @@ fn investment_txn(pool: Vec<Security>) -> impl Strategy<Value = StatementTransac
                 let security = security.and_then(|i| pool.get(i));
                 StatementTransaction {
                     trn_type,
-                    settled,
+                    settled: settled.map(|date| date.fixed_offset()),
                     amount,
                     memo,
                     symbol: security.map(Security::symbol),

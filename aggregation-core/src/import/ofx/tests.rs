@@ -151,7 +151,7 @@ fn expected_bank() -> OfxDocument {
         fit_id: String::new(),
         kind: TransactionKind::Bank(String::new()),
         trn_type: None,
-        posted: day(2000, 1, 1),
+        posted: day(2000, 1, 1).fixed_offset(),
         user_date: None,
         settled: None,
         amount: Decimal::ZERO,
@@ -190,7 +190,7 @@ fn expected_bank() -> OfxDocument {
                     fit_id: "2024010501".into(),
                     kind: TransactionKind::Bank("DEBIT".into()),
                     trn_type: Some("DEBIT".into()),
-                    posted: dt(2024, 1, 5, 17, 0, 0),
+                    posted: dt(2024, 1, 5, 17, 0, 0).fixed_offset(),
                     user_date: Some(day(2024, 1, 4)),
                     amount: dec("-42.50"),
                     name: Some("Coffee Shop".into()),
@@ -201,7 +201,7 @@ fn expected_bank() -> OfxDocument {
                     fit_id: "2024011001".into(),
                     kind: TransactionKind::Bank("CHECK".into()),
                     trn_type: Some("CHECK".into()),
-                    posted: day(2024, 1, 10),
+                    posted: day(2024, 1, 10).fixed_offset(),
                     amount: dec("-100"),
                     name: Some("Landlord LLC".into()),
                     check_number: Some("1001".into()),
@@ -211,8 +211,8 @@ fn expected_bank() -> OfxDocument {
                     fit_id: "2024011501".into(),
                     kind: TransactionKind::Bank("CREDIT".into()),
                     trn_type: Some("CREDIT".into()),
-                    posted: day(2024, 1, 15),
-                    settled: Some(day(2024, 1, 16)),
+                    posted: day(2024, 1, 15).fixed_offset(),
+                    settled: Some(day(2024, 1, 16).fixed_offset()),
                     amount: dec("1500"),
                     name: Some("Payroll".into()),
                     currency: Some("EUR".into()),
@@ -484,7 +484,7 @@ fn investment_statement() {
     assert_eq!(t[0].kind, TransactionKind::Buy);
     assert_eq!(t[0].trn_type.as_deref(), Some("BUY"));
     assert_eq!(t[0].posted, day(2024, 1, 2));
-    assert_eq!(t[0].settled, Some(day(2024, 1, 4)));
+    assert_eq!(t[0].settled, Some(day(2024, 1, 4).fixed_offset()));
     assert_eq!(t[0].memo.as_deref(), Some("Buy ACME"));
     assert_eq!(t[0].symbol.as_deref(), Some("ACME"));
     assert_eq!(t[0].security_name.as_deref(), Some("Acme Corp"));
@@ -879,6 +879,16 @@ fn every_date_form() {
     assert_eq!(posted("15/01/2024"), day(2024, 1, 15));
     assert_eq!(posted("   20240115"), day(2024, 1, 15));
 
+    // The calendar date is the one the file wrote, whatever it is in UTC.
+    let evening = posted("20240105200000[-5:EST]");
+    assert_eq!(evening, dt(2024, 1, 6, 1, 0, 0));
+    assert_eq!(evening.date_naive().to_string(), "2024-01-05");
+    let early = posted("20240105003000[+1:CET]");
+    assert_eq!(early, dt(2024, 1, 4, 23, 30, 0));
+    assert_eq!(early.date_naive().to_string(), "2024-01-05");
+    let half_hour = posted("20240105233000[+5.30:IST]");
+    assert_eq!(half_hour.date_naive().to_string(), "2024-01-05");
+
     // Optional dates: all zeros and empty are absent.
     let t = first_txn(&one_txn(
         "<TRNTYPE>DEBIT\n<DTPOSTED>20240101\n<DTUSER>00000000\n<DTAVAIL>\n<TRNAMT>-1\n<FITID>1",
@@ -1180,4 +1190,25 @@ fn proprietary_aggregates_are_skipped() {
         dec("-1"),
         "empty INTU.* leaf does not swallow siblings"
     );
+}
+
+#[test]
+fn written_files_keep_each_transaction_date_in_its_own_offset() {
+    let text = one_txn(
+        "<TRNTYPE>DEBIT\n<DTPOSTED>20240105200000[-5:EST]\n<DTAVAIL>20240106003000[+1:CET]\n\
+         <TRNAMT>-1\n<FITID>1",
+    );
+    let document = parse_ofx(text.as_bytes()).expect("parses");
+    for written in [write_ofx1(&document), write_ofx2(&document)] {
+        let again = parse_ofx(written.as_bytes()).expect("written file parses");
+        let line = &again.statements[0].transactions[0];
+        assert_eq!(line.posted.date_naive().to_string(), "2024-01-05");
+        assert_eq!(
+            line.settled
+                .map(|date| date.date_naive().to_string())
+                .as_deref(),
+            Some("2024-01-06")
+        );
+        assert_eq!(again.statements, document.statements);
+    }
 }

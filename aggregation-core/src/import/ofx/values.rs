@@ -3,7 +3,9 @@
 //! Both readers work on an already trimmed, entity-decoded element value and return a short
 //! reason on failure; the caller adds the element name and the line.
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, Utc};
+use chrono::{
+    DateTime, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, TimeZone as _, Utc,
+};
 use rust_decimal::Decimal;
 
 /// Reads an amount.
@@ -73,6 +75,12 @@ pub(crate) fn parse_amount(raw: &str) -> Result<Decimal, &'static str> {
 ///
 /// The result is the instant in UTC: `20240115120000[-5:EST]` is 17:00 UTC.
 pub(crate) fn parse_date(raw: &str) -> Result<Option<DateTime<Utc>>, &'static str> {
+    parse_zoned_date(raw).map(|date| date.map(|date| date.to_utc()))
+}
+
+/// [`parse_date`], keeping the file's own offset, so that the calendar date is the one the
+/// file wrote: `20240105200000[-5:EST]` is January 5th there, though January 6th in UTC.
+pub(crate) fn parse_zoned_date(raw: &str) -> Result<Option<DateTime<FixedOffset>>, &'static str> {
     let s = raw.trim();
     if s.is_empty() {
         return Ok(None);
@@ -80,8 +88,10 @@ pub(crate) fn parse_date(raw: &str) -> Result<Option<DateTime<Utc>>, &'static st
     let bytes = s.as_bytes();
     let digits_len = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
     match bytes.get(digits_len) {
-        Some(b'/') => return parse_slashed(s).map(Some),
-        Some(b'-') if digits_len == 4 => return parse_iso(s).map(Some),
+        Some(b'/') => return parse_slashed(s).map(|date| Some(date.fixed_offset())),
+        Some(b'-') if digits_len == 4 => {
+            return parse_iso(s).map(|date| Some(date.fixed_offset()));
+        }
         _ => {}
     }
     let digits = bytes.get(..digits_len).unwrap_or_default();
@@ -113,11 +123,13 @@ pub(crate) fn parse_date(raw: &str) -> Result<Option<DateTime<Utc>>, &'static st
     let time =
         NaiveTime::from_hms_nano_opt(hour, minute, second, nanos).ok_or("time is out of range")?;
     let offset_minutes = parse_zone(rest)?;
+    let offset =
+        FixedOffset::east_opt(offset_minutes * 60).ok_or("date has a zone offset out of range")?;
     let local = NaiveDateTime::new(date, time);
     let utc = local
         .checked_sub_signed(TimeDelta::minutes(i64::from(offset_minutes)))
         .ok_or("date is out of range")?;
-    Ok(Some(utc.and_utc()))
+    Ok(Some(offset.from_utc_datetime(&utc)))
 }
 
 /// Nanoseconds from fraction digits (only the first nine count).

@@ -10,7 +10,7 @@
 
 use std::fmt::Write as _;
 
-use chrono::{DateTime, Datelike, Timelike, Utc};
+use chrono::{DateTime, Datelike, Offset as _, TimeZone, Timelike};
 use quick_xml::escape::partial_escape;
 use rust_decimal::Decimal;
 
@@ -116,7 +116,8 @@ impl Writer {
         }
     }
 
-    fn date(&mut self, tag: &str, value: &DateTime<Utc>) {
+    /// Writes a date in its own offset, so a zoned date reads back with the same calendar day.
+    fn date<Tz: TimeZone>(&mut self, tag: &str, value: &DateTime<Tz>) {
         self.out.push('<');
         self.out.push_str(tag);
         self.out.push('>');
@@ -136,11 +137,22 @@ impl Writer {
         } else if nanos != 0 {
             let _ = write!(self.out, ".{nanos:09}");
         }
-        self.out.push_str("[0:GMT]");
+        let minutes = value.offset().fix().local_minus_utc() / 60;
+        if minutes == 0 {
+            self.out.push_str("[0:GMT]");
+        } else {
+            let sign = if minutes < 0 { '-' } else { '+' };
+            let (hours, rest) = (minutes.abs() / 60, minutes.abs() % 60);
+            if rest == 0 {
+                let _ = write!(self.out, "[{sign}{hours}]");
+            } else {
+                let _ = write!(self.out, "[{sign}{hours}.{rest:02}]");
+            }
+        }
         self.end_leaf(tag);
     }
 
-    fn opt_date(&mut self, tag: &str, value: Option<&DateTime<Utc>>) {
+    fn opt_date<Tz: TimeZone>(&mut self, tag: &str, value: Option<&DateTime<Tz>>) {
         if let Some(value) = value {
             self.date(tag, value);
         }
