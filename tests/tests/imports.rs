@@ -731,7 +731,10 @@ async fn evening_postings_keep_the_files_calendar_date(app: TestApp) {
         "<DTPOSTED>20240105200000[-5:EST]",
         1,
     );
-    assert_ne!(file, BANK_QFX, "the fixture has the posting this case moves");
+    assert_ne!(
+        file, BANK_QFX,
+        "the fixture has the posting this case moves"
+    );
     upload(&app, "statement.qfx", &file, &token)
         .await
         .expect(201);
