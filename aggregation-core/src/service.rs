@@ -256,13 +256,18 @@ impl State {
             .collect();
         let peer = parts.extensions.get::<PeerAddr>().map(|peer| peer.0.ip());
         let client_ip = client_ip::client_ip(peer, &forwarded, self.config.trusted_proxies());
-        let ctx = RequestContext {
+        let mut ctx = RequestContext {
             client_ip,
             method: parts.method,
             path: parts.uri.path().to_owned(),
             query: parts.uri.query().map(str::to_owned),
             headers: parts.headers,
+            claims: None,
         };
+        // Verified once: the rate limiter's USER scope and the handlers both use it.
+        ctx.claims = ctx
+            .bearer_token()
+            .and_then(|token| self.auth.verify_access_token(token));
         let (result, decision) = self.dispatch(&ctx, body).await;
         let mut response = match result {
             Ok(response) => response,
@@ -329,10 +334,7 @@ impl State {
         let identity = RequestIdentity {
             client_ip: ctx.client_ip,
             // Only a token whose signature verifies may name the user.
-            user_id: ctx
-                .bearer_token()
-                .and_then(|token| self.auth.verify_access_token(token))
-                .map(|claims| claims.sub.to_string()),
+            user_id: ctx.claims.as_ref().map(|claims| claims.sub.to_string()),
             provider_or_account_id: Some(matched.param("id"))
                 .filter(|id| !id.is_empty())
                 .map(str::to_owned),

@@ -121,7 +121,7 @@ fn filter(query: &mut QueryParams) -> AccountFilter {
 
 /// `GET /api/v1/accounts`
 pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let mut query = QueryParams::parse(ctx.query.as_deref());
     let filter = filter(&mut query);
     query.finish()?;
@@ -131,7 +131,7 @@ pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
 
 /// `GET /api/v1/accounts/{id}`
 pub(crate) async fn get(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let account = owned_account(state, claims.sub, id).await?;
     json(StatusCode::OK, &account_json(&account))
 }
@@ -142,7 +142,7 @@ pub(crate) async fn list_for_connection(
     ctx: &RequestContext,
     id: &str,
 ) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let connection_id = parse_path_uuid("id", id)?;
     let mut query = QueryParams::parse(ctx.query.as_deref());
     let mut filter = filter(&mut query);

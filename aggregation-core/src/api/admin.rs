@@ -37,7 +37,7 @@ impl From<AdminError> for ApiError {
 
 /// The caller's claims, once the store confirms they hold the admin role.
 async fn require_admin(state: &State, ctx: &RequestContext) -> Result<AccessClaims, ApiError> {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     admin::require_admin(&*state.store, claims.sub).await?;
     Ok(claims)
 }

@@ -136,7 +136,7 @@ pub(crate) async fn refresh(state: &State, ctx: &RequestContext, body: Bytes) ->
 
 /// `DELETE /api/v1/sessions/current`
 pub(crate) async fn logout(state: &State, ctx: &RequestContext, body: Bytes) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let mut fields = JsonFields::parse(ctx, &body)?;
     let refresh_token = fields.string("refresh_token", 1, 4096);
     fields.finish()?;

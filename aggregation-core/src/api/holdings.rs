@@ -89,7 +89,7 @@ fn holding_list(holdings: &[HoldingRecord]) -> ApiResult {
 
 /// `GET /api/v1/holdings`
 pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let mut query = QueryParams::parse(ctx.query.as_deref());
     let filter = HoldingFilter {
         account_id: None,
@@ -104,7 +104,7 @@ pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
 
 /// `GET /api/v1/accounts/{id}/holdings`
 pub(crate) async fn list_for_account(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let account_id = parse_path_uuid("id", id)?;
     let mut query = QueryParams::parse(ctx.query.as_deref());
     let filter = HoldingFilter {

@@ -256,7 +256,7 @@ struct ImportJson {
 
 /// `POST /api/v1/imports`
 pub(crate) async fn import(state: &State, ctx: &RequestContext, body: RequestBody) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let upload = read_upload(ctx, body, state.config.max_upload_bytes()).await?;
     tracing::debug!(
         format = upload.format.code(),

@@ -59,6 +59,8 @@ pub(crate) struct RequestContext {
     pub(crate) query: Option<String>,
     pub(crate) headers: HeaderMap,
     pub(crate) client_ip: Option<IpAddr>,
+    /// The claims of the bearer token, verified once per request; `None` without a valid one.
+    pub(crate) claims: Option<AccessClaims>,
 }
 
 impl RequestContext {
@@ -147,13 +149,8 @@ pub(crate) async fn read_body(
 }
 
 /// The claims of the request's valid access token, or 401.
-pub(crate) fn require_user(
-    state: &crate::service::State,
-    ctx: &RequestContext,
-) -> Result<AccessClaims, ApiError> {
-    ctx.bearer_token()
-        .and_then(|token| state.auth.verify_access_token(token))
-        .ok_or_else(ApiError::unauthorized)
+pub(crate) fn require_user(ctx: &RequestContext) -> Result<AccessClaims, ApiError> {
+    ctx.claims.clone().ok_or_else(ApiError::unauthorized)
 }
 
 impl From<StoreError> for ApiError {

@@ -55,7 +55,7 @@ fn session_not_found() -> ApiError {
 
 /// `GET /api/v1/sessions`
 pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let mut query = QueryParams::parse(ctx.query.as_deref());
     let active_only = query.bool("active_only", true);
     query.finish()?;
@@ -83,7 +83,7 @@ pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
 
 /// `GET /api/v1/sessions/{id}`
 pub(crate) async fn get(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let id = parse_path_uuid("id", id)?;
     let session = state
         .store
@@ -107,7 +107,7 @@ pub(crate) async fn revoke(
     id: &str,
     body: Bytes,
 ) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let id = parse_path_uuid("id", id)?;
     let reason = reason(ctx, &body)?;
     state
@@ -126,7 +126,7 @@ struct BulkRevoke {
 
 /// `DELETE /api/v1/sessions`
 pub(crate) async fn revoke_all(state: &State, ctx: &RequestContext, body: Bytes) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let reason = reason(ctx, &body)?;
     let revoked_count = state
         .store

@@ -71,7 +71,7 @@ fn source(query: &mut QueryParams) -> Option<SnapshotSource> {
 
 /// `GET /api/v1/balance-snapshots`
 pub(crate) async fn latest(state: &State, ctx: &RequestContext) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let snapshots = state.store.latest_snapshots_for_user(claims.sub).await?;
     snapshot_list(&snapshots, snapshots.len() as u64)
 }
@@ -81,7 +81,7 @@ pub(crate) async fn latest(state: &State, ctx: &RequestContext) -> ApiResult {
 /// `start_date` and `end_date` are required; each is an RFC 3339 date-time or a plain date
 /// (`start_date` from its first microsecond, `end_date` through its last, UTC).
 pub(crate) async fn history(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let account_id = parse_path_uuid("id", id)?;
     let mut query = QueryParams::parse(ctx.query.as_deref());
     let start = query.required_datetime("start_date", false);
@@ -116,7 +116,7 @@ pub(crate) async fn history(state: &State, ctx: &RequestContext, id: &str) -> Ap
 
 /// `GET /api/v1/accounts/{id}/balance-snapshots`
 pub(crate) async fn list_for_account(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let account_id = parse_path_uuid("id", id)?;
     let mut query = QueryParams::parse(ctx.query.as_deref());
     let limit = query.integer("limit", 1, MAX_LIMIT, DEFAULT_LIMIT);

@@ -78,7 +78,7 @@ struct TransactionList<'a> {
 
 /// `GET /api/v1/transactions/{id}`
 pub(crate) async fn get(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let id = parse_path_uuid("id", id)?;
     let transaction = state
         .store
@@ -95,7 +95,7 @@ pub(crate) async fn get(state: &State, ctx: &RequestContext, id: &str) -> ApiRes
 /// the answer reports `limit` = the number returned, `offset` 0, `has_more` false. Otherwise:
 /// one page newest first with `limit`, `offset` and `transaction_type`; a lone date is ignored.
 pub(crate) async fn list_for_account(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(state, ctx)?;
+    let claims = require_user(ctx)?;
     let account_id = parse_path_uuid("id", id)?;
     let mut params = QueryParams::parse(ctx.query.as_deref());
     let limit = params.integer("limit", 1, MAX_LIMIT, DEFAULT_LIMIT);
