@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use crate::crypto::Keyring;
 use crate::rate_limit::Cidr;
 
 /// Why a configuration was refused.
@@ -47,6 +48,12 @@ pub struct Config {
     sync_connections_every: Option<Duration>,
     purge_retention: Duration,
     job_lease_ttl: Duration,
+    keyring: Keyring,
+    oauth_redirect_uris: Vec<String>,
+    oauth_state_ttl: Duration,
+    sync_cooldown: Duration,
+    transactions_sync_window_days: u32,
+    token_refresh_margin: Duration,
 }
 
 impl std::fmt::Debug for Config {
@@ -67,6 +74,9 @@ impl std::fmt::Debug for Config {
             )
             .field("purge_expired_every", &self.purge_expired_every)
             .field("sync_connections_every", &self.sync_connections_every)
+            .field("keyring", &self.keyring)
+            .field("oauth_redirect_uris", &self.oauth_redirect_uris)
+            .field("oauth_state_ttl", &self.oauth_state_ttl)
             .finish_non_exhaustive()
     }
 }
@@ -108,7 +118,87 @@ impl Config {
             sync_connections_every: None,
             purge_retention: Duration::from_secs(30 * 24 * 3600),
             job_lease_ttl: Duration::from_secs(60),
+            keyring: Keyring::default(),
+            oauth_redirect_uris: Vec::new(),
+            oauth_state_ttl: Duration::from_secs(600),
+            sync_cooldown: Duration::from_secs(300),
+            transactions_sync_window_days: 90,
+            token_refresh_margin: Duration::from_secs(300),
         })
+    }
+
+    /// Sets the keys that encrypt provider credentials (none by default: connecting a
+    /// provider then fails with 500 `command_execution_failed`).
+    #[must_use]
+    pub fn with_keyring(mut self, keyring: Keyring) -> Self {
+        self.keyring = keyring;
+        self
+    }
+
+    /// Sets the redirect URIs a connect request may name; the first is used when it names
+    /// none. With none configured, connecting a provider is refused (422).
+    #[must_use]
+    pub fn with_oauth_redirect_uris(mut self, uris: Vec<String>) -> Self {
+        self.oauth_redirect_uris = uris;
+        self
+    }
+
+    /// Sets how long an OAuth state stays valid (default 600 s).
+    #[must_use]
+    pub fn with_oauth_state_ttl(mut self, ttl: Duration) -> Self {
+        self.oauth_state_ttl = ttl;
+        self
+    }
+
+    /// Sets the minimum time between two syncs of one subject without `force` (default 300 s).
+    #[must_use]
+    pub fn with_sync_cooldown(mut self, cooldown: Duration) -> Self {
+        self.sync_cooldown = cooldown;
+        self
+    }
+
+    /// Sets how many days back a transactions sync without `start_date` reaches (default 90).
+    #[must_use]
+    pub fn with_transactions_sync_window_days(mut self, days: u32) -> Self {
+        self.transactions_sync_window_days = days;
+        self
+    }
+
+    /// Sets how long before expiry provider tokens are refreshed (default 300 s).
+    #[must_use]
+    pub fn with_token_refresh_margin(mut self, margin: Duration) -> Self {
+        self.token_refresh_margin = margin;
+        self
+    }
+
+    /// The keys that encrypt provider credentials.
+    pub fn keyring(&self) -> &Keyring {
+        &self.keyring
+    }
+
+    /// The redirect URIs a connect request may name, the default first.
+    pub fn oauth_redirect_uris(&self) -> &[String] {
+        &self.oauth_redirect_uris
+    }
+
+    /// How long an OAuth state stays valid.
+    pub fn oauth_state_ttl(&self) -> Duration {
+        self.oauth_state_ttl
+    }
+
+    /// The minimum time between two syncs of one subject without `force`.
+    pub fn sync_cooldown(&self) -> Duration {
+        self.sync_cooldown
+    }
+
+    /// How many days back a transactions sync without `start_date` reaches.
+    pub fn transactions_sync_window_days(&self) -> u32 {
+        self.transactions_sync_window_days
+    }
+
+    /// How long before expiry provider tokens are refreshed.
+    pub fn token_refresh_margin(&self) -> Duration {
+        self.token_refresh_margin
     }
 
     /// Sets the grace period after a global token rotation (default 300 s).

@@ -36,6 +36,132 @@ pub fn random_span_id() -> String {
     hex::encode(bytes)
 }
 
+/// Why a secret could not be encrypted or decrypted.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CryptoError {
+    /// No encryption key is configured.
+    #[error("no encryption key is configured")]
+    NoKey,
+    /// A key is not 32 bytes long.
+    #[error("encryption key {0:?} must be 32 bytes")]
+    KeyLength(String),
+    /// Two keys share an id.
+    #[error("encryption key id {0:?} is given twice")]
+    DuplicateKeyId(String),
+    /// The ciphertext names a key that is not configured.
+    #[error("encryption key {0:?} is not configured")]
+    UnknownKey(String),
+    /// The ciphertext is damaged, or belongs to other associated data.
+    #[error("the ciphertext does not authenticate")]
+    Damaged,
+}
+
+const NONCE_LEN: usize = 12;
+
+/// AES-256-GCM keys for secrets at rest (provider credentials, PKCE verifiers).
+///
+/// Each ciphertext is a random 96-bit nonce followed by the sealed message, and is bound to
+/// associated data (the connection id, say) so it cannot be moved to another row. The first
+/// key encrypts; every key decrypts what it encrypted, so keys rotate by putting a new one
+/// first and keeping the old ones until their ciphertexts are rewritten.
+#[derive(Clone, Default)]
+pub struct Keyring {
+    keys: Vec<(String, aes_gcm::Aes256Gcm)>,
+}
+
+impl std::fmt::Debug for Keyring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keyring")
+            .field("key_ids", &self.key_ids().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Keyring {
+    /// A keyring from `(id, 32-byte key)` pairs; the first encrypts.
+    pub fn new(keys: Vec<(String, Vec<u8>)>) -> Result<Self, CryptoError> {
+        use aes_gcm::aead::KeyInit as _;
+        let mut ring = Vec::with_capacity(keys.len());
+        for (id, key) in keys {
+            if ring.iter().any(|(existing, _)| *existing == id) {
+                return Err(CryptoError::DuplicateKeyId(id));
+            }
+            let cipher = aes_gcm::Aes256Gcm::new_from_slice(&key)
+                .map_err(|_| CryptoError::KeyLength(id.clone()))?;
+            ring.push((id, cipher));
+        }
+        Ok(Self { keys: ring })
+    }
+
+    /// The configured key ids, the encrypting one first.
+    pub fn key_ids(&self) -> impl Iterator<Item = &str> {
+        self.keys.iter().map(|(id, _)| id.as_str())
+    }
+
+    /// Encrypts `plaintext` bound to `associated_data` with the first key: the key id and
+    /// nonce-prefixed ciphertext.
+    pub fn encrypt(
+        &self,
+        plaintext: &[u8],
+        associated_data: &[u8],
+    ) -> Result<(String, Vec<u8>), CryptoError> {
+        use aes_gcm::aead::{Aead as _, Payload};
+        let (id, cipher) = self.keys.first().ok_or(CryptoError::NoKey)?;
+        let nonce_bytes: [u8; NONCE_LEN] = rand::rng().random();
+        let nonce = aes_gcm::Nonce::from(nonce_bytes);
+        let sealed = cipher
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: plaintext,
+                    aad: associated_data,
+                },
+            )
+            .map_err(|_| CryptoError::Damaged)?;
+        let mut out = Vec::with_capacity(NONCE_LEN + sealed.len());
+        out.extend_from_slice(&nonce_bytes);
+        out.extend_from_slice(&sealed);
+        Ok((id.clone(), out))
+    }
+
+    /// Decrypts what [`encrypt`](Self::encrypt) produced with key `key_id` for the same
+    /// associated data.
+    pub fn decrypt(
+        &self,
+        key_id: &str,
+        ciphertext: &[u8],
+        associated_data: &[u8],
+    ) -> Result<Vec<u8>, CryptoError> {
+        use aes_gcm::aead::{Aead as _, Payload};
+        let (_, cipher) = self
+            .keys
+            .iter()
+            .find(|(id, _)| id == key_id)
+            .ok_or_else(|| CryptoError::UnknownKey(key_id.to_owned()))?;
+        if ciphertext.len() < NONCE_LEN {
+            return Err(CryptoError::Damaged);
+        }
+        let (nonce_bytes, sealed) = ciphertext.split_at(NONCE_LEN);
+        let nonce_bytes: [u8; NONCE_LEN] =
+            nonce_bytes.try_into().map_err(|_| CryptoError::Damaged)?;
+        cipher
+            .decrypt(
+                &aes_gcm::Nonce::from(nonce_bytes),
+                Payload {
+                    msg: sealed,
+                    aad: associated_data,
+                },
+            )
+            .map_err(|_| CryptoError::Damaged)
+    }
+}
+
+/// The PKCE S256 challenge of a verifier: base64url (no padding) of its SHA-256.
+pub fn pkce_challenge(verifier: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,5 +174,53 @@ mod tests {
         assert!(hex_token.chars().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(random_hex_token(), hex_token);
         assert_eq!(token_digest("abc").len(), 32);
+    }
+
+    #[test]
+    fn keyring_round_trips_binds_associated_data_and_rotates() {
+        let old = Keyring::new(vec![("k1".into(), vec![1; 32])]).unwrap();
+        let (key_id, sealed) = old.encrypt(b"secret", b"connection-a").unwrap();
+        assert_eq!(key_id, "k1");
+        assert_ne!(&sealed[NONCE_LEN..], b"secret");
+        assert_eq!(
+            old.decrypt("k1", &sealed, b"connection-a").unwrap(),
+            b"secret"
+        );
+        assert!(matches!(
+            old.decrypt("k1", &sealed, b"connection-b"),
+            Err(CryptoError::Damaged)
+        ));
+        assert!(matches!(
+            old.decrypt("k1", &sealed[..5], b""),
+            Err(CryptoError::Damaged)
+        ));
+        let rotated =
+            Keyring::new(vec![("k2".into(), vec![2; 32]), ("k1".into(), vec![1; 32])]).unwrap();
+        assert_eq!(
+            rotated.decrypt("k1", &sealed, b"connection-a").unwrap(),
+            b"secret"
+        );
+        assert_eq!(rotated.encrypt(b"x", b"").unwrap().0, "k2");
+        assert!(matches!(
+            Keyring::new(vec![("short".into(), vec![0; 16])]),
+            Err(CryptoError::KeyLength(_))
+        ));
+        assert!(matches!(
+            Keyring::default().encrypt(b"x", b""),
+            Err(CryptoError::NoKey)
+        ));
+        assert!(matches!(
+            rotated.decrypt("k9", &sealed, b""),
+            Err(CryptoError::UnknownKey(_))
+        ));
+    }
+
+    #[test]
+    fn pkce_challenge_is_base64url_sha256() {
+        // Expected value computed independently (Python hashlib + base64.urlsafe_b64encode).
+        assert_eq!(
+            pkce_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_bEhEYaEkXycM"),
+            "OcL7E1BvooT_4JOFSkU0jMRvygj3JGoe4ndjLFBnbbQ"
+        );
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! The service reports every event to one [`EventSink`]: the rate limiter's
 //! `RateLimitCheck*` events, the account events (registration, login, logout, refresh,
-//! reuse detection, password reset, session revocation), token rotations and imports. The default sink writes them to
+//! reuse detection, password reset, session revocation), token rotations, imports, provider
+//! connections, token refreshes and syncs. The default sink writes them to
 //! `tracing`; implement the trait to send them elsewhere. Events never carry secrets.
 //!
 //! ```
@@ -112,6 +113,50 @@ pub enum DomainEvent {
         transactions_updated: u64,
         /// Transactions already present, unchanged.
         transactions_skipped: u64,
+    },
+    /// A provider connection was authorized (created, or re-authorized in place).
+    ProviderConnected {
+        /// The user.
+        user_id: Uuid,
+        /// The connection.
+        connection_id: Uuid,
+        /// The provider.
+        provider_slug: String,
+        /// Whether an existing connection was re-authorized.
+        reauthorized: bool,
+    },
+    /// A user disconnected a provider connection.
+    ProviderDisconnected {
+        /// The user.
+        user_id: Uuid,
+        /// The connection.
+        connection_id: Uuid,
+    },
+    /// Provider tokens were refreshed, or a refresh failed.
+    ProviderTokensRefreshed {
+        /// The connection.
+        connection_id: Uuid,
+        /// Whether the provider issued new tokens.
+        succeeded: bool,
+    },
+    /// A sync wrote provider data.
+    ConnectionSynced {
+        /// The connection's user.
+        user_id: Uuid,
+        /// The connection.
+        connection_id: Uuid,
+        /// `accounts`, `transactions` or `holdings`.
+        kind: &'static str,
+        /// Rows created.
+        created: u64,
+        /// Rows changed.
+        updated: u64,
+        /// Rows already equal.
+        unchanged: u64,
+        /// Holdings marked inactive.
+        deactivated: u64,
+        /// Items the provider answered that could not be used.
+        errors: u64,
     },
     /// A rate-limit check event (`RateLimitCheckAttempted`, `…Allowed`, `…Denied`), carrying
     /// its own `event` name. Kept last: serde needs untagged variants at the end.

@@ -10,6 +10,7 @@ pub mod import;
 pub mod jobs;
 pub mod mail;
 pub mod problem;
+pub mod providers;
 pub mod rate_limit;
 pub mod service;
 pub mod store;

@@ -187,11 +187,17 @@ impl ApiError {
     /// 429 with `Retry-After` and the body's `retry_after`.
     pub fn rate_limited(retry_after_seconds: u64) -> Self {
         let seconds = retry_after_seconds.max(1);
-        let mut error = Self::new(
-            ErrorCode::RateLimitExceeded,
+        Self::rate_limited_because(
+            seconds,
             format!("Too many requests. Try again in {seconds} seconds."),
         )
-        .with_header(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+
+    /// 429 with `Retry-After`, the body's `retry_after`, and a detail of its own.
+    pub fn rate_limited_because(retry_after_seconds: u64, detail: impl Into<String>) -> Self {
+        let seconds = retry_after_seconds.max(1);
+        let mut error = Self::new(ErrorCode::RateLimitExceeded, detail)
+            .with_header(header::RETRY_AFTER, HeaderValue::from(seconds));
         error.retry_after = Some(seconds);
         error
     }

@@ -23,6 +23,8 @@ use crate::events::{EventSink, SinkRateLimitEvents, TracingEventSink};
 use crate::jobs::JobRunner;
 use crate::mail::{MailQueue, Mailer};
 use crate::problem::{ApiError, ErrorCode, PROBLEM_CONTENT_TYPE};
+use crate::providers::connections::Connections;
+use crate::providers::{Provider, Providers};
 use crate::rate_limit::{
     Decision, InMemoryRateLimitStore, PolicyTable, RateLimitStore, RateLimiter, RequestIdentity,
     client_ip,
@@ -55,6 +57,7 @@ pub(crate) struct State {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) auth: Auth,
     pub(crate) events: Arc<dyn EventSink>,
+    pub(crate) connections: Connections,
     limiter: RateLimiter,
     router: Router,
 }
@@ -85,6 +88,7 @@ pub struct AggregationServiceBuilder {
     events: Arc<dyn EventSink>,
     rate_limit_store: Option<Arc<dyn RateLimitStore>>,
     rate_limit_policies: PolicyTable,
+    providers: Providers,
 }
 
 impl AggregationService {
@@ -97,6 +101,7 @@ impl AggregationService {
             events: Arc::new(TracingEventSink),
             rate_limit_store: None,
             rate_limit_policies: PolicyTable::builtin(),
+            providers: Providers::new(),
         }
     }
 
@@ -108,7 +113,11 @@ impl AggregationService {
     /// The background jobs of this service, to [`JobRunner::spawn`] on the current runtime (or
     /// to run one at a time with [`JobRunner::run_once`]).
     pub fn jobs(&self) -> JobRunner {
-        JobRunner::new(self.state.store.clone(), self.state.config.clone())
+        JobRunner::new(
+            self.state.store.clone(),
+            self.state.config.clone(),
+            self.state.connections.clone(),
+        )
     }
 
     /// Grants the `admin` role to the account with this email; see
@@ -173,6 +182,19 @@ impl AggregationServiceBuilder {
         self
     }
 
+    /// Offers a provider (replacing one with the same slug), such as
+    /// [`SchwabProvider`](crate::providers::SchwabProvider) or your own.
+    pub fn provider(mut self, provider: impl Provider) -> Self {
+        self.providers.insert(Arc::new(provider));
+        self
+    }
+
+    /// Offers a provider that is already shared.
+    pub fn shared_provider(mut self, provider: Arc<dyn Provider>) -> Self {
+        self.providers.insert(provider);
+        self
+    }
+
     /// Builds the service. Must run inside a Tokio runtime: the mail queue's task starts here.
     pub fn build(self) -> Result<AggregationService, BuildError> {
         let store = self.store.ok_or(BuildError::MissingStore)?;
@@ -189,12 +211,19 @@ impl AggregationServiceBuilder {
                 .unwrap_or_else(|| Arc::new(InMemoryRateLimitStore::new())),
             Arc::new(SinkRateLimitEvents(self.events.clone())),
         );
+        let connections = Connections::new(
+            store.clone(),
+            Arc::new(self.providers),
+            config.clone(),
+            self.events.clone(),
+        );
         Ok(AggregationService {
             state: Arc::new(State {
                 config,
                 store,
                 auth,
                 events: self.events,
+                connections,
                 limiter,
                 router: Router::new(),
             }),
@@ -463,23 +492,38 @@ impl State {
             }
             E::SecurityConfig => api::admin::security_config(self, ctx).await,
             E::JobsStatus => api::admin::jobs_status(self, ctx).await,
-            E::ListProviders
-            | E::GetProvider
-            | E::Connect
-            | E::Callback
-            | E::UpdateProvider
-            | E::Disconnect
-            | E::ProviderSync
-            | E::ProviderTokenRefresh
-            | E::SyncAccounts
-            | E::SyncTransactions
-            | E::SyncHoldings => Err(ApiError::new(
-                ErrorCode::NotFound,
-                format!(
-                    "{} {} is not available in this release.",
-                    ctx.method, ctx.path
-                ),
-            )),
+            E::ListProviders => api::providers::list(self, ctx).await,
+            E::GetProvider => api::providers::get(self, ctx, matched.param("id")).await,
+            E::Connect => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::providers::connect(self, ctx, body).await
+            }
+            E::Callback => api::providers::callback(self, ctx).await,
+            E::UpdateProvider => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::providers::update(self, ctx, matched.param("id"), body).await
+            }
+            E::Disconnect => api::providers::disconnect(self, ctx, matched.param("id")).await,
+            E::ProviderTokenRefresh => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::providers::refresh_tokens(self, ctx, matched.param("id"), body).await
+            }
+            E::ProviderSync => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::syncs::connection(self, ctx, matched.param("id"), body).await
+            }
+            E::SyncAccounts => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::syncs::accounts(self, ctx, body).await
+            }
+            E::SyncTransactions => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::syncs::transactions(self, ctx, body).await
+            }
+            E::SyncHoldings => {
+                let body = read_body(&ctx.headers, body, limit).await?;
+                api::syncs::holdings(self, ctx, matched.param("id"), body).await
+            }
         }
     }
 }

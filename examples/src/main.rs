@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use aggregation_core::crypto::Keyring;
 use aggregation_core::mail::{Mailer, OutboxMailer, SmtpMailer};
+use aggregation_core::providers::{SchwabConfig, SchwabProvider, SchwabSandbox};
 use aggregation_core::rate_limit::{Cidr, PolicyTable, RedisRateLimitStore, parse_cidr_list};
 use aggregation_core::store::{PostgresStore, SqliteStore, Store, StoreError};
 use aggregation_core::{AggregationService, Config};
@@ -74,6 +76,33 @@ struct Cli {
     /// Largest accepted upload in bytes.
     #[arg(long, env = "AGG_MAX_UPLOAD_BYTES", default_value_t = 10_485_760)]
     max_upload_bytes: usize,
+    /// Comma-separated redirect URIs a connect request may name; the first is the default.
+    /// With AGG_SANDBOX=1 and none set: {AGG_BASE_URL}/sandbox/redirect.
+    #[arg(long, env = "AGG_OAUTH_REDIRECT_URIS", default_value = "")]
+    oauth_redirect_uris: String,
+    /// Seconds an OAuth state stays valid.
+    #[arg(long, env = "AGG_OAUTH_STATE_TTL", default_value_t = 600)]
+    oauth_state_ttl: u64,
+    /// Schwab API address.
+    #[arg(
+        long,
+        env = "AGG_SCHWAB_BASE_URL",
+        default_value = "https://api.schwabapi.com"
+    )]
+    schwab_base_url: String,
+    /// Schwab OAuth client id; Schwab is offered only when id and secret are set.
+    #[arg(long, env = "AGG_SCHWAB_CLIENT_ID")]
+    schwab_client_id: Option<String>,
+    /// Schwab OAuth client secret.
+    #[arg(long, env = "AGG_SCHWAB_CLIENT_SECRET", hide_env_values = true)]
+    schwab_client_secret: Option<String>,
+    /// `1` serves a Schwab-compatible sandbox under /sandbox/schwab and offers it as the
+    /// `schwab-sandbox` provider.
+    #[arg(long, env = "AGG_SANDBOX", default_value = "0")]
+    sandbox: String,
+    /// Seconds between background syncs of every connection; unset: no background sync.
+    #[arg(long, env = "AGG_SYNC_INTERVAL_SECONDS")]
+    sync_interval_seconds: Option<u64>,
     /// tracing filter, e.g. `info` or `aggregation_core=debug,info`.
     #[arg(long, env = "AGG_LOG", default_value = "info")]
     log: String,
@@ -148,8 +177,25 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         Some(Command::GrantAdmin { email }) => return grant_admin(store.as_ref(), email).await,
         Some(Command::Serve) | None => {}
     }
-    let config = config(&cli)?;
-    encryption_keys(cli.encryption_keys.as_deref())?;
+    let sandbox = match cli.sandbox.trim() {
+        "1" | "true" => true,
+        "0" | "false" | "" => false,
+        other => {
+            return Err(setting(
+                "AGG_SANDBOX",
+                format!("expected 1 or 0, got {other:?}"),
+            ));
+        }
+    };
+    let keyring = Keyring::new(encryption_keys(cli.encryption_keys.as_deref())?)
+        .map_err(|e| setting("AGG_ENCRYPTION_KEYS", e))?;
+    let config = config(&cli, sandbox)?.with_keyring(keyring);
+    let sandbox = sandbox.then(|| {
+        (
+            SchwabSandbox::new(),
+            format!("{}{SANDBOX_PREFIX}", config.base_url()),
+        )
+    });
     let mut builder = AggregationService::builder(config)
         .shared_store(store)
         .rate_limit_policies(rate_limit_policies(cli.rate_limits.as_deref())?);
@@ -172,6 +218,34 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         builder = builder.rate_limit_store(Arc::new(limits));
         tracing::info!("rate limits are shared through Redis");
     }
+    match (&cli.schwab_client_id, &cli.schwab_client_secret) {
+        (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => {
+            if !cli.schwab_base_url.starts_with("http") {
+                return Err(setting("AGG_SCHWAB_BASE_URL", "expected an http(s) URL"));
+            }
+            let provider = SchwabProvider::new(SchwabConfig::new(
+                cli.schwab_base_url.clone(),
+                id.clone(),
+                secret.clone(),
+            ))
+            .map_err(|e| setting("AGG_SCHWAB_BASE_URL", e))?;
+            builder = builder.provider(provider);
+            tracing::info!("provider schwab offered");
+        }
+        (None, None) => {}
+        _ => {
+            return Err(setting(
+                "AGG_SCHWAB_CLIENT_ID",
+                "set both AGG_SCHWAB_CLIENT_ID and AGG_SCHWAB_CLIENT_SECRET, or neither",
+            ));
+        }
+    }
+    if let Some((sandbox, base)) = &sandbox {
+        let provider = SchwabProvider::new(sandbox.config(base.clone()))
+            .map_err(|e| setting("AGG_SANDBOX", e))?;
+        builder = builder.provider(provider);
+        tracing::info!(base = %base, "provider schwab-sandbox offered, served by this server");
+    }
     let service = builder.build()?;
     // Users registered before AGG_ADMIN_EMAILS named them get the role now; later
     // registrations get it as they register.
@@ -188,13 +262,38 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         .map_err(|e| setting("AGG_BIND", e))?;
     let address = listener.local_addr()?;
     tracing::info!("listening on http://{address}");
-    let app = aggregation_axum::router(service).into_make_service_with_connect_info::<SocketAddr>();
+    let mut router = aggregation_axum::router(service);
+    if let Some((sandbox, _)) = sandbox {
+        router = router
+            .nest_service(SANDBOX_PREFIX, sandbox)
+            .route("/sandbox/redirect", axum::routing::get(sandbox_redirect));
+    }
+    let app = router.into_make_service_with_connect_info::<SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     jobs.shutdown().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Where the sandbox provider is served.
+const SANDBOX_PREFIX: &str = "/sandbox/schwab";
+
+/// The sandbox's default redirect target: shows the code and state to post to the callback,
+/// standing in for the embedding application's page.
+async fn sandbox_redirect(
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> ([(http::header::HeaderName, &'static str); 1], String) {
+    let query = query.unwrap_or_default();
+    let body = serde_json::json!({
+        "message": "Authorized. Finish connecting with POST /api/v1/providers/callback and this query.",
+        "callback": format!("/api/v1/providers/callback?{query}"),
+    });
+    (
+        [(http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
 }
 
 fn outbox(dir: &Path, from: &str) -> impl Mailer {
@@ -209,7 +308,7 @@ fn split_list(list: &str) -> Vec<String> {
         .collect()
 }
 
-fn config(cli: &Cli) -> Result<Config, StartError> {
+fn config(cli: &Cli, sandbox: bool) -> Result<Config, StartError> {
     let base_url = cli
         .base_url
         .clone()
@@ -233,8 +332,22 @@ fn config(cli: &Cli) -> Result<Config, StartError> {
         .with_rotation_grace(Duration::from_secs(cli.rotation_grace_seconds))
         .with_max_upload_bytes(cli.max_upload_bytes)
         .with_trusted_proxies(trusted)
-        .with_admin_emails(split_list(&cli.admin_emails));
-    Ok(config)
+        .with_admin_emails(split_list(&cli.admin_emails))
+        .with_oauth_state_ttl(Duration::from_secs(cli.oauth_state_ttl))
+        .with_sync_connections_every(cli.sync_interval_seconds.map(Duration::from_secs));
+    let mut redirect_uris = split_list(&cli.oauth_redirect_uris);
+    for uri in &redirect_uris {
+        if !(uri.starts_with("http://") || uri.starts_with("https://")) {
+            return Err(setting(
+                "AGG_OAUTH_REDIRECT_URIS",
+                format!("{uri:?} is not an http(s) URL"),
+            ));
+        }
+    }
+    if redirect_uris.is_empty() && sandbox {
+        redirect_uris.push(format!("{}/sandbox/redirect", config.base_url()));
+    }
+    Ok(config.with_oauth_redirect_uris(redirect_uris))
 }
 
 /// Parses `AGG_ENCRYPTION_KEYS` (or generates it once) so a malformed value stops the start.

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use aggregation_core::events::MemoryEventSink;
 use aggregation_core::mail::{Email, MemoryMailer};
+use aggregation_core::providers::{SchwabProvider, SchwabSandbox};
 use aggregation_core::rate_limit::{PolicyTable, RateLimitStore};
 use aggregation_core::store::{PostgresStore, SqliteStore, Store};
 use aggregation_core::{AggregationService, Config, PeerAddr};
@@ -136,8 +137,11 @@ pub struct TestApp {
     pub events: MemoryEventSink,
     /// The service under test (for its jobs runner and host-side operations).
     pub service: AggregationService,
+    /// The provider sandbox of the case, with its base URL, when the setup asked for one.
+    pub sandbox: Option<(SchwabSandbox, String)>,
     client: Client,
     _server: servers::ServerGuard,
+    _sandbox_server: servers::ServerGuard,
 }
 
 /// Default test password that passes the rule.
@@ -224,6 +228,9 @@ pub struct Setup {
     pub policies: PolicyTable,
     /// Where buckets live; `None` for the in-process default.
     pub rate_limit_store: Option<Arc<dyn RateLimitStore>>,
+    /// A Schwab-compatible sandbox to serve on a loopback socket and offer as the
+    /// `schwab-sandbox` provider.
+    pub sandbox: Option<SchwabSandbox>,
 }
 
 impl Default for Setup {
@@ -232,6 +239,7 @@ impl Default for Setup {
             config: test_config(),
             policies: PolicyTable::disabled(),
             rate_limit_store: None,
+            sandbox: None,
         }
     }
 }
@@ -373,6 +381,16 @@ where
     if let Some(limits) = setup.rate_limit_store {
         builder = builder.rate_limit_store(limits);
     }
+    let (sandbox, sandbox_server) = match setup.sandbox {
+        Some(sandbox) => {
+            let (base, guard) = servers::start_sandbox(sandbox.clone()).await;
+            builder = builder.provider(
+                SchwabProvider::new(sandbox.config(base.clone())).expect("sandbox provider"),
+            );
+            (Some((sandbox, base)), guard)
+        }
+        None => (None, servers::ServerGuard::None),
+    };
     let service = builder.build().expect("service builds");
     let handle = service.clone();
     let (client, server) = match target {
@@ -393,8 +411,10 @@ where
         store,
         events,
         service: handle,
+        sandbox,
         client,
         _server: server,
+        _sandbox_server: sandbox_server,
     };
     let outcome = tokio::spawn(case(app)).await;
     if let Some(database) = database {
@@ -588,6 +608,98 @@ pub fn extract_hex_token(text: &str) -> Option<String> {
     text.split(|c: char| !c.is_ascii_hexdigit())
         .find(|word| word.len() == 64)
         .map(str::to_owned)
+}
+
+/// A setup with the provider sandbox, allowed redirect URIs and an encryption key.
+pub fn sandbox_setup() -> Setup {
+    #[expect(clippy::unwrap_used, reason = "static test keys")]
+    let keyring =
+        aggregation_core::crypto::Keyring::new(vec![("test".into(), vec![7; 32])]).unwrap();
+    Setup {
+        config: test_config()
+            .with_keyring(keyring)
+            .with_oauth_redirect_uris(vec![
+                REDIRECT_URI.to_owned(),
+                "https://app.example.com/other".to_owned(),
+            ]),
+        sandbox: Some(SchwabSandbox::new()),
+        ..Setup::default()
+    }
+}
+
+/// The default redirect URI of [`sandbox_setup`].
+pub const REDIRECT_URI: &str = "https://app.example.com/connected";
+
+/// Follows an authorization address the way a browser would, without following the
+/// provider's redirect: the `code` and `state` of the redirect's query.
+pub async fn authorize(authorization_url: &str) -> (String, String) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let uri: http::Uri = authorization_url.parse().expect("authorization URL");
+    let response = client.get(uri).await.expect("authorize request");
+    assert_eq!(response.status(), StatusCode::FOUND, "authorize redirects");
+    let location = response
+        .headers()
+        .get(header::LOCATION)
+        .and_then(|value| value.to_str().ok())
+        .expect("Location")
+        .to_owned();
+    assert!(
+        location.starts_with(REDIRECT_URI),
+        "redirects to {location}"
+    );
+    let query = location
+        .split_once('?')
+        .map(|(_, query)| query)
+        .unwrap_or_default();
+    let param = |name: &str| {
+        query
+            .split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.to_owned())
+            .unwrap_or_else(|| panic!("{name} in {location}"))
+    };
+    (param("code"), param("state"))
+}
+
+impl TestApp {
+    /// Starts connecting the sandbox provider for the user with this access token and
+    /// authorizes at the sandbox: the callback's query (`?code=…&state=…`).
+    pub async fn authorized_callback_query(&self, bearer: &str, alias: Option<&str>) -> String {
+        let mut body = serde_json::json!({ "provider_slug": "schwab-sandbox" });
+        if let Some(alias) = alias {
+            body["alias"] = alias.into();
+        }
+        let started = self
+            .post("/api/v1/providers", &body, Some(bearer))
+            .await
+            .expect(201);
+        let url = started["authorization_url"]
+            .as_str()
+            .expect("authorization_url");
+        let (code, state) = authorize(url).await;
+        assert_eq!(state, started["state"].as_str().expect("state"));
+        format!("?code={code}&state={state}")
+    }
+
+    /// Connects the sandbox provider for the user with this access token: the connection.
+    pub async fn connect_sandbox(&self, bearer: &str, alias: Option<&str>) -> Value {
+        let query = self.authorized_callback_query(bearer, alias).await;
+        self.call(
+            Method::POST,
+            &format!("/api/v1/providers/callback{query}"),
+            None,
+            None,
+        )
+        .await
+        .expect(201)
+    }
+
+    /// The case's provider sandbox.
+    pub fn sandbox(&self) -> &SchwabSandbox {
+        &self.sandbox.as_ref().expect("a sandbox setup").0
+    }
 }
 
 /// Generates one `#[tokio::test]` per case, target and backend:

@@ -39,6 +39,21 @@ pub(crate) async fn start_axum(service: AggregationService) -> (String, ServerGu
     (format!("http://{address}"), ServerGuard::Axum(task))
 }
 
+/// Serves a provider sandbox on a loopback socket; its base URL.
+pub(crate) async fn start_sandbox(
+    sandbox: aggregation_core::providers::SchwabSandbox,
+) -> (String, ServerGuard) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let address = listener.local_addr().expect("local address");
+    let app = axum::Router::new().fallback_service(sandbox);
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{address}"), ServerGuard::Axum(task))
+}
+
 pub(crate) fn start_actix(service: AggregationService) -> (String, ServerGuard) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     let address = listener.local_addr().expect("local address");

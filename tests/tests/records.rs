@@ -57,6 +57,7 @@ async fn connection(app: &TestApp, user_id: Uuid, slug: &str) -> ConnectionRecor
             status: ConnectionStatus::Active,
             encrypted_credentials: None,
             credentials_key_id: None,
+            credentials_expires_at: None,
             created_at: now(),
         })
         .await

@@ -163,6 +163,78 @@ impl JsonFields {
         }
     }
 
+    /// An optional boolean; `default` when absent or null.
+    pub(crate) fn bool(&mut self, field: &str, default: bool) -> bool {
+        match self.map.get(field) {
+            None | Some(Value::Null) => default,
+            Some(Value::Bool(value)) => *value,
+            Some(_) => {
+                self.push(field, "invalid_type", "Must be true or false.");
+                default
+            }
+        }
+    }
+
+    /// An optional UUID; `None` when absent or null.
+    pub(crate) fn optional_uuid(&mut self, field: &str) -> Option<uuid::Uuid> {
+        match self.map.get(field) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(value)) => {
+                let parsed = uuid::Uuid::parse_str(value).ok();
+                if parsed.is_none() {
+                    self.push(field, "invalid_uuid", "Must be a UUID.");
+                }
+                parsed
+            }
+            Some(_) => {
+                self.push(field, "invalid_uuid", "Must be a UUID.");
+                None
+            }
+        }
+    }
+
+    /// A required UUID.
+    pub(crate) fn uuid(&mut self, field: &str) -> Option<uuid::Uuid> {
+        if matches!(self.map.get(field), None | Some(Value::Null)) {
+            self.push(field, "required", "This field is required.");
+            return None;
+        }
+        self.optional_uuid(field)
+    }
+
+    /// An optional `YYYY-MM-DD` date; `None` when absent or null.
+    pub(crate) fn optional_date(&mut self, field: &str) -> Option<NaiveDate> {
+        match self.map.get(field) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(value)) => {
+                let parsed = NaiveDate::parse_from_str(value, "%Y-%m-%d").ok();
+                if parsed.is_none() {
+                    self.push(field, "invalid_date", "Must be a date (YYYY-MM-DD).");
+                }
+                parsed
+            }
+            Some(_) => {
+                self.push(field, "invalid_date", "Must be a date (YYYY-MM-DD).");
+                None
+            }
+        }
+    }
+
+    /// A string field that may be absent (outer `None`), null (`Some(None)`) or a string of
+    /// `min..=max` characters.
+    pub(crate) fn nullable_string(
+        &mut self,
+        field: &str,
+        min: usize,
+        max: usize,
+    ) -> Option<Option<String>> {
+        match self.map.get(field) {
+            None => None,
+            Some(Value::Null) => Some(None),
+            Some(_) => self.optional_string(field, min, max).map(Some),
+        }
+    }
+
     /// Adds an error found by a rule outside this helper.
     pub(crate) fn add_error(&mut self, error: FieldError) {
         self.errors.push(error);

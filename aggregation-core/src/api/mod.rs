@@ -40,9 +40,11 @@ pub(crate) mod auth;
 pub(crate) mod extract;
 pub(crate) mod holdings;
 pub(crate) mod imports;
+pub(crate) mod providers;
 pub(crate) mod routes;
 pub(crate) mod sessions;
 pub(crate) mod snapshots;
+pub(crate) mod syncs;
 pub(crate) mod transactions;
 
 /// The body type every response carries.

@@ -28,6 +28,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
+use crate::providers::connections::Connections;
 use crate::store::{JobRunRecord, Store, StoreError, now};
 
 /// Name of the job that refreshes provider access tokens before they expire.
@@ -76,6 +77,7 @@ pub enum JobsError {
 pub struct JobContext {
     store: Arc<dyn Store>,
     config: Arc<Config>,
+    connections: Connections,
 }
 
 impl JobContext {
@@ -131,6 +133,7 @@ struct Registered {
 pub struct JobRunner {
     store: Arc<dyn Store>,
     config: Arc<Config>,
+    connections: Connections,
     owner: String,
     jobs: Vec<Registered>,
 }
@@ -172,10 +175,15 @@ fn sub(at: DateTime<Utc>, duration: Duration) -> DateTime<Utc> {
 }
 
 impl JobRunner {
-    pub(crate) fn new(store: Arc<dyn Store>, config: Arc<Config>) -> Self {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        config: Arc<Config>,
+        connections: Connections,
+    ) -> Self {
         let mut runner = Self {
             store,
             config,
+            connections,
             owner: format!("{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()),
             jobs: Vec::new(),
         };
@@ -252,6 +260,7 @@ impl JobRunner {
         let ctx = JobContext {
             store: self.store.clone(),
             config: self.config.clone(),
+            connections: self.connections.clone(),
         };
         let run = AssertUnwindSafe(registered.job.run(&ctx)).catch_unwind();
         tokio::pin!(run);
@@ -401,9 +410,13 @@ struct RefreshProviderTokens;
 
 #[async_trait]
 impl Job for RefreshProviderTokens {
-    async fn run(&self, _ctx: &JobContext) -> Result<String, JobError> {
-        // No provider integrations exist in this release, so there are no tokens to refresh.
-        Ok("no provider connections to refresh".to_owned())
+    async fn run(&self, ctx: &JobContext) -> Result<String, JobError> {
+        let (refreshed, failed) = ctx.connections.refresh_due_tokens().await?;
+        let summary = format!("refreshed tokens of {refreshed} connections, {failed} failed");
+        if failed > 0 && refreshed == 0 {
+            return Err(JobError::Failed(summary));
+        }
+        Ok(summary)
     }
 }
 
@@ -411,8 +424,19 @@ struct SyncConnections;
 
 #[async_trait]
 impl Job for SyncConnections {
-    async fn run(&self, _ctx: &JobContext) -> Result<String, JobError> {
-        Ok("no provider connections to sync".to_owned())
+    async fn run(&self, ctx: &JobContext) -> Result<String, JobError> {
+        // Connections synced within the job's own interval are not due; without an interval
+        // (run on demand), any connection not synced in the last minute is.
+        let every = ctx
+            .config()
+            .sync_connections_every()
+            .unwrap_or(Duration::from_secs(60));
+        let (synced, failed) = ctx.connections.sync_due_connections(every).await?;
+        let summary = format!("synced {synced} connections, {failed} failed");
+        if failed > 0 && synced == 0 {
+            return Err(JobError::Failed(summary));
+        }
+        Ok(summary)
     }
 }
 

@@ -23,10 +23,16 @@ mod imports;
 mod migrate;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(test)]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod provider_tests;
+mod providers;
 mod records;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 mod sql_admin;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_providers;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_records;
 #[cfg(feature = "sqlite")]
@@ -38,6 +44,10 @@ pub use imports::{
 };
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
+pub use providers::{
+    EncryptedCredentials, NewOAuthState, OAuthStateRecord, ProviderConnectionStore,
+    SyncAccountData, SyncBatch, SyncClaim, SyncCounts, SyncKind, SyncSnapshot, SyncStore,
+};
 pub use records::{
     AccountFilter, AccountRecord, AccountStore, AccountType, AssetType, ConnectionRecord,
     ConnectionStatus, ConnectionStore, HoldingFilter, HoldingRecord, HoldingStore, NewAccount,
@@ -571,7 +581,7 @@ pub struct PurgeCounts {
     pub refresh_tokens: u64,
     /// Sessions revoked or expired before the retention cut-off (with their refresh tokens).
     pub sessions: u64,
-    /// Expired OAuth state values (0 while that table does not exist).
+    /// Expired OAuth state values.
     pub oauth_states: u64,
 }
 
@@ -616,7 +626,7 @@ pub trait JobStore: Send + Sync {
 
     /// Deletes expired single-use tokens and refresh tokens (`expires_at <= now`), sessions
     /// revoked or expired at or before `retain_after` with their refresh tokens, and expired
-    /// OAuth states when that table exists. Each kind is deleted atomically.
+    /// OAuth states (`expires_at <= now`). Each kind is deleted atomically.
     async fn purge_expired(
         &self,
         now: DateTime<Utc>,
@@ -637,6 +647,8 @@ pub trait Store:
     + HoldingStore
     + SnapshotStore
     + ImportStore
+    + ProviderConnectionStore
+    + SyncStore
     + 'static
 {
 }
@@ -653,6 +665,8 @@ impl<T> Store for T where
         + HoldingStore
         + SnapshotStore
         + ImportStore
+        + ProviderConnectionStore
+        + SyncStore
         + 'static
 {
 }

@@ -236,6 +236,9 @@ pub struct ConnectionRecord {
     pub encrypted_credentials: Option<Vec<u8>>,
     /// Id of the key that encrypted the credentials.
     pub credentials_key_id: Option<String>,
+    /// When the provider's access token expires; kept in clear so the refresh job can find
+    /// connections that are due without decrypting anything (`None` without credentials).
+    pub credentials_expires_at: Option<DateTime<Utc>>,
     /// When the connection was established.
     pub connected_at: DateTime<Utc>,
     /// When it last synced; `None` before the first sync.
@@ -270,6 +273,9 @@ pub struct NewConnection {
     pub encrypted_credentials: Option<Vec<u8>>,
     /// Id of the key that encrypted them.
     pub credentials_key_id: Option<String>,
+    /// When the provider's access token expires; kept in clear so the refresh job can find
+    /// connections that are due without decrypting anything (`None` without credentials).
+    pub credentials_expires_at: Option<DateTime<Utc>>,
     /// Creation time (also `connected_at` and `updated_at`).
     pub created_at: DateTime<Utc>,
 }

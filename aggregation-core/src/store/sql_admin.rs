@@ -1,19 +1,6 @@
 //! The SQL of administration (security configuration, token rotations) and of background jobs
 //! (leases, run records, purge), shared by both backends like [`super::sql`].
 
-/// Whether an error says that a table or column does not exist (SQLite `no such table`,
-/// PostgreSQL `42P01`/`42703`): optional housekeeping treats that as nothing to do.
-pub(crate) fn is_missing_relation(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::Database(database) => {
-            matches!(database.code().as_deref(), Some("42P01" | "42703"))
-                || database.message().contains("no such table")
-                || database.message().contains("no such column")
-        }
-        _ => false,
-    }
-}
-
 /// Implements [`SecurityStore`](super::SecurityStore) and [`JobStore`](super::JobStore) for
 /// `$store`, a struct with a `pool: sqlx::Pool<$db>` field. `$begin_write` starts a transaction
 /// that will write (`BEGIN IMMEDIATE` on SQLite).
@@ -22,7 +9,6 @@ macro_rules! impl_admin_store {
         mod admin_store {
             use super::*;
             use $crate::store::sql::store_error;
-            use $crate::store::sql_admin::is_missing_relation;
             use $crate::store::{
                 JobRunRecord, JobStore, NewTokenRotation, PurgeCounts, RotationOutcome,
                 RotationScope, SecurityConfigRecord, SecurityStore, StoreError,
@@ -419,18 +405,13 @@ macro_rules! impl_admin_store {
                             .await
                             .map_err(store_error)?
                             .rows_affected();
-                    // The OAuth state table comes with provider connections; until it exists
-                    // (or if its shape differs) there is nothing to purge.
                     counts.oauth_states =
-                        match sqlx::query("DELETE FROM oauth_states WHERE expires_at <= $1")
+                        sqlx::query("DELETE FROM oauth_states WHERE expires_at <= $1")
                             .bind(now)
                             .execute(&self.pool)
                             .await
-                        {
-                            Ok(done) => done.rows_affected(),
-                            Err(error) if is_missing_relation(&error) => 0,
-                            Err(error) => return Err(store_error(error)),
-                        };
+                            .map_err(store_error)?
+                            .rows_affected();
                     Ok(counts)
                 }
             }

@@ -24,8 +24,9 @@ macro_rules! impl_records_store {
                 AccountFilter, AccountRecord, AccountStore, AccountType, AssetType,
                 ConnectionRecord, ConnectionStatus, ConnectionStore, FILE_IMPORT_PROVIDER,
                 HoldingFilter, HoldingRecord, HoldingStore, ImportAccount, ImportBatch,
-                ImportCounts, ImportSnapshot, ImportStore, NewAccount, NewConnection, NewHolding, NewSnapshot, NewTransaction,
-                Page, SnapshotRecord, SnapshotSource, SnapshotStore, StoreError,
+                ImportCounts, ImportSnapshot, ImportStore, NewAccount, NewConnection, NewHolding,
+                NewSnapshot, NewTransaction, Page, SnapshotRecord, SnapshotSource, SnapshotStore,
+                StoreError, SyncAccountData, SyncBatch, SyncCounts, SyncStore,
                 TransactionQuery, TransactionRecord, TransactionStatus, TransactionStore,
                 TransactionType, UpsertCounts, mask_account_number, provider_id,
             };
@@ -34,7 +35,12 @@ macro_rules! impl_records_store {
 
             const CONNECTION_COLUMNS: &str = "c.id, c.user_id, c.provider_id, c.provider_slug, \
                  c.alias, c.status, c.encrypted_credentials, c.credentials_key_id, \
-                 c.connected_at, c.last_sync_at, c.created_at, c.updated_at";
+                 c.credentials_expires_at, c.connected_at, c.last_sync_at, c.created_at, \
+                 c.updated_at";
+            /// [`CONNECTION_COLUMNS`] unqualified, for `RETURNING` clauses.
+            const CONNECTION_RETURNING: &str = "id, user_id, provider_id, provider_slug, alias, \
+                 status, encrypted_credentials, credentials_key_id, credentials_expires_at, \
+                 connected_at, last_sync_at, created_at, updated_at";
             const ACCOUNT_COLUMNS: &str = "a.id, a.connection_id, a.provider_account_id, \
                  a.account_number_masked, a.name, a.account_type, a.currency, a.balance_amount, \
                  a.available_balance_amount, a.is_active, a.last_synced_at, a.created_at, \
@@ -111,6 +117,7 @@ macro_rules! impl_records_store {
                     status: choice(row, "status", ConnectionStatus::parse)?,
                     encrypted_credentials: row.try_get("encrypted_credentials")?,
                     credentials_key_id: row.try_get("credentials_key_id")?,
+                    credentials_expires_at: row.try_get("credentials_expires_at")?,
                     connected_at: row.try_get("connected_at")?,
                     last_sync_at: row.try_get("last_sync_at")?,
                     created_at: row.try_get("created_at")?,
@@ -209,9 +216,10 @@ macro_rules! impl_records_store {
                 let provider = provider_id(&connection.provider_slug);
                 sqlx::query(
                     "INSERT INTO connections (id, user_id, provider_id, provider_slug, alias, \
-                     status, encrypted_credentials, credentials_key_id, connected_at, \
-                     last_sync_at, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, $9, $9)",
+                     status, encrypted_credentials, credentials_key_id, \
+                     credentials_expires_at, connected_at, last_sync_at, created_at, \
+                     updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, $10, $10)",
                 )
                 .bind(connection.id)
                 .bind(connection.user_id)
@@ -221,6 +229,7 @@ macro_rules! impl_records_store {
                 .bind(connection.status.as_str())
                 .bind(connection.encrypted_credentials.as_deref())
                 .bind(connection.credentials_key_id.as_deref())
+                .bind(connection.credentials_expires_at)
                 .bind(connection.created_at)
                 .execute(&mut **tx)
                 .await?;
@@ -233,6 +242,7 @@ macro_rules! impl_records_store {
                     status: connection.status,
                     encrypted_credentials: connection.encrypted_credentials.clone(),
                     credentials_key_id: connection.credentials_key_id.clone(),
+                    credentials_expires_at: connection.credentials_expires_at,
                     connected_at: connection.created_at,
                     last_sync_at: None,
                     created_at: connection.created_at,
@@ -287,8 +297,37 @@ macro_rules! impl_records_store {
                 alias: Option<&str>,
                 now: DateTime<Utc>,
             ) -> Result<ConnectionRecord, StoreError> {
-                // Locks the user's row (PostgreSQL) so concurrent calls find one another's
-                // connection; SQLite's BEGIN IMMEDIATE already serializes writers.
+                lock_user_in(tx, user_id).await?;
+                let existing = live_connection_in(tx, user_id, provider_slug, alias).await?;
+                if let Some(existing) = existing {
+                    return Ok(existing);
+                }
+                insert_connection(
+                    tx,
+                    &NewConnection {
+                        id: Uuid::now_v7(),
+                        user_id,
+                        provider_slug: provider_slug.to_owned(),
+                        alias: alias.map(str::to_owned),
+                        status: ConnectionStatus::Active,
+                        encrypted_credentials: None,
+                        credentials_key_id: None,
+                        credentials_expires_at: None,
+                        created_at: now,
+                    },
+                )
+                .await
+                .map_err(store_error)
+            }
+
+            /// Locks the user's row for the rest of the transaction (PostgreSQL) so concurrent
+            /// transactions looking up or creating the user's connections see one another's;
+            /// SQLite's `BEGIN IMMEDIATE` already serializes writers. [`StoreError::Other`]
+            /// when the user does not exist.
+            async fn lock_user_in(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                user_id: Uuid,
+            ) -> Result<(), StoreError> {
                 let locked = sqlx::query("UPDATE users SET updated_at = updated_at WHERE id = $1")
                     .bind(user_id)
                     .execute(&mut **tx)
@@ -297,6 +336,17 @@ macro_rules! impl_records_store {
                 if locked.rows_affected() == 0 {
                     return Err(StoreError::Other(format!("unknown user {user_id}")));
                 }
+                Ok(())
+            }
+
+            /// The user's oldest connection with this slug and alias (compared exactly, `None`
+            /// matching `None`) that is not disconnected.
+            async fn live_connection_in(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                user_id: Uuid,
+                provider_slug: &str,
+                alias: Option<&str>,
+            ) -> Result<Option<ConnectionRecord>, StoreError> {
                 let alias_filter = if alias.is_some() {
                     "c.alias = $3"
                 } else {
@@ -314,24 +364,11 @@ macro_rules! impl_records_store {
                     query = query.bind(alias);
                 }
                 let existing = query.fetch_optional(&mut **tx).await.map_err(store_error)?;
-                if let Some(row) = existing {
-                    return connection_from_row(&row).map_err(store_error);
-                }
-                insert_connection(
-                    tx,
-                    &NewConnection {
-                        id: Uuid::now_v7(),
-                        user_id,
-                        provider_slug: provider_slug.to_owned(),
-                        alias: alias.map(str::to_owned),
-                        status: ConnectionStatus::Active,
-                        encrypted_credentials: None,
-                        credentials_key_id: None,
-                        created_at: now,
-                    },
-                )
-                .await
-                .map_err(store_error)
+                existing
+                    .as_ref()
+                    .map(connection_from_row)
+                    .transpose()
+                    .map_err(store_error)
             }
 
             async fn upsert_account_in(
@@ -778,6 +815,45 @@ macro_rules! impl_records_store {
                 Ok((existing.id, outcome))
             }
 
+            /// Marks inactive every active holding of the account whose provider id is not in
+            /// `keep_provider_ids` (all of them when it is empty), in one statement; the number
+            /// deactivated.
+            async fn deactivate_missing_holdings_in<'c, E>(
+                executor: E,
+                account_id: Uuid,
+                keep_provider_ids: &[String],
+                now: DateTime<Utc>,
+            ) -> Result<u64, StoreError>
+            where
+                E: sqlx::Executor<'c, Database = $db>,
+            {
+                let mut sql = format!(
+                    "UPDATE holdings SET is_active = {}, updated_at = {} \
+                     WHERE account_id = {} AND is_active = {}",
+                    placeholder(1),
+                    placeholder(2),
+                    placeholder(3),
+                    placeholder(4),
+                );
+                if !keep_provider_ids.is_empty() {
+                    let placeholders = (0..keep_provider_ids.len())
+                        .map(|index| placeholder(index + 5))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    sql.push_str(&format!(" AND provider_holding_id NOT IN ({placeholders})"));
+                }
+                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(false)
+                    .bind(now)
+                    .bind(account_id)
+                    .bind(true);
+                for keep in keep_provider_ids {
+                    query = query.bind(keep.as_str());
+                }
+                let done = query.execute(executor).await.map_err(store_error)?;
+                Ok(done.rows_affected())
+            }
+
             async fn insert_snapshot_in(
                 tx: &mut sqlx::Transaction<'static, $db>,
                 snapshot: &NewSnapshot,
@@ -1089,27 +1165,8 @@ macro_rules! impl_records_store {
                     keep_provider_ids: &[String],
                     now: DateTime<Utc>,
                 ) -> Result<u64, StoreError> {
-                    let mut sql = String::from(
-                        "UPDATE holdings SET is_active = $1, updated_at = $2 \
-                         WHERE account_id = $3 AND is_active = $4",
-                    );
-                    if !keep_provider_ids.is_empty() {
-                        let placeholders = (0..keep_provider_ids.len())
-                            .map(|index| format!("${}", index + 5))
-                            .collect::<Vec<_>>()
-                            .join(", ");
-                        sql.push_str(&format!(" AND provider_holding_id NOT IN ({placeholders})"));
-                    }
-                    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql))
-                        .bind(false)
-                        .bind(now)
-                        .bind(account_id)
-                        .bind(true);
-                    for keep in keep_provider_ids {
-                        query = query.bind(keep.as_str());
-                    }
-                    let done = query.execute(&self.pool).await.map_err(store_error)?;
-                    Ok(done.rows_affected())
+                    deactivate_missing_holdings_in(&self.pool, account_id, keep_provider_ids, now)
+                        .await
                 }
 
                 async fn holdings_for_user(
@@ -1424,6 +1481,131 @@ macro_rules! impl_records_store {
                     Ok(counts)
                 }
             }
+
+            /// The id, balances and currency of the connection's account with this provider
+            /// id; [`StoreError::Other`] when there is none.
+            async fn sync_account_in(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                connection_id: Uuid,
+                provider_account_id: &str,
+            ) -> Result<AccountRecord, StoreError> {
+                let sql = format!(
+                    "SELECT {ACCOUNT_COLUMNS} FROM accounts a \
+                     WHERE a.connection_id = $1 AND a.provider_account_id = $2"
+                );
+                let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(connection_id)
+                    .bind(provider_account_id)
+                    .fetch_optional(&mut **tx)
+                    .await
+                    .map_err(store_error)?;
+                match row {
+                    Some(row) => account_from_row(&row).map_err(store_error),
+                    None => Err(StoreError::Other(format!(
+                        "unknown account {provider_account_id:?} in connection {connection_id}"
+                    ))),
+                }
+            }
+
+            /// Writes one account's part of a sync batch.
+            async fn sync_account(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                connection_id: Uuid,
+                item: &SyncAccountData,
+                now: DateTime<Utc>,
+                counts: &mut SyncCounts,
+            ) -> Result<(), StoreError> {
+                let account = sync_account_in(tx, connection_id, &item.provider_account_id).await?;
+                if let Some(transactions) = &item.transactions {
+                    let mut created = 0;
+                    for done in upsert_transactions_in(tx, account.id, transactions, now).await? {
+                        if done.1 == Upserted::Created {
+                            created += 1;
+                        }
+                        tally(&mut counts.transactions, done);
+                    }
+                    add_to_transaction_count(tx, account.id, created).await?;
+                }
+                if let Some(holdings) = &item.holdings {
+                    for holding in holdings {
+                        let done = upsert_holding_in(tx, account.id, holding, now).await?;
+                        tally(&mut counts.holdings, done);
+                    }
+                    let keep: Vec<String> = holdings
+                        .iter()
+                        .map(|holding| holding.provider_holding_id.clone())
+                        .collect();
+                    counts.holdings_deactivated +=
+                        deactivate_missing_holdings_in(&mut **tx, account.id, &keep, now).await?;
+                }
+                if let Some(snapshot) = &item.snapshot {
+                    insert_snapshot_in(
+                        tx,
+                        &NewSnapshot {
+                            account_id: account.id,
+                            balance: account.balance_amount,
+                            available_balance: account.available_balance_amount,
+                            holdings_value: snapshot.holdings_value,
+                            cash_value: snapshot.cash_value,
+                            currency: account.currency.clone(),
+                            source: snapshot.source,
+                            captured_at: now,
+                        },
+                    )
+                    .await?;
+                    counts.snapshots_created += 1;
+                }
+                Ok(())
+            }
+
+            #[async_trait::async_trait]
+            impl SyncStore for $store {
+                async fn apply_sync(
+                    &self,
+                    connection_id: Uuid,
+                    batch: &SyncBatch,
+                    now: DateTime<Utc>,
+                ) -> Result<SyncCounts, StoreError> {
+                    let mut tx = self.pool.begin_with($begin_write).await.map_err(store_error)?;
+                    // Locks the connection's row (PostgreSQL) so syncs of one connection are
+                    // applied one after the other; SQLite's BEGIN IMMEDIATE serializes writers.
+                    let locked = sqlx::query(
+                        "UPDATE connections SET updated_at = updated_at WHERE id = $1",
+                    )
+                    .bind(connection_id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                    if locked.rows_affected() == 0 {
+                        return Err(StoreError::Other(format!(
+                            "unknown connection {connection_id}"
+                        )));
+                    }
+                    let mut counts = SyncCounts::default();
+                    for account in &batch.accounts {
+                        let done = upsert_account_in(&mut tx, connection_id, account, now).await?;
+                        tally(&mut counts.accounts, done);
+                    }
+                    for item in &batch.per_account {
+                        sync_account(&mut tx, connection_id, item, now, &mut counts).await?;
+                    }
+                    if batch.mark_synced {
+                        sqlx::query(
+                            "UPDATE connections SET last_sync_at = $2, updated_at = $2 \
+                             WHERE id = $1",
+                        )
+                        .bind(connection_id)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
+                    }
+                    tx.commit().await.map_err(store_error)?;
+                    Ok(counts)
+                }
+            }
+
+            $crate::store::sql_providers::impl_providers_store!($store, $db, $begin_write);
         }
     };
 }

@@ -14,6 +14,7 @@ const MIGRATIONS: &[Migration] = migrations!("sqlite":
     2 => "0002_records",
     3 => "0003_admin",
     4 => "0004_transaction_counts",
+    5 => "0005_providers",
 );
 const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS aggregation_migrations (\
      version INTEGER PRIMARY KEY NOT NULL, description TEXT NOT NULL, applied_at TEXT NOT NULL)";

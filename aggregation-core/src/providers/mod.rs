@@ -1,0 +1,215 @@
+//! External financial providers: the [`Provider`] trait, the registry the service holds, the
+//! built-in Charles Schwab provider and a Schwab-compatible sandbox.
+//!
+//! A provider does four things: builds the OAuth 2.0 authorization address, exchanges an
+//! authorization code (and refreshes tokens) at its token endpoint, and fetches accounts,
+//! transactions and holdings with an access token. Everything else (states, encryption,
+//! storage, cool-downs, statistics) is the service's, so a provider is small. Embedders add
+//! their own with [`AggregationServiceBuilder::provider`](crate::AggregationServiceBuilder::provider).
+
+pub mod sandbox;
+pub mod schwab;
+
+pub use sandbox::SchwabSandbox;
+pub use schwab::{SchwabConfig, SchwabProvider};
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::store::{NewAccount, NewHolding, NewTransaction};
+
+pub(crate) mod connections;
+
+/// Tokens a provider issued for one connection. Serialized only to be encrypted; `Debug`
+/// never shows the tokens.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderTokens {
+    /// Bearer token for data requests.
+    pub access_token: String,
+    /// Token to get a new access token, when the provider issued one.
+    pub refresh_token: Option<String>,
+    /// When the access token expires.
+    pub expires_at: DateTime<Utc>,
+    /// Scopes granted, when the provider says.
+    pub scope: Option<String>,
+}
+
+impl fmt::Debug for ProviderTokens {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderTokens")
+            .field("access_token", &"<redacted>")
+            .field(
+                "refresh_token",
+                &self.refresh_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("expires_at", &self.expires_at)
+            .field("scope", &self.scope)
+            .finish()
+    }
+}
+
+/// What the authorization address carries.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthorizationRequest<'a> {
+    /// The anti-forgery state value.
+    pub state: &'a str,
+    /// Where the provider sends the user back.
+    pub redirect_uri: &'a str,
+    /// The PKCE S256 challenge, when the provider uses PKCE.
+    pub pkce_challenge: Option<&'a str>,
+}
+
+/// An inclusive range of dates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DateRange {
+    /// First day.
+    pub start: NaiveDate,
+    /// Last day.
+    pub end: NaiveDate,
+}
+
+/// One item a provider answered that could not be used, reported in the sync statistics.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SyncItemError {
+    /// Which item (a provider id, or an account).
+    pub item: String,
+    /// What was wrong.
+    pub message: String,
+}
+
+/// A provider's answer: the usable items and the ones it could not map.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Fetched<T> {
+    /// Items mapped to records.
+    pub items: Vec<T>,
+    /// Items skipped, with why.
+    pub errors: Vec<SyncItemError>,
+}
+
+/// Why a provider call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// The provider refused the grant (`invalid_grant`): the code was bad or used, or the
+    /// refresh token is no longer valid. The user must authorize again.
+    #[error("the provider refused the grant: {0}")]
+    InvalidGrant(String),
+    /// The provider refused the access token (401): refresh it, or authorize again.
+    #[error("the provider refused the access token")]
+    Unauthorized,
+    /// The provider does not do this (for example, OAuth for a file-import provider).
+    #[error("the provider does not support {0}")]
+    Unsupported(&'static str),
+    /// The request could not be sent or the provider answered an error status.
+    #[error("the provider request failed: {0}")]
+    Http(String),
+    /// The provider answered something that could not be read.
+    #[error("the provider's answer could not be read: {0}")]
+    InvalidResponse(String),
+    /// The provider is misconfigured (a bad URL, for example).
+    #[error("the provider is misconfigured: {0}")]
+    Configuration(String),
+}
+
+/// An external financial data provider.
+#[async_trait]
+pub trait Provider: Send + Sync + 'static {
+    /// The provider's slug, unique in a service (`schwab`).
+    fn slug(&self) -> &str;
+
+    /// A human-readable name.
+    fn name(&self) -> &str;
+
+    /// Whether connections are made through the OAuth 2.0 authorization-code flow. When
+    /// `false`, connect and callback refuse the provider and nothing else is called.
+    fn supports_oauth(&self) -> bool {
+        true
+    }
+
+    /// Whether the authorization uses PKCE (S256).
+    fn supports_pkce(&self) -> bool {
+        false
+    }
+
+    /// The address to send the user to.
+    fn authorization_url(
+        &self,
+        request: &AuthorizationRequest<'_>,
+    ) -> Result<String, ProviderError>;
+
+    /// Exchanges an authorization code for tokens, sending the redirect URI (and PKCE
+    /// verifier) that the authorization used.
+    async fn exchange_code(
+        &self,
+        code: &str,
+        redirect_uri: &str,
+        pkce_verifier: Option<&str>,
+    ) -> Result<ProviderTokens, ProviderError>;
+
+    /// Gets new tokens with a refresh token. A provider that answers without a new refresh
+    /// token keeps the old one: the result carries it.
+    async fn refresh_tokens(&self, refresh_token: &str) -> Result<ProviderTokens, ProviderError>;
+
+    /// The accounts the tokens reach. `provider_account_id` must be stable and is what
+    /// [`transactions`](Self::transactions) and [`holdings`](Self::holdings) receive.
+    async fn accounts(&self, access_token: &str) -> Result<Fetched<NewAccount>, ProviderError>;
+
+    /// Transactions of one account within a date range.
+    async fn transactions(
+        &self,
+        access_token: &str,
+        provider_account_id: &str,
+        range: DateRange,
+    ) -> Result<Fetched<NewTransaction>, ProviderError>;
+
+    /// Current positions of one account.
+    async fn holdings(
+        &self,
+        access_token: &str,
+        provider_account_id: &str,
+    ) -> Result<Fetched<NewHolding>, ProviderError>;
+}
+
+/// The providers a service offers, by slug.
+#[derive(Clone, Default)]
+pub struct Providers {
+    by_slug: BTreeMap<String, Arc<dyn Provider>>,
+}
+
+impl fmt::Debug for Providers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.by_slug.keys()).finish()
+    }
+}
+
+impl Providers {
+    /// No providers.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a provider, replacing one with the same slug.
+    pub fn insert(&mut self, provider: Arc<dyn Provider>) {
+        self.by_slug.insert(provider.slug().to_owned(), provider);
+    }
+
+    /// The provider with this slug.
+    pub fn get(&self, slug: &str) -> Option<&Arc<dyn Provider>> {
+        self.by_slug.get(slug)
+    }
+
+    /// Every slug, sorted.
+    pub fn slugs(&self) -> impl Iterator<Item = &str> {
+        self.by_slug.keys().map(String::as_str)
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.by_slug.is_empty()
+    }
+}

@@ -1,0 +1,535 @@
+//! The Charles Schwab Trader API (v1) as a [`Provider`].
+//!
+//! OAuth 2.0 authorization-code flow (optionally with PKCE) at `{base}/v1/oauth/authorize` and
+//! `{base}/v1/oauth/token` with HTTP Basic client authentication; accounts, positions and
+//! transactions from `{base}/trader/v1/accounts…` with the bearer access token.
+//!
+//! ```no_run
+//! # fn demo() -> Result<(), aggregation_core::providers::ProviderError> {
+//! use aggregation_core::providers::{AuthorizationRequest, Provider, SchwabConfig, SchwabProvider};
+//!
+//! let provider = SchwabProvider::new(SchwabConfig::new(
+//!     "https://api.schwabapi.com",
+//!     "my-app-key",
+//!     "my-app-secret",
+//! ))?;
+//! let address = provider.authorization_url(&AuthorizationRequest {
+//!     state: "anti-forgery-state",
+//!     redirect_uri: "https://127.0.0.1/callback",
+//!     pkce_challenge: None,
+//! })?;
+//! # let _ = address;
+//! # Ok(()) }
+//! ```
+//!
+//! What the answers become:
+//!
+//! - Accounts: `provider_account_id` is the account's `hashValue` (joined from
+//!   `accountNumbers` on `accountNumber`), the balance is `currentBalances.liquidationValue`
+//!   (else the aggregated liquidation value, else `cashBalance`) and the available balance
+//!   `availableFunds` (else `cashAvailableForTrading`). `CASH` and `MARGIN` accounts are
+//!   brokerage accounts; IRA-like types map to `ira` / `roth_ira`.
+//! - Holdings: one per position, keyed by CUSIP (else symbol); quantity is long minus short;
+//!   cost basis is average price × quantity; the current price is market value / quantity
+//!   (rounded to 6 places).
+//! - Transactions: keyed by `activityId`; `TRADE` is a trade (subtype `BUY` / `SELL`),
+//!   `DIVIDEND_OR_INTEREST` income, money movements transfers, an activity made only of fee
+//!   lines a fee; the amount is `netAmount`; the commission is the sum of the fee lines' costs.
+//!
+//! Limitation: option positions are mapped as reported; the cost basis does not apply the
+//! contract multiplier.
+
+mod mapping;
+#[cfg(test)]
+mod tests;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::error::Error as _;
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{TimeDelta, Utc};
+use oauth2::basic::{BasicClient, BasicErrorResponse};
+use oauth2::{
+    AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointNotSet, EndpointSet,
+    PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, RefreshToken, RequestTokenError,
+    TokenResponse as _, TokenUrl,
+};
+use url::Url;
+
+use super::{AuthorizationRequest, DateRange, Fetched, Provider, ProviderError, ProviderTokens};
+use crate::store::{NewAccount, NewHolding, NewTransaction};
+
+/// Connect and whole-request timeout of every call to Schwab.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The access-token lifetime assumed when the token answer does not say (Schwab: 30 minutes).
+const DEFAULT_EXPIRES_IN: i64 = 1800;
+
+/// The largest token answer read.
+const MAX_TOKEN_BODY: usize = 64 * 1024;
+
+/// The largest data answer read (a year of transactions fits easily).
+const MAX_DATA_BODY: usize = 32 * 1024 * 1024;
+
+/// The transaction types asked for: every type Schwab has.
+const TRANSACTION_TYPES: &str = "TRADE,RECEIVE_AND_DELIVER,DIVIDEND_OR_INTEREST,ACH_RECEIPT,\
+    ACH_DISBURSEMENT,CASH_RECEIPT,CASH_DISBURSEMENT,ELECTRONIC_FUND,WIRE_OUT,WIRE_IN,JOURNAL,\
+    MEMORANDUM,MARGIN_CALL,MONEY_MARKET,SMA_ADJUSTMENT";
+
+/// How to reach a Schwab-compatible API. `Debug` never shows the client secret.
+#[derive(Clone)]
+pub struct SchwabConfig {
+    /// The provider's slug in the service (`schwab`).
+    pub slug: String,
+    /// The provider's display name (`Charles Schwab`).
+    pub name: String,
+    /// The API root, without the `/v1` or `/trader/v1` part (`https://api.schwabapi.com`); it
+    /// may carry a path prefix.
+    pub base_url: String,
+    /// The app key.
+    pub client_id: String,
+    /// The app secret.
+    pub client_secret: String,
+    /// Whether authorizations use PKCE (S256).
+    pub use_pkce: bool,
+}
+
+impl SchwabConfig {
+    /// A configuration with slug `schwab`, name `Charles Schwab` and PKCE off.
+    pub fn new(
+        base_url: impl Into<String>,
+        client_id: impl Into<String>,
+        client_secret: impl Into<String>,
+    ) -> Self {
+        Self {
+            slug: "schwab".to_owned(),
+            name: "Charles Schwab".to_owned(),
+            base_url: base_url.into(),
+            client_id: client_id.into(),
+            client_secret: client_secret.into(),
+            use_pkce: false,
+        }
+    }
+}
+
+impl fmt::Debug for SchwabConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SchwabConfig")
+            .field("slug", &self.slug)
+            .field("name", &self.name)
+            .field("base_url", &self.base_url)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"<redacted>")
+            .field("use_pkce", &self.use_pkce)
+            .finish()
+    }
+}
+
+type OAuthClient =
+    BasicClient<EndpointSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
+
+/// The Charles Schwab Trader API v1. Holds one HTTP client (no redirects followed, 10-second
+/// timeouts), so build it once and share it. `Debug` never shows the client secret.
+pub struct SchwabProvider {
+    config: SchwabConfig,
+    /// The API root without a trailing slash.
+    base: String,
+    oauth: OAuthClient,
+    /// The one HTTP client, for data calls (`http.0`) and token calls.
+    http: TokenHttpClient,
+}
+
+impl fmt::Debug for SchwabProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SchwabProvider")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an HTTP exchange with the token endpoint failed before an OAuth answer was read.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct TransportError(String);
+
+impl SchwabProvider {
+    /// Builds the provider and its HTTP client. Fails with
+    /// [`ProviderError::Configuration`] when the base URL is not an absolute `http(s)` URL or
+    /// the HTTP client cannot be built.
+    pub fn new(config: SchwabConfig) -> Result<Self, ProviderError> {
+        let base = config.base_url.trim().trim_end_matches('/').to_owned();
+        let parsed = Url::parse(&base)
+            .map_err(|error| ProviderError::Configuration(format!("base URL {base:?}: {error}")))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+            return Err(ProviderError::Configuration(format!(
+                "base URL {base:?} is not an http(s) URL"
+            )));
+        }
+        if parsed.query().is_some() || parsed.fragment().is_some() {
+            return Err(ProviderError::Configuration(format!(
+                "base URL {base:?} must not have a query or fragment"
+            )));
+        }
+        let auth_url = AuthUrl::new(format!("{base}/v1/oauth/authorize"))
+            .map_err(|error| ProviderError::Configuration(error.to_string()))?;
+        let token_url = TokenUrl::new(format!("{base}/v1/oauth/token"))
+            .map_err(|error| ProviderError::Configuration(error.to_string()))?;
+        let oauth = BasicClient::new(ClientId::new(config.client_id.clone()))
+            .set_client_secret(ClientSecret::new(config.client_secret.clone()))
+            .set_auth_uri(auth_url)
+            .set_token_uri(token_url);
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(TIMEOUT)
+            .timeout(TIMEOUT)
+            .build()
+            .map_err(|error| ProviderError::Configuration(describe(&error)))?;
+        Ok(Self {
+            config,
+            base,
+            oauth,
+            http: TokenHttpClient(http),
+        })
+    }
+
+    /// The configuration the provider was built with.
+    pub fn config(&self) -> &SchwabConfig {
+        &self.config
+    }
+
+    fn data_url(&self, path: &str) -> Result<Url, ProviderError> {
+        Url::parse(&format!("{}{path}", self.base))
+            .map_err(|error| ProviderError::Configuration(error.to_string()))
+    }
+
+    /// `GET`s a data endpoint with the bearer token and returns the body of a 2xx answer.
+    async fn get(&self, url: Url, access_token: &str) -> Result<Vec<u8>, ProviderError> {
+        let path = url.path().to_owned();
+        let response = self
+            .http
+            .0
+            .get(url)
+            .bearer_auth(access_token)
+            .header(http::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(|error| ProviderError::Http(format!("GET {path}: {}", describe(&error))))?;
+        let status = response.status();
+        if status == http::StatusCode::UNAUTHORIZED {
+            return Err(ProviderError::Unauthorized);
+        }
+        if status.is_redirection() {
+            return Err(ProviderError::Http(format!(
+                "GET {path} answered {status}; redirects are not followed"
+            )));
+        }
+        if !status.is_success() {
+            return Err(ProviderError::Http(format!("GET {path} answered {status}")));
+        }
+        read_limited(response, MAX_DATA_BODY)
+            .await
+            .map_err(|error| ProviderError::Http(format!("GET {path}: {error}")))
+    }
+
+    /// The account-number table and the accounts with positions, fetched together.
+    async fn accounts_with_positions(
+        &self,
+        access_token: &str,
+    ) -> Result<(HashMap<String, String>, Vec<serde_json::Value>), ProviderError> {
+        let numbers_url = self.data_url("/trader/v1/accounts/accountNumbers")?;
+        let mut accounts_url = self.data_url("/trader/v1/accounts")?;
+        accounts_url
+            .query_pairs_mut()
+            .append_pair("fields", "positions");
+        let (numbers, accounts) = tokio::try_join!(
+            self.get(numbers_url, access_token),
+            self.get(accounts_url, access_token)
+        )?;
+        Ok((
+            mapping::parse_account_numbers(&numbers)?,
+            mapping::parse_accounts(&accounts)?,
+        ))
+    }
+
+    fn redirect_url(redirect_uri: &str) -> Result<RedirectUrl, ProviderError> {
+        RedirectUrl::new(redirect_uri.to_owned()).map_err(|error| {
+            ProviderError::Configuration(format!("redirect URI {redirect_uri:?}: {error}"))
+        })
+    }
+}
+
+/// oauth2's HTTP client: the provider's reqwest client (redirects not followed).
+struct TokenHttpClient(reqwest::Client);
+
+impl<'c> oauth2::AsyncHttpClient<'c> for TokenHttpClient {
+    type Error = TransportError;
+    type Future = std::pin::Pin<
+        Box<dyn Future<Output = Result<oauth2::HttpResponse, TransportError>> + Send + 'c>,
+    >;
+
+    fn call(&'c self, request: oauth2::HttpRequest) -> Self::Future {
+        Box::pin(send_token_request(&self.0, request))
+    }
+}
+
+/// An error and its sources on one line (reqwest's own message omits the cause).
+fn describe(error: &reqwest::Error) -> String {
+    let mut text = if error.is_timeout() {
+        "timed out".to_owned()
+    } else {
+        error.to_string()
+    };
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Reads a body, refusing one larger than `limit` bytes.
+async fn read_limited(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, String> {
+    if response
+        .content_length()
+        .is_some_and(|length| length > limit as u64)
+    {
+        return Err(format!("the answer is larger than {limit} bytes"));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|error| describe(&error))? {
+        if body.len() + chunk.len() > limit {
+            return Err(format!("the answer is larger than {limit} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Sends one token-endpoint request over reqwest, redirects not followed. A 3xx or 5xx
+/// answer is a transport failure; 2xx and 4xx answers go back to oauth2 to be read.
+async fn send_token_request(
+    http: &reqwest::Client,
+    request: oauth2::HttpRequest,
+) -> Result<oauth2::HttpResponse, TransportError> {
+    let request =
+        reqwest::Request::try_from(request).map_err(|error| TransportError(describe(&error)))?;
+    let response = http
+        .execute(request)
+        .await
+        .map_err(|error| TransportError(describe(&error)))?;
+    let status = response.status();
+    if status.is_redirection() {
+        return Err(TransportError(format!(
+            "the token endpoint answered {status}; redirects are not followed"
+        )));
+    }
+    if status.is_server_error() {
+        return Err(TransportError(format!(
+            "the token endpoint answered {status}"
+        )));
+    }
+    let headers = response.headers().clone();
+    let body = read_limited(response, MAX_TOKEN_BODY)
+        .await
+        .map_err(TransportError)?;
+    let mut answer = http::Response::new(body);
+    *answer.status_mut() = status;
+    *answer.headers_mut() = headers;
+    Ok(answer)
+}
+
+/// Whether a token-endpoint refusal means the grant is gone. Besides `invalid_grant`, Schwab
+/// answers an expired refresh token with `unsupported_token_type` and a description naming
+/// `refresh_token_authentication_error`.
+fn is_invalid_grant(code: &str, description: Option<&str>) -> bool {
+    code == "invalid_grant"
+        || code == "refresh_token_authentication_error"
+        || (code == "unsupported_token_type"
+            && description.is_some_and(|text| {
+                text.contains("refresh_token_authentication_error")
+                    || text.contains("Failed refresh token authentication")
+            }))
+}
+
+fn token_error(error: RequestTokenError<TransportError, BasicErrorResponse>) -> ProviderError {
+    match error {
+        RequestTokenError::ServerResponse(response) => {
+            let code = response.error().to_string();
+            let description = response.error_description().map(String::as_str);
+            if is_invalid_grant(&code, description) {
+                ProviderError::InvalidGrant(description.unwrap_or(&code).to_owned())
+            } else {
+                ProviderError::Http(match description {
+                    Some(description) => {
+                        format!("the token endpoint refused the request: {code}: {description}")
+                    }
+                    None => format!("the token endpoint refused the request: {code}"),
+                })
+            }
+        }
+        RequestTokenError::Request(error) => ProviderError::Http(error.0),
+        // The body is not quoted: it may hold tokens.
+        RequestTokenError::Parse(error, _) => {
+            ProviderError::InvalidResponse(format!("token answer: {error}"))
+        }
+        RequestTokenError::Other(message) => {
+            ProviderError::InvalidResponse(format!("token answer: {message}"))
+        }
+    }
+}
+
+fn tokens_from(
+    answer: &oauth2::basic::BasicTokenResponse,
+    previous_refresh_token: Option<&str>,
+) -> ProviderTokens {
+    let now = Utc::now();
+    let lifetime = answer
+        .expires_in()
+        .and_then(|duration| TimeDelta::from_std(duration).ok())
+        .unwrap_or_else(|| TimeDelta::seconds(DEFAULT_EXPIRES_IN));
+    let expires_at = now
+        .checked_add_signed(lifetime)
+        .unwrap_or_else(|| now + TimeDelta::seconds(DEFAULT_EXPIRES_IN));
+    let scope = answer.scopes().map(|scopes| {
+        scopes
+            .iter()
+            .map(|scope| scope.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    ProviderTokens {
+        access_token: answer.access_token().secret().clone(),
+        refresh_token: answer
+            .refresh_token()
+            .map(|token| token.secret().clone())
+            .or_else(|| previous_refresh_token.map(str::to_owned)),
+        expires_at,
+        scope,
+    }
+}
+
+#[async_trait]
+impl Provider for SchwabProvider {
+    fn slug(&self) -> &str {
+        &self.config.slug
+    }
+
+    fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    fn supports_pkce(&self) -> bool {
+        self.config.use_pkce
+    }
+
+    fn authorization_url(
+        &self,
+        request: &AuthorizationRequest<'_>,
+    ) -> Result<String, ProviderError> {
+        let state = request.state.to_owned();
+        let mut authorization = self
+            .oauth
+            .authorize_url(|| CsrfToken::new(state))
+            .set_redirect_uri(Cow::Owned(Self::redirect_url(request.redirect_uri)?));
+        if let Some(challenge) = request.pkce_challenge {
+            // oauth2 builds challenges only from a verifier; the service holds the verifier and
+            // hands over the S256 challenge, which the type reads from its serialized form.
+            let challenge: PkceCodeChallenge = serde_json::from_value(serde_json::json!({
+                "code_challenge": challenge,
+                "code_challenge_method": "S256",
+            }))
+            .map_err(|error| ProviderError::Configuration(error.to_string()))?;
+            authorization = authorization.set_pkce_challenge(challenge);
+        }
+        let (url, _state) = authorization.url();
+        Ok(url.into())
+    }
+
+    async fn exchange_code(
+        &self,
+        code: &str,
+        redirect_uri: &str,
+        pkce_verifier: Option<&str>,
+    ) -> Result<ProviderTokens, ProviderError> {
+        let mut request = self
+            .oauth
+            .exchange_code(AuthorizationCode::new(code.to_owned()))
+            .set_redirect_uri(Cow::Owned(Self::redirect_url(redirect_uri)?));
+        if let Some(verifier) = pkce_verifier {
+            request = request.set_pkce_verifier(PkceCodeVerifier::new(verifier.to_owned()));
+        }
+        let answer = request
+            .request_async(&self.http)
+            .await
+            .map_err(token_error)?;
+        Ok(tokens_from(&answer, None))
+    }
+
+    async fn refresh_tokens(&self, refresh_token: &str) -> Result<ProviderTokens, ProviderError> {
+        let token = RefreshToken::new(refresh_token.to_owned());
+        let answer = self
+            .oauth
+            .exchange_refresh_token(&token)
+            .request_async(&self.http)
+            .await
+            .map_err(token_error)?;
+        Ok(tokens_from(&answer, Some(refresh_token)))
+    }
+
+    async fn accounts(&self, access_token: &str) -> Result<Fetched<NewAccount>, ProviderError> {
+        let (hashes, entries) = self.accounts_with_positions(access_token).await?;
+        Ok(mapping::map_accounts(&hashes, entries))
+    }
+
+    async fn transactions(
+        &self,
+        access_token: &str,
+        provider_account_id: &str,
+        range: DateRange,
+    ) -> Result<Fetched<NewTransaction>, ProviderError> {
+        if range.start > range.end {
+            return Ok(mapping::empty());
+        }
+        let mut url = self.data_url("/trader/v1/accounts")?;
+        url.path_segments_mut()
+            .map_err(|()| ProviderError::Configuration("the base URL cannot have a path".into()))?
+            .push(provider_account_id)
+            .push("transactions");
+        url.query_pairs_mut()
+            .append_pair("startDate", &format!("{}T00:00:00.000Z", range.start))
+            .append_pair("endDate", &format!("{}T23:59:59.999Z", range.end))
+            .append_pair("types", TRANSACTION_TYPES);
+        let body = self.get(url, access_token).await?;
+        mapping::map_transactions(&body)
+    }
+
+    async fn holdings(
+        &self,
+        access_token: &str,
+        provider_account_id: &str,
+    ) -> Result<Fetched<NewHolding>, ProviderError> {
+        let (hashes, entries) = self.accounts_with_positions(access_token).await?;
+        let account_number = hashes
+            .iter()
+            .find(|(_, hash)| hash.as_str() == provider_account_id)
+            .map(|(number, _)| number.clone())
+            .ok_or_else(|| {
+                ProviderError::InvalidResponse(format!(
+                    "account {provider_account_id} is not among the provider's accounts"
+                ))
+            })?;
+        let positions = mapping::positions_of(entries, &account_number).ok_or_else(|| {
+            ProviderError::InvalidResponse(format!(
+                "account {provider_account_id} is missing from the accounts answer"
+            ))
+        })?;
+        Ok(mapping::map_holdings(positions))
+    }
+}

@@ -1,0 +1,290 @@
+//! Provider connections beyond the records: OAuth state values, encrypted credentials, the
+//! connection lifecycle, sync cool-downs, and provider syncs applied as one store operation.
+//!
+//! Credentials reach the store already encrypted (see [`crate::crypto::Keyring`]) and OAuth
+//! states only as their SHA-256 digest, so neither a database dump nor a log line carries a
+//! usable secret.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use uuid::Uuid;
+
+use super::StoreError;
+use super::records::{
+    ConnectionRecord, ConnectionStatus, NewAccount, NewHolding, NewTransaction, SnapshotSource,
+    UpsertCounts,
+};
+
+/// A pending OAuth authorization, stored when a user starts connecting a provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewOAuthState {
+    /// SHA-256 of the state value handed to the provider (the value itself is never stored).
+    pub state_digest: Vec<u8>,
+    /// The user who started the flow.
+    pub user_id: Uuid,
+    /// The provider being connected.
+    pub provider_slug: String,
+    /// The alias the connection will get (`None` when none was given).
+    pub alias: Option<String>,
+    /// The redirect URI sent to the provider; the code exchange must send it again.
+    pub redirect_uri: String,
+    /// The PKCE verifier, encrypted (nonce and ciphertext), when the provider uses PKCE.
+    pub encrypted_pkce_verifier: Option<Vec<u8>>,
+    /// The key that encrypted the verifier.
+    pub pkce_key_id: Option<String>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// After this instant the state is refused and may be purged.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// A stored OAuth state, as [`ProviderConnectionStore::take_oauth_state`] returns it.
+pub type OAuthStateRecord = NewOAuthState;
+
+/// Credentials to store on a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncryptedCredentials {
+    /// Nonce and ciphertext of the serialized provider tokens.
+    pub ciphertext: Vec<u8>,
+    /// The id of the key that encrypted them.
+    pub key_id: String,
+    /// When the provider's access token expires (kept in clear so the refresh job can find
+    /// connections that are due without decrypting anything).
+    pub access_expires_at: DateTime<Utc>,
+}
+
+/// The kind of sync a cool-down applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SyncKind {
+    /// Accounts sync of a connection.
+    Accounts,
+    /// Transactions sync of a connection.
+    Transactions,
+    /// Holdings sync of one account.
+    Holdings,
+    /// Whole-connection sync (accounts, transactions, holdings).
+    Connection,
+}
+
+impl SyncKind {
+    /// The kind's name in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Accounts => "accounts",
+            Self::Transactions => "transactions",
+            Self::Holdings => "holdings",
+            Self::Connection => "connection",
+        }
+    }
+}
+
+/// The answer to [`ProviderConnectionStore::claim_sync`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncClaim {
+    /// The sync may run; `previous` is the start of the last claimed sync (to hand back to
+    /// [`ProviderConnectionStore::release_sync`] if this one fails).
+    Granted {
+        /// Start of the previous sync of this subject and kind, if any.
+        previous: Option<DateTime<Utc>>,
+    },
+    /// A sync of this subject and kind started less than the cool-down ago.
+    CoolingDown {
+        /// When the subject may be synced again.
+        until: DateTime<Utc>,
+    },
+}
+
+/// Provider connections: OAuth states, lifecycle and credentials.
+#[async_trait]
+pub trait ProviderConnectionStore: Send + Sync {
+    /// Stores a pending OAuth state.
+    async fn insert_oauth_state(&self, state: &NewOAuthState) -> Result<(), StoreError>;
+
+    /// Deletes the state with this digest and returns it, expired or not (the caller checks
+    /// `expires_at`). Atomic: of concurrent calls with one digest exactly one gets `Some`.
+    async fn take_oauth_state(
+        &self,
+        state_digest: &[u8],
+    ) -> Result<Option<OAuthStateRecord>, StoreError>;
+
+    /// The user's connections, newest first; only `active` ones when `active_only`.
+    async fn connections_for_user(
+        &self,
+        user_id: Uuid,
+        active_only: bool,
+    ) -> Result<Vec<ConnectionRecord>, StoreError>;
+
+    /// The connection with this id, whoever owns it (for background jobs).
+    async fn connection_by_id(
+        &self,
+        connection_id: Uuid,
+    ) -> Result<Option<ConnectionRecord>, StoreError>;
+
+    /// Stores a connection made by an OAuth callback, in one transaction: when the user has a
+    /// connection with this provider slug and alias (compared exactly, `None` matches `None`)
+    /// that is not disconnected, it gets the new credentials, status `active` and a new
+    /// `connected_at` (a re-authorization keeps its accounts); otherwise a connection with id
+    /// `new_id` is created, `active`. The connection is returned with `true` when it was
+    /// created. [`StoreError::Other`] when the user does not exist.
+    ///
+    /// Because the credentials' associated data is the connection id, the caller encrypts
+    /// them for the id it will get: `credentials_for` is called with that id before anything
+    /// is written.
+    async fn save_authorized_connection(
+        &self,
+        user_id: Uuid,
+        provider_slug: &str,
+        alias: Option<&str>,
+        new_id: Uuid,
+        credentials_for: &(dyn Fn(Uuid) -> Result<EncryptedCredentials, StoreError> + Send + Sync),
+        now: DateTime<Utc>,
+    ) -> Result<(ConnectionRecord, bool), StoreError>;
+
+    /// Sets the alias of one of the user's connections; `None` when unknown or foreign.
+    /// `updated_at` moves only when the alias changes.
+    async fn update_connection_alias(
+        &self,
+        user_id: Uuid,
+        connection_id: Uuid,
+        alias: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ConnectionRecord>, StoreError>;
+
+    /// Marks one of the user's connections `disconnected` and clears its credentials (the
+    /// record and its accounts are kept); an already disconnected connection is returned as
+    /// it is. `None` when unknown or foreign.
+    async fn disconnect_connection(
+        &self,
+        user_id: Uuid,
+        connection_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ConnectionRecord>, StoreError>;
+
+    /// Replaces the credentials of a connection after a token refresh, unless it was
+    /// disconnected meanwhile (then `false` and nothing written).
+    async fn replace_connection_credentials(
+        &self,
+        connection_id: Uuid,
+        credentials: &EncryptedCredentials,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Sets the status of a connection that is not disconnected (`false` when it is, or is
+    /// unknown).
+    async fn set_connection_status(
+        &self,
+        connection_id: Uuid,
+        status: ConnectionStatus,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Active connections with credentials whose access token expires at or before `before`,
+    /// soonest first, at most `limit`.
+    async fn connections_due_for_token_refresh(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<ConnectionRecord>, StoreError>;
+
+    /// Active connections with credentials whose last sync is older than `synced_before` (or
+    /// that never synced), least recently synced first, at most `limit`.
+    async fn connections_due_for_sync(
+        &self,
+        synced_before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<ConnectionRecord>, StoreError>;
+
+    /// Claims a sync of `subject_id` (a connection, or an account for holdings) of `kind` at
+    /// `now`: granted when `force`, when there was none, or when the last one started at or
+    /// before `now - cooldown`; the claim then records `now`. Atomic: of concurrent claims
+    /// inside one cool-down exactly one is granted.
+    async fn claim_sync(
+        &self,
+        subject_id: Uuid,
+        kind: SyncKind,
+        now: DateTime<Utc>,
+        cooldown: chrono::TimeDelta,
+        force: bool,
+    ) -> Result<SyncClaim, StoreError>;
+
+    /// Undoes a granted claim whose sync failed: the recorded start goes back to `previous`
+    /// (or the record is removed when `None`), but only if it is still `claimed_at`.
+    async fn release_sync(
+        &self,
+        subject_id: Uuid,
+        kind: SyncKind,
+        claimed_at: DateTime<Utc>,
+        previous: Option<DateTime<Utc>>,
+    ) -> Result<(), StoreError>;
+}
+
+/// What one provider sync writes for one account.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyncAccountData {
+    /// The account's `provider_account_id` within the connection. It must exist already,
+    /// or be in [`SyncBatch::accounts`] of the same batch.
+    pub provider_account_id: String,
+    /// Transactions to upsert, when transactions were synced.
+    pub transactions: Option<Vec<NewTransaction>>,
+    /// Holdings to upsert, when holdings were synced. Active holdings of the account absent
+    /// from this list are deactivated.
+    pub holdings: Option<Vec<NewHolding>>,
+    /// The balance snapshot to record, if any (the account's currency and `balance` are
+    /// taken from the account row as it stands after the batch's account upsert).
+    pub snapshot: Option<SyncSnapshot>,
+}
+
+/// The figures of a sync's snapshot beyond what the account row holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyncSnapshot {
+    /// What writes it.
+    pub source: SnapshotSource,
+    /// Market value of the holdings, if known.
+    pub holdings_value: Option<Decimal>,
+    /// Cash, if known.
+    pub cash_value: Option<Decimal>,
+}
+
+/// Everything one sync of a connection writes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SyncBatch {
+    /// Accounts to upsert (accounts sync), keyed on `provider_account_id`.
+    pub accounts: Vec<NewAccount>,
+    /// Per-account data.
+    pub per_account: Vec<SyncAccountData>,
+    /// Whether to set the connection's `last_sync_at` to `now`.
+    pub mark_synced: bool,
+}
+
+/// What a sync batch did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncCounts {
+    /// Accounts upserted.
+    pub accounts: UpsertCounts,
+    /// Transactions upserted, summed over accounts.
+    pub transactions: UpsertCounts,
+    /// Holdings upserted, summed over accounts.
+    pub holdings: UpsertCounts,
+    /// Holdings marked inactive because the provider no longer lists them.
+    pub holdings_deactivated: u64,
+    /// Snapshots written.
+    pub snapshots_created: u64,
+}
+
+/// Provider syncs as one store operation.
+#[async_trait]
+pub trait SyncStore: Send + Sync {
+    /// Applies a sync batch to one connection in one database transaction, all or nothing:
+    /// upserts the accounts (rules of [`upsert_accounts`](super::AccountStore::upsert_accounts)),
+    /// then per account its transactions and holdings (deactivating holdings absent from a
+    /// given list) and its snapshot, then marks the connection synced. [`StoreError::Other`]
+    /// when the connection or a named account does not exist; the caller checks ownership.
+    async fn apply_sync(
+        &self,
+        connection_id: Uuid,
+        batch: &SyncBatch,
+        now: DateTime<Utc>,
+    ) -> Result<SyncCounts, StoreError>;
+}
