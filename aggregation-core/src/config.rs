@@ -40,7 +40,7 @@ pub struct Config {
     max_body_bytes: usize,
     max_upload_bytes: usize,
     mail_from: String,
-    store_timeout: Duration,
+    refresh_reuse_interval: Duration,
     trusted_proxies: Vec<Cidr>,
     admin_emails: Vec<String>,
     refresh_provider_tokens_every: Option<Duration>,
@@ -64,6 +64,7 @@ impl std::fmt::Debug for Config {
             .field("jwt_issuer", &self.jwt_issuer)
             .field("access_token_ttl", &self.access_token_ttl)
             .field("refresh_token_ttl", &self.refresh_token_ttl)
+            .field("refresh_reuse_interval", &self.refresh_reuse_interval)
             .field("rotation_grace", &self.rotation_grace)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_upload_bytes", &self.max_upload_bytes)
@@ -110,7 +111,7 @@ impl Config {
             max_body_bytes: 1024 * 1024,
             max_upload_bytes: 10 * 1024 * 1024,
             mail_from: "noreply@localhost".to_owned(),
-            store_timeout: Duration::from_secs(5),
+            refresh_reuse_interval: Duration::from_secs(2),
             trusted_proxies: Vec::new(),
             admin_emails: Vec::new(),
             refresh_provider_tokens_every: Some(Duration::from_secs(5 * 60)),
@@ -300,10 +301,12 @@ impl Config {
         self
     }
 
-    /// Sets how long a store call may take before the request fails with 503 (default 5 s).
+    /// Sets how long after a refresh token was rotated away presenting it again is taken for
+    /// a concurrent refresh that lost the race rather than for reuse (default 2 s): within it
+    /// the answer is 401 and the session stays; after it the session is revoked.
     #[must_use]
-    pub fn with_store_timeout(mut self, timeout: Duration) -> Self {
-        self.store_timeout = timeout;
+    pub fn with_refresh_reuse_interval(mut self, interval: Duration) -> Self {
+        self.refresh_reuse_interval = interval;
         self
     }
 
@@ -385,9 +388,10 @@ impl Config {
         &self.mail_from
     }
 
-    /// Bound on each store call.
-    pub fn store_timeout(&self) -> Duration {
-        self.store_timeout
+    /// How long after its rotation a rotated-away refresh token is refused without revoking
+    /// its session.
+    pub fn refresh_reuse_interval(&self) -> Duration {
+        self.refresh_reuse_interval
     }
 
     /// Emails (normalized) that receive the `admin` role at registration.

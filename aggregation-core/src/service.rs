@@ -21,13 +21,13 @@ use crate::config::Config;
 use crate::crypto::{random_span_id, random_trace_id};
 use crate::events::{EventSink, SinkRateLimitEvents, TracingEventSink};
 use crate::jobs::JobRunner;
-use crate::mail::{MailQueue, Mailer};
+use crate::mail::{MailQueue, MailQueueHandle, Mailer};
 use crate::problem::{ApiError, ErrorCode, PROBLEM_CONTENT_TYPE};
 use crate::providers::connections::Connections;
 use crate::providers::{Provider, Providers};
 use crate::rate_limit::{
     Decision, InMemoryRateLimitStore, PolicyTable, RateLimitStore, RateLimiter, RequestIdentity,
-    client_ip,
+    Scope, body_connection_id, client_ip,
 };
 use crate::store::Store;
 
@@ -60,6 +60,7 @@ pub(crate) struct State {
     pub(crate) connections: Connections,
     limiter: RateLimiter,
     router: Router,
+    mail: MailQueueHandle,
 }
 
 /// The aggregation API as a `tower::Service<http::Request<B>>`.
@@ -118,6 +119,12 @@ impl AggregationService {
             self.state.config.clone(),
             self.state.connections.clone(),
         )
+    }
+
+    /// The outgoing mail queue, to [`MailQueueHandle::shutdown`] when the host stops so that
+    /// queued emails are still sent.
+    pub fn mail_queue(&self) -> MailQueueHandle {
+        self.state.mail.clone()
     }
 
     /// Grants the `admin` role to the account with this email; see
@@ -204,6 +211,7 @@ impl AggregationServiceBuilder {
         }
         let config = Arc::new(self.config);
         let mail = MailQueue::start(mailer);
+        let mail_handle = mail.handle();
         let auth = Auth::new(store.clone(), config.clone(), mail, self.events.clone());
         let limiter = RateLimiter::new(
             self.rate_limit_policies,
@@ -226,6 +234,7 @@ impl AggregationServiceBuilder {
                 connections,
                 limiter,
                 router: Router::new(),
+                mail: mail_handle,
             }),
         })
     }
@@ -265,6 +274,13 @@ fn incoming_trace_id(headers: &http::HeaderMap) -> Option<String> {
         && hex(parent_id, 16)
         && hex(flags, 2);
     valid.then(|| trace_id.to_ascii_lowercase())
+}
+
+/// A request body that was already read, for a handler that reads it again.
+fn buffered_body(bytes: Bytes) -> RequestBody {
+    http_body_util::Full::new(bytes)
+        .map_err(|never| match never {})
+        .boxed_unsync()
 }
 
 #[derive(Serialize)]
@@ -354,13 +370,13 @@ impl State {
     async fn dispatch(
         &self,
         ctx: &RequestContext,
-        body: RequestBody,
+        mut body: RequestBody,
     ) -> (ApiResult, Option<Decision>) {
         let Some(matched) = self.router.find(&ctx.path) else {
             let error = ApiError::new(ErrorCode::NotFound, format!("No resource at {}.", ctx.path));
             return (Err(error), None);
         };
-        let identity = RequestIdentity {
+        let mut identity = RequestIdentity {
             client_ip: ctx.client_ip,
             // Only a token whose signature verifies may name the user.
             user_id: ctx.claims.as_ref().map(|claims| claims.sub.to_string()),
@@ -368,6 +384,26 @@ impl State {
                 .filter(|id| !id.is_empty())
                 .map(str::to_owned),
         };
+        let mut unreadable = None;
+        if identity.user_id.is_some()
+            && identity.provider_or_account_id.is_none()
+            && self.keyed_by_body_connection(&ctx.method, &matched)
+        {
+            // The bulk syncs name their connection in the body: buffer it (within the usual
+            // limit) to key the bucket, then hand the very same bytes to the handler.
+            match read_body(&ctx.headers, body, self.config.max_body_bytes()).await {
+                Ok(bytes) => {
+                    identity.provider_or_account_id = body_connection_id(&bytes);
+                    body = buffered_body(bytes);
+                }
+                Err(error) => {
+                    // Still charged to the user's bucket below, so oversized bodies are no
+                    // way around the limit.
+                    unreadable = Some(error);
+                    body = buffered_body(Bytes::new());
+                }
+            }
+        }
         let decision = self
             .limiter
             .check(
@@ -381,7 +417,32 @@ impl State {
             let error = ApiError::rate_limited(denied.retry_after_header());
             return (Err(error), Some(denied));
         }
+        if let Some(error) = unreadable {
+            return (Err(error), decision);
+        }
         (self.route(ctx, &matched, body).await, decision)
+    }
+
+    /// Whether the rate-limit bucket of this request is keyed by the `connection_id` of its
+    /// body: a bulk sync under a `UserProvider` policy (the path names no connection).
+    fn keyed_by_body_connection(
+        &self,
+        method: &http::Method,
+        matched: &crate::api::routes::Matched<'_>,
+    ) -> bool {
+        let body_names_connection = matched.route.methods.iter().any(|(m, endpoint)| {
+            m == method
+                && matches!(
+                    endpoint,
+                    Endpoint::SyncAccounts | Endpoint::SyncTransactions
+                )
+        });
+        body_names_connection
+            && self
+                .limiter
+                .policies()
+                .active(method.as_str(), matched.route.template)
+                .is_some_and(|(policy, _)| policy.scope == Scope::UserProvider)
     }
 
     async fn route(

@@ -33,7 +33,12 @@ struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     /// Address to listen on (host:port).
-    #[arg(long, env = "AGG_BIND", default_value = "127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "AGG_BIND",
+        default_value = "127.0.0.1:8080",
+        value_parser = named::<SocketAddr>("AGG_BIND")
+    )]
     bind: SocketAddr,
     /// sqlx URL: `sqlite://path?mode=rwc` or `postgres://…`. Default: a SQLite file under ./data/.
     #[arg(long, env = "AGG_DATABASE_URL")]
@@ -62,7 +67,12 @@ struct Cli {
     #[arg(long, env = "AGG_ADMIN_EMAILS", default_value = "")]
     admin_emails: String,
     /// Seconds after a global token rotation during which tokens one version behind still work.
-    #[arg(long, env = "AGG_ROTATION_GRACE_SECONDS", default_value_t = 300)]
+    #[arg(
+        long,
+        env = "AGG_ROTATION_GRACE_SECONDS",
+        default_value_t = 300,
+        value_parser = named::<u64>("AGG_ROTATION_GRACE_SECONDS")
+    )]
     rotation_grace_seconds: u64,
     /// `off`, or a TOML file overriding rate-limit policies.
     #[arg(long, env = "AGG_RATE_LIMITS")]
@@ -74,14 +84,24 @@ struct Cli {
     #[arg(long, env = "AGG_TRUSTED_PROXIES", default_value = "")]
     trusted_proxies: String,
     /// Largest accepted upload in bytes.
-    #[arg(long, env = "AGG_MAX_UPLOAD_BYTES", default_value_t = 10_485_760)]
+    #[arg(
+        long,
+        env = "AGG_MAX_UPLOAD_BYTES",
+        default_value_t = 10_485_760,
+        value_parser = named::<usize>("AGG_MAX_UPLOAD_BYTES")
+    )]
     max_upload_bytes: usize,
     /// Comma-separated redirect URIs a connect request may name; the first is the default.
     /// With AGG_SANDBOX=1 and none set: {AGG_BASE_URL}/sandbox/redirect.
     #[arg(long, env = "AGG_OAUTH_REDIRECT_URIS", default_value = "")]
     oauth_redirect_uris: String,
     /// Seconds an OAuth state stays valid.
-    #[arg(long, env = "AGG_OAUTH_STATE_TTL", default_value_t = 600)]
+    #[arg(
+        long,
+        env = "AGG_OAUTH_STATE_TTL",
+        default_value_t = 600,
+        value_parser = named::<u64>("AGG_OAUTH_STATE_TTL")
+    )]
     oauth_state_ttl: u64,
     /// Schwab API address.
     #[arg(
@@ -101,7 +121,11 @@ struct Cli {
     #[arg(long, env = "AGG_SANDBOX", default_value = "0")]
     sandbox: String,
     /// Seconds between background syncs of every connection; unset: no background sync.
-    #[arg(long, env = "AGG_SYNC_INTERVAL_SECONDS")]
+    #[arg(
+        long,
+        env = "AGG_SYNC_INTERVAL_SECONDS",
+        value_parser = named::<u64>("AGG_SYNC_INTERVAL_SECONDS")
+    )]
     sync_interval_seconds: Option<u64>,
     /// tracing filter, e.g. `info` or `aggregation_core=debug,info`.
     #[arg(long, env = "AGG_LOG", default_value = "info")]
@@ -135,6 +159,23 @@ enum StartError {
     Build(#[from] aggregation_core::BuildError),
 }
 
+/// A clap value parser whose errors name the environment variable: clap's own name only the
+/// command-line flag, while the server is configured through the environment.
+fn named<T>(
+    variable: &'static str,
+) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    move |value| {
+        value
+            .trim()
+            .parse()
+            .map_err(|error| format!("{variable}: {error}"))
+    }
+}
+
 fn setting(variable: &'static str, message: impl std::fmt::Display) -> StartError {
     StartError::Setting {
         variable,
@@ -144,8 +185,14 @@ fn setting(variable: &'static str, message: impl std::fmt::Display) -> StartErro
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Logging is not set up yet, so this one failure goes to stderr directly.
+    let filter = match tracing_subscriber::EnvFilter::try_new(&cli.log) {
+        Ok(filter) => filter,
+        Err(error) => {
+            eprintln!("{}", setting("AGG_LOG", format!("{:?}: {error}", cli.log)));
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
@@ -177,6 +224,18 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         Some(Command::GrantAdmin { email }) => return grant_admin(store.as_ref(), email).await,
         Some(Command::Serve) | None => {}
     }
+    // Validated whichever mailer is used, so that a typo is found before the first email.
+    cli.mail_from
+        .parse::<lettre::message::Mailbox>()
+        .map_err(|e| {
+            setting(
+                "AGG_MAIL_FROM",
+                format!(
+                    "{:?} is not a mailbox such as `Aggregation <noreply@example.com>` ({e})",
+                    cli.mail_from
+                ),
+            )
+        })?;
     let sandbox = match cli.sandbox.trim() {
         "1" | "true" => true,
         "0" | "false" | "" => false,
@@ -189,7 +248,12 @@ async fn run(cli: Cli) -> Result<(), StartError> {
     };
     let keyring = Keyring::new(encryption_keys(cli.encryption_keys.as_deref())?)
         .map_err(|e| setting("AGG_ENCRYPTION_KEYS", e))?;
-    let config = config(&cli, sandbox)?.with_keyring(keyring);
+    // Bound first so that with port 0 the default base URL names the port actually used.
+    let listener = tokio::net::TcpListener::bind(cli.bind)
+        .await
+        .map_err(|e| setting("AGG_BIND", e))?;
+    let address = listener.local_addr()?;
+    let config = config(&cli, address, sandbox)?.with_keyring(keyring);
     let sandbox = sandbox.then(|| {
         (
             SchwabSandbox::new(),
@@ -257,10 +321,7 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         Err(error) => tracing::warn!(error = %error, "could not grant admin roles"),
     }
     let jobs = service.jobs().spawn();
-    let listener = tokio::net::TcpListener::bind(cli.bind)
-        .await
-        .map_err(|e| setting("AGG_BIND", e))?;
-    let address = listener.local_addr()?;
+    let mail = service.mail_queue();
     tracing::info!("listening on http://{address}");
     let mut router = aggregation_axum::router(service);
     if let Some((sandbox, _)) = sandbox {
@@ -273,9 +334,16 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     jobs.shutdown().await;
+    // Requests (and the jobs) have finished, so nothing queues mail any more.
+    if let Err(error) = mail.shutdown(MAIL_DRAIN_TIMEOUT).await {
+        tracing::error!(error = %error, "queued emails were not all sent");
+    }
     tracing::info!("stopped");
     Ok(())
 }
+
+/// How long a shutdown waits for queued emails to be sent.
+const MAIL_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where the sandbox provider is served.
 const SANDBOX_PREFIX: &str = "/sandbox/schwab";
@@ -308,11 +376,11 @@ fn split_list(list: &str) -> Vec<String> {
         .collect()
 }
 
-fn config(cli: &Cli, sandbox: bool) -> Result<Config, StartError> {
+fn config(cli: &Cli, address: SocketAddr, sandbox: bool) -> Result<Config, StartError> {
     let base_url = cli
         .base_url
         .clone()
-        .unwrap_or_else(|| format!("http://{}", cli.bind));
+        .unwrap_or_else(|| format!("http://{address}"));
     let jwt_secret = match &cli.jwt_secret {
         Some(secret) => secret.clone().into_bytes(),
         None => generated_secret("jwt-secret", "AGG_JWT_SECRET", || {

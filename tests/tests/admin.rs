@@ -27,6 +27,7 @@ conformance!(
     second_rotation_rejects_tokens_two_steps_behind,
     user_rotation_affects_only_that_user,
     user_rotation_after_a_global_rotation_still_invalidates,
+    user_rotation_ends_the_grace_of_a_raised_user,
     unknown_or_malformed_user_ids,
     rotation_reasons_are_validated,
     rotations_are_audited,
@@ -253,13 +254,65 @@ async fn user_rotation_after_a_global_rotation_still_invalidates(app: TestApp) {
         .expect_problem(401, "unauthorized");
     let fresh = refresh_token(&app.login("ivan@example.com", PASSWORD).await);
     let renewed = refresh(&app, &fresh).await.expect(201);
-    // A later global rotation still reaches the individually rotated user.
+    let spare = refresh_token(&app.login("ivan@example.com", PASSWORD).await);
+    // A later global rotation still reaches the individually rotated user: it raises their
+    // minimum (2 to 3), with the same grace as everyone's tokens one step behind.
     rotate_global(&app, &access).await;
-    refresh(&app, &refresh_token(&renewed))
+    refresh(&app, &stamped)
+        .await
+        .expect_problem(401, "unauthorized");
+    let graced = refresh(&app, &refresh_token(&renewed)).await.expect(201);
+    refresh(&app, &refresh_token(&graced)).await.expect(201);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    refresh(&app, &spare)
         .await
         .expect_problem(401, "unauthorized");
     let after = refresh_token(&app.login("ivan@example.com", PASSWORD).await);
     refresh(&app, &after).await.expect(201);
+    // The raise is audited on its own row.
+    let audit = app.store.token_rotations(10).await.expect("audit");
+    let ivan = Uuid::parse_str(&ivan_id).expect("uuid");
+    let raised: Vec<(i64, i64)> = audit
+        .iter()
+        .filter(|row| row.scope == RotationScope::Global && row.user_id == Some(ivan))
+        .map(|row| (row.previous_version, row.new_version))
+        .collect();
+    assert_eq!(raised, [(2, 3)]);
+    assert_eq!(audit.len(), 4);
+}
+
+async fn user_rotation_ends_the_grace_of_a_raised_user(app: TestApp) {
+    let (_, access) = admin(&app).await;
+    let (judy_id, _, _) = app.user("judy@example.com").await;
+    let rotate_judy = || async {
+        app.post(
+            &user_rotations(&judy_id),
+            &json!({"reason": "phishing"}),
+            Some(&access),
+        )
+        .await
+        .expect(201)
+    };
+    rotate_judy().await;
+    let own_minimum = refresh_token(&app.login("judy@example.com", PASSWORD).await);
+    let global = rotate_global(&app, &access).await;
+    assert_eq!(global["new_version"], 1);
+    let after_global = refresh_token(&app.login("judy@example.com", PASSWORD).await);
+    // Rotated again within the grace period: neither the graced token nor the one issued
+    // after the global rotation passes.
+    let rotation = rotate_judy().await;
+    assert_eq!(
+        (&rotation["previous_version"], &rotation["new_version"]),
+        (&json!(2), &json!(3))
+    );
+    refresh(&app, &own_minimum)
+        .await
+        .expect_problem(401, "unauthorized");
+    refresh(&app, &after_global)
+        .await
+        .expect_problem(401, "unauthorized");
+    let fresh = refresh_token(&app.login("judy@example.com", PASSWORD).await);
+    refresh(&app, &fresh).await.expect(201);
 }
 
 async fn unknown_or_malformed_user_ids(app: TestApp) {

@@ -1,6 +1,9 @@
 //! Conformance: registration, email verification, login, refresh, logout and password reset.
 
-use aggregation_tests::{PASSWORD, TestApp, conformance};
+use std::time::Duration;
+
+use aggregation_core::Config;
+use aggregation_tests::{PASSWORD, TestApp, conformance, test_config};
 use http::Method;
 use serde_json::json;
 
@@ -14,8 +17,8 @@ conformance!(
     resend_verification_always_answers_the_same,
     login_failures_are_indistinguishable,
     login_returns_session_tokens,
-    refresh_rotates_and_reuse_revokes_the_session,
     concurrent_refresh_succeeds_exactly_once,
+    reuse_within_the_interval_keeps_the_session,
     refresh_failures_are_401,
     logout_revokes_only_the_refresh_token,
     password_reset_flow,
@@ -280,6 +283,20 @@ async fn login_returns_session_tokens(app: TestApp) {
     assert_eq!(session["ip_address"], "127.0.0.1");
 }
 
+/// Reuse is told from a lost race by the time since rotation; a short interval keeps the test
+/// fast.
+const SHORT_REUSE_INTERVAL: Duration = Duration::from_millis(200);
+
+fn short_reuse_interval() -> Config {
+    test_config().with_refresh_reuse_interval(SHORT_REUSE_INTERVAL)
+}
+
+mod reuse_detection {
+    use super::*;
+
+    conformance!(config = short_reuse_interval; refresh_rotates_and_reuse_revokes_the_session);
+}
+
 async fn refresh_rotates_and_reuse_revokes_the_session(app: TestApp) {
     let (_, access, refresh) = app.user("dennis@example.com").await;
     let rotated = app
@@ -292,7 +309,9 @@ async fn refresh_rotates_and_reuse_revokes_the_session(app: TestApp) {
         .to_owned();
     assert_ne!(second, refresh);
     assert!(rotated["access_token"].is_string());
-    // Presenting the rotated-away token again is reuse: 401, and the session is revoked.
+    tokio::time::sleep(SHORT_REUSE_INTERVAL * 2).await;
+    // Presenting the rotated-away token again after the reuse interval is reuse: 401, and the
+    // session is revoked.
     app.post("/api/v1/tokens", &json!({"refresh_token": refresh}), None)
         .await
         .expect_problem(401, "unauthorized");
@@ -308,18 +327,58 @@ async fn refresh_rotates_and_reuse_revokes_the_session(app: TestApp) {
 }
 
 async fn concurrent_refresh_succeeds_exactly_once(app: TestApp) {
-    let (_, _, refresh) = app.user("ritchie@example.com").await;
+    let (_, access, refresh) = app.user("ritchie@example.com").await;
     let body = json!({"refresh_token": refresh});
     let attempts = (0..8).map(|_| app.post("/api/v1/tokens", &body, None));
     let responses = futures_util::future::join_all(attempts).await;
-    let created = responses
+    let created: Vec<_> = responses
         .iter()
         .filter(|r| r.status.as_u16() == 201)
-        .count();
-    assert_eq!(created, 1);
+        .collect();
+    assert_eq!(created.len(), 1);
     for response in responses.iter().filter(|r| r.status.as_u16() != 201) {
         response.expect_problem(401, "unauthorized");
     }
+    // The losers did not revoke the session: the winner's new refresh token still works.
+    let winner = created[0].json()["refresh_token"]
+        .as_str()
+        .expect("new refresh token")
+        .to_owned();
+    app.post("/api/v1/tokens", &json!({"refresh_token": winner}), None)
+        .await
+        .expect(201);
+    let sessions = app
+        .get("/api/v1/sessions?active_only=false", Some(&access))
+        .await
+        .expect(200);
+    assert_eq!(sessions["sessions"][0]["is_revoked"], false);
+    assert_eq!(sessions["active_count"], 1);
+}
+
+/// A loser of a refresh race that reads after the winner committed presents a token rotated
+/// away moments ago; that must not revoke the winner's session.
+async fn reuse_within_the_interval_keeps_the_session(app: TestApp) {
+    let (_, access, refresh) = app.user("thompson@example.com").await;
+    let rotated = app
+        .post("/api/v1/tokens", &json!({"refresh_token": refresh}), None)
+        .await
+        .expect(201);
+    let second = rotated["refresh_token"]
+        .as_str()
+        .expect("new refresh")
+        .to_owned();
+    app.post("/api/v1/tokens", &json!({"refresh_token": refresh}), None)
+        .await
+        .expect_problem(401, "unauthorized");
+    app.post("/api/v1/tokens", &json!({"refresh_token": second}), None)
+        .await
+        .expect(201);
+    let sessions = app
+        .get("/api/v1/sessions?active_only=false", Some(&access))
+        .await
+        .expect(200);
+    assert_eq!(sessions["sessions"][0]["is_revoked"], false);
+    assert_eq!(sessions["active_count"], 1);
 }
 
 async fn refresh_failures_are_401(app: TestApp) {

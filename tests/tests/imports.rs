@@ -24,6 +24,7 @@ conformance!(
     missing_file_part_is_422,
     non_multipart_body_is_422,
     evening_postings_keep_the_files_calendar_date,
+    formats_are_public_and_list_qfx_and_ofx,
 );
 
 fn small_uploads() -> Setup {
@@ -36,7 +37,11 @@ fn small_uploads() -> Setup {
 mod limited {
     use super::*;
 
-    conformance!(setup = small_uploads; oversize_file_is_413);
+    conformance!(
+        setup = small_uploads;
+        oversize_file_is_413,
+        formats_report_the_configured_limit,
+    );
 }
 
 const BOUNDARY: &str = "----aggregation-test-boundary-7d3f";
@@ -312,6 +317,28 @@ async fn bank_qfx_import_reads_back(app: TestApp) {
         .await
         .expect(201);
     assert_eq!(counts(&body), [1, 0, 3, 0, 0, 0, 0], "{body}");
+    let mut keys: Vec<&str> = body
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "accounts_created",
+            "accounts_updated",
+            "connection_id",
+            "holdings_created",
+            "holdings_updated",
+            "message",
+            "transactions_created",
+            "transactions_skipped",
+            "transactions_updated",
+        ],
+        "exactly the nine keys of decisions.md: {body}"
+    );
     assert!(
         body["message"]
             .as_str()
@@ -748,4 +775,196 @@ async fn evening_postings_keep_the_files_calendar_date(app: TestApp) {
         .collect();
     assert!(dates.contains(&"2024-01-05"), "{dates:?}");
     assert!(!dates.contains(&"2024-01-06"), "{dates:?}");
+}
+
+/// The formats list of decisions.md ("Imports") with `limit` as the upload limit.
+fn expected_formats(limit: usize) -> Value {
+    serde_json::json!({
+        "formats": [
+            {
+                "format": "qfx",
+                "name": "Quicken Financial Exchange",
+                "extensions": [".qfx"],
+                "provider_slugs": ["file_import"],
+                "max_size_bytes": limit,
+            },
+            {
+                "format": "ofx",
+                "name": "Open Financial Exchange",
+                "extensions": [".ofx"],
+                "provider_slugs": ["file_import"],
+                "max_size_bytes": limit,
+            },
+        ]
+    })
+}
+
+async fn formats_are_public_and_list_qfx_and_ofx(app: TestApp) {
+    let body = app.get("/api/v1/imports/formats", None).await.expect(200);
+    assert_eq!(
+        body,
+        expected_formats(test_config().max_upload_bytes()),
+        "{body}"
+    );
+    assert_eq!(body["formats"][0]["max_size_bytes"], 10 * 1024 * 1024);
+    // A token changes nothing.
+    let token = access(&app, "formats@example.com").await;
+    assert_eq!(
+        app.get("/api/v1/imports/formats", Some(&token))
+            .await
+            .expect(200),
+        body
+    );
+}
+
+async fn formats_report_the_configured_limit(app: TestApp) {
+    let body = app.get("/api/v1/imports/formats", None).await.expect(200);
+    assert_eq!(body, expected_formats(1024), "{body}");
+}
+
+/// Uploads that are refused while streaming, against the bare service with a body that counts
+/// what is pulled out of it.
+mod streaming {
+    use std::convert::Infallible;
+    use std::net::SocketAddr;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll};
+
+    use aggregation_core::PeerAddr;
+    use aggregation_tests::{Backend, Target, run_setup};
+    use http_body_util::BodyExt;
+    use hyper::body::{Body, Frame};
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// The upload limit of these cases.
+    const LIMIT: usize = 1024 * 1024;
+    /// Bytes handed out per poll.
+    const CHUNK: usize = 64 * 1024;
+    /// What the client would send in all: far more than the limit.
+    const TOTAL: usize = 50 * 1024 * 1024;
+
+    static FILLER: [u8; CHUNK] = [b'x'; CHUNK];
+
+    fn one_mib_uploads() -> Setup {
+        Setup {
+            config: test_config().with_max_upload_bytes(LIMIT),
+            ..Setup::default()
+        }
+    }
+
+    /// A multipart upload whose `file` part never ends: the part's headers, then filler up to
+    /// `TOTAL` bytes, `CHUNK` bytes per poll. `pulled` counts every byte handed out.
+    struct CountingBody {
+        head: Option<Bytes>,
+        remaining: usize,
+        pulled: Arc<AtomicUsize>,
+    }
+
+    impl Body for CountingBody {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            let chunk = match self.head.take() {
+                Some(head) => head,
+                None if self.remaining == 0 => return Poll::Ready(None),
+                None => {
+                    let size = self.remaining.min(CHUNK);
+                    self.remaining -= size;
+                    Bytes::from_static(&FILLER[..size])
+                }
+            };
+            self.pulled.fetch_add(chunk.len(), Ordering::SeqCst);
+            Poll::Ready(Some(Ok(Frame::data(chunk))))
+        }
+    }
+
+    /// Sends the never-ending upload, with `Content-Length: declared` when given; returns the
+    /// response and how many bytes the service pulled from the body.
+    async fn send_stream(
+        app: &TestApp,
+        token: &str,
+        declared: Option<usize>,
+    ) -> (TestResponse, usize) {
+        let head = format!(
+            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; \
+             filename=\"statement.qfx\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+        );
+        let pulled = Arc::new(AtomicUsize::new(0));
+        let body = CountingBody {
+            remaining: TOTAL - head.len(),
+            head: Some(Bytes::from(head)),
+            pulled: pulled.clone(),
+        };
+        let mut builder = Request::builder()
+            .method(Method::POST)
+            .uri("/api/v1/imports")
+            .header(
+                header::CONTENT_TYPE,
+                format!("multipart/form-data; boundary={BOUNDARY}"),
+            )
+            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+            .extension(PeerAddr(SocketAddr::from(([127, 0, 0, 1], 40_000))));
+        if let Some(length) = declared {
+            builder = builder.header(header::CONTENT_LENGTH, length);
+        }
+        let response = app
+            .service
+            .clone()
+            .oneshot(builder.body(body).expect("request"))
+            .await
+            .expect("infallible service");
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.expect("body").to_bytes();
+        let response = TestResponse {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        };
+        (response, pulled.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn declared_length_over_the_limit_is_413_before_reading() {
+        run_setup(
+            Target::Bare,
+            Backend::Sqlite,
+            one_mib_uploads(),
+            |app| async move {
+                let token = access(&app, "declared@example.com").await;
+                let (response, pulled) = send_stream(&app, &token, Some(TOTAL)).await;
+                response.expect_problem(413, "payload_too_large");
+                assert_eq!(pulled, 0, "not one byte of the body is read");
+            },
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn chunked_upload_over_the_limit_is_413_after_the_limit() {
+        run_setup(
+            Target::Bare,
+            Backend::Sqlite,
+            one_mib_uploads(),
+            |app| async move {
+                let token = access(&app, "chunked@example.com").await;
+                let (response, pulled) = send_stream(&app, &token, None).await;
+                response.expect_problem(413, "payload_too_large");
+                // The limit, the chunk that crosses it, and room for the part's headers.
+                let bound = LIMIT + CHUNK + 4 * 1024;
+                assert!(
+                    pulled > LIMIT && pulled <= bound,
+                    "pulled {pulled} bytes of {TOTAL}; expected above {LIMIT}, at most {bound}"
+                );
+            },
+        )
+        .await;
+    }
 }

@@ -154,3 +154,125 @@ async fn unlimited_routes_carry_no_headers(app: TestApp) {
     health.expect(200);
     assert_eq!(health.header("x-ratelimit-limit"), None);
 }
+
+/// Request bodies above this are 413 in [`limited_sandbox`].
+const SMALL_BODY_LIMIT: usize = 16 * 1024;
+
+/// The provider sandbox, with the built-in limits and a small body limit.
+fn limited_sandbox() -> Setup {
+    let sandbox = aggregation_tests::sandbox_setup();
+    Setup {
+        policies: PolicyTable::builtin(),
+        config: sandbox.config.clone().with_max_body_bytes(SMALL_BODY_LIMIT),
+        ..sandbox
+    }
+}
+
+mod per_connection {
+    use super::*;
+    conformance!(
+        setup = limited_sandbox;
+        bulk_syncs_are_limited_per_connection,
+    );
+}
+
+async fn bulk_syncs_are_limited_per_connection(app: TestApp) {
+    let (user_id, token, _) = app.user("syncer@example.com").await;
+    let first = app.connect_sandbox(&token, None).await;
+    let second = app.connect_sandbox(&token, Some("Second")).await;
+    let first_id = first["id"].as_str().expect("id").to_owned();
+    let second_id = second["id"].as_str().expect("id").to_owned();
+    assert_ne!(first_id, second_id);
+    // `force` skips the five-minute cool-down, so every 429 here is the rate limiter's.
+    let sync = |connection: &str| json!({"connection_id": connection, "force": true});
+    for n in 0..10 {
+        let allowed = app
+            .post("/api/v1/accounts/syncs", &sync(&first_id), Some(&token))
+            .await;
+        allowed.expect(201);
+        assert_eq!(allowed.header("x-ratelimit-limit"), Some("10"));
+        let remaining = (9 - n).to_string();
+        assert_eq!(allowed.header("x-ratelimit-remaining"), Some(&*remaining));
+    }
+    let denied = app
+        .post("/api/v1/accounts/syncs", &sync(&first_id), Some(&token))
+        .await;
+    denied.expect_problem(429, "rate_limit_exceeded");
+    assert_eq!(denied.header("x-ratelimit-remaining"), Some("0"));
+    let retry: u64 = denied
+        .header("retry-after")
+        .and_then(|value| value.parse().ok())
+        .expect("Retry-After");
+    assert!((1..=12).contains(&retry), "{retry}");
+    // Another spelling of the same id shares the bucket.
+    app.post(
+        "/api/v1/accounts/syncs",
+        &sync(&first_id.to_uppercase()),
+        Some(&token),
+    )
+    .await
+    .expect_problem(429, "rate_limit_exceeded");
+    // The user's other connection has its own bucket.
+    let other = app
+        .post("/api/v1/accounts/syncs", &sync(&second_id), Some(&token))
+        .await;
+    other.expect(201);
+    assert_eq!(other.header("x-ratelimit-remaining"), Some("9"));
+    // A transactions sync of the first connection is another endpoint, with its own bucket,
+    // and the handler still sees the whole body (here: an unknown account is 404).
+    let body = json!({
+        "connection_id": first_id,
+        "account_id": uuid::Uuid::now_v7(),
+        "force": true,
+    });
+    let transactions = app
+        .post("/api/v1/transactions/syncs", &body, Some(&token))
+        .await;
+    assert_ne!(transactions.status.as_u16(), 429);
+    assert_eq!(transactions.header("x-ratelimit-remaining"), Some("9"));
+    // A body without a usable connection id is charged to the user alone; the handler says why.
+    let problem = app
+        .post(
+            "/api/v1/accounts/syncs",
+            &json!({"force": true}),
+            Some(&token),
+        )
+        .await;
+    let body = problem.expect_problem(422, "validation_failed");
+    assert_eq!(body["errors"][0]["field"], "connection_id");
+    assert_eq!(problem.header("x-ratelimit-remaining"), Some("9"));
+    // An oversized body is 413, and still charged (to the user alone: it was not read).
+    let oversized = json!({
+        "connection_id": second_id,
+        "padding": "x".repeat(SMALL_BODY_LIMIT),
+    });
+    let too_large = app
+        .post("/api/v1/accounts/syncs", &oversized, Some(&token))
+        .await;
+    too_large.expect_problem(413, "payload_too_large");
+    assert_eq!(too_large.header("x-ratelimit-remaining"), Some("8"));
+
+    let identifiers: Vec<String> = app
+        .events
+        .events()
+        .into_iter()
+        .filter_map(|event| match event {
+            DomainEvent::RateLimit(RateLimitEvent::Attempted {
+                endpoint,
+                identifier,
+                scope,
+                ..
+            }) if endpoint == "POST /api/v1/accounts/syncs" => {
+                assert_eq!(scope, "USER_PROVIDER");
+                Some(identifier)
+            }
+            _ => None,
+        })
+        .collect();
+    let on_first = format!("{user_id}:{first_id}");
+    let on_second = format!("{user_id}:{second_id}");
+    assert_eq!(identifiers.len(), 15);
+    assert!(identifiers[..12].iter().all(|id| *id == on_first));
+    assert_eq!(identifiers[12], on_second);
+    assert_eq!(identifiers[13..], [user_id.clone(), user_id]);
+}

@@ -25,6 +25,16 @@
 //! user's minimum) still passes. A user rotation raises the user's minimum to
 //! max(user minimum, global minimum) + 1, so it always invalidates every token the user holds,
 //! while tokens issued after it carry the new minimum and keep working.
+//!
+//! Individually rotated users hold tokens stamped with their own minimum, at or above the
+//! global one, which a global rotation alone would not reach. So a global rotation also raises
+//! by one the minimum of every user whose minimum is at or above the new global minimum, and
+//! writes one audit row per such user (scope `global`, the user, their minimum before and
+//! after). Those users get the same grace as everyone: within the grace period a token
+//! carrying the minimum they had just before the rotation (one step behind their raised
+//! minimum) still passes, and its successor carries the new one. The audit row is what tells
+//! this raise from a user rotation, so a user rotation during the grace period ends the grace
+//! for that user at once.
 
 use std::time::Duration;
 

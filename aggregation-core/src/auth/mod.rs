@@ -2,6 +2,23 @@
 //! rotation with reuse detection, logout and password reset.
 //!
 //! Everything here works on plain values; `api/` turns results into HTTP responses.
+//!
+//! # Refresh-token reuse
+//!
+//! Presenting a refresh token that was already rotated away revokes its whole session (reason
+//! `token_reuse`): whoever holds it may have stolen it. One exception keeps concurrent refreshes
+//! safe. When a client sends the same token twice at once, exactly one request rotates it; the
+//! other may read the token only after the winner committed and so see it as rotated. Within
+//! [`Config::refresh_reuse_interval`] (default 2 s) of the rotation such a token is refused with
+//! 401 and the session stays, so the winner's new refresh token keeps working. Later reuse
+//! revokes the session. The cost is that a thief who replays a stolen token within that short
+//! window is refused without the session being revoked.
+//!
+//! # Login timing
+//!
+//! A login with an unknown email verifies the password against a dummy argon2 hash, so that it
+//! takes as long as a wrong password. That hash is computed (on the blocking pool) as soon as
+//! the service is built, so the first such login does not pay for two hashes.
 
 use std::sync::Arc;
 
@@ -124,14 +141,25 @@ impl Auth {
         mail: MailQueue,
         events: Arc<dyn EventSink>,
     ) -> Self {
-        Self {
+        let auth = Self {
             tokens: AccessTokens::new(&config),
             store,
             config,
             mail,
             events,
             dummy_hash: Arc::new(tokio::sync::OnceCell::new()),
+        };
+        // Starts the dummy hash now; a login that comes before it is done waits on this same
+        // initialization instead of hashing a second time.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let warm = auth.clone();
+            runtime.spawn(async move {
+                if let Err(error) = warm.dummy_hash().await {
+                    tracing::warn!(error = %error, "computing the dummy password hash failed");
+                }
+            });
         }
+        auth
     }
 
     /// Verifies an access token.
@@ -356,13 +384,45 @@ impl Auth {
         })
     }
 
+    /// The grace of a global rotation for a user it raised (they had been rotated individually
+    /// before, so their tokens carried their own minimum): a token at the minimum they had
+    /// just before the rotation passes within the grace period. Asks the store only in that
+    /// case.
+    async fn raised_minimum_in_grace(
+        &self,
+        security: Option<&SecurityConfigRecord>,
+        user: &UserRecord,
+        version: i64,
+        at: DateTime<Utc>,
+    ) -> Result<bool, AuthError> {
+        let Some(config) = security else {
+            return Ok(false);
+        };
+        if !in_rotation_grace(config, at)
+            || user.min_token_version <= config.global_min_token_version
+            || version != user.min_token_version - 1
+        {
+            return Ok(false);
+        }
+        let raised_from = self
+            .store
+            .global_rotation_raised_from(user.id, user.min_token_version)
+            .await?;
+        Ok(raised_from == Some(version))
+    }
+
     pub(crate) async fn refresh(&self, refresh_token: &str) -> Result<IssuedTokens, AuthError> {
         let digest = token_digest(refresh_token);
         let at = now();
         let Some(record) = self.store.refresh_token(&digest).await? else {
             return Err(AuthError::InvalidRefreshToken);
         };
-        if record.rotated_at.is_some() {
+        if let Some(rotated_at) = record.rotated_at {
+            if at < add(rotated_at, self.config.refresh_reuse_interval()) {
+                // Most likely a concurrent refresh with the same token that read after the
+                // winner committed: not evidence of theft, so the session stays.
+                return Err(AuthError::InvalidRefreshToken);
+            }
             // A token that was already exchanged is being presented again: whoever holds it
             // may have stolen it, so the whole session goes.
             if record.session_revoked_at.is_none() {
@@ -387,7 +447,11 @@ impl Auth {
             return Err(AuthError::InvalidRefreshToken);
         };
         let security = self.store.security_config().await?;
-        if !token_version_accepted(security.as_ref(), &user, record.token_version, at) {
+        if !token_version_accepted(security.as_ref(), &user, record.token_version, at)
+            && !self
+                .raised_minimum_in_grace(security.as_ref(), &user, record.token_version, at)
+                .await?
+        {
             return Err(AuthError::InvalidRefreshToken);
         }
         let new_refresh_token = random_urlsafe_token();
@@ -532,11 +596,17 @@ fn token_version_accepted(
     let Some(config) = security else {
         return false;
     };
-    let in_grace = config.last_rotation_at.is_some_and(|rotated_at| {
+    in_rotation_grace(config, at)
+        && version == config.global_min_token_version - 1
+        && version >= user.min_token_version
+}
+
+/// Whether `at` falls within the grace period of the last global rotation.
+fn in_rotation_grace(config: &SecurityConfigRecord, at: DateTime<Utc>) -> bool {
+    config.last_rotation_at.is_some_and(|rotated_at| {
         at < rotated_at
             + TimeDelta::try_seconds(config.grace_period_seconds).unwrap_or(TimeDelta::MAX)
-    });
-    in_grace && version == config.global_min_token_version - 1 && version >= user.min_token_version
+    })
 }
 
 fn token_failure(check: TokenCheck) -> AuthError {

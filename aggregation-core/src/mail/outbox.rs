@@ -62,3 +62,121 @@ impl Mailer for OutboxMailer {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh folder under the system temp dir, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new() -> Self {
+            Self(std::env::temp_dir().join(format!("aggregation-outbox-{}", uuid::Uuid::new_v4())))
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn eml_files(dir: &Path) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .expect("outbox folder exists")
+            .map(|entry| entry.expect("readable entry").path())
+            .collect();
+        files.sort();
+        files
+    }
+
+    #[tokio::test]
+    async fn writes_one_eml_per_email_with_headers_and_body() {
+        let temp = TempDir::new();
+        let mailer = OutboxMailer::new(&temp.0, "Aggregation <noreply@example.com>");
+        mailer
+            .send(&Email::new(
+                "ada@example.com",
+                "Verify your email address",
+                "Line one\nLine two",
+            ))
+            .await
+            .expect("written");
+        let files = eml_files(&temp.0);
+        assert_eq!(files.len(), 1);
+        let path = &files[0];
+        assert_eq!(path.extension().and_then(|e| e.to_str()), Some("eml"));
+        let text = std::fs::read_to_string(path).expect("readable");
+        let (headers, body) = text
+            .split_once("\r\n\r\n")
+            .expect("headers, blank line, body");
+        let headers: Vec<&str> = headers.split("\r\n").collect();
+        assert!(headers.contains(&"From: Aggregation <noreply@example.com>"));
+        assert!(headers.contains(&"To: ada@example.com"));
+        assert!(headers.contains(&"Subject: Verify your email address"));
+        assert!(headers.contains(&"Content-Type: text/plain; charset=utf-8"));
+        assert!(headers.iter().any(|h| h.starts_with("Date: ")));
+        assert!(headers.iter().any(|h| h.starts_with("Message-ID: <")));
+        assert_eq!(body, "Line one\r\nLine two\r\n", "CRLF line ends");
+    }
+
+    #[tokio::test]
+    async fn creates_the_folder_when_missing() {
+        let temp = TempDir::new();
+        let nested = temp.0.join("a").join("outbox");
+        assert!(!nested.exists());
+        let mailer = OutboxMailer::new(&nested, "noreply@localhost");
+        assert_eq!(mailer.dir(), nested.as_path());
+        mailer
+            .send(&Email::new("ada@example.com", "Hello", "Text"))
+            .await
+            .expect("written");
+        assert_eq!(eml_files(&nested).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn file_names_are_unique_within_the_same_second() {
+        let temp = TempDir::new();
+        let mailer = OutboxMailer::new(&temp.0, "noreply@localhost");
+        for n in 0..20 {
+            mailer
+                .send(&Email::new("ada@example.com", format!("n{n}"), "Text"))
+                .await
+                .expect("written");
+        }
+        let files = eml_files(&temp.0);
+        assert_eq!(files.len(), 20, "no email overwrote another");
+        let mut subjects: Vec<String> = files
+            .iter()
+            .map(|path| {
+                let text = std::fs::read_to_string(path).expect("readable");
+                text.lines()
+                    .find_map(|line| line.strip_prefix("Subject: ").map(str::to_owned))
+                    .expect("a subject")
+            })
+            .collect();
+        subjects.sort();
+        let mut expected: Vec<String> = (0..20).map(|n| format!("n{n}")).collect();
+        expected.sort();
+        assert_eq!(subjects, expected);
+    }
+
+    #[tokio::test]
+    async fn line_breaks_in_headers_cannot_inject_headers() {
+        let temp = TempDir::new();
+        let mailer = OutboxMailer::new(&temp.0, "noreply@localhost");
+        mailer
+            .send(&Email::new(
+                "ada@example.com\r\nBcc: eve@example.com",
+                "Hi\nX-Injected: yes",
+                "Text",
+            ))
+            .await
+            .expect("written");
+        let text = std::fs::read_to_string(&eml_files(&temp.0)[0]).expect("readable");
+        let headers = text.split("\r\n\r\n").next().expect("headers");
+        assert!(!headers.lines().any(|line| line.starts_with("Bcc:")));
+        assert!(!headers.lines().any(|line| line.starts_with("X-Injected:")));
+    }
+}

@@ -176,6 +176,36 @@ pub struct RequestIdentity {
     pub provider_or_account_id: Option<String>,
 }
 
+/// The provider connection named by the body of a bulk sync (`POST /api/v1/accounts/syncs`,
+/// `POST /api/v1/transactions/syncs`), which carries no id in its path: the `connection_id`
+/// string of a JSON object, for [`RequestIdentity::provider_or_account_id`].
+///
+/// The id is returned in canonical form (lower-case, hyphenated), so that other spellings of
+/// one UUID that the handler accepts cannot open fresh buckets. `None` when the body is not a
+/// JSON object, has no string `connection_id`, or the string is not a UUID: the request is
+/// then keyed by the user alone (and the handler rejects it).
+///
+/// ```
+/// use aggregation_core::rate_limit::body_connection_id;
+///
+/// let body = br#"{"connection_id": "0192F3C4-0000-7000-8000-00000000000A", "force": true}"#;
+/// assert_eq!(
+///     body_connection_id(body).as_deref(),
+///     Some("0192f3c4-0000-7000-8000-00000000000a")
+/// );
+/// assert_eq!(body_connection_id(br#"{"connection_id": 7}"#), None);
+/// assert_eq!(body_connection_id(b"[]"), None);
+/// ```
+pub fn body_connection_id(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        connection_id: Option<serde_json::Value>,
+    }
+    let probe: Probe = serde_json::from_slice(body).ok()?;
+    let id = uuid::Uuid::try_parse(probe.connection_id?.as_str()?).ok()?;
+    Some(id.hyphenated().to_string())
+}
+
 /// Identifier used when the client IP is unknown: all such requests share a bucket.
 pub const UNKNOWN_IP: &str = "unknown";
 

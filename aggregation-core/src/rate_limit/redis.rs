@@ -56,33 +56,8 @@ use super::{Clock, RateLimitStore, RateLimitStoreError};
 /// The check, atomically. KEYS[1] = bucket key; ARGV = max_tokens, refill_rate (per minute),
 /// cost, ttl (seconds), now (seconds; empty = use the server's TIME).
 /// Returns the tokens available before paying, as a string.
-const CHECK_SCRIPT: &str = r"
-if redis.replicate_commands then pcall(redis.replicate_commands) end
-local max_tokens = tonumber(ARGV[1])
-local refill_rate = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
-local ttl = tonumber(ARGV[4])
-local now = tonumber(ARGV[5])
-if now == nil then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-local tokens = tonumber(state[1])
-local ts = tonumber(state[2])
-local available
-if tokens == nil or ts == nil then
-  available = max_tokens
-else
-  if now < ts then now = ts end
-  available = math.min(max_tokens, tokens + (now - ts) * refill_rate / 60)
-end
-local left = available
-if available >= cost then left = available - cost end
-redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', left), 'ts', string.format('%.17g', now))
-redis.call('EXPIRE', KEYS[1], ttl)
-return string.format('%.17g', available)
-";
+/// Kept in its own file so `benches/redis-baseline.sh` runs the very same script.
+const CHECK_SCRIPT: &str = include_str!("check.lua");
 
 /// Token buckets in Redis, shared by every instance pointing at the same server and prefix.
 pub struct RedisRateLimitStore {

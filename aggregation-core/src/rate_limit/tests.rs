@@ -361,6 +361,22 @@ async fn keys_follow_scope_identifier_method_and_path() {
         )
         .await
         .unwrap();
+    // The bulk syncs name the connection in the body; the service reads it from there.
+    let body = br#"{"connection_id": "0192F3C4-0000-7000-8000-0000000000C2"}"#;
+    let bulk = RequestIdentity {
+        provider_or_account_id: body_connection_id(body),
+        ..user.clone()
+    };
+    limiter
+        .check(
+            "POST",
+            "/api/v1/accounts/syncs",
+            "/api/v1/accounts/syncs",
+            &bulk,
+        )
+        .await
+        .unwrap();
+    // Without a readable connection id: the user alone.
     limiter
         .check(
             "POST",
@@ -409,6 +425,7 @@ async fn keys_follow_scope_identifier_method_and_path() {
             "rl:ip:2001:db8::1:GET:/api/v1/accounts/a1/transactions",
             "rl:user_provider:u-1:p%3A9:POST:/api/v1/providers/p:9/sync",
             "rl:ip:2001:db8::1:POST:/api/v1/providers/p:9/sync",
+            "rl:user_provider:u-1:0192f3c4-0000-7000-8000-0000000000c2:POST:/api/v1/accounts/syncs",
             "rl:user_provider:u-1:POST:/api/v1/accounts/syncs",
             "rl:user_account:u-1:acc-7:POST:/api/v1/accounts/acc-7/holdings/syncs",
             "rl:ip:2001:db8::1:GET:/api/v1/imports/formats",
@@ -430,6 +447,7 @@ async fn keys_follow_scope_identifier_method_and_path() {
             "IP",
             "USER_PROVIDER",
             "IP",
+            "USER_PROVIDER",
             "USER_PROVIDER",
             "USER_ACCOUNT",
             "IP",
@@ -588,4 +606,96 @@ fn manual_clock() {
     let (a, b) = (m(), m());
     assert!(b >= a);
     assert!(wall_clock()() > 1.6e9);
+}
+
+#[test]
+fn every_route_and_method_has_a_builtin_policy() {
+    use crate::api::routes::ROUTES;
+    // Never limited on purpose: load balancers poll it.
+    let unlimited = [("GET", "/health")];
+    let table = PolicyTable::builtin();
+    let mut missing = Vec::new();
+    let mut routed = Vec::new();
+    for route in ROUTES {
+        for (method, _) in route.methods {
+            let endpoint = (method.as_str(), route.template);
+            routed.push(endpoint);
+            if !unlimited.contains(&endpoint) && table.active(endpoint.0, endpoint.1).is_none() {
+                missing.push(format!("{} {}", endpoint.0, endpoint.1));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "routes without a policy: {missing:?}");
+    // And no policy names an endpoint that does not exist (a renamed route keeps its limit).
+    let stale: Vec<String> = policy::BUILTIN_POLICIES
+        .iter()
+        .filter(|(method, route, _)| !routed.contains(&(*method, *route)))
+        .map(|(method, route, _)| format!("{method} {route}"))
+        .collect();
+    assert!(stale.is_empty(), "policies without a route: {stale:?}");
+    for (method, route) in unlimited {
+        assert!(routed.contains(&(method, route)));
+        assert!(table.get(method, route).is_none(), "{method} {route}");
+    }
+}
+
+#[test]
+fn per_connection_scopes_can_find_their_id() {
+    use crate::api::routes::{Endpoint, ROUTES};
+    // A USER_PROVIDER / USER_ACCOUNT policy needs the id from the path or, for the bulk syncs,
+    // from the body; otherwise every connection of a user would share one bucket.
+    for route in ROUTES {
+        for (method, endpoint) in route.methods {
+            let Some(policy) = PolicyTable::builtin()
+                .get(method.as_str(), route.template)
+                .copied()
+            else {
+                continue;
+            };
+            if matches!(policy.scope, Scope::UserProvider | Scope::UserAccount) {
+                let in_body = matches!(
+                    endpoint,
+                    Endpoint::SyncAccounts | Endpoint::SyncTransactions
+                );
+                assert!(
+                    route.template.contains("{id}") || in_body,
+                    "{method} {} cannot name its connection or account",
+                    route.template
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn connection_ids_are_read_from_json_objects_only() {
+    let id = "0192f3c4-0000-7000-8000-0000000000c2";
+    for body in [
+        format!(r#"{{"connection_id":"{id}"}}"#),
+        format!(
+            r#"{{"force":true,"connection_id":"{}"}}"#,
+            id.to_uppercase()
+        ),
+        format!(r#"{{"connection_id":"{{{id}}}"}}"#),
+        format!(r#"{{"connection_id":"{}"}}"#, id.replace('-', "")),
+    ] {
+        assert_eq!(
+            body_connection_id(body.as_bytes()).as_deref(),
+            Some(id),
+            "{body}"
+        );
+    }
+    for body in [
+        "",
+        "null",
+        "[]",
+        r#""0192f3c4-0000-7000-8000-0000000000c2""#,
+        "{}",
+        r#"{"connection_id":null}"#,
+        r#"{"connection_id":42}"#,
+        r#"{"connection_id":"p:9"}"#,
+        r#"{"connection_id":"0192f3c4-0000-7000-8000-0000000000c2""#,
+    ] {
+        assert_eq!(body_connection_id(body.as_bytes()), None, "{body}");
+    }
 }

@@ -496,7 +496,8 @@ pub struct TokenRotationRecord {
     pub id: Uuid,
     /// Global or one user.
     pub scope: RotationScope,
-    /// The user of a user rotation.
+    /// The user of a user rotation, or the user whose own minimum a global rotation raised
+    /// (see [`SecurityStore::rotate_global_token_version`]).
     pub user_id: Option<Uuid>,
     /// Minimum version before.
     pub previous_version: i64,
@@ -528,8 +529,10 @@ pub trait SecurityStore: Send + Sync {
     /// Raises the global minimum version by one, stores the rotation's time, reason and
     /// `grace_period_seconds`, and writes the audit row, atomically. Users whose own minimum is
     /// at or above the new global minimum (they were rotated individually) have their minimum
-    /// raised by one too, so their outstanding tokens are invalidated as well (without grace).
-    /// Concurrent rotations are serialized: each one is one step.
+    /// raised by one too, so their outstanding tokens are invalidated as well; each such raise
+    /// gets its own audit row (scope global, the user, their minimum before and after), which
+    /// [`global_rotation_raised_from`](Self::global_rotation_raised_from) reads for the grace
+    /// period. Concurrent rotations are serialized: each one is one step.
     async fn rotate_global_token_version(
         &self,
         rotation: &NewTokenRotation,
@@ -547,6 +550,21 @@ pub trait SecurityStore: Send + Sync {
 
     /// The latest `limit` rotation audit rows, newest first.
     async fn token_rotations(&self, limit: u32) -> Result<Vec<TokenRotationRecord>, StoreError>;
+
+    /// When the user's current minimum `min_token_version` was set by a global rotation (which
+    /// raised it because the user had been rotated individually before), the minimum it was
+    /// raised from: tokens carrying it still pass during that rotation's grace period. `None`
+    /// when a user rotation set the minimum, or it never moved.
+    ///
+    /// The default answers `None`: such users get no grace, their tokens stop at once.
+    async fn global_rotation_raised_from(
+        &self,
+        user_id: Uuid,
+        min_token_version: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let _ = (user_id, min_token_version);
+        Ok(None)
+    }
 }
 
 /// The run record and lease of one background job.

@@ -4,10 +4,18 @@
 use super::StoreError;
 
 /// Converts a sqlx error into the coarse [`StoreError`], logging the detail.
+///
+/// Every way a call can run out of time (no pooled connection within the acquire timeout, a
+/// PostgreSQL `statement_timeout`, a SQLite lock still held when the busy timeout ends) is
+/// [`StoreError::Unavailable`], which the API answers with 503.
 pub(crate) fn store_error(error: sqlx::Error) -> StoreError {
     match &error {
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
             tracing::error!(error = %error, "store unavailable");
+            StoreError::Unavailable(error.to_string())
+        }
+        sqlx::Error::Database(database) if timed_out(database.as_ref()) => {
+            tracing::error!(error = %error, "store call timed out");
             StoreError::Unavailable(error.to_string())
         }
         sqlx::Error::Database(database) if database.is_unique_violation() => {
@@ -18,6 +26,28 @@ pub(crate) fn store_error(error: sqlx::Error) -> StoreError {
             StoreError::Other(error.to_string())
         }
     }
+}
+
+/// Whether a database error means the call ran out of time rather than failed.
+fn timed_out(error: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
+    #[cfg(feature = "postgres")]
+    if let Some(error) = error.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        // query_canceled: what `statement_timeout` raises.
+        return error.code() == "57014";
+    }
+    #[cfg(feature = "sqlite")]
+    if let Some(error) = error.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
+        use sqlx::error::DatabaseError as _;
+        const SQLITE_BUSY: i32 = 5;
+        const SQLITE_LOCKED: i32 = 6;
+        // The primary result code is the low byte of the extended one.
+        let primary = error
+            .code()
+            .and_then(|code| code.parse::<i32>().ok())
+            .map(|code| code & 0xff);
+        return matches!(primary, Some(SQLITE_BUSY | SQLITE_LOCKED));
+    }
+    false
 }
 
 /// Implements every store trait for `$store`, a struct with a `pool: sqlx::Pool<$db>` field.

@@ -181,13 +181,14 @@ macro_rules! impl_admin_store {
                     .map_err(store_error)?;
                     // Tokens of individually rotated users carry their (higher) user minimum;
                     // raising it keeps the global rotation effective for them too.
-                    sqlx::query(
+                    let raised: Vec<(Uuid, i64)> = sqlx::query_as(
                         "UPDATE users SET min_token_version = min_token_version + 1, \
-                         updated_at = $2 WHERE min_token_version >= $1",
+                         updated_at = $2 WHERE min_token_version >= $1 \
+                         RETURNING id, min_token_version",
                     )
                     .bind(new_version)
                     .bind(rotation.at)
-                    .execute(&mut *tx)
+                    .fetch_all(&mut *tx)
                     .await
                     .map_err(store_error)?;
                     let outcome = RotationOutcome {
@@ -197,6 +198,27 @@ macro_rules! impl_admin_store {
                     insert_rotation(&mut tx, rotation, RotationScope::Global, None, outcome)
                         .await
                         .map_err(store_error)?;
+                    // One row per raised user: the audit trail, and what the grace period of
+                    // this rotation accepts for them (their minimum just before it).
+                    for (user_id, min_token_version) in raised {
+                        let per_user = NewTokenRotation {
+                            id: Uuid::now_v7(),
+                            ..rotation.clone()
+                        };
+                        let raise = RotationOutcome {
+                            previous_version: min_token_version - 1,
+                            new_version: min_token_version,
+                        };
+                        insert_rotation(
+                            &mut tx,
+                            &per_user,
+                            RotationScope::Global,
+                            Some(user_id),
+                            raise,
+                        )
+                        .await
+                        .map_err(store_error)?;
+                    }
                     tx.commit().await.map_err(store_error)?;
                     Ok(outcome)
                 }
@@ -245,6 +267,25 @@ macro_rules! impl_admin_store {
                     .map_err(store_error)?;
                     tx.commit().await.map_err(store_error)?;
                     Ok(Some(outcome))
+                }
+
+                async fn global_rotation_raised_from(
+                    &self,
+                    user_id: Uuid,
+                    min_token_version: i64,
+                ) -> Result<Option<i64>, StoreError> {
+                    // Minimums only grow, so a global row that ends at the current minimum is
+                    // the change that set it: no user rotation came after.
+                    sqlx::query_scalar(
+                        "SELECT previous_version FROM token_rotations \
+                         WHERE user_id = $1 AND scope = $2 AND new_version = $3 LIMIT 1",
+                    )
+                    .bind(user_id)
+                    .bind(RotationScope::Global.as_str())
+                    .bind(min_token_version)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(store_error)
                 }
 
                 async fn token_rotations(

@@ -22,30 +22,46 @@ const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS aggregation_migration
 const MIGRATION_LOCK: Option<&str> = None;
 
 /// A store on SQLite through sqlx.
+///
+/// Every store call is bounded by the store timeout ([`SqliteStore::DEFAULT_TIMEOUT`] unless
+/// opened with [`SqliteStore::connect_with_timeout`]): waiting for a pooled connection, and
+/// waiting for another writer's lock (SQLite's busy timeout). A call that runs out of time fails
+/// with [`StoreError::Unavailable`], which the API answers with 503.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: sqlx::SqlitePool,
 }
 
 impl SqliteStore {
-    /// Wraps an existing pool. Call [`SqliteStore::migrate`] before use.
+    /// The store timeout of [`SqliteStore::connect`] and [`SqliteStore::in_memory`].
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// Wraps an existing pool, whose own acquire and busy timeouts then bound store calls.
+    /// Call [`SqliteStore::migrate`] before use.
     pub fn new(pool: sqlx::SqlitePool) -> Self {
         Self { pool }
     }
 
     /// Opens (creating when missing) a SQLite database from a URL such as
-    /// `sqlite://data/aggregation.db?mode=rwc`, in WAL mode with foreign keys on.
+    /// `sqlite://data/aggregation.db?mode=rwc`, in WAL mode with foreign keys on, with the
+    /// default store timeout.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with_timeout(url, Self::DEFAULT_TIMEOUT).await
+    }
+
+    /// Like [`SqliteStore::connect`], with `timeout` bounding both the wait for a pooled
+    /// connection and the wait for a lock held by another writer.
+    pub async fn connect_with_timeout(url: &str, timeout: Duration) -> Result<Self, StoreError> {
         let options = SqliteConnectOptions::from_str(url)
             .map_err(store_error)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(5));
+            .busy_timeout(timeout);
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
-            .acquire_timeout(Duration::from_secs(5))
+            .acquire_timeout(timeout)
             .connect_with(options)
             .await
             .map_err(store_error)?;
@@ -63,7 +79,7 @@ impl SqliteStore {
             .min_connections(1)
             .idle_timeout(None)
             .max_lifetime(None)
-            .acquire_timeout(Duration::from_secs(5))
+            .acquire_timeout(Self::DEFAULT_TIMEOUT)
             .connect_with(options)
             .await
             .map_err(store_error)?;

@@ -1,11 +1,19 @@
 //! Reading the OFX body: OFX 1.x SGML and OFX 2.x XML into one stream of events.
 //!
-//! The body is tokenized here rather than by an XML parser, because OFX 1.x is not XML: leaf
-//! elements are usually not closed (`<TRNAMT>-12.50` followed by the next tag), some files close
-//! some leaves and not others, and text holds raw `&` and quotes. The tokenizer never fails on
-//! text; it fails only on markup that does not end (an unterminated tag, comment, CDATA section
-//! or processing instruction) and on document type or entity declarations, which are refused
-//! and never expanded.
+//! Markup is tokenized by [`quick_xml`]'s reader over the decoded text, configured for SGML:
+//! end names are not checked and unmatched ends are allowed (OFX 1.x leaves are usually not
+//! closed: `<TRNAMT>-12.50` is followed by the next tag, and some files close some leaves and
+//! not others), and a dangling `&` is text. quick-xml's own unescaping is not used: text is
+//! taken from the input by byte span (the spans of `Text` and `GeneralRef` events are
+//! contiguous) and decoded here, so a bare `&` needs no escaping beforehand and `AT&T` stays
+//! as written. A few SGML forms quick-xml would read as broken markup are settled before it
+//! sees them, by looking at the byte after a `<`: a `<` that starts no markup (`a < b`) is
+//! text, and a markup declaration other than a comment or CDATA section is skipped; in both
+//! cases reading carries on with a fresh quick-xml reader after it. Tags, end tags included,
+//! end at the first `>` outside quoted text, as quick-xml reads them. Reading fails only on
+//! markup that does not end (an unterminated tag, comment, CDATA section or processing
+//! instruction) and on document type or entity declarations, which are refused and never
+//! expanded; errors carry the byte offset of the `<`, so they can name the line.
 //!
 //! The normaliser turns tags into three events for a [`Sink`]: an aggregate opens, an
 //! aggregate closes, a leaf has a value. An element is a leaf when it is a known leaf name
@@ -17,6 +25,8 @@
 //! decoded, any other `&` stays as it is. CDATA is taken literally, comments and processing
 //! instructions are skipped, and values are trimmed of surrounding whitespace. Nesting is
 //! capped at [`MAX_DEPTH`] elements.
+
+use quick_xml::events::Event;
 
 use super::tags::Tag;
 
@@ -103,6 +113,73 @@ struct Reader<'a> {
     scratch: String,
 }
 
+/// What a `<` starts, decided from the bytes after it before quick-xml reads it.
+#[derive(Clone, Copy)]
+enum Markup {
+    /// `<!--`
+    Comment,
+    /// `<![CDATA[`
+    CData,
+    /// `<?`
+    Instruction,
+    /// `</`
+    EndTag,
+    /// `<` and a name
+    StartTag,
+    /// `<!DOCTYPE`
+    Doctype,
+    /// `<!ENTITY`
+    Entity,
+    /// Any other `<!…>` (SGML marked sections and the like): skipped to its `>`.
+    Declaration,
+    /// A `<` that starts no markup (SGML files have them in memos): text.
+    Text,
+}
+
+impl Markup {
+    fn at(b: &[u8], pos: usize) -> Markup {
+        match b.get(pos + 1).copied() {
+            Some(b'!') if b.get(pos + 2..pos + 4) == Some(b"--") => Markup::Comment,
+            Some(b'!') if b.get(pos + 2..pos + 9) == Some(b"[CDATA[") => Markup::CData,
+            Some(b'!') if starts_with_ci(b, pos + 2, b"DOCTYPE") => Markup::Doctype,
+            Some(b'!') if starts_with_ci(b, pos + 2, b"ENTITY") => Markup::Entity,
+            Some(b'!') => Markup::Declaration,
+            Some(b'?') => Markup::Instruction,
+            Some(b'/') => Markup::EndTag,
+            Some(c) if is_name_start(c) => Markup::StartTag,
+            _ => Markup::Text,
+        }
+    }
+
+    /// What the markup is called in an error.
+    fn what(self) -> &'static str {
+        match self {
+            Markup::Comment => "comment",
+            Markup::CData => "CDATA section",
+            Markup::Instruction => "processing instruction",
+            Markup::EndTag => "end tag",
+            Markup::Declaration | Markup::Doctype | Markup::Entity => "markup declaration",
+            Markup::StartTag | Markup::Text => "tag",
+        }
+    }
+}
+
+/// A quick-xml reader for `input`, set up for SGML as described in the module documentation.
+fn xml_reader(input: &str) -> quick_xml::Reader<&[u8]> {
+    let mut reader = quick_xml::Reader::from_str(input);
+    let config = reader.config_mut();
+    config.check_end_names = false;
+    config.allow_unmatched_ends = true;
+    config.allow_dangling_amp = true;
+    config.trim_text(false);
+    reader
+}
+
+/// Where `xml`, reading the input from `base` on, is in the input.
+fn offset(base: usize, xml: &quick_xml::Reader<&[u8]>) -> usize {
+    base.saturating_add(usize::try_from(xml.buffer_position()).unwrap_or(usize::MAX))
+}
+
 fn is_name_start(b: u8) -> bool {
     b.is_ascii_alphabetic() || b == b'_' || b == b':'
 }
@@ -118,18 +195,6 @@ fn find_byte(hay: &[u8], from: usize, needle: u8) -> Option<usize> {
         .map(|i| i + from)
 }
 
-fn find_seq(hay: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
-    let first = *needle.first()?;
-    let mut at = from;
-    while let Some(i) = find_byte(hay, at, first) {
-        if hay.get(i..i + needle.len()) == Some(needle) {
-            return Some(i);
-        }
-        at = i + 1;
-    }
-    None
-}
-
 fn starts_with_ci(hay: &[u8], from: usize, needle: &[u8]) -> bool {
     hay.get(from..from + needle.len())
         .is_some_and(|w| w.eq_ignore_ascii_case(needle))
@@ -139,77 +204,95 @@ impl<'a> Reader<'a> {
     fn run<S: Sink>(&mut self, sink: &mut S) -> Result<(), RawError> {
         let input = self.input;
         let b = input.as_bytes();
-        let mut i = 0;
-        while i < b.len() {
-            if b.get(i) != Some(&b'<') {
-                let end = find_byte(b, i, b'<').unwrap_or(b.len());
-                self.add_text(i, end, false);
-                i = end;
+        // quick-xml reports positions relative to the slice it was given; `base` is where that
+        // slice starts in `input`.
+        let mut base = self.resume_at(0);
+        let mut xml = xml_reader(input.get(base..).unwrap_or(""));
+        loop {
+            let pos = offset(base, &xml);
+            let markup = if b.get(pos) == Some(&b'<') {
+                Some(Markup::at(b, pos))
+            } else {
+                None
+            };
+            let resume = match markup {
+                Some(Markup::Doctype) => {
+                    return Err(RawError {
+                        pos,
+                        kind: RawErrorKind::Doctype,
+                    });
+                }
+                Some(Markup::Entity) => {
+                    return Err(RawError {
+                        pos,
+                        kind: RawErrorKind::Entity,
+                    });
+                }
+                Some(Markup::Declaration) => {
+                    let end = find_byte(b, pos + 2, b'>').ok_or_else(|| {
+                        RawError::malformed(pos, "markup declaration is never closed")
+                    })?;
+                    Some(end + 1)
+                }
+                Some(Markup::Text) => {
+                    self.add_text(pos, pos + 1, false);
+                    Some(pos + 1)
+                }
+                _ => None,
+            };
+            if let Some(at) = resume {
+                base = self.resume_at(at);
+                xml = xml_reader(input.get(base..).unwrap_or(""));
                 continue;
             }
-            let next = b.get(i + 1).copied();
-            match next {
-                Some(b'!') => {
-                    if b.get(i + 2..i + 4) == Some(b"--") {
-                        let end = find_seq(b, i + 4, b"-->")
-                            .ok_or_else(|| RawError::malformed(i, "comment is never closed"))?;
-                        i = end + 3;
-                    } else if b.get(i + 2..i + 9) == Some(b"[CDATA[") {
-                        let end = find_seq(b, i + 9, b"]]>").ok_or_else(|| {
-                            RawError::malformed(i, "CDATA section is never closed")
-                        })?;
-                        self.add_text(i + 9, end, true);
-                        i = end + 3;
-                    } else if starts_with_ci(b, i + 2, b"DOCTYPE") {
-                        return Err(RawError {
-                            pos: i,
-                            kind: RawErrorKind::Doctype,
-                        });
-                    } else if starts_with_ci(b, i + 2, b"ENTITY") {
-                        return Err(RawError {
-                            pos: i,
-                            kind: RawErrorKind::Entity,
-                        });
-                    } else {
-                        let end = find_byte(b, i + 2, b'>').ok_or_else(|| {
-                            RawError::malformed(i, "markup declaration is never closed")
-                        })?;
-                        i = end + 1;
-                    }
-                }
-                Some(b'?') => {
-                    let end = find_seq(b, i + 2, b"?>").ok_or_else(|| {
-                        RawError::malformed(i, "processing instruction is never closed")
-                    })?;
-                    i = end + 2;
-                }
-                Some(b'/') => {
-                    let end = find_byte(b, i + 2, b'>')
-                        .ok_or_else(|| RawError::malformed(i, "end tag is never closed"))?;
-                    let name = input.get(i + 2..end).unwrap_or("").trim();
-                    self.end_tag(name, i, sink)?;
-                    i = end + 1;
-                }
-                Some(c) if is_name_start(c) => {
-                    let name_end = (i + 1..b.len())
+            let event = xml.read_event().map_err(|error| {
+                let what = markup.map_or("markup", Markup::what);
+                let message = match error {
+                    quick_xml::Error::Syntax(_) => format!("{what} is never closed"),
+                    other => format!("{what} cannot be read: {other}"),
+                };
+                RawError::malformed(pos, message)
+            })?;
+            let end = offset(base, &xml);
+            match event {
+                Event::Text(_) | Event::GeneralRef(_) => self.add_text(pos, end, false),
+                Event::CData(_) => self.add_text(pos + 9, end.saturating_sub(3), true),
+                Event::Start(_) | Event::Empty(_) => {
+                    let name_end = (pos + 1..end)
                         .find(|&j| b.get(j).is_none_or(|&c| !is_name_char(c)))
-                        .unwrap_or(b.len());
-                    let end = tag_end(b, name_end)
-                        .ok_or_else(|| RawError::malformed(i, "tag is never closed"))?;
-                    let empty = end > name_end && b.get(end - 1) == Some(&b'/');
-                    let name = input.get(i + 1..name_end).unwrap_or("");
-                    self.start_tag(name, i, empty, sink)?;
-                    i = end + 1;
+                        .unwrap_or(end);
+                    let name = input.get(pos + 1..name_end).unwrap_or("");
+                    let empty = matches!(event, Event::Empty(_));
+                    self.start_tag(name, pos, empty, sink)?;
                 }
-                _ => {
-                    // A `<` that starts no markup is text (SGML files have them in memos).
-                    let end = find_byte(b, i + 1, b'<').unwrap_or(b.len());
-                    self.add_text(i, end, false);
-                    i = end;
+                Event::End(_) => {
+                    let name = input
+                        .get(pos + 2..end.saturating_sub(1))
+                        .unwrap_or("")
+                        .trim();
+                    self.end_tag(name, pos, sink)?;
                 }
+                Event::Comment(_) | Event::Decl(_) | Event::PI(_) | Event::DocType(_) => {}
+                Event::Eof => break,
             }
         }
         self.finish(sink)
+    }
+
+    /// Where a fresh quick-xml reader starting at `at` begins. quick-xml drops a byte-order
+    /// mark at the start of its input without counting it in its positions, so any found
+    /// there are taken as text here instead.
+    fn resume_at(&mut self, mut at: usize) -> usize {
+        const BOM: &str = "\u{FEFF}";
+        while self
+            .input
+            .get(at..)
+            .is_some_and(|rest| rest.starts_with(BOM))
+        {
+            self.add_text(at, at + BOM.len(), false);
+            at += BOM.len();
+        }
+        at
     }
 
     fn add_text(&mut self, start: usize, end: usize, raw: bool) {
@@ -383,24 +466,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// The offset of the `>` ending a start tag whose name ends at `from`, skipping quoted
-/// attribute values.
-fn tag_end(b: &[u8], from: usize) -> Option<usize> {
-    let mut i = from;
-    let mut quote: Option<u8> = None;
-    while let Some(&c) = b.get(i) {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, b'"' | b'\'') => quote = Some(c),
-            (None, b'>') => return Some(i),
-            _ => {}
-        }
-        i += 1;
-    }
-    None
-}
-
 fn append_piece(out: &mut String, piece: &str, raw: bool) {
     if raw {
         out.push_str(piece);
@@ -569,6 +634,49 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_less_than_that_starts_no_markup_is_text() {
+        assert_eq!(
+            events("<MEMO>a < b <1 <= c <\u{FEFF}\u{FEFF}d<NAME>y<MEMO>end <"),
+            [
+                "Memo=a < b <1 <= c <\u{FEFF}\u{FEFF}d",
+                "Name=y",
+                "Memo=end <"
+            ]
+        );
+    }
+
+    #[test]
+    fn markup_declarations_are_skipped_and_end_tags_trimmed() {
+        assert_eq!(
+            events("<A><MEMO>x<!ELEMENT y - - (z)>y<![IGNORE[ n ]]>z</ MEMO ><NAME>w</A>"),
+            ["+A", "Memo=xyz", "Name=w", "-Other"]
+        );
+    }
+
+    #[test]
+    fn errors_point_at_the_markup() {
+        let mut log = Log::default();
+        for (bad, pos, what) in [
+            ("<OFX>\n<MEMO>x\n<!-- oops", 14, "comment"),
+            ("<OFX><MEMO>x<![CDATA[y", 12, "CDATA section"),
+            ("<OFX> <?OFX x", 6, "processing instruction"),
+            ("<OFX><A></A", 8, "end tag"),
+            ("<OFX><A><B attr='>", 8, "tag"),
+            ("<OFX><!ELEMENT", 5, "markup declaration"),
+        ] {
+            let err = read(bad, &mut log).unwrap_err();
+            assert_eq!(err.pos, pos, "{bad:?}");
+            assert_eq!(
+                err.kind,
+                RawErrorKind::Malformed(format!("{what} is never closed")),
+                "{bad:?}"
+            );
+        }
+        let err = read("<OFX>\n  <!doctype ofx [<!ENTITY x 'y'>]>", &mut log).unwrap_err();
+        assert_eq!((err.kind, err.pos), (RawErrorKind::Doctype, 8));
     }
 
     #[test]

@@ -1,0 +1,456 @@
+//! The reference server as an operator runs it: its configuration, its start-up and its
+//! shutdown. Each test starts the real binary in a temporary folder, with a temporary SQLite
+//! database and a free port; every wait is bounded.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_aggregation-server");
+/// Long enough for a debug build on a busy machine; only reached when something is broken.
+const TIMEOUT: Duration = Duration::from_secs(60);
+const PASSWORD: &str = "Str0ng!Passw0rd";
+
+/// A temporary folder the server runs in: database, generated secrets and outbox.
+struct Workspace {
+    dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn outbox(&self) -> PathBuf {
+        self.path().join("outbox")
+    }
+
+    /// The server command with only the given settings: none inherited from the environment
+    /// running the tests.
+    fn command(&self, env: &[(&str, &str)]) -> Command {
+        let mut command = Command::new(BINARY);
+        command.current_dir(self.path());
+        for (name, _) in std::env::vars() {
+            if name.starts_with("AGG_") {
+                command.env_remove(name);
+            }
+        }
+        let database = format!(
+            "sqlite://{}?mode=rwc",
+            self.path().join("aggregation.db").display()
+        );
+        command
+            .env("AGG_DATABASE_URL", database)
+            .env("AGG_BIND", "127.0.0.1:0")
+            .env("AGG_OUTBOX_DIR", self.outbox())
+            .env("AGG_JWT_SECRET", "a-test-secret-of-at-least-32-bytes-long")
+            .env("AGG_RATE_LIMITS", "off")
+            .env("NO_COLOR", "1");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        command.stdin(Stdio::null());
+        command
+    }
+
+    /// Runs a command that is expected to end on its own, killing it after [`TIMEOUT`].
+    fn run(&self, env: &[(&str, &str)], args: &[&str]) -> Output {
+        let mut child = self
+            .command(env)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("server binary starts");
+        let stdout = drain(child.stdout.take().expect("piped"));
+        let stderr = drain(child.stderr.take().expect("piped"));
+        let status = wait(&mut child, TIMEOUT);
+        Output {
+            status,
+            stdout: join(stdout),
+            stderr: join(stderr),
+        }
+    }
+
+    /// Starts the server and waits for its "listening on" line.
+    fn start(&self, env: &[(&str, &str)]) -> Server {
+        let mut child = self
+            .command(env)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("server binary starts");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        for stream in [
+            Box::new(child.stdout.take().expect("piped")) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().expect("piped")),
+        ] {
+            let lines = lines.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    lines.lock().expect("not poisoned").push(line);
+                }
+            });
+        }
+        let mut server = Server {
+            child,
+            lines,
+            address: None,
+        };
+        let line = server.wait_for_line(|line| line.contains("listening on http://"));
+        let address = line
+            .split("listening on http://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|address| address.parse::<SocketAddr>().ok())
+            .unwrap_or_else(|| panic!("an address in {line:?}"));
+        assert_ne!(address.port(), 0, "the real port is logged");
+        server.address = Some(address);
+        server
+    }
+
+    /// The verification token mailed to `to`, read from the outbox.
+    fn verification_token(&self, to: &str) -> String {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let token = self
+                .emails()
+                .into_iter()
+                .filter(|text| {
+                    text.contains(&format!("To: {to}\r\n")) && text.contains("Verify your email")
+                })
+                .find_map(|text| {
+                    text.lines()
+                        .map(str::trim)
+                        .find(|line| {
+                            line.len() == 64 && line.bytes().all(|b| b.is_ascii_hexdigit())
+                        })
+                        .map(str::to_owned)
+                });
+            if let Some(token) = token {
+                return token;
+            }
+            assert!(Instant::now() < deadline, "no verification email to {to}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Every email in the outbox.
+    fn emails(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(self.outbox()) else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "eml"))
+            .filter_map(|entry| std::fs::read_to_string(entry.path()).ok())
+            .collect()
+    }
+}
+
+fn drain(mut stream: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stream.read_to_end(&mut bytes);
+        bytes
+    })
+}
+
+fn join(reader: std::thread::JoinHandle<Vec<u8>>) -> Vec<u8> {
+    reader.join().expect("reader thread")
+}
+
+/// Waits for the process to end; kills it and fails the test after `timeout`.
+fn wait(child: &mut Child, timeout: Duration) -> ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("process state") {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server did not exit within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A running server; killed when dropped, so a failing test leaves no process behind.
+struct Server {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    address: Option<SocketAddr>,
+}
+
+impl Server {
+    fn address(&self) -> SocketAddr {
+        self.address.expect("started")
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().expect("not poisoned").clone()
+    }
+
+    fn wait_for_line(&mut self, matches: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(line) = self.lines().into_iter().find(|line| matches(line)) {
+                return line;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "the server exited ({status}); output:\n{}",
+                    self.lines().join("\n")
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "line not logged; output:\n{}",
+                self.lines().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Sends SIGTERM and returns the exit status.
+    fn terminate(mut self) -> (ExitStatus, Vec<String>) {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "SIGTERM delivered");
+        let status = wait(&mut self.child, TIMEOUT);
+        // The reader threads end with the process; give them a moment to take the last lines.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.lines().iter().any(|line| line.contains("stopped")) && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (status, self.lines())
+    }
+
+    /// One HTTP/1.0 request (so the body is never chunked); returns the status and body.
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+    ) -> (u16, String) {
+        let mut stream =
+            TcpStream::connect_timeout(&self.address(), TIMEOUT).expect("server reachable");
+        stream.set_read_timeout(Some(TIMEOUT)).expect("timeout set");
+        stream
+            .set_write_timeout(Some(TIMEOUT))
+            .expect("timeout set");
+        let mut request = format!("{method} {path} HTTP/1.0\r\nHost: {}\r\n", self.address());
+        if let Some(token) = token {
+            request.push_str(&format!("Authorization: Bearer {token}\r\n"));
+        }
+        let body = body.unwrap_or_default();
+        if !body.is_empty() {
+            request.push_str("Content-Type: application/json\r\n");
+        }
+        request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+        stream.write_all(request.as_bytes()).expect("request sent");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("response read");
+        let status = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or_else(|| panic!("a status line in {response:?}"));
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, body)| body.to_owned())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    /// Registers `email` and verifies it with the token from the outbox.
+    fn register_and_verify(&self, workspace: &Workspace, email: &str) {
+        let body = format!(r#"{{"email":"{email}","password":"{PASSWORD}"}}"#);
+        let (status, response) = self.request("POST", "/api/v1/users", None, Some(&body));
+        assert_eq!(status, 201, "registration of {email}: {response}");
+        let token = workspace.verification_token(email);
+        let body = format!(r#"{{"token":"{token}"}}"#);
+        let (status, response) =
+            self.request("POST", "/api/v1/email-verifications", None, Some(&body));
+        assert_eq!(status, 201, "verification of {email}: {response}");
+    }
+
+    /// Logs in and returns the access token.
+    fn login(&self, email: &str) -> String {
+        let body = format!(r#"{{"email":"{email}","password":"{PASSWORD}"}}"#);
+        let (status, response) = self.request("POST", "/api/v1/sessions", None, Some(&body));
+        assert_eq!(status, 201, "login of {email}: {response}");
+        let json: serde_json::Value = serde_json::from_str(&response).expect("JSON tokens");
+        json["access_token"]
+            .as_str()
+            .expect("an access token")
+            .to_owned()
+    }
+
+    fn admin_config_status(&self, token: &str) -> u16 {
+        self.request("GET", "/api/v1/admin/security/config", Some(token), None)
+            .0
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn help_lists_every_setting() {
+    let output = Workspace::new().run(&[], &["--help"]);
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    // The table of decisions.md "Reference server configuration".
+    for variable in [
+        "AGG_BIND",
+        "AGG_DATABASE_URL",
+        "AGG_BASE_URL",
+        "AGG_JWT_SECRET",
+        "AGG_ENCRYPTION_KEYS",
+        "AGG_SMTP_URL",
+        "AGG_OUTBOX_DIR",
+        "AGG_MAIL_FROM",
+        "AGG_ADMIN_EMAILS",
+        "AGG_ROTATION_GRACE_SECONDS",
+        "AGG_RATE_LIMITS",
+        "AGG_REDIS_URL",
+        "AGG_TRUSTED_PROXIES",
+        "AGG_MAX_UPLOAD_BYTES",
+        "AGG_OAUTH_REDIRECT_URIS",
+        "AGG_OAUTH_STATE_TTL",
+        "AGG_SCHWAB_BASE_URL",
+        "AGG_SCHWAB_CLIENT_ID",
+        "AGG_SCHWAB_CLIENT_SECRET",
+        "AGG_SANDBOX",
+        "AGG_LOG",
+    ] {
+        assert!(
+            help.contains(&format!("[env: {variable}")),
+            "--help does not list {variable}:\n{help}"
+        );
+    }
+    assert!(help.contains("grant-admin"), "the subcommand is listed");
+}
+
+#[test]
+fn a_malformed_setting_stops_the_start_naming_the_variable() {
+    let workspace = Workspace::new();
+    let bad_policies = workspace.path().join("policies.toml");
+    std::fs::write(&bad_policies, "[[[ not toml").expect("written");
+    let bad_policies = bad_policies.display().to_string();
+    let missing_policies = workspace.path().join("missing.toml").display().to_string();
+    let cases: [(&str, &str); 9] = [
+        ("AGG_BIND", "localhost"),
+        ("AGG_BIND", "127.0.0.1:99999"),
+        ("AGG_LOG", "aggregation_core=loud"),
+        ("AGG_ROTATION_GRACE_SECONDS", "-1"),
+        ("AGG_ROTATION_GRACE_SECONDS", "five"),
+        ("AGG_MAIL_FROM", "not a mailbox"),
+        ("AGG_MAIL_FROM", "Aggregation <noreply>"),
+        ("AGG_RATE_LIMITS", &missing_policies),
+        ("AGG_RATE_LIMITS", &bad_policies),
+    ];
+    for (variable, value) in cases {
+        let output = workspace.run(&[(variable, value)], &[]);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            !output.status.success(),
+            "{variable}={value:?} was accepted:\n{text}"
+        );
+        assert!(
+            text.contains(&format!("{variable}:")),
+            "{variable}={value:?}: the message does not name the variable:\n{text}"
+        );
+        assert!(
+            !text.contains("listening on"),
+            "{variable}={value:?}: the server started:\n{text}"
+        );
+    }
+    let output = workspace.run(&[], &["grant-admin", "nobody@example.com"]);
+    assert!(!output.status.success(), "an unknown email is an error");
+}
+
+#[test]
+fn serves_grants_admins_drains_mail_and_stops_on_sigterm() {
+    let workspace = Workspace::new();
+    let server = workspace.start(&[]);
+    let listening: Vec<String> = server
+        .lines()
+        .into_iter()
+        .filter(|line| line.contains("listening on"))
+        .collect();
+    assert_eq!(listening.len(), 1, "one line names the address");
+
+    let (status, body) = server.request("GET", "/health", None, None);
+    assert_eq!(status, 200, "{body}");
+
+    server.register_and_verify(&workspace, "ada@example.com");
+    server.register_and_verify(&workspace, "bob@example.com");
+    let token = server.login("ada@example.com");
+    assert_eq!(server.admin_config_status(&token), 403, "not an admin yet");
+
+    let output = workspace.run(&[], &["grant-admin", "ada@example.com"]);
+    assert!(
+        output.status.success(),
+        "grant-admin failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let token = server.login("ada@example.com");
+    assert_eq!(
+        server.admin_config_status(&token),
+        200,
+        "granted by grant-admin"
+    );
+    let token = server.login("bob@example.com");
+    assert_eq!(server.admin_config_status(&token), 403);
+
+    // Mail queued just before the signal is still sent.
+    let body = format!(r#"{{"email":"carol@example.com","password":"{PASSWORD}"}}"#);
+    let (status, _) = server.request("POST", "/api/v1/users", None, Some(&body));
+    assert_eq!(status, 201);
+    let (status, lines) = server.terminate();
+    assert!(status.success(), "SIGTERM exits 0, got {status}");
+    assert!(lines.iter().any(|line| line.contains("stopped")));
+    assert!(
+        workspace
+            .emails()
+            .iter()
+            .any(|email| email.contains("To: carol@example.com\r\n")),
+        "the email queued before shutdown was written"
+    );
+
+    // bob registered before AGG_ADMIN_EMAILS named him: the start-up grants the role.
+    let server = workspace.start(&[("AGG_ADMIN_EMAILS", "bob@example.com")]);
+    let token = server.login("bob@example.com");
+    assert_eq!(
+        server.admin_config_status(&token),
+        200,
+        "granted at start-up"
+    );
+    let (status, _) = server.terminate();
+    assert!(status.success(), "SIGTERM exits 0, got {status}");
+}
