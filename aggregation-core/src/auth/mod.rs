@@ -28,7 +28,7 @@ use uuid::Uuid;
 use crate::config::Config;
 use crate::crypto::{random_hex_token, random_urlsafe_token, token_digest};
 use crate::events::{DomainEvent, EventSink};
-use crate::mail::{Email, MailQueue};
+use crate::mail::{Email, MailPermit, MailQueue};
 use crate::store::{
     NewOneTimeToken, NewRefreshToken, NewSession, NewUser, Role, SecurityConfigRecord, Store,
     StoreError, TokenCheck, TokenPurpose, UserRecord, now,
@@ -497,14 +497,24 @@ impl Auth {
     pub(crate) fn request_password_reset(&self, email: &str, client: ClientInfo) {
         let auth = self.clone();
         let email = normalize_email(email);
+        // Reserved before the task starts, so a mail-queue shutdown waits for this task.
+        let permit = self.mail.reserve();
         tokio::spawn(async move {
-            if let Err(error) = auth.send_password_reset(&email, &client).await {
+            if let Err(error) = auth.send_password_reset(&email, &client, permit).await {
                 tracing::error!(error = %error, "password reset request failed");
             }
         });
     }
 
-    async fn send_password_reset(&self, email: &str, client: &ClientInfo) -> Result<(), AuthError> {
+    async fn send_password_reset(
+        &self,
+        email: &str,
+        client: &ClientInfo,
+        permit: Option<MailPermit>,
+    ) -> Result<(), AuthError> {
+        let Some(permit) = permit else {
+            return Ok(());
+        };
         let Some(user) = self.store.user_by_email(email).await? else {
             return Ok(());
         };
@@ -531,7 +541,7 @@ impl Auth {
         }
         let base = self.config.base_url();
         let minutes = self.config.reset_token_ttl().as_secs() / 60;
-        self.mail.enqueue(Email::new(
+        permit.send(Email::new(
             &user.email,
             "Reset your password",
             format!(

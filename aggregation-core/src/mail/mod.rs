@@ -117,9 +117,32 @@ impl MailQueue {
         }
     }
 
+    /// Reserves a place in the queue for an email that background work will produce, so that
+    /// a shutdown waits for that work (a closed queue still takes reserved emails). `None`, and
+    /// logged, when the queue is full or shut down.
+    pub(crate) fn reserve(&self) -> Option<MailPermit> {
+        match self.sender.clone().try_reserve_owned() {
+            Ok(permit) => Some(MailPermit(permit)),
+            Err(error) => {
+                tracing::error!(error = %error, "mail queue unavailable; email will be dropped");
+                None
+            }
+        }
+    }
+
     /// The host's handle on this queue.
     pub(crate) fn handle(&self) -> MailQueueHandle {
         self.handle.clone()
+    }
+}
+
+/// A reserved place in the queue; dropping it unused gives the place back.
+pub(crate) struct MailPermit(mpsc::OwnedPermit<Email>);
+
+impl MailPermit {
+    /// Queues the email in the reserved place; never waits.
+    pub(crate) fn send(self, email: Email) {
+        self.0.send(email);
     }
 }
 
@@ -275,6 +298,29 @@ mod tests {
             inner: memory.clone(),
         }));
         (queue, memory)
+    }
+
+    #[tokio::test]
+    async fn shutdown_waits_for_an_email_reserved_before_it() {
+        let (queue, memory) = slow_queue(Duration::from_millis(1));
+        let permit = queue.reserve().expect("an empty queue has room");
+        let producer = tokio::spawn(async move {
+            // Background work (a password reset's store calls) still running at shutdown.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            permit.send(Email::new("ada@example.com", "late", "text"));
+        });
+        queue
+            .handle()
+            .shutdown(Duration::from_secs(10))
+            .await
+            .expect("drained in time");
+        producer.await.expect("producer task");
+        let subjects: Vec<String> = memory.sent().into_iter().map(|e| e.subject).collect();
+        assert_eq!(subjects, ["late"]);
+        assert!(
+            queue.reserve().is_none(),
+            "a shut-down queue reserves nothing"
+        );
     }
 
     #[tokio::test]
