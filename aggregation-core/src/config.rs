@@ -24,6 +24,31 @@ pub enum ConfigError {
     BaseUrl(String),
 }
 
+/// How many jobs of one kind of CPU- and memory-heavy work (password hashing, OFX parsing) run
+/// at once, and how many more may wait for a slot. A request that finds the queue full answers
+/// 503 `service_unavailable` with `Retry-After: 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkLimits {
+    /// Jobs running at once (at least 1).
+    pub concurrent: usize,
+    /// Jobs waiting for a slot beyond those running.
+    pub queued: usize,
+}
+
+impl WorkLimits {
+    /// Jobs waiting per running slot by default: a second or so of logins at 19 MiB argon2.
+    pub const DEFAULT_QUEUED_PER_SLOT: usize = 32;
+
+    /// One running job per available core, [`Self::DEFAULT_QUEUED_PER_SLOT`] waiting per core.
+    pub fn per_core() -> Self {
+        let concurrent = std::thread::available_parallelism().map_or(1, usize::from);
+        Self {
+            concurrent,
+            queued: concurrent.saturating_mul(Self::DEFAULT_QUEUED_PER_SLOT),
+        }
+    }
+}
+
 /// Settings of the service. Every lifetime and limit has the spec's default.
 #[derive(Clone)]
 pub struct Config {
@@ -54,6 +79,8 @@ pub struct Config {
     sync_cooldown: Duration,
     transactions_sync_window_days: u32,
     token_refresh_margin: Duration,
+    hashing_limits: WorkLimits,
+    parsing_limits: WorkLimits,
 }
 
 impl std::fmt::Debug for Config {
@@ -78,6 +105,8 @@ impl std::fmt::Debug for Config {
             .field("keyring", &self.keyring)
             .field("oauth_redirect_uris", &self.oauth_redirect_uris)
             .field("oauth_state_ttl", &self.oauth_state_ttl)
+            .field("hashing_limits", &self.hashing_limits)
+            .field("parsing_limits", &self.parsing_limits)
             .finish_non_exhaustive()
     }
 }
@@ -125,6 +154,8 @@ impl Config {
             sync_cooldown: Duration::from_secs(300),
             transactions_sync_window_days: 90,
             token_refresh_margin: Duration::from_secs(300),
+            hashing_limits: WorkLimits::per_core(),
+            parsing_limits: WorkLimits::per_core(),
         })
     }
 
@@ -206,6 +237,21 @@ impl Config {
     #[must_use]
     pub fn with_rotation_grace(mut self, grace: Duration) -> Self {
         self.rotation_grace = grace;
+        self
+    }
+
+    /// Sets how many password hashes run at once and how many may wait (login, registration and
+    /// password reset each hash once).
+    #[must_use]
+    pub fn with_hashing_limits(mut self, limits: WorkLimits) -> Self {
+        self.hashing_limits = limits;
+        self
+    }
+
+    /// Sets how many large OFX uploads are parsed at once and how many may wait.
+    #[must_use]
+    pub fn with_parsing_limits(mut self, limits: WorkLimits) -> Self {
+        self.parsing_limits = limits;
         self
     }
 
@@ -392,6 +438,17 @@ impl Config {
     /// its session.
     pub fn refresh_reuse_interval(&self) -> Duration {
         self.refresh_reuse_interval
+    }
+
+    /// Bounds on password hashing (login, registration, password reset). Default:
+    /// [`WorkLimits::per_core`].
+    pub fn hashing_limits(&self) -> WorkLimits {
+        self.hashing_limits
+    }
+
+    /// Bounds on OFX parsing of large uploads. Default: [`WorkLimits::per_core`].
+    pub fn parsing_limits(&self) -> WorkLimits {
+        self.parsing_limits
     }
 
     /// Emails (normalized) that receive the `admin` role at registration.

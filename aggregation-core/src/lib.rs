@@ -14,6 +14,7 @@ pub mod providers;
 pub mod rate_limit;
 pub mod service;
 pub mod store;
+pub mod work;
 
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, WorkLimits};
 pub use service::{AggregationService, AggregationServiceBuilder, BuildError, PeerAddr};

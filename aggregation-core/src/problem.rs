@@ -202,6 +202,18 @@ impl ApiError {
         error
     }
 
+    /// 503 with `Retry-After`: heavy work (hashing, parsing) is saturated; retrying shortly works.
+    pub fn busy(retry_after_seconds: u64) -> Self {
+        Self::new(
+            ErrorCode::ServiceUnavailable,
+            "The service is busy. Try again shortly.",
+        )
+        .with_header(
+            header::RETRY_AFTER,
+            HeaderValue::from(retry_after_seconds.max(1)),
+        )
+    }
+
     /// Adds a response header (`Allow`, `Retry-After`, ...).
     pub fn with_header(mut self, name: header::HeaderName, value: HeaderValue) -> Self {
         self.headers.push((name, value));

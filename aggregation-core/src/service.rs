@@ -30,6 +30,7 @@ use crate::rate_limit::{
     Scope, body_connection_id, client_ip,
 };
 use crate::store::Store;
+use crate::work::WorkGate;
 
 /// The client's socket address, put into request extensions by the host (the adapters do it).
 /// Without it, rate limiting by IP treats all such requests as one client.
@@ -58,6 +59,8 @@ pub(crate) struct State {
     pub(crate) auth: Auth,
     pub(crate) events: Arc<dyn EventSink>,
     pub(crate) connections: Connections,
+    /// Bounds parsing of large OFX uploads on the blocking pool.
+    pub(crate) parsing: WorkGate,
     limiter: RateLimiter,
     router: Router,
     mail: MailQueueHandle,
@@ -225,6 +228,7 @@ impl AggregationServiceBuilder {
             config.clone(),
             self.events.clone(),
         );
+        let parsing = WorkGate::new("OFX parsing", config.parsing_limits());
         Ok(AggregationService {
             state: Arc::new(State {
                 config,
@@ -232,6 +236,7 @@ impl AggregationServiceBuilder {
                 auth,
                 events: self.events,
                 connections,
+                parsing,
                 limiter,
                 router: Router::new(),
                 mail: mail_handle,

@@ -267,12 +267,7 @@ pub(crate) async fn import(state: &State, ctx: &RequestContext, body: RequestBod
     let document = if bytes.len() < INLINE_PARSE_LIMIT {
         parse_ofx(&bytes)
     } else {
-        tokio::task::spawn_blocking(move || parse_ofx(&bytes))
-            .await
-            .map_err(|error| {
-                tracing::error!(error = %error, "import parse task failed");
-                ApiError::internal()
-            })?
+        state.parsing.run(move || parse_ofx(&bytes)).await?
     }
     .map_err(|error| unreadable(&error))?;
     let at = now();

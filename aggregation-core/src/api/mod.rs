@@ -30,9 +30,11 @@ use http::{HeaderMap, Method, StatusCode, header};
 use http_body_util::{BodyExt as _, Full, combinators::UnsyncBoxBody};
 use serde::Serialize;
 
+use crate::auth::password::PasswordError;
 use crate::auth::{AccessClaims, AuthError};
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::store::StoreError;
+use crate::work::WorkError;
 
 pub(crate) mod accounts;
 pub(crate) mod admin;
@@ -186,12 +188,28 @@ impl From<AuthError> for ApiError {
                 ApiError::new(ErrorCode::CommandValidationFailed, detail)
             }
             AuthError::Store(store) => store.into(),
+            AuthError::Password(PasswordError::Work(error)) => error.into(),
             AuthError::Password(error) => {
                 tracing::error!(error = %error, "password hashing failed");
                 ApiError::internal()
             }
             AuthError::Signing(error) => {
                 tracing::error!(error = %error, "token signing failed");
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+impl From<WorkError> for ApiError {
+    fn from(error: WorkError) -> Self {
+        match error {
+            WorkError::Busy(kind) => {
+                tracing::warn!(kind, "heavy work saturated; answering 503");
+                ApiError::busy(1)
+            }
+            error => {
+                tracing::error!(error = %error, "heavy work failed");
                 ApiError::internal()
             }
         }

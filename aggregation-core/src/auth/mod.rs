@@ -36,10 +36,12 @@ use crate::store::{
 
 pub(crate) mod access_token;
 pub mod device;
+mod hashing;
 pub mod password;
 
 pub use access_token::AccessClaims;
 use access_token::{AccessTokens, SigningError};
+use hashing::PasswordHasher;
 use password::PasswordError;
 
 /// Why an authentication operation failed.
@@ -128,6 +130,7 @@ pub(crate) struct Auth {
     events: Arc<dyn EventSink>,
     /// Verified against when the email is unknown, so that both failures take the same time.
     dummy_hash: Arc<tokio::sync::OnceCell<String>>,
+    hasher: PasswordHasher,
 }
 
 fn add(at: DateTime<Utc>, duration: std::time::Duration) -> DateTime<Utc> {
@@ -142,6 +145,7 @@ impl Auth {
         events: Arc<dyn EventSink>,
     ) -> Self {
         let auth = Self {
+            hasher: PasswordHasher::new(config.hashing_limits()),
             tokens: AccessTokens::new(&config),
             store,
             config,
@@ -174,7 +178,7 @@ impl Auth {
         client: &ClientInfo,
     ) -> Result<Registration, AuthError> {
         let email = email.trim().to_owned();
-        let password_hash = password::hash_password(password).await?;
+        let password_hash = self.hasher.hash(password).await?;
         let user = NewUser {
             id: Uuid::now_v7(),
             email_normalized: normalize_email(&email),
@@ -284,7 +288,7 @@ impl Auth {
     async fn dummy_hash(&self) -> Result<&str, AuthError> {
         let hash = self
             .dummy_hash
-            .get_or_try_init(|| password::hash_password("dummy password for timing"))
+            .get_or_try_init(|| self.hasher.hash("dummy password for timing"))
             .await?;
         Ok(hash.as_str())
     }
@@ -298,10 +302,10 @@ impl Auth {
         let user = self.store.user_by_email(&normalize_email(email)).await?;
         let Some(user) = user else {
             let dummy = self.dummy_hash().await?.to_owned();
-            password::verify_password(&dummy, password).await;
+            self.hasher.verify(&dummy, password).await?;
             return Err(self.login_failed(AuthError::InvalidCredentials));
         };
-        if !password::verify_password(&user.password_hash, password).await {
+        if !self.hasher.verify(&user.password_hash, password).await? {
             return Err(self.login_failed(AuthError::InvalidCredentials));
         }
         if user.email_verified_at.is_none() {
@@ -568,7 +572,7 @@ impl Auth {
         if !matches!(check, TokenCheck::Valid { .. }) {
             return Err(token_failure(check));
         }
-        let password_hash = password::hash_password(new_password).await?;
+        let password_hash = self.hasher.hash(new_password).await?;
         match self
             .store
             .reset_password(&digest, &password_hash, now())

@@ -1,7 +1,4 @@
-//! Password rules and argon2id hashing, off the async worker threads.
-
-use argon2::password_hash::{PasswordHasher as _, PasswordVerifier as _};
-use argon2::{Algorithm, Argon2, Params, Version};
+//! Password rules and the errors of hashing ([`super::hashing`] does the hashing).
 
 use crate::problem::FieldError;
 
@@ -14,9 +11,12 @@ pub const MAX_PASSWORD_CHARS: usize = 128;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PasswordError {
-    /// The hasher failed or its task was cancelled.
+    /// The hasher failed.
     #[error("password hashing failed: {0}")]
     Hashing(String),
+    /// Too many hashes are running or waiting; the request may be retried shortly.
+    #[error(transparent)]
+    Work(#[from] crate::work::WorkError),
 }
 
 /// The spec's password rule: 8..128 characters with an upper-case letter, a lower-case letter,
@@ -52,38 +52,6 @@ pub fn check_password_rule(field: &str, password: &str) -> Option<FieldError> {
     }
 }
 
-fn hasher() -> Argon2<'static> {
-    // OWASP's argon2id recommendation: 19 MiB, 2 passes, 1 lane.
-    let params = Params::new(19_456, 2, 1, None).unwrap_or_default();
-    Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
-}
-
-/// Hashes a password with argon2id on the blocking pool.
-pub async fn hash_password(password: &str) -> Result<String, PasswordError> {
-    let password = password.to_owned();
-    tokio::task::spawn_blocking(move || {
-        hasher()
-            .hash_password(password.as_bytes())
-            .map(|hash| hash.to_string())
-            .map_err(|error| PasswordError::Hashing(error.to_string()))
-    })
-    .await
-    .map_err(|error| PasswordError::Hashing(error.to_string()))?
-}
-
-/// Checks a password against a stored hash on the blocking pool. A malformed hash never matches.
-pub async fn verify_password(hash: &str, password: &str) -> bool {
-    let hash = hash.to_owned();
-    let password = password.to_owned();
-    tokio::task::spawn_blocking(move || {
-        hasher()
-            .verify_password(password.as_bytes(), hash.as_str())
-            .is_ok()
-    })
-    .await
-    .unwrap_or(false)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,14 +66,5 @@ mod tests {
         assert!(check_password_rule("password", &"Aa1!".repeat(33)).is_some());
         assert!(check_password_rule("password", &"Aa1!".repeat(32)).is_none());
         assert!(check_password_rule("password", "Ünïcödé1€").is_none());
-    }
-
-    #[tokio::test]
-    async fn hashes_verify_and_reject() {
-        let hash = hash_password("Str0ng!pass").await.expect("hashing works");
-        assert!(hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"));
-        assert!(verify_password(&hash, "Str0ng!pass").await);
-        assert!(!verify_password(&hash, "Str0ng!pasS").await);
-        assert!(!verify_password("not a hash", "Str0ng!pass").await);
     }
 }
