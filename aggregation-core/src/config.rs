@@ -66,6 +66,7 @@ pub struct Config {
     max_upload_bytes: usize,
     mail_from: String,
     refresh_reuse_interval: Duration,
+    session_max_lifetime: Duration,
     trusted_proxies: Vec<Cidr>,
     admin_emails: Vec<String>,
     refresh_provider_tokens_every: Option<Duration>,
@@ -92,6 +93,7 @@ impl std::fmt::Debug for Config {
             .field("access_token_ttl", &self.access_token_ttl)
             .field("refresh_token_ttl", &self.refresh_token_ttl)
             .field("refresh_reuse_interval", &self.refresh_reuse_interval)
+            .field("session_max_lifetime", &self.session_max_lifetime)
             .field("rotation_grace", &self.rotation_grace)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_upload_bytes", &self.max_upload_bytes)
@@ -141,6 +143,7 @@ impl Config {
             max_upload_bytes: 10 * 1024 * 1024,
             mail_from: "noreply@localhost".to_owned(),
             refresh_reuse_interval: Duration::from_secs(2),
+            session_max_lifetime: Duration::from_secs(90 * 24 * 3600),
             trusted_proxies: Vec::new(),
             admin_emails: Vec::new(),
             refresh_provider_tokens_every: Some(Duration::from_secs(5 * 60)),
@@ -255,9 +258,10 @@ impl Config {
         self
     }
 
-    /// Sets the emails that receive the `admin` role when they register (compared trimmed and
-    /// case-insensitively). Existing accounts are granted it with
-    /// [`crate::admin::grant_admin_by_email`].
+    /// Sets the emails that receive the `admin` role once the account has verified the email
+    /// (compared trimmed and case-insensitively); not at registration, since whoever registers
+    /// an address first has not proven they own it. Existing verified accounts are granted it
+    /// with [`crate::AggregationService::grant_configured_admins`].
     #[must_use]
     pub fn with_admin_emails(mut self, emails: Vec<String>) -> Self {
         self.admin_emails = emails
@@ -356,6 +360,14 @@ impl Config {
         self
     }
 
+    /// Sets the absolute lifetime of a session (default 90 days): however often its refresh
+    /// token is rotated, refreshing answers 401 once this long has passed since login.
+    #[must_use]
+    pub fn with_session_max_lifetime(mut self, lifetime: Duration) -> Self {
+        self.session_max_lifetime = lifetime;
+        self
+    }
+
     /// Sets the proxies whose `X-Forwarded-For` header is read to find the client address
     /// (default none: the peer address is the client).
     #[must_use]
@@ -397,6 +409,11 @@ impl Config {
     /// Lifetime of refresh tokens.
     pub fn refresh_token_ttl(&self) -> Duration {
         self.refresh_token_ttl
+    }
+
+    /// Absolute lifetime of a session, counted from login.
+    pub fn session_max_lifetime(&self) -> Duration {
+        self.session_max_lifetime
     }
 
     /// Lifetime of email verification tokens.
@@ -451,7 +468,7 @@ impl Config {
         self.parsing_limits
     }
 
-    /// Emails (normalized) that receive the `admin` role at registration.
+    /// Emails (normalized) that receive the `admin` role once verified.
     pub fn admin_emails(&self) -> &[String] {
         &self.admin_emails
     }

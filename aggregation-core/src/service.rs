@@ -136,12 +136,17 @@ impl AggregationService {
         crate::admin::grant_admin_by_email(&*self.state.store, email).await
     }
 
-    /// Grants the `admin` role to every existing account among [`Config::admin_emails`]
-    /// (accounts registered later receive it at registration); the number granted now. For a
-    /// host's start-up.
+    /// Grants the `admin` role to every existing account among [`Config::admin_emails`] whose
+    /// email is verified (other accounts receive it when they verify their email); the number
+    /// granted now. For a host's start-up.
     pub async fn grant_configured_admins(&self) -> Result<usize, AdminError> {
         let mut granted = 0;
         for email in self.state.config.admin_emails() {
+            // Unverified accounts get the role when they verify (see `Auth::verify_email`).
+            let user = self.state.store.user_by_email(email).await?;
+            if user.is_none_or(|user| user.email_verified_at.is_none()) {
+                continue;
+            }
             match crate::admin::grant_admin_by_email(&*self.state.store, email).await {
                 Ok(true) => granted += 1,
                 Ok(false) | Err(AdminError::UnknownEmail(_)) => {}

@@ -63,7 +63,8 @@ struct Cli {
     /// Sender mailbox, e.g. `Aggregation <noreply@example.com>`.
     #[arg(long, env = "AGG_MAIL_FROM", default_value = "noreply@localhost")]
     mail_from: String,
-    /// Comma-separated emails holding the admin role (granted at start-up and registration).
+    /// Comma-separated emails holding the admin role (granted at start-up and at email
+    /// verification, to verified accounts only).
     #[arg(long, env = "AGG_ADMIN_EMAILS", default_value = "")]
     admin_emails: String,
     /// Seconds after a global token rotation during which tokens one version behind still work.

@@ -22,6 +22,7 @@ conformance!(
     config = admin_config;
     admin_endpoints_need_a_token_and_the_role_in_the_store,
     admin_emails_are_matched_case_insensitively,
+    admin_role_waits_for_email_verification,
     security_config_has_defaults,
     global_rotation_has_a_grace_period,
     second_rotation_rejects_tokens_two_steps_behind,
@@ -111,6 +112,34 @@ async fn admin_endpoints_need_a_token_and_the_role_in_the_store(app: TestApp) {
     );
     app.get(SECURITY_CONFIG, Some(&access)).await.expect(200);
     app.get(JOBS, Some(&access)).await.expect(200);
+}
+
+async fn admin_role_waits_for_email_verification(app: TestApp) {
+    let admin_id = app.register(ADMIN).await;
+    let id = Uuid::parse_str(&admin_id).expect("uuid");
+    // Whoever registers the address first has not proven they own it.
+    let roles = app.store.user_roles(id).await.expect("roles");
+    assert!(!roles.contains(&Role::Admin));
+    assert_eq!(
+        app.service.grant_configured_admins().await.expect("grant"),
+        0,
+        "unverified accounts are skipped at start-up too"
+    );
+    let token = app.email_token(ADMIN, 1).await;
+    app.post(
+        "/api/v1/email-verifications",
+        &json!({"token": token}),
+        None,
+    )
+    .await
+    .expect(201);
+    let roles = app.store.user_roles(id).await.expect("roles");
+    assert!(roles.contains(&Role::Admin));
+    let access = app.login(ADMIN, PASSWORD).await["access_token"]
+        .as_str()
+        .expect("access")
+        .to_owned();
+    app.get(SECURITY_CONFIG, Some(&access)).await.expect(200);
 }
 
 async fn admin_emails_are_matched_case_insensitively(app: TestApp) {

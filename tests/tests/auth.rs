@@ -24,6 +24,8 @@ conformance!(
     password_reset_flow,
     password_reset_failures,
     password_reset_emails_are_capped,
+    common_passwords_are_refused,
+    logout_racing_refresh_never_fails,
 );
 
 async fn register_sends_a_verification_email(app: TestApp) {
@@ -530,4 +532,133 @@ async fn password_reset_emails_are_capped(app: TestApp) {
             .count(),
         4
     );
+}
+
+async fn common_passwords_are_refused(app: TestApp) {
+    let body = app
+        .post(
+            "/api/v1/users",
+            &json!({"email": "common@example.com", "password": "P@ssw0rD"}),
+            None,
+        )
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(body["errors"][0]["field"], "password");
+    assert_eq!(body["errors"][0]["code"], "too_common");
+    app.register_verified("reset@example.com").await;
+    app.post(
+        "/api/v1/password-reset-tokens",
+        &json!({"email": "reset@example.com"}),
+        None,
+    )
+    .await
+    .expect(201);
+    let token = app.email_token("reset@example.com", 2).await;
+    let body = app
+        .post(
+            "/api/v1/password-resets",
+            &json!({"token": token, "new_password": "p@SSw0rd"}),
+            None,
+        )
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(body["errors"][0]["field"], "new_password");
+}
+
+/// A logout and a refresh of one session at once: on PostgreSQL both take the session's row
+/// before its tokens, so neither deadlocks into a 500.
+async fn logout_racing_refresh_never_fails(app: TestApp) {
+    let (_, elsewhere, _) = app.user("racer@example.com").await;
+    for _ in 0..8 {
+        let tokens = app.login("racer@example.com", PASSWORD).await;
+        let access = tokens["access_token"].as_str().expect("access").to_owned();
+        let refresh = json!({"refresh_token": tokens["refresh_token"]});
+        let (rotated, logged_out, revoked_all) = tokio::join!(
+            app.post("/api/v1/tokens", &refresh, None),
+            app.delete("/api/v1/sessions/current", Some(&refresh), Some(&access)),
+            app.delete("/api/v1/sessions", None, Some(&elsewhere)),
+        );
+        assert!(
+            [201, 401].contains(&rotated.status.as_u16()),
+            "refresh: {rotated:?}"
+        );
+        assert_eq!(logged_out.status.as_u16(), 204, "logout: {logged_out:?}");
+        assert!(
+            revoked_all.status.is_success(),
+            "revoke all: {revoked_all:?}"
+        );
+    }
+}
+
+/// Sessions that end one second after login, however often they are refreshed.
+fn one_second_sessions() -> Config {
+    test_config().with_session_max_lifetime(Duration::from_secs(1))
+}
+
+mod absolute_lifetime {
+    use super::*;
+
+    conformance!(config = one_second_sessions; refresh_stops_at_the_absolute_lifetime);
+}
+
+async fn refresh_stops_at_the_absolute_lifetime(app: TestApp) {
+    let (_, _, refresh) = app.user("finite@example.com").await;
+    let rotated = app
+        .post("/api/v1/tokens", &json!({"refresh_token": refresh}), None)
+        .await
+        .expect(201);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    app.post(
+        "/api/v1/tokens",
+        &json!({"refresh_token": rotated["refresh_token"]}),
+        None,
+    )
+    .await
+    .expect_problem(401, "unauthorized");
+    // A new login starts a new lifetime.
+    let tokens = app.login("finite@example.com", PASSWORD).await;
+    app.post(
+        "/api/v1/tokens",
+        &json!({"refresh_token": tokens["refresh_token"]}),
+        None,
+    )
+    .await
+    .expect(201);
+}
+
+/// One password hash at a time and one waiting: a burst of logins overflows at once.
+fn one_hash_at_a_time() -> Config {
+    test_config().with_hashing_limits(aggregation_core::WorkLimits {
+        concurrent: 1,
+        queued: 1,
+    })
+}
+
+mod bounded_hashing {
+    use super::*;
+
+    conformance!(config = one_hash_at_a_time; login_storms_get_503_with_retry_after);
+}
+
+async fn login_storms_get_503_with_retry_after(app: TestApp) {
+    app.register_verified("storm@example.com").await;
+    let body = json!({"email": "storm@example.com", "password": PASSWORD});
+    let storm = (0..16).map(|_| app.post("/api/v1/sessions", &body, None));
+    let answers = futures_util::future::join_all(storm).await;
+    let mut busy = 0;
+    for answer in &answers {
+        match answer.status.as_u16() {
+            201 => {}
+            503 => {
+                busy += 1;
+                answer.expect_problem(503, "service_unavailable");
+                assert_eq!(answer.header("retry-after"), Some("1"));
+            }
+            other => panic!("unexpected {other}: {answer:?}"),
+        }
+    }
+    assert!(busy > 0, "16 logins at once overflow 1 running + 1 queued");
+    assert!(busy < 16, "the running and the queued login succeed");
+    // Once the burst is over, logins work again.
+    app.login("storm@example.com", PASSWORD).await;
 }

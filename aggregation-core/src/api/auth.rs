@@ -97,8 +97,7 @@ pub(crate) async fn resend_verification(
     fields.finish()?;
     state
         .auth
-        .resend_verification(&email.unwrap_or_default(), &ctx.client_info())
-        .await?;
+        .resend_verification(&email.unwrap_or_default(), ctx.client_info());
     message(
         StatusCode::CREATED,
         "If the account exists and is not verified yet, a new verification email has been sent.",

@@ -133,8 +133,20 @@ pub(crate) struct Auth {
     hasher: PasswordHasher,
 }
 
+/// `at` plus `duration`, saturating at the latest representable time.
 fn add(at: DateTime<Utc>, duration: std::time::Duration) -> DateTime<Utc> {
-    at + TimeDelta::from_std(duration).unwrap_or(TimeDelta::MAX)
+    TimeDelta::from_std(duration)
+        .ok()
+        .and_then(|delta| at.checked_add_signed(delta))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// `at` minus `duration`, saturating at the earliest representable time.
+fn sub(at: DateTime<Utc>, duration: std::time::Duration) -> DateTime<Utc> {
+    TimeDelta::from_std(duration)
+        .ok()
+        .and_then(|delta| at.checked_sub_signed(delta))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
 impl Auth {
@@ -191,14 +203,12 @@ impl Auth {
             Err(StoreError::Conflict(_)) => return Err(AuthError::EmailTaken),
             Err(error) => return Err(error.into()),
         }
-        if self.config.is_admin_email(&user.email) {
-            self.store
-                .grant_role(user.id, Role::Admin, user.created_at)
-                .await?;
-            tracing::info!(user_id = %user.id, "admin role granted at registration");
-        }
-        self.send_verification(user.id, &user.email, client, None)
+        let email = self
+            .verification_email(user.id, &user.email, client, None)
             .await?;
+        if let Some(email) = email {
+            self.mail.enqueue(email);
+        }
         self.events
             .emit(&DomainEvent::UserRegistered { user_id: user.id });
         Ok(Registration {
@@ -207,15 +217,15 @@ impl Auth {
         })
     }
 
-    /// Issues a verification token and queues its email; with `cap`, only while the user was
-    /// sent fewer than that many in the last hour.
-    async fn send_verification(
+    /// Issues a verification token and writes its email; with `cap`, only while the user was
+    /// sent fewer than that many in the last hour (`None` when the cap is reached).
+    async fn verification_email(
         &self,
         user_id: Uuid,
         email: &str,
         client: &ClientInfo,
         cap: Option<u64>,
-    ) -> Result<(), AuthError> {
+    ) -> Result<Option<Email>, AuthError> {
         let token = random_hex_token();
         let created_at = now();
         let record = NewOneTimeToken {
@@ -230,19 +240,19 @@ impl Auth {
         match cap {
             None => self.store.insert_one_time_token(&record).await?,
             Some(cap) => {
-                let since = created_at - TimeDelta::hours(1);
+                let since = sub(created_at, std::time::Duration::from_secs(3600));
                 if !self
                     .store
                     .insert_one_time_token_capped(&record, cap, since)
                     .await?
                 {
-                    return Ok(());
+                    return Ok(None);
                 }
             }
         }
         let base = self.config.base_url();
         let hours = self.config.verification_token_ttl().as_secs() / 3600;
-        self.mail.enqueue(Email::new(
+        Ok(Some(Email::new(
             email,
             "Verify your email address",
             format!(
@@ -251,13 +261,13 @@ impl Auth {
                  {base}/api/v1/email-verifications.\nThe token expires in {hours} hours.\n\n\
                  If you did not register, ignore this email.\n"
             ),
-        ));
-        Ok(())
+        )))
     }
 
     pub(crate) async fn verify_email(&self, token: &str) -> Result<(), AuthError> {
         match self.store.verify_email(&token_digest(token), now()).await? {
             TokenCheck::Consumed { user_id } | TokenCheck::Valid { user_id } => {
+                self.grant_configured_admin(user_id).await?;
                 self.events.emit(&DomainEvent::EmailVerified {
                     user_id: Some(user_id),
                 });
@@ -267,22 +277,63 @@ impl Auth {
         }
     }
 
+    /// Grants the admin role to a user whose (now verified) email `AGG_ADMIN_EMAILS` names.
+    /// Only at verification: whoever registers an admin's address first has not proven they
+    /// own it.
+    async fn grant_configured_admin(&self, user_id: Uuid) -> Result<(), AuthError> {
+        if self.config.admin_emails().is_empty() {
+            return Ok(());
+        }
+        let Some(user) = self.store.user_by_id(user_id).await? else {
+            return Ok(());
+        };
+        if user.email_verified_at.is_some()
+            && self.config.is_admin_email(&user.email)
+            && self.store.grant_role(user.id, Role::Admin, now()).await?
+        {
+            tracing::info!(user_id = %user.id, "admin role granted at email verification");
+        }
+        Ok(())
+    }
+
     /// Sends a new verification token when the account exists and is unverified, at most
-    /// `reset_emails_per_hour` an hour; otherwise does nothing. Never tells which.
-    pub(crate) async fn resend_verification(
+    /// `reset_emails_per_hour` an hour; otherwise does nothing. The work runs in the
+    /// background so that the answer takes the same time either way.
+    pub(crate) fn resend_verification(&self, email: &str, client: ClientInfo) {
+        let auth = self.clone();
+        let email = normalize_email(email);
+        // Reserved before the task starts, so a mail-queue shutdown waits for this task.
+        let permit = self.mail.reserve();
+        tokio::spawn(async move {
+            if let Err(error) = auth.send_verification_again(&email, &client, permit).await {
+                tracing::error!(error = %error, "verification email request failed");
+            }
+        });
+    }
+
+    async fn send_verification_again(
         &self,
         email: &str,
         client: &ClientInfo,
+        permit: Option<MailPermit>,
     ) -> Result<(), AuthError> {
-        let Some(user) = self.store.user_by_email(&normalize_email(email)).await? else {
+        let Some(permit) = permit else {
+            return Ok(());
+        };
+        let Some(user) = self.store.user_by_email(email).await? else {
             return Ok(());
         };
         if user.email_verified_at.is_some() {
             return Ok(());
         }
         let cap = u64::from(self.config.reset_emails_per_hour());
-        self.send_verification(user.id, &user.email, client, Some(cap))
-            .await
+        if let Some(email) = self
+            .verification_email(user.id, &user.email, client, Some(cap))
+            .await?
+        {
+            permit.send(email);
+        }
+        Ok(())
     }
 
     async fn dummy_hash(&self) -> Result<&str, AuthError> {
@@ -314,7 +365,8 @@ impl Auth {
         let created_at = now();
         let session_id = Uuid::now_v7();
         let refresh_token = random_urlsafe_token();
-        let expires_at = add(created_at, self.config.refresh_token_ttl());
+        let expires_at = add(created_at, self.config.refresh_token_ttl())
+            .min(add(created_at, self.config.session_max_lifetime()));
         let user_agent = client
             .user_agent
             .as_deref()
@@ -441,9 +493,14 @@ impl Auth {
             }
             return Err(AuthError::InvalidRefreshToken);
         }
+        let session_ends_at = add(
+            record.session_created_at,
+            self.config.session_max_lifetime(),
+        );
         if record.revoked_at.is_some()
             || record.session_revoked_at.is_some()
             || record.expires_at <= at
+            || session_ends_at <= at
         {
             return Err(AuthError::InvalidRefreshToken);
         }
@@ -469,7 +526,7 @@ impl Auth {
                     user_id: user.id,
                     token_version: token_version_floor(security.as_ref(), &user),
                     issued_at: at,
-                    expires_at: add(at, self.config.refresh_token_ttl()),
+                    expires_at: add(at, self.config.refresh_token_ttl()).min(session_ends_at),
                 },
                 at,
             )
@@ -537,7 +594,7 @@ impl Auth {
                     user_agent: client.user_agent.clone(),
                 },
                 u64::from(self.config.reset_emails_per_hour()),
-                created_at - TimeDelta::hours(1),
+                sub(created_at, std::time::Duration::from_secs(3600)),
             )
             .await?;
         if !issued {

@@ -1,5 +1,8 @@
 //! Password rules and the errors of hashing ([`super::hashing`] does the hashing).
 
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
 use crate::problem::FieldError;
 
 /// Shortest accepted password, in Unicode characters.
@@ -19,8 +22,20 @@ pub enum PasswordError {
     Work(#[from] crate::work::WorkError),
 }
 
+/// The 10,000 most common passwords, most common first, one a line, in lower case: the head of
+/// the list Django ships (`common-passwords.txt.gz`, from Royce Williams' breach corpus study).
+const COMMON_PASSWORDS: &str = include_str!("common-passwords.txt");
+
+/// Whether `password`, compared case-insensitively, is one of [`COMMON_PASSWORDS`].
+pub fn is_common_password(password: &str) -> bool {
+    static COMMON: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    let common = COMMON.get_or_init(|| COMMON_PASSWORDS.lines().collect());
+    common.contains(password.to_lowercase().as_str())
+}
+
 /// The spec's password rule: 8..128 characters with an upper-case letter, a lower-case letter,
-/// a digit and a character that is neither letter nor digit. `None` when the password passes.
+/// a digit and a character that is neither letter nor digit, and not one of the 10,000 most
+/// common passwords (case-insensitively). `None` when the password passes.
 pub fn check_password_rule(field: &str, password: &str) -> Option<FieldError> {
     let length = password.chars().count();
     if length < MIN_PASSWORD_CHARS {
@@ -41,15 +56,20 @@ pub fn check_password_rule(field: &str, password: &str) -> Option<FieldError> {
     let has_lower = password.chars().any(char::is_lowercase);
     let has_digit = password.chars().any(|c| c.is_numeric());
     let has_special = password.chars().any(|c| !c.is_alphanumeric());
-    if has_upper && has_lower && has_digit && has_special {
-        None
-    } else {
-        Some(FieldError::new(
+    if !(has_upper && has_lower && has_digit && has_special) {
+        return Some(FieldError::new(
             field,
             "too_weak",
             "Must contain an upper-case letter, a lower-case letter, a digit and a special character.",
-        ))
+        ));
     }
+    is_common_password(password).then(|| {
+        FieldError::new(
+            field,
+            "too_common",
+            "Is one of the most common passwords; choose another.",
+        )
+    })
 }
 
 #[cfg(test)]
@@ -66,5 +86,15 @@ mod tests {
         assert!(check_password_rule("password", &"Aa1!".repeat(33)).is_some());
         assert!(check_password_rule("password", &"Aa1!".repeat(32)).is_none());
         assert!(check_password_rule("password", "Ünïcödé1€").is_none());
+    }
+
+    #[test]
+    fn common_passwords_are_refused_in_any_case() {
+        assert!(is_common_password("password1"));
+        assert!(is_common_password("PassWord1"));
+        let refused = check_password_rule("new_password", "P@ssw0rd").expect("refused");
+        assert_eq!(refused.code, "too_common");
+        assert!(check_password_rule("password", "P@ssw0rd-for-me").is_none());
+        assert_eq!(COMMON_PASSWORDS.lines().count(), 10_000);
     }
 }

@@ -34,6 +34,18 @@ fn header_value(value: &str) -> String {
     value.replace(['\r', '\n'], " ")
 }
 
+/// Creates `path` readable and writable by its owner only: an email holds one-time tokens.
+async fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt as _;
+    let mut options = tokio::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    let mut file = options.open(path).await?;
+    file.write_all(contents).await?;
+    file.flush().await
+}
+
 #[async_trait]
 impl Mailer for OutboxMailer {
     async fn send(&self, email: &Email) -> Result<(), MailError> {
@@ -55,7 +67,7 @@ impl Mailer for OutboxMailer {
         let path = self
             .dir
             .join(format!("{}-{id}.eml", now.format("%Y%m%dT%H%M%S")));
-        tokio::fs::write(&path, message)
+        write_private(&path, message.as_bytes())
             .await
             .map_err(|error| MailError::Transport(error.to_string()))?;
         tracing::info!(path = %path.display(), "email written to the outbox");
@@ -119,6 +131,15 @@ mod tests {
         assert!(headers.iter().any(|h| h.starts_with("Date: ")));
         assert!(headers.iter().any(|h| h.starts_with("Message-ID: <")));
         assert_eq!(body, "Line one\r\nLine two\r\n", "CRLF line ends");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(path)
+                .expect("metadata")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "only the owner reads one-time tokens");
+        }
     }
 
     #[tokio::test]

@@ -277,6 +277,8 @@ pub struct RefreshTokenRecord {
     pub revoked_at: Option<DateTime<Utc>>,
     /// When its session was revoked.
     pub session_revoked_at: Option<DateTime<Utc>>,
+    /// When its session began (login): the start of the session's absolute lifetime.
+    pub session_created_at: DateTime<Utc>,
 }
 
 /// Users and their roles.

@@ -21,11 +21,27 @@ pub(crate) fn store_error(error: sqlx::Error) -> StoreError {
         sqlx::Error::Database(database) if database.is_unique_violation() => {
             StoreError::Conflict(database.message().to_owned())
         }
+        sqlx::Error::Database(database) if lost_a_race(database.as_ref()) => {
+            // Writers take rows in one order, so this is rare; the client may simply retry.
+            tracing::warn!(error = %error, "concurrent write conflict");
+            StoreError::Unavailable(error.to_string())
+        }
         _ => {
             tracing::error!(error = %error, "store failure");
             StoreError::Other(error.to_string())
         }
     }
+}
+
+/// Whether PostgreSQL gave up a transaction for a concurrent one: `deadlock_detected` (40P01)
+/// or `serialization_failure` (40001).
+fn lost_a_race(error: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
+    #[cfg(feature = "postgres")]
+    if let Some(error) = error.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        return matches!(error.code(), "40P01" | "40001");
+    }
+    let _ = error;
+    false
 }
 
 /// Whether a database error means the call ran out of time rather than failed.
@@ -171,17 +187,8 @@ macro_rules! impl_sql_store {
             reason: &str,
             now: DateTime<Utc>,
         ) -> Result<u64, sqlx::Error> {
-            sqlx::query(
-                "UPDATE refresh_tokens SET revoked_at = $3 \
-                 WHERE revoked_at IS NULL AND session_id IN ( \
-                     SELECT id FROM sessions \
-                     WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL)",
-            )
-            .bind(user_id)
-            .bind(keep)
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
+            // Sessions before their tokens, the order every writer here takes, so that a
+            // refresh racing this revocation on PostgreSQL waits instead of deadlocking.
             let live = sqlx::query(
                 "UPDATE sessions SET revoked_at = $3, revoked_reason = $4 \
                  WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL AND expires_at > $3",
@@ -203,6 +210,15 @@ macro_rules! impl_sql_store {
             .bind(keep)
             .bind(now)
             .bind(reason)
+            .execute(&mut **tx)
+            .await?;
+            sqlx::query(
+                "UPDATE refresh_tokens SET revoked_at = $3 \
+                 WHERE revoked_at IS NULL AND user_id = $1 AND session_id <> $2",
+            )
+            .bind(user_id)
+            .bind(keep)
+            .bind(now)
             .execute(&mut **tx)
             .await?;
             Ok(live)
@@ -514,7 +530,8 @@ macro_rules! impl_sql_store {
             ) -> Result<Option<RefreshTokenRecord>, StoreError> {
                 let row = sqlx::query(
                     "SELECT t.session_id, t.user_id, t.token_version, t.expires_at, \
-                     t.rotated_at, t.revoked_at, s.revoked_at AS session_revoked_at \
+                     t.rotated_at, t.revoked_at, s.revoked_at AS session_revoked_at, \
+                     s.created_at AS session_created_at \
                      FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id \
                      WHERE t.digest = $1",
                 )
@@ -532,6 +549,7 @@ macro_rules! impl_sql_store {
                         rotated_at: row.try_get("rotated_at")?,
                         revoked_at: row.try_get("revoked_at")?,
                         session_revoked_at: row.try_get("session_revoked_at")?,
+                        session_created_at: row.try_get("session_created_at")?,
                     })
                 })()
                 .map_err(store_error)?;
@@ -545,11 +563,26 @@ macro_rules! impl_sql_store {
                 now: DateTime<Utc>,
             ) -> Result<bool, StoreError> {
                 let mut tx = self.pool.begin_with($begin_write).await.map_err(store_error)?;
+                // The session row first, then its tokens: the order revocations take too, so
+                // a logout racing this refresh on PostgreSQL waits for it instead of
+                // deadlocking. Nothing is kept unless the token rotates below.
+                let live_session = sqlx::query(
+                    "UPDATE sessions SET last_activity_at = $2, expires_at = $3 \
+                     WHERE id = $1 AND revoked_at IS NULL",
+                )
+                .bind(new_token.session_id)
+                .bind(now)
+                .bind(new_token.expires_at)
+                .execute(&mut *tx)
+                .await
+                .map_err(store_error)?;
+                if live_session.rows_affected() != 1 {
+                    return Ok(false);
+                }
                 let rotated = sqlx::query(
                     "UPDATE refresh_tokens SET rotated_at = $2 \
                      WHERE digest = $1 AND rotated_at IS NULL AND revoked_at IS NULL \
-                     AND expires_at > $2 AND session_id = $3 AND session_id IN ( \
-                         SELECT id FROM sessions WHERE revoked_at IS NULL)",
+                     AND expires_at > $2 AND session_id = $3",
                 )
                 .bind(old_digest)
                 .bind(now)
@@ -561,15 +594,6 @@ macro_rules! impl_sql_store {
                     return Ok(false);
                 }
                 insert_refresh_token(&mut tx, new_token).await.map_err(store_error)?;
-                sqlx::query(
-                    "UPDATE sessions SET last_activity_at = $2, expires_at = $3 WHERE id = $1",
-                )
-                .bind(new_token.session_id)
-                .bind(now)
-                .bind(new_token.expires_at)
-                .execute(&mut *tx)
-                .await
-                .map_err(store_error)?;
                 tx.commit().await.map_err(store_error)?;
                 Ok(true)
             }
