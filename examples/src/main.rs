@@ -18,10 +18,12 @@ use aggregation_core::mail::{Mailer, OutboxMailer, SmtpMailer};
 use aggregation_core::providers::{SchwabConfig, SchwabProvider, SchwabSandbox};
 use aggregation_core::rate_limit::{Cidr, PolicyTable, RedisRateLimitStore, parse_cidr_list};
 use aggregation_core::store::{PostgresStore, SqliteStore, Store, StoreError};
-use aggregation_core::{AggregationService, Config};
+use aggregation_core::{AggregationService, Config, WorkLimits};
 use base64::Engine as _;
 use clap::{Parser, Subcommand};
 use rand::RngExt as _;
+
+mod serve;
 
 /// Where generated secrets and the default database live.
 const DATA_DIR: &str = "data";
@@ -128,6 +130,53 @@ struct Cli {
         value_parser = named::<u64>("AGG_SYNC_INTERVAL_SECONDS")
     )]
     sync_interval_seconds: Option<u64>,
+    /// Absolute lifetime of a session in days: refreshing stops working this long after login.
+    #[arg(
+        long,
+        env = "AGG_SESSION_MAX_DAYS",
+        default_value_t = 90,
+        value_parser = named::<u32>("AGG_SESSION_MAX_DAYS")
+    )]
+    session_max_days: u32,
+    /// Seconds a client has to send a request's head (slow clients are disconnected).
+    #[arg(
+        long,
+        env = "AGG_HEADER_TIMEOUT_SECONDS",
+        default_value_t = 10,
+        value_parser = named::<u64>("AGG_HEADER_TIMEOUT_SECONDS")
+    )]
+    header_timeout_seconds: u64,
+    /// Seconds a client has to send a request's whole body, from the start of the request.
+    #[arg(
+        long,
+        env = "AGG_BODY_TIMEOUT_SECONDS",
+        default_value_t = 60,
+        value_parser = named::<u64>("AGG_BODY_TIMEOUT_SECONDS")
+    )]
+    body_timeout_seconds: u64,
+    /// Seconds a shutdown waits for in-flight requests and jobs before abandoning them.
+    #[arg(
+        long,
+        env = "AGG_SHUTDOWN_SECONDS",
+        default_value_t = 25,
+        value_parser = named::<u64>("AGG_SHUTDOWN_SECONDS")
+    )]
+    shutdown_seconds: u64,
+    /// Password hashes (login, registration, reset) computed at once. Default: one per core.
+    #[arg(
+        long,
+        env = "AGG_HASH_CONCURRENCY",
+        value_parser = named::<usize>("AGG_HASH_CONCURRENCY")
+    )]
+    hash_concurrency: Option<usize>,
+    /// Password hashes that may wait for a free slot; beyond them requests answer 503 with
+    /// Retry-After. Default: 32 per running slot.
+    #[arg(
+        long,
+        env = "AGG_HASH_QUEUE",
+        value_parser = named::<usize>("AGG_HASH_QUEUE")
+    )]
+    hash_queue: Option<usize>,
     /// tracing filter, e.g. `info` or `aggregation_core=debug,info`.
     #[arg(long, env = "AGG_LOG", default_value = "info")]
     log: String,
@@ -210,7 +259,11 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let outcome = runtime.block_on(run(cli));
+    // Blocking work still running (a password hash, a parse) past the shutdown deadline is
+    // abandoned rather than waited for.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error}");
@@ -330,14 +383,30 @@ async fn run(cli: Cli) -> Result<(), StartError> {
             .nest_service(SANDBOX_PREFIX, sandbox)
             .route("/sandbox/redirect", axum::routing::get(sandbox_redirect));
     }
-    let app = router.into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
-    jobs.shutdown().await;
+    let timeouts = serve::Timeouts {
+        header_read: Duration::from_secs(cli.header_timeout_seconds.max(1)),
+        body_read: Duration::from_secs(cli.body_timeout_seconds.max(1)),
+        shutdown: Duration::from_secs(cli.shutdown_seconds),
+    };
+    let drained = serve::serve(listener, router, timeouts, shutdown_signal()).await;
+    // One deadline for the whole shutdown, counted from the signal: requests, jobs, mail.
+    let deadline = drained.deadline;
+    if tokio::time::timeout_at(deadline, jobs.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("shutdown deadline passed; abandoning running jobs");
+    }
     // Requests (and the jobs) have finished, so nothing queues mail any more.
-    if let Err(error) = mail.shutdown(MAIL_DRAIN_TIMEOUT).await {
+    let mail_deadline = deadline
+        .saturating_duration_since(tokio::time::Instant::now())
+        .min(MAIL_DRAIN_TIMEOUT)
+        .max(Duration::from_secs(1));
+    if let Err(error) = mail.shutdown(mail_deadline).await {
         tracing::error!(error = %error, "queued emails were not all sent");
+    }
+    if drained.abandoned {
+        tracing::warn!("stopped with connections abandoned at the deadline");
     }
     tracing::info!("stopped");
     Ok(())
@@ -403,7 +472,11 @@ fn config(cli: &Cli, address: SocketAddr, sandbox: bool) -> Result<Config, Start
         .with_trusted_proxies(trusted)
         .with_admin_emails(split_list(&cli.admin_emails))
         .with_oauth_state_ttl(Duration::from_secs(cli.oauth_state_ttl))
-        .with_sync_connections_every(cli.sync_interval_seconds.map(Duration::from_secs));
+        .with_sync_connections_every(cli.sync_interval_seconds.map(Duration::from_secs))
+        .with_session_max_lifetime(Duration::from_secs(
+            u64::from(cli.session_max_days).saturating_mul(24 * 3600),
+        ))
+        .with_hashing_limits(hashing_limits(cli)?);
     let mut redirect_uris = split_list(&cli.oauth_redirect_uris);
     for uri in &redirect_uris {
         if !(uri.starts_with("http://") || uri.starts_with("https://")) {
@@ -417,6 +490,19 @@ fn config(cli: &Cli, address: SocketAddr, sandbox: bool) -> Result<Config, Start
         redirect_uris.push(format!("{}/sandbox/redirect", config.base_url()));
     }
     Ok(config.with_oauth_redirect_uris(redirect_uris))
+}
+
+/// `AGG_HASH_CONCURRENCY` and `AGG_HASH_QUEUE` over the per-core default.
+fn hashing_limits(cli: &Cli) -> Result<WorkLimits, StartError> {
+    let default = WorkLimits::per_core();
+    let concurrent = cli.hash_concurrency.unwrap_or(default.concurrent);
+    if concurrent == 0 {
+        return Err(setting("AGG_HASH_CONCURRENCY", "must be at least 1"));
+    }
+    let queued = cli
+        .hash_queue
+        .unwrap_or_else(|| concurrent.saturating_mul(WorkLimits::DEFAULT_QUEUED_PER_SLOT));
+    Ok(WorkLimits { concurrent, queued })
 }
 
 /// Parses `AGG_ENCRYPTION_KEYS` (or generates it once) so a malformed value stops the start.

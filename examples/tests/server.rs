@@ -342,6 +342,12 @@ fn help_lists_every_setting() {
         "AGG_SCHWAB_CLIENT_SECRET",
         "AGG_SANDBOX",
         "AGG_LOG",
+        "AGG_SESSION_MAX_DAYS",
+        "AGG_SHUTDOWN_SECONDS",
+        "AGG_HEADER_TIMEOUT_SECONDS",
+        "AGG_BODY_TIMEOUT_SECONDS",
+        "AGG_HASH_CONCURRENCY",
+        "AGG_HASH_QUEUE",
     ] {
         assert!(
             help.contains(&format!("[env: {variable}")),
@@ -358,7 +364,11 @@ fn a_malformed_setting_stops_the_start_naming_the_variable() {
     std::fs::write(&bad_policies, "[[[ not toml").expect("written");
     let bad_policies = bad_policies.display().to_string();
     let missing_policies = workspace.path().join("missing.toml").display().to_string();
-    let cases: [(&str, &str); 9] = [
+    let cases: [(&str, &str); 13] = [
+        ("AGG_SESSION_MAX_DAYS", "forever"),
+        ("AGG_SHUTDOWN_SECONDS", "-1"),
+        ("AGG_HEADER_TIMEOUT_SECONDS", "1.5"),
+        ("AGG_HASH_CONCURRENCY", "0"),
         ("AGG_BIND", "localhost"),
         ("AGG_BIND", "127.0.0.1:99999"),
         ("AGG_LOG", "aggregation_core=loud"),
@@ -453,4 +463,95 @@ fn serves_grants_admins_drains_mail_and_stops_on_sigterm() {
     );
     let (status, _) = server.terminate();
     assert!(status.success(), "SIGTERM exits 0, got {status}");
+}
+
+impl Server {
+    /// A raw connection to the server.
+    fn connect(&self) -> TcpStream {
+        let stream =
+            TcpStream::connect_timeout(&self.address(), TIMEOUT).expect("server reachable");
+        stream.set_read_timeout(Some(TIMEOUT)).expect("timeout set");
+        stream
+    }
+}
+
+/// Reads until the server closes the connection; what it sent.
+fn read_until_closed(stream: &mut TcpStream) -> String {
+    let mut answer = Vec::new();
+    // A reset instead of a clean close also ends the wait; both mean the server let go.
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[test]
+fn slow_clients_are_cut_off() {
+    let workspace = Workspace::new();
+    let server = workspace.start(&[
+        ("AGG_HEADER_TIMEOUT_SECONDS", "1"),
+        ("AGG_BODY_TIMEOUT_SECONDS", "1"),
+    ]);
+    // A request head that never ends: the connection is closed (hyper may answer 408 first).
+    let mut trickle = server.connect();
+    trickle
+        .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n")
+        .expect("partial head sent");
+    let started = Instant::now();
+    let answer = read_until_closed(&mut trickle);
+    assert!(
+        started.elapsed() < TIMEOUT,
+        "the connection was closed by the server"
+    );
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "no response but a timeout: {answer:?}"
+    );
+
+    // A body that never arrives in full: the API answers with its problem for an unreadable
+    // body instead of waiting for the rest.
+    let mut trickle = server.connect();
+    trickle
+        .write_all(
+            b"POST /api/v1/users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+              Content-Length: 100\r\n\r\n{\"email\"",
+        )
+        .expect("partial request sent");
+    let answer = read_until_closed(&mut trickle);
+    assert!(answer.starts_with("HTTP/1.1 422"), "{answer}");
+    assert!(answer.contains("application/problem+json"), "{answer}");
+
+    // The server itself is fine.
+    let (status, _) = server.request("GET", "/health", None, None);
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn shutdown_abandons_requests_past_its_deadline() {
+    let workspace = Workspace::new();
+    let server = workspace.start(&[
+        ("AGG_SHUTDOWN_SECONDS", "1"),
+        ("AGG_BODY_TIMEOUT_SECONDS", "600"),
+    ]);
+    // A request in flight for as long as its body is missing.
+    let mut stuck = server.connect();
+    stuck
+        .write_all(
+            b"POST /api/v1/users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+              Content-Length: 100\r\n\r\n{",
+        )
+        .expect("partial request sent");
+    // The request reaches the service before the signal.
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let (status, lines) = server.terminate();
+    assert!(status.success(), "exits 0 after the deadline, got {status}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "stopped at the 1 s deadline, not after the 600 s body timeout"
+    );
+    assert!(
+        lines.iter().any(|line| line.contains("abandoning")),
+        "the abandonment is logged:\n{}",
+        lines.join("\n")
+    );
+    drop(stuck);
 }
