@@ -7,6 +7,7 @@ use http::header;
 use serde_json::{Map, Value};
 
 use super::RequestContext;
+use crate::dates;
 use crate::problem::{ApiError, FieldError};
 
 /// Whether a Content-Type names JSON (`application/json`, `application/*+json`, with params).
@@ -202,19 +203,20 @@ impl JsonFields {
         self.optional_uuid(field)
     }
 
-    /// An optional `YYYY-MM-DD` date; `None` when absent or null.
+    /// An optional `YYYY-MM-DD` date within the accepted years ([`crate::dates`]); `None` when
+    /// absent or null.
     pub(crate) fn optional_date(&mut self, field: &str) -> Option<NaiveDate> {
         match self.map.get(field) {
             None | Some(Value::Null) => None,
-            Some(Value::String(value)) => {
-                let parsed = NaiveDate::parse_from_str(value, "%Y-%m-%d").ok();
-                if parsed.is_none() {
-                    self.push(field, "invalid_date", "Must be a date (YYYY-MM-DD).");
+            Some(Value::String(value)) => match parse_date(value) {
+                Ok(day) => Some(day),
+                Err((code, message)) => {
+                    self.push(field, code, message);
+                    None
                 }
-                parsed
-            }
+            },
             Some(_) => {
-                self.push(field, "invalid_date", "Must be a date (YYYY-MM-DD).");
+                self.push(field, "invalid_date", DATE_MESSAGE);
                 None
             }
         }
@@ -379,18 +381,22 @@ impl QueryParams {
         found
     }
 
-    /// A calendar date (`YYYY-MM-DD`); `None` when absent or empty.
+    /// A calendar date (`YYYY-MM-DD`) within the accepted years ([`crate::dates`]); `None`
+    /// when absent or empty.
     pub(crate) fn date(&mut self, name: &str) -> Option<NaiveDate> {
         let raw = self.string(name)?;
-        let parsed = NaiveDate::parse_from_str(&raw, "%Y-%m-%d").ok();
-        if parsed.is_none() {
-            self.push(name, "invalid_date", "Must be a date (YYYY-MM-DD).");
+        match parse_date(&raw) {
+            Ok(day) => Some(day),
+            Err((code, message)) => {
+                self.push(name, code, message);
+                None
+            }
         }
-        parsed
     }
 
-    /// A required instant: RFC 3339 (`2024-05-01T12:00:00Z`, any offset, converted to UTC), or
-    /// a plain date standing for its first microsecond (UTC), or its last when `end_of_day`.
+    /// A required instant within the accepted years ([`crate::dates`]): RFC 3339
+    /// (`2024-05-01T12:00:00Z`, any offset, converted to UTC), or a plain date standing for its
+    /// first microsecond (UTC), or its last when `end_of_day`.
     pub(crate) fn required_datetime(
         &mut self,
         name: &str,
@@ -400,26 +406,13 @@ impl QueryParams {
             self.push(name, "required", "This parameter is required.");
             return None;
         };
-        if let Ok(at) = DateTime::parse_from_rfc3339(&raw) {
-            return Some(at.with_timezone(&Utc));
+        match parse_datetime(&raw, end_of_day) {
+            Ok(at) => Some(at),
+            Err((code, message)) => {
+                self.push(name, code, message);
+                None
+            }
         }
-        let day = NaiveDate::parse_from_str(&raw, "%Y-%m-%d").ok();
-        let at = day.and_then(|day| {
-            let time = if end_of_day {
-                NaiveTime::from_hms_micro_opt(23, 59, 59, 999_999)
-            } else {
-                Some(NaiveTime::MIN)
-            };
-            time.map(|time| day.and_time(time).and_utc())
-        });
-        if at.is_none() {
-            self.push(
-                name,
-                "invalid_datetime",
-                "Must be an RFC 3339 date-time (2024-05-01T12:00:00Z) or a date (YYYY-MM-DD).",
-            );
-        }
-        at
     }
 
     /// Adds an error found by a rule across parameters (`query.{name}`).
@@ -434,6 +427,72 @@ impl QueryParams {
         } else {
             Err(ApiError::validation(self.errors))
         }
+    }
+}
+
+/// What a malformed date is told.
+const DATE_MESSAGE: &str = "Must be a date (YYYY-MM-DD).";
+
+/// What a malformed date-time is told.
+const DATETIME_MESSAGE: &str =
+    "Must be an RFC 3339 date-time (2024-05-01T12:00:00Z) or a date (YYYY-MM-DD).";
+
+/// The last microsecond of a day, where a plain `end_date` ends.
+const LAST_MICROSECOND: NaiveTime = match NaiveTime::from_hms_micro_opt(23, 59, 59, 999_999) {
+    Some(time) => time,
+    None => NaiveTime::MIN,
+};
+
+/// Why a date or date-time was refused: the field error's code and message.
+type Refusal = (&'static str, String);
+
+/// The refusal of a well-formed date or date-time outside the accepted years.
+fn out_of_range() -> Refusal {
+    (
+        "out_of_range",
+        format!(
+            "Must be between {} and {} (UTC).",
+            dates::EARLIEST_DATE,
+            dates::LATEST_DATE
+        ),
+    )
+}
+
+/// The one parser of request dates: `YYYY-MM-DD` within [`dates::EARLIEST_DATE`] and
+/// [`dates::LATEST_DATE`].
+fn parse_date(raw: &str) -> Result<NaiveDate, Refusal> {
+    let day = NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+        .map_err(|_| ("invalid_date", DATE_MESSAGE.to_owned()))?;
+    if dates::is_accepted_date(day) {
+        Ok(day)
+    } else {
+        Err(out_of_range())
+    }
+}
+
+/// The one parser of request instants: RFC 3339 (converted to UTC) or a plain date (its first
+/// microsecond, or its last when `end_of_day`), within [`dates::EARLIEST_INSTANT`] and
+/// [`dates::LATEST_INSTANT`].
+fn parse_datetime(raw: &str, end_of_day: bool) -> Result<DateTime<Utc>, Refusal> {
+    let at = if let Ok(at) = DateTime::parse_from_rfc3339(raw) {
+        at.with_timezone(&Utc)
+    } else {
+        let day = NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+            .map_err(|_| ("invalid_datetime", DATETIME_MESSAGE.to_owned()))?;
+        if !dates::is_accepted_date(day) {
+            return Err(out_of_range());
+        }
+        let time = if end_of_day {
+            LAST_MICROSECOND
+        } else {
+            NaiveTime::MIN
+        };
+        day.and_time(time).and_utc()
+    };
+    if dates::is_accepted_instant(at) {
+        Ok(at)
+    } else {
+        Err(out_of_range())
     }
 }
 

@@ -27,6 +27,7 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::crypto::{random_hex_token, random_urlsafe_token, token_digest};
+use crate::dates;
 use crate::events::{DomainEvent, EventSink};
 use crate::mail::{Email, MailPermit, MailQueue};
 use crate::store::{
@@ -133,8 +134,9 @@ pub(crate) struct Auth {
     hasher: PasswordHasher,
 }
 
+/// `at + duration`, saturating instead of overflowing (however long the configured duration).
 fn add(at: DateTime<Utc>, duration: std::time::Duration) -> DateTime<Utc> {
-    at + TimeDelta::from_std(duration).unwrap_or(TimeDelta::MAX)
+    dates::later(at, dates::delta(duration))
 }
 
 impl Auth {
@@ -230,7 +232,7 @@ impl Auth {
         match cap {
             None => self.store.insert_one_time_token(&record).await?,
             Some(cap) => {
-                let since = created_at - TimeDelta::hours(1);
+                let since = dates::earlier(created_at, TimeDelta::hours(1));
                 if !self
                     .store
                     .insert_one_time_token_capped(&record, cap, since)
@@ -537,7 +539,7 @@ impl Auth {
                     user_agent: client.user_agent.clone(),
                 },
                 u64::from(self.config.reset_emails_per_hour()),
-                created_at - TimeDelta::hours(1),
+                dates::earlier(created_at, TimeDelta::hours(1)),
             )
             .await?;
         if !issued {
@@ -618,8 +620,10 @@ fn token_version_accepted(
 /// Whether `at` falls within the grace period of the last global rotation.
 fn in_rotation_grace(config: &SecurityConfigRecord, at: DateTime<Utc>) -> bool {
     config.last_rotation_at.is_some_and(|rotated_at| {
-        at < rotated_at
-            + TimeDelta::try_seconds(config.grace_period_seconds).unwrap_or(TimeDelta::MAX)
+        at < dates::later(
+            rotated_at,
+            TimeDelta::try_seconds(config.grace_period_seconds).unwrap_or(TimeDelta::MAX),
+        )
     })
 }
 
