@@ -569,6 +569,192 @@ mod tests {
     }
 
     #[test]
+    fn dates_outside_the_accepted_years_name_the_field() {
+        let mut query = QueryParams::parse(Some(
+            "a=1899-12-31&b=2201-01-01&c=1900-01-01&d=2200-12-31&e=-262143-01-01\
+             &f=1900-01-01T00:30:00%2B01:00&g=2200-12-31T23:59:59.999999999Z\
+             &h=2201-01-01T00:00:00Z&i=1899-12-31&j=2200-12-31&k=%2B10000-01-01",
+        ));
+        assert_eq!(query.date("a"), None);
+        assert_eq!(query.date("b"), None);
+        assert_eq!(query.date("c"), Some(dates::EARLIEST_DATE));
+        assert_eq!(query.date("d"), Some(dates::LATEST_DATE));
+        assert_eq!(query.date("e"), None);
+        assert_eq!(query.required_datetime("f", false), None);
+        assert_eq!(
+            query.required_datetime("g", true),
+            Some(dates::LATEST_INSTANT)
+        );
+        assert_eq!(query.required_datetime("h", false), None);
+        assert_eq!(query.required_datetime("i", false), None);
+        let last = query.required_datetime("j", true).expect("last day");
+        assert_eq!(last.to_rfc3339(), "2200-12-31T23:59:59.999999+00:00");
+        assert_eq!(query.date("k"), None);
+        let error = query.finish().expect_err("out of range");
+        let fields: Vec<_> = error
+            .errors()
+            .iter()
+            .map(|e| (e.field.as_str(), e.code))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                ("query.a", "out_of_range"),
+                ("query.b", "out_of_range"),
+                ("query.e", "out_of_range"),
+                ("query.f", "out_of_range"),
+                ("query.h", "out_of_range"),
+                ("query.i", "out_of_range"),
+                ("query.k", "out_of_range"),
+            ]
+        );
+    }
+
+    fn json_request() -> RequestContext {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        RequestContext {
+            method: http::Method::POST,
+            path: "/api/v1/transactions/syncs".to_owned(),
+            query: None,
+            headers,
+            client_ip: None,
+            claims: None,
+        }
+    }
+
+    #[test]
+    fn body_dates_outside_the_accepted_years_name_the_field() {
+        let ctx = json_request();
+        let body = Bytes::from_static(
+            br#"{"end_date": "-262143-01-01", "start_date": "1900-01-01", "other": "2201-01-01", "n": 5}"#,
+        );
+        let mut fields = JsonFields::parse(&ctx, &body).expect("object");
+        assert_eq!(fields.optional_date("end_date"), None);
+        assert_eq!(
+            fields.optional_date("start_date"),
+            Some(dates::EARLIEST_DATE)
+        );
+        assert_eq!(fields.optional_date("other"), None);
+        assert_eq!(fields.optional_date("n"), None);
+        let error = fields.finish().expect_err("422");
+        assert_eq!(error.status(), http::StatusCode::UNPROCESSABLE_ENTITY);
+        let fields: Vec<_> = error
+            .errors()
+            .iter()
+            .map(|e| (e.field.as_str(), e.code))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                ("end_date", "out_of_range"),
+                ("other", "out_of_range"),
+                ("n", "invalid_date")
+            ]
+        );
+    }
+
+    mod never_panic {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Strings that look like dates, date-times or neither, and extreme years.
+        fn date_like() -> impl Strategy<Value = String> {
+            prop_oneof![
+                any::<String>(),
+                "[-+]?[0-9]{1,7}-[0-9]{1,3}-[0-9]{1,3}",
+                "[-+]?[0-9]{1,7}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,12})?(Z|[-+][0-9]{2}:[0-9]{2})",
+                (any::<i32>(), 1u32..=12, 1u32..=31)
+                    .prop_map(|(y, m, d)| format!("{y}-{m:02}-{d:02}")),
+                "[0-9%+&=.:TZ-]{0,40}",
+            ]
+        }
+
+        fn assert_client_error(result: Result<(), ApiError>) -> Result<(), TestCaseError> {
+            if let Err(error) = result {
+                prop_assert!(
+                    error.status().is_client_error(),
+                    "status {}",
+                    error.status()
+                );
+            }
+            Ok(())
+        }
+
+        fn check_dates(fields: &mut JsonFields) {
+            for field in ["start_date", "end_date", "date"] {
+                if let Some(day) = fields.optional_date(field) {
+                    assert!(dates::is_accepted_date(day));
+                }
+            }
+            fields.optional_uuid("connection_id");
+            fields.bool("force", false);
+            fields.optional_string("alias", 0, 10);
+            fields.nullable_string("alias", 0, 10);
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn query_parsers(query in "[a-z_=&%0-9A-Fa-f+:.TZ-]{0,80}", value in date_like()) {
+                for raw in [query.clone(), format!("start_date={value}&end_date={value}&{query}")] {
+                    let mut params = QueryParams::parse(Some(&raw));
+                    for name in ["start_date", "end_date", "date"] {
+                        if let Some(day) = params.date(name) {
+                            prop_assert!(dates::is_accepted_date(day));
+                        }
+                        for end_of_day in [false, true] {
+                            if let Some(at) = params.required_datetime(name, end_of_day) {
+                                prop_assert!(dates::is_accepted_instant(at));
+                            }
+                        }
+                    }
+                    params.integer("limit", 1, 100, 50);
+                    params.integer("offset", 0, i64::MAX, 0);
+                    params.bool("active_only", true);
+                    params.choice("kind", &["a", "b"], |value| value);
+                    assert_client_error(params.finish())?;
+                }
+            }
+
+            #[test]
+            fn body_parsers(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
+                let ctx = json_request();
+                let body = Bytes::from(bytes);
+                for parsed in [JsonFields::parse(&ctx, &body), JsonFields::parse_optional(&ctx, &body)] {
+                    match parsed {
+                        Ok(mut fields) => {
+                            check_dates(&mut fields);
+                            assert_client_error(fields.finish())?;
+                        }
+                        Err(error) => prop_assert!(error.status().is_client_error()),
+                    }
+                }
+            }
+
+            #[test]
+            fn body_dates(start in date_like(), end in date_like(), force in any::<bool>()) {
+                let ctx = json_request();
+                let body = serde_json::json!({
+                    "connection_id": uuid::Uuid::nil(),
+                    "start_date": start,
+                    "end_date": end,
+                    "force": force,
+                });
+                let body = Bytes::from(serde_json::to_vec(&body).map_err(|e| TestCaseError::fail(e.to_string()))?);
+                let mut fields = JsonFields::parse(&ctx, &body).map_err(|e| TestCaseError::fail(e.detail().to_owned()))?;
+                check_dates(&mut fields);
+                assert_client_error(fields.finish())?;
+            }
+        }
+    }
+
+    #[test]
     fn json_content_types() {
         assert!(is_json_content_type("application/json"));
         assert!(is_json_content_type("Application/JSON; charset=utf-8"));
