@@ -349,17 +349,21 @@ async fn syncs_accept_the_boundary_dates(app: TestApp) {
 // No date-like input is a server error: a bounded number of generated requests through the
 // whole service (tower `oneshot` on the bare service).
 
-/// How many generated inputs each run sends (five requests each).
+/// How many generated inputs each run sends (eight requests each).
 const GENERATED_INPUTS: usize = 48;
 
 /// Strings that look like dates or date-times (extreme years included), and arbitrary text.
 fn date_like() -> impl Strategy<Value = String> {
     prop_oneof![
-        any::<String>(),
-        "[-+]?[0-9]{1,7}-[0-9]{1,2}-[0-9]{1,2}",
-        "[-+]?[0-9]{1,7}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,12})?(Z|[-+][0-9]{2}:[0-9]{2})",
-        (any::<i32>(), 1u32..=12, 1u32..=31).prop_map(|(y, m, d)| format!("{y}-{m:02}-{d:02}")),
-        (1890i32..2210, 1u32..=12, 1u32..=28).prop_map(|(y, m, d)| format!("{y}-{m:02}-{d:02}")),
+        1 => any::<String>(),
+        1 => "[-+]?[0-9]{1,7}-[0-9]{1,2}-[0-9]{1,2}",
+        1 => "[-+]?[0-9]{1,7}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,12})?(Z|[-+][0-9]{2}:[0-9]{2})",
+        1 => (any::<i32>(), 1u32..=12, 1u32..=31).prop_map(|(y, m, d)| format!("{y}-{m:02}-{d:02}")),
+        // Every year chrono can represent, as a date and as a date-time.
+        3 => (-262_143i32..=262_142, 1u32..=12, 1u32..=28).prop_map(|(y, m, d)| format!("{y}-{m:02}-{d:02}")),
+        2 => (-262_143i32..=262_142, 1u32..=12, 1u32..=28)
+            .prop_map(|(y, m, d)| format!("{y:04}-{m:02}-{d:02}T12:00:00Z")),
+        2 => (1890i32..2210, 1u32..=12, 1u32..=28).prop_map(|(y, m, d)| format!("{y}-{m:02}-{d:02}")),
     ]
 }
 
@@ -455,6 +459,31 @@ async fn no_date_input_is_a_server_error(app: TestApp) {
                 &format!(
                     "/api/v1/accounts/{account}/transactions?start_date={start}&end_date={end}&{}",
                     input.raw
+                ),
+                &seeded.access,
+                None,
+            ),
+            // One generated bound beside an ordinary one, so the range reaches the store.
+            request(
+                Method::GET,
+                &format!(
+                    "/api/v1/accounts/{account}/transactions?start_date={start}&end_date=2024-01-01"
+                ),
+                &seeded.access,
+                None,
+            ),
+            request(
+                Method::GET,
+                &format!(
+                    "/api/v1/accounts/{account}/balance-history?start_date={start}&end_date=2024-01-01"
+                ),
+                &seeded.access,
+                None,
+            ),
+            request(
+                Method::GET,
+                &format!(
+                    "/api/v1/accounts/{account}/balance-history?start_date=2024-01-01&end_date={end}"
                 ),
                 &seeded.access,
                 None,
