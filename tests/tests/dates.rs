@@ -31,6 +31,59 @@ mod sandboxed {
     }
 
     conformance!(setup = sandbox; syncs_accept_the_boundary_dates);
+
+    /// Durations and windows far beyond any calendar: the arithmetic saturates.
+    fn sandbox_with_endless_durations() -> Setup {
+        let mut setup = aggregation_tests::sandbox_setup();
+        setup.config = setup
+            .config
+            .with_transactions_sync_window_days(u32::MAX)
+            .with_oauth_state_ttl(std::time::Duration::MAX)
+            .with_token_refresh_margin(std::time::Duration::MAX)
+            .with_verification_token_ttl(std::time::Duration::MAX);
+        setup
+    }
+
+    mod endless {
+        use super::*;
+
+        conformance!(setup = sandbox_with_endless_durations; endless_durations_saturate);
+    }
+}
+
+async fn endless_durations_saturate(app: TestApp) {
+    let (_, token, _) = app.user("endless@example.com").await;
+    let connection = app.connect_sandbox(&token, None).await;
+    let connection_id = connection["id"].as_str().expect("id");
+    app.post(
+        "/api/v1/accounts/syncs",
+        &json!({"connection_id": connection_id}),
+        Some(&token),
+    )
+    .await
+    .expect(201);
+    // No start_date: the window reaches back to 1900-01-01, not past the calendar.
+    for body in [
+        json!({"connection_id": connection_id, "force": true}),
+        json!({"connection_id": connection_id, "end_date": "1900-01-01", "force": true}),
+    ] {
+        let synced = app
+            .post("/api/v1/transactions/syncs", &body, Some(&token))
+            .await
+            .expect(201);
+        assert!(
+            synced["errors"].as_array().is_some_and(Vec::is_empty),
+            "{synced}"
+        );
+    }
+    // Every token is within the endless refresh margin.
+    app.post(
+        &format!("/api/v1/providers/{connection_id}/token-refreshes"),
+        &json!({}),
+        Some(&token),
+    )
+    .await
+    .expect(201);
 }
 
 fn dec(text: &str) -> Decimal {
