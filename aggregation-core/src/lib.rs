@@ -5,6 +5,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod crypto;
+pub mod dates;
 pub mod events;
 pub mod import;
 pub mod jobs;

@@ -7,6 +7,7 @@ use http::header;
 use serde_json::{Map, Value};
 
 use super::RequestContext;
+use crate::dates;
 use crate::problem::{ApiError, FieldError};
 
 /// Whether a Content-Type names JSON (`application/json`, `application/*+json`, with params).
@@ -202,19 +203,20 @@ impl JsonFields {
         self.optional_uuid(field)
     }
 
-    /// An optional `YYYY-MM-DD` date; `None` when absent or null.
+    /// An optional `YYYY-MM-DD` date within the accepted years ([`crate::dates`]); `None` when
+    /// absent or null.
     pub(crate) fn optional_date(&mut self, field: &str) -> Option<NaiveDate> {
         match self.map.get(field) {
             None | Some(Value::Null) => None,
-            Some(Value::String(value)) => {
-                let parsed = NaiveDate::parse_from_str(value, "%Y-%m-%d").ok();
-                if parsed.is_none() {
-                    self.push(field, "invalid_date", "Must be a date (YYYY-MM-DD).");
+            Some(Value::String(value)) => match parse_date(value) {
+                Ok(day) => Some(day),
+                Err((code, message)) => {
+                    self.push(field, code, message);
+                    None
                 }
-                parsed
-            }
+            },
             Some(_) => {
-                self.push(field, "invalid_date", "Must be a date (YYYY-MM-DD).");
+                self.push(field, "invalid_date", DATE_MESSAGE);
                 None
             }
         }
@@ -379,18 +381,22 @@ impl QueryParams {
         found
     }
 
-    /// A calendar date (`YYYY-MM-DD`); `None` when absent or empty.
+    /// A calendar date (`YYYY-MM-DD`) within the accepted years ([`crate::dates`]); `None`
+    /// when absent or empty.
     pub(crate) fn date(&mut self, name: &str) -> Option<NaiveDate> {
         let raw = self.string(name)?;
-        let parsed = NaiveDate::parse_from_str(&raw, "%Y-%m-%d").ok();
-        if parsed.is_none() {
-            self.push(name, "invalid_date", "Must be a date (YYYY-MM-DD).");
+        match parse_date(&raw) {
+            Ok(day) => Some(day),
+            Err((code, message)) => {
+                self.push(name, code, message);
+                None
+            }
         }
-        parsed
     }
 
-    /// A required instant: RFC 3339 (`2024-05-01T12:00:00Z`, any offset, converted to UTC), or
-    /// a plain date standing for its first microsecond (UTC), or its last when `end_of_day`.
+    /// A required instant within the accepted years ([`crate::dates`]): RFC 3339
+    /// (`2024-05-01T12:00:00Z`, any offset, converted to UTC), or a plain date standing for its
+    /// first microsecond (UTC), or its last when `end_of_day`.
     pub(crate) fn required_datetime(
         &mut self,
         name: &str,
@@ -400,26 +406,13 @@ impl QueryParams {
             self.push(name, "required", "This parameter is required.");
             return None;
         };
-        if let Ok(at) = DateTime::parse_from_rfc3339(&raw) {
-            return Some(at.with_timezone(&Utc));
+        match parse_datetime(&raw, end_of_day) {
+            Ok(at) => Some(at),
+            Err((code, message)) => {
+                self.push(name, code, message);
+                None
+            }
         }
-        let day = NaiveDate::parse_from_str(&raw, "%Y-%m-%d").ok();
-        let at = day.and_then(|day| {
-            let time = if end_of_day {
-                NaiveTime::from_hms_micro_opt(23, 59, 59, 999_999)
-            } else {
-                Some(NaiveTime::MIN)
-            };
-            time.map(|time| day.and_time(time).and_utc())
-        });
-        if at.is_none() {
-            self.push(
-                name,
-                "invalid_datetime",
-                "Must be an RFC 3339 date-time (2024-05-01T12:00:00Z) or a date (YYYY-MM-DD).",
-            );
-        }
-        at
     }
 
     /// Adds an error found by a rule across parameters (`query.{name}`).
@@ -434,6 +427,72 @@ impl QueryParams {
         } else {
             Err(ApiError::validation(self.errors))
         }
+    }
+}
+
+/// What a malformed date is told.
+const DATE_MESSAGE: &str = "Must be a date (YYYY-MM-DD).";
+
+/// What a malformed date-time is told.
+const DATETIME_MESSAGE: &str =
+    "Must be an RFC 3339 date-time (2024-05-01T12:00:00Z) or a date (YYYY-MM-DD).";
+
+/// The last microsecond of a day, where a plain `end_date` ends.
+const LAST_MICROSECOND: NaiveTime = match NaiveTime::from_hms_micro_opt(23, 59, 59, 999_999) {
+    Some(time) => time,
+    None => NaiveTime::MIN,
+};
+
+/// Why a date or date-time was refused: the field error's code and message.
+type Refusal = (&'static str, String);
+
+/// The refusal of a well-formed date or date-time outside the accepted years.
+fn out_of_range() -> Refusal {
+    (
+        "out_of_range",
+        format!(
+            "Must be between {} and {} (UTC).",
+            dates::EARLIEST_DATE,
+            dates::LATEST_DATE
+        ),
+    )
+}
+
+/// The one parser of request dates: `YYYY-MM-DD` within [`dates::EARLIEST_DATE`] and
+/// [`dates::LATEST_DATE`].
+fn parse_date(raw: &str) -> Result<NaiveDate, Refusal> {
+    let day = NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+        .map_err(|_| ("invalid_date", DATE_MESSAGE.to_owned()))?;
+    if dates::is_accepted_date(day) {
+        Ok(day)
+    } else {
+        Err(out_of_range())
+    }
+}
+
+/// The one parser of request instants: RFC 3339 (converted to UTC) or a plain date (its first
+/// microsecond, or its last when `end_of_day`), within [`dates::EARLIEST_INSTANT`] and
+/// [`dates::LATEST_INSTANT`].
+fn parse_datetime(raw: &str, end_of_day: bool) -> Result<DateTime<Utc>, Refusal> {
+    let at = if let Ok(at) = DateTime::parse_from_rfc3339(raw) {
+        at.with_timezone(&Utc)
+    } else {
+        let day = NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+            .map_err(|_| ("invalid_datetime", DATETIME_MESSAGE.to_owned()))?;
+        if !dates::is_accepted_date(day) {
+            return Err(out_of_range());
+        }
+        let time = if end_of_day {
+            LAST_MICROSECOND
+        } else {
+            NaiveTime::MIN
+        };
+        day.and_time(time).and_utc()
+    };
+    if dates::is_accepted_instant(at) {
+        Ok(at)
+    } else {
+        Err(out_of_range())
     }
 }
 
@@ -507,6 +566,192 @@ mod tests {
         let error = query.finish().expect_err("three errors");
         let codes: Vec<_> = error.errors().iter().map(|e| e.code).collect();
         assert_eq!(codes, ["invalid_date", "required", "invalid_choice"]);
+    }
+
+    #[test]
+    fn dates_outside_the_accepted_years_name_the_field() {
+        let mut query = QueryParams::parse(Some(
+            "a=1899-12-31&b=2201-01-01&c=1900-01-01&d=2200-12-31&e=-262143-01-01\
+             &f=1900-01-01T00:30:00%2B01:00&g=2200-12-31T23:59:59.999999999Z\
+             &h=2201-01-01T00:00:00Z&i=1899-12-31&j=2200-12-31&k=%2B10000-01-01",
+        ));
+        assert_eq!(query.date("a"), None);
+        assert_eq!(query.date("b"), None);
+        assert_eq!(query.date("c"), Some(dates::EARLIEST_DATE));
+        assert_eq!(query.date("d"), Some(dates::LATEST_DATE));
+        assert_eq!(query.date("e"), None);
+        assert_eq!(query.required_datetime("f", false), None);
+        assert_eq!(
+            query.required_datetime("g", true),
+            Some(dates::LATEST_INSTANT)
+        );
+        assert_eq!(query.required_datetime("h", false), None);
+        assert_eq!(query.required_datetime("i", false), None);
+        let last = query.required_datetime("j", true).expect("last day");
+        assert_eq!(last.to_rfc3339(), "2200-12-31T23:59:59.999999+00:00");
+        assert_eq!(query.date("k"), None);
+        let error = query.finish().expect_err("out of range");
+        let fields: Vec<_> = error
+            .errors()
+            .iter()
+            .map(|e| (e.field.as_str(), e.code))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                ("query.a", "out_of_range"),
+                ("query.b", "out_of_range"),
+                ("query.e", "out_of_range"),
+                ("query.f", "out_of_range"),
+                ("query.h", "out_of_range"),
+                ("query.i", "out_of_range"),
+                ("query.k", "out_of_range"),
+            ]
+        );
+    }
+
+    fn json_request() -> RequestContext {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        RequestContext {
+            method: http::Method::POST,
+            path: "/api/v1/transactions/syncs".to_owned(),
+            query: None,
+            headers,
+            client_ip: None,
+            claims: None,
+        }
+    }
+
+    #[test]
+    fn body_dates_outside_the_accepted_years_name_the_field() {
+        let ctx = json_request();
+        let body = Bytes::from_static(
+            br#"{"end_date": "-262143-01-01", "start_date": "1900-01-01", "other": "2201-01-01", "n": 5}"#,
+        );
+        let mut fields = JsonFields::parse(&ctx, &body).expect("object");
+        assert_eq!(fields.optional_date("end_date"), None);
+        assert_eq!(
+            fields.optional_date("start_date"),
+            Some(dates::EARLIEST_DATE)
+        );
+        assert_eq!(fields.optional_date("other"), None);
+        assert_eq!(fields.optional_date("n"), None);
+        let error = fields.finish().expect_err("422");
+        assert_eq!(error.status(), http::StatusCode::UNPROCESSABLE_ENTITY);
+        let fields: Vec<_> = error
+            .errors()
+            .iter()
+            .map(|e| (e.field.as_str(), e.code))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                ("end_date", "out_of_range"),
+                ("other", "out_of_range"),
+                ("n", "invalid_date")
+            ]
+        );
+    }
+
+    mod never_panic {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Strings that look like dates, date-times or neither, and extreme years.
+        fn date_like() -> impl Strategy<Value = String> {
+            prop_oneof![
+                any::<String>(),
+                "[-+]?[0-9]{1,7}-[0-9]{1,3}-[0-9]{1,3}",
+                "[-+]?[0-9]{1,7}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,12})?(Z|[-+][0-9]{2}:[0-9]{2})",
+                (any::<i32>(), 1u32..=12, 1u32..=31)
+                    .prop_map(|(y, m, d)| format!("{y}-{m:02}-{d:02}")),
+                "[0-9%+&=.:TZ-]{0,40}",
+            ]
+        }
+
+        fn assert_client_error(result: Result<(), ApiError>) -> Result<(), TestCaseError> {
+            if let Err(error) = result {
+                prop_assert!(
+                    error.status().is_client_error(),
+                    "status {}",
+                    error.status()
+                );
+            }
+            Ok(())
+        }
+
+        fn check_dates(fields: &mut JsonFields) {
+            for field in ["start_date", "end_date", "date"] {
+                if let Some(day) = fields.optional_date(field) {
+                    assert!(dates::is_accepted_date(day));
+                }
+            }
+            fields.optional_uuid("connection_id");
+            fields.bool("force", false);
+            fields.optional_string("alias", 0, 10);
+            fields.nullable_string("alias", 0, 10);
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn query_parsers(query in "[a-z_=&%0-9A-Fa-f+:.TZ-]{0,80}", value in date_like()) {
+                for raw in [query.clone(), format!("start_date={value}&end_date={value}&{query}")] {
+                    let mut params = QueryParams::parse(Some(&raw));
+                    for name in ["start_date", "end_date", "date"] {
+                        if let Some(day) = params.date(name) {
+                            prop_assert!(dates::is_accepted_date(day));
+                        }
+                        for end_of_day in [false, true] {
+                            if let Some(at) = params.required_datetime(name, end_of_day) {
+                                prop_assert!(dates::is_accepted_instant(at));
+                            }
+                        }
+                    }
+                    params.integer("limit", 1, 100, 50);
+                    params.integer("offset", 0, i64::MAX, 0);
+                    params.bool("active_only", true);
+                    params.choice("kind", &["a", "b"], |value| value);
+                    assert_client_error(params.finish())?;
+                }
+            }
+
+            #[test]
+            fn body_parsers(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
+                let ctx = json_request();
+                let body = Bytes::from(bytes);
+                for parsed in [JsonFields::parse(&ctx, &body), JsonFields::parse_optional(&ctx, &body)] {
+                    match parsed {
+                        Ok(mut fields) => {
+                            check_dates(&mut fields);
+                            assert_client_error(fields.finish())?;
+                        }
+                        Err(error) => prop_assert!(error.status().is_client_error()),
+                    }
+                }
+            }
+
+            #[test]
+            fn body_dates(start in date_like(), end in date_like(), force in any::<bool>()) {
+                let ctx = json_request();
+                let body = serde_json::json!({
+                    "connection_id": uuid::Uuid::nil(),
+                    "start_date": start,
+                    "end_date": end,
+                    "force": force,
+                });
+                let body = Bytes::from(serde_json::to_vec(&body).map_err(|e| TestCaseError::fail(e.to_string()))?);
+                let mut fields = JsonFields::parse(&ctx, &body).map_err(|e| TestCaseError::fail(e.detail().to_owned()))?;
+                check_dates(&mut fields);
+                assert_client_error(fields.finish())?;
+            }
+        }
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! cool-down (5 minutes) without `force` is 429 with `Retry-After`.
 //!
 //! Choices where the interface is silent: a transactions sync without `start_date` reaches
-//! back 90 days (configurable) from `end_date` or today; `start_date` after `end_date` is 422.
+//! back 90 days (configurable) from `end_date` or today, never before 1900-01-01;
+//! `start_date` after `end_date` is 422, and so is a date outside the years 1900 to 2200.
 //! A provider failure for one account lands in `errors` and the other accounts are still
 //! written; a failure of the whole call (refused tokens, provider down) is 502 and writes
 //! nothing. A failed sync does not start the cool-down.

@@ -83,7 +83,7 @@ impl AccessTokens {
             roles,
             session_id,
             iat,
-            exp: iat + self.ttl_seconds,
+            exp: iat.saturating_add(self.ttl_seconds),
             jti: Uuid::now_v7(),
             iss: self.issuer.clone(),
             aud: self.audience.clone(),

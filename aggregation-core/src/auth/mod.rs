@@ -27,6 +27,7 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::crypto::{random_hex_token, random_urlsafe_token, token_digest};
+use crate::dates;
 use crate::events::{DomainEvent, EventSink};
 use crate::mail::{Email, MailPermit, MailQueue};
 use crate::store::{
@@ -133,20 +134,9 @@ pub(crate) struct Auth {
     hasher: PasswordHasher,
 }
 
-/// `at` plus `duration`, saturating at the latest representable time.
+/// `at + duration`, saturating instead of overflowing (however long the configured duration).
 fn add(at: DateTime<Utc>, duration: std::time::Duration) -> DateTime<Utc> {
-    TimeDelta::from_std(duration)
-        .ok()
-        .and_then(|delta| at.checked_add_signed(delta))
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
-}
-
-/// `at` minus `duration`, saturating at the earliest representable time.
-fn sub(at: DateTime<Utc>, duration: std::time::Duration) -> DateTime<Utc> {
-    TimeDelta::from_std(duration)
-        .ok()
-        .and_then(|delta| at.checked_sub_signed(delta))
-        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+    dates::later(at, dates::delta(duration))
 }
 
 impl Auth {
@@ -240,7 +230,7 @@ impl Auth {
         match cap {
             None => self.store.insert_one_time_token(&record).await?,
             Some(cap) => {
-                let since = sub(created_at, std::time::Duration::from_secs(3600));
+                let since = dates::earlier(created_at, TimeDelta::hours(1));
                 if !self
                     .store
                     .insert_one_time_token_capped(&record, cap, since)
@@ -594,7 +584,7 @@ impl Auth {
                     user_agent: client.user_agent.clone(),
                 },
                 u64::from(self.config.reset_emails_per_hour()),
-                sub(created_at, std::time::Duration::from_secs(3600)),
+                dates::earlier(created_at, TimeDelta::hours(1)),
             )
             .await?;
         if !issued {
@@ -675,8 +665,10 @@ fn token_version_accepted(
 /// Whether `at` falls within the grace period of the last global rotation.
 fn in_rotation_grace(config: &SecurityConfigRecord, at: DateTime<Utc>) -> bool {
     config.last_rotation_at.is_some_and(|rotated_at| {
-        at < rotated_at
-            + TimeDelta::try_seconds(config.grace_period_seconds).unwrap_or(TimeDelta::MAX)
+        at < dates::later(
+            rotated_at,
+            TimeDelta::try_seconds(config.grace_period_seconds).unwrap_or(TimeDelta::MAX),
+        )
     })
 }
 

@@ -22,12 +22,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use futures_util::FutureExt as _;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
+use crate::dates;
 use crate::providers::connections::Connections;
 use crate::store::{JobRunRecord, Store, StoreError, now};
 
@@ -166,12 +167,14 @@ pub(crate) fn builtin_schedule(config: &Config) -> [(&'static str, Option<Durati
     ]
 }
 
+/// `at + duration`, saturating instead of overflowing (however long the configured interval).
 fn add(at: DateTime<Utc>, duration: Duration) -> DateTime<Utc> {
-    at + TimeDelta::from_std(duration).unwrap_or(TimeDelta::MAX)
+    dates::later(at, dates::delta(duration))
 }
 
+/// `at - duration`, saturating instead of overflowing.
 fn sub(at: DateTime<Utc>, duration: Duration) -> DateTime<Utc> {
-    at - TimeDelta::from_std(duration).unwrap_or(TimeDelta::MAX)
+    dates::earlier(at, dates::delta(duration))
 }
 
 impl JobRunner {

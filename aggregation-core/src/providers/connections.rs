@@ -18,6 +18,7 @@ use super::{
 };
 use crate::config::Config;
 use crate::crypto::{CryptoError, pkce_challenge, random_urlsafe_token, token_digest};
+use crate::dates;
 use crate::events::{DomainEvent, EventSink};
 use crate::store::{
     AccountFilter, AccountRecord, AssetType, ConnectionRecord, ConnectionStatus,
@@ -97,7 +98,7 @@ pub(crate) struct Connections {
 }
 
 fn seconds(duration: std::time::Duration) -> TimeDelta {
-    TimeDelta::from_std(duration).unwrap_or(TimeDelta::MAX)
+    dates::delta(duration)
 }
 
 impl Connections {
@@ -187,7 +188,7 @@ impl Connections {
                 encrypted_pkce_verifier,
                 pkce_key_id,
                 created_at,
-                expires_at: created_at + seconds(ttl),
+                expires_at: dates::later(created_at, seconds(ttl)),
             })
             .await?;
         Ok(Authorization {
@@ -266,7 +267,7 @@ impl Connections {
         provider: &Arc<dyn Provider>,
     ) -> Result<ProviderTokens, ConnectionError> {
         let tokens = self.decrypt_tokens(connection)?;
-        if tokens.expires_at <= now() + EXPIRY_SLACK {
+        if tokens.expires_at <= dates::later(now(), EXPIRY_SLACK) {
             self.refresh_with(connection, provider, &tokens).await
         } else {
             Ok(tokens)
@@ -354,7 +355,7 @@ impl Connections {
         let provider = self.syncable(connection)?;
         let tokens = self.decrypt_tokens(connection)?;
         let margin = seconds(self.config.token_refresh_margin());
-        if !force && tokens.expires_at > now() + margin {
+        if !force && tokens.expires_at > dates::later(now(), margin) {
             return Ok(TokenRefresh {
                 refreshed: false,
                 expires_at: tokens.expires_at,
@@ -517,15 +518,16 @@ impl Connections {
     }
 
     /// The range a transactions sync covers: the given dates, defaulting to the configured
-    /// window back from today.
+    /// window back from `end` (or today). A default start never reaches before
+    /// [`dates::EARLIEST_DATE`], however large the window.
     pub(crate) fn transactions_range(
         &self,
         start: Option<NaiveDate>,
         end: Option<NaiveDate>,
     ) -> DateRange {
         let end = end.unwrap_or_else(|| now().date_naive());
-        let window = i64::from(self.config.transactions_sync_window_days());
-        let start = start.unwrap_or_else(|| end - TimeDelta::days(window));
+        let window = self.config.transactions_sync_window_days();
+        let start = start.unwrap_or_else(|| dates::days_before(end, window));
         DateRange { start, end }
     }
 
@@ -751,7 +753,7 @@ impl Connections {
     /// The background refresh: every active connection whose tokens expire within the margin.
     /// How many were refreshed and how many failed.
     pub(crate) async fn refresh_due_tokens(&self) -> Result<(usize, usize), StoreError> {
-        let before = now() + seconds(self.config.token_refresh_margin());
+        let before = dates::later(now(), seconds(self.config.token_refresh_margin()));
         let due = self
             .store
             .connections_due_for_token_refresh(before, 500)
@@ -778,7 +780,7 @@ impl Connections {
     ) -> Result<(usize, usize), StoreError> {
         let due = self
             .store
-            .connections_due_for_sync(now() - seconds(every), 500)
+            .connections_due_for_sync(dates::earlier(now(), seconds(every)), 500)
             .await?;
         let (mut synced, mut failed) = (0, 0);
         for connection in &due {
