@@ -34,6 +34,62 @@ fn small_uploads() -> Setup {
     }
 }
 
+/// One large parse at a time and none waiting.
+fn one_parse_at_a_time() -> Setup {
+    Setup {
+        config: test_config().with_parsing_limits(aggregation_core::WorkLimits {
+            concurrent: 1,
+            queued: 0,
+        }),
+        ..Setup::default()
+    }
+}
+
+mod bounded_parsing {
+    use super::*;
+
+    conformance!(setup = one_parse_at_a_time; large_uploads_beyond_the_parse_queue_get_503);
+}
+
+/// The bank statement with `count` more transactions: large enough to be parsed off the
+/// async workers.
+fn large_bank_qfx(count: usize) -> String {
+    let extra: String = (0..count)
+        .map(|n| {
+            format!(
+                "<STMTTRN>\n<TRNTYPE>DEBIT\n<DTPOSTED>20240120\n<TRNAMT>-1.{:02}\n\
+                 <FITID>bulk-{n}\n<NAME>Coffee shop number {n}\n</STMTTRN>\n",
+                n % 100
+            )
+        })
+        .collect();
+    BANK_QFX.replace("</BANKTRANLIST>", &format!("{extra}</BANKTRANLIST>"))
+}
+
+async fn large_uploads_beyond_the_parse_queue_get_503(app: TestApp) {
+    let token = access(&app, "bulk@example.com").await;
+    let file = large_bank_qfx(3_000);
+    assert!(file.len() > 128 * 1024, "parsed on the blocking pool");
+    let uploads = (0..6).map(|_| upload(&app, "big.qfx", &file, &token));
+    let answers = futures_util::future::join_all(uploads).await;
+    let mut busy = 0;
+    for answer in &answers {
+        if answer.status.as_u16() == 503 {
+            busy += 1;
+            answer.expect_problem(503, "service_unavailable");
+            assert_eq!(answer.header("retry-after"), Some("1"));
+        } else {
+            answer.expect(201);
+        }
+    }
+    assert!(busy > 0, "six large parses at once overflow one slot");
+    assert!(busy < 6, "the parse holding the slot completes");
+    // The store holds what the successful uploads wrote, nothing half-done.
+    let account = only_account(&app, &token).await;
+    let page = transactions(&app, &token, account["id"].as_str().expect("id")).await;
+    assert_eq!(page["total_count"], 3_003);
+}
+
 mod limited {
     use super::*;
 
