@@ -667,6 +667,84 @@ async fn jobs_refresh_tokens_and_sync_connections(app: TestApp) {
     assert_eq!(snapshots["snapshots"][0]["source"], "scheduled_sync");
 }
 
+/// Token refreshes of one connection from every path at once (explicit refreshes, the four
+/// syncs after the provider stopped taking the access token, the background job): the sandbox
+/// rotates refresh tokens and refuses a spent one, yet none is presented twice, every request
+/// succeeds and the connection stays active.
+async fn concurrent_refreshes_and_syncs_keep_the_connection(app: TestApp) {
+    let (_, token, _) = app.user("racing@example.com").await;
+    let connection = app.connect_sandbox(&token, None).await;
+    let connection_id = id(&connection).to_owned();
+    app.post(
+        "/api/v1/accounts/syncs",
+        &json!({"connection_id": connection_id}),
+        Some(&token),
+    )
+    .await
+    .expect(201);
+    let accounts = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
+    let account_id = accounts["accounts"][0]["id"]
+        .as_str()
+        .expect("account")
+        .to_owned();
+    let refresh_path = format!("/api/v1/providers/{connection_id}/token-refreshes");
+    let mut requests: Vec<(String, Value)> = Vec::new();
+    for _ in 0..6 {
+        requests.push((refresh_path.clone(), json!({"force": true})));
+    }
+    requests.push((refresh_path.clone(), json!({})));
+    let forced = json!({"connection_id": connection_id, "force": true});
+    requests.push(("/api/v1/accounts/syncs".to_owned(), forced.clone()));
+    requests.push(("/api/v1/transactions/syncs".to_owned(), forced));
+    requests.push((
+        format!("/api/v1/accounts/{account_id}/holdings/syncs"),
+        json!({"force": true}),
+    ));
+    requests.push((
+        format!("/api/v1/providers/{connection_id}/sync"),
+        json!({"force": true}),
+    ));
+    let jobs = app.service.jobs();
+    for round in 0..3 {
+        // Every data call now needs a refresh first.
+        app.sandbox().expire_access_tokens();
+        let calls = requests
+            .iter()
+            .map(|(path, body)| app.post(path, body, Some(&token)));
+        let (answers, job) = tokio::join!(
+            futures_util::future::join_all(calls),
+            jobs.run_once(REFRESH_PROVIDER_TOKENS)
+        );
+        for ((path, _), answer) in requests.iter().zip(&answers) {
+            assert_eq!(
+                answer.status.as_u16(),
+                201,
+                "round {round}, {path}: {}",
+                String::from_utf8_lossy(&answer.body)
+            );
+        }
+        assert!(
+            matches!(&job, Ok(RunOutcome::Succeeded(summary)) if summary.contains("0 failed")),
+            "round {round}: {job:?}"
+        );
+    }
+    assert_eq!(
+        app.sandbox().refresh_token_reuses(),
+        0,
+        "no refresh token was presented twice"
+    );
+    let after = app
+        .get(&format!("/api/v1/providers/{connection_id}"), Some(&token))
+        .await
+        .expect(200);
+    assert_eq!(after["status"], "active");
+    assert_eq!(after["needs_reauthentication"], false);
+    // The tokens in store are the latest: a refresh still works.
+    app.post(&refresh_path, &json!({"force": true}), Some(&token))
+        .await
+        .expect(201);
+}
+
 conformance!(setup = sandbox;
     connect_is_validated,
     oauth_flow_creates_and_manages_a_connection,
@@ -685,5 +763,8 @@ mod short_states {
 
 mod refreshing_jobs {
     use super::*;
-    conformance!(setup = sandbox_refreshing_everything; jobs_refresh_tokens_and_sync_connections);
+    conformance!(setup = sandbox_refreshing_everything;
+        jobs_refresh_tokens_and_sync_connections,
+        concurrent_refreshes_and_syncs_keep_the_connection,
+    );
 }

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::store::{NewAccount, NewHolding, NewTransaction};
 
 pub(crate) mod connections;
+mod flights;
 
 /// Tokens a provider issued for one connection. Serialized only to be encrypted; `Debug`
 /// never shows the tokens.
