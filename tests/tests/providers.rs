@@ -27,6 +27,12 @@ fn sandbox_with_short_states() -> Setup {
     setup
 }
 
+fn sandbox_with_bound_callbacks() -> Setup {
+    let mut setup = aggregation_tests::sandbox_setup();
+    setup.config = setup.config.with_oauth_callback_requires_auth(true);
+    setup
+}
+
 fn id(value: &Value) -> &str {
     value["id"].as_str().expect("id")
 }
@@ -237,7 +243,7 @@ async fn callback_failures_follow_the_rules(app: TestApp) {
         .filter_map(|error| error["field"].as_str())
         .collect();
     assert_eq!(fields, ["query.code", "query.state"]);
-    callback(&app, "?code=abc&state=unknown", None)
+    let unknown = callback(&app, "?code=abc&state=unknown", None)
         .await
         .expect_problem(400, "command_validation_failed");
 
@@ -268,9 +274,12 @@ async fn callback_failures_follow_the_rules(app: TestApp) {
     // A bearer token of another user than the state's is refused, and spends the state.
     let query = app.authorized_callback_query(&token, None).await;
     let (_, intruder, _) = app.user("intruder@example.com").await;
-    callback(&app, &query, Some(&intruder))
+    let refused = callback(&app, &query, Some(&intruder))
         .await
         .expect_problem(400, "command_validation_failed");
+    // Answered exactly as an unknown state: nothing tells the intruder the state exists.
+    assert_eq!(refused["detail"], unknown["detail"]);
+    assert_eq!(refused["title"], unknown["title"]);
     callback(&app, &query, Some(&token))
         .await
         .expect_problem(400, "command_validation_failed");
@@ -755,6 +764,57 @@ conformance!(setup = sandbox;
     provider_failures_are_502_and_write_nothing,
     provider_tokens_refresh_and_expire,
 );
+
+/// With callbacks bound to their user, a callback needs the bearer token of the user who
+/// started connecting: none (or a bad one) is 401 and leaves the state usable; another user's
+/// is answered as an unknown state and spends it.
+async fn callbacks_bound_to_their_user(app: TestApp) {
+    let (_, token, _) = app.user("owner@example.com").await;
+    let (_, other, _) = app.user("someone@example.com").await;
+    callback(&app, "", None)
+        .await
+        .expect_problem(401, "unauthorized");
+    let query = app.authorized_callback_query(&token, None).await;
+    let missing = callback(&app, &query, None).await;
+    missing.expect_problem(401, "unauthorized");
+    assert!(
+        missing
+            .header("www-authenticate")
+            .is_some_and(|value| value.starts_with("Bearer"))
+    );
+    callback(&app, &query, Some("not-a-token"))
+        .await
+        .expect_problem(401, "unauthorized");
+    // The state was not spent by the refusals: its user completes it.
+    let connection = callback(&app, &query, Some(&token)).await.expect(201);
+    assert_eq!(connection["status"], "active");
+
+    let query = app.authorized_callback_query(&token, Some("second")).await;
+    let unknown = callback(&app, "?code=abc&state=unknown", Some(&other))
+        .await
+        .expect_problem(400, "command_validation_failed");
+    let foreign = callback(&app, &query, Some(&other))
+        .await
+        .expect_problem(400, "command_validation_failed");
+    assert_eq!(foreign["detail"], unknown["detail"]);
+    assert_eq!(foreign["title"], unknown["title"]);
+    callback(&app, &query, Some(&token))
+        .await
+        .expect_problem(400, "command_validation_failed");
+    assert_eq!(
+        app.get("/api/v1/providers", Some(&other)).await.expect(200)["total_count"],
+        0
+    );
+    assert_eq!(
+        app.get("/api/v1/providers", Some(&token)).await.expect(200)["total_count"],
+        1
+    );
+}
+
+mod bound_callbacks {
+    use super::*;
+    conformance!(setup = sandbox_with_bound_callbacks; callbacks_bound_to_their_user);
+}
 
 mod short_states {
     use super::*;

@@ -42,8 +42,6 @@ pub(crate) enum ConnectionError {
     NoOAuth(String),
     #[error("The authorization state is invalid or expired.")]
     InvalidState,
-    #[error("The authorization state belongs to another user.")]
-    StateOfAnotherUser,
     #[error("The stored authorization could not be read; start connecting again.")]
     MalformedState,
     #[error("Connections of {0:?} are fed by file imports and have nothing to sync.")]
@@ -227,7 +225,12 @@ impl Connections {
             .filter(|stored| stored.expires_at > at)
             .ok_or(ConnectionError::InvalidState)?;
         if caller.is_some_and(|caller| caller != stored.user_id) {
-            return Err(ConnectionError::StateOfAnotherUser);
+            // Answered as an unknown state, so the caller learns nothing about it; the state
+            // is spent all the same.
+            tracing::warn!(
+                "an OAuth callback carried the bearer token of another user than the state's; refused"
+            );
+            return Err(ConnectionError::InvalidState);
         }
         let verifier = match (&stored.encrypted_pkce_verifier, &stored.pkce_key_id) {
             (Some(sealed), Some(key_id)) => {
