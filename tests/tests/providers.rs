@@ -756,6 +756,7 @@ async fn concurrent_refreshes_and_syncs_keep_the_connection(app: TestApp) {
 
 conformance!(setup = sandbox;
     connect_is_validated,
+    pkce_binds_each_code_to_its_connect,
     oauth_flow_creates_and_manages_a_connection,
     callback_failures_follow_the_rules,
     reauthorizing_keeps_the_connection,
@@ -764,6 +765,100 @@ conformance!(setup = sandbox;
     provider_failures_are_502_and_write_nothing,
     provider_tokens_refresh_and_expire,
 );
+
+/// The query parameters of an address, as sent (not percent-decoded).
+fn query_params(url: &str) -> std::collections::HashMap<String, String> {
+    let query = url
+        .split_once('?')
+        .map(|(_, query)| query)
+        .unwrap_or_default();
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
+}
+
+/// Every connect gets its own PKCE verifier, kept encrypted with the state: the authorization
+/// address carries only its S256 challenge, the code exchange sends the verifier, and the
+/// sandbox refuses a code presented with another connect's verifier.
+async fn pkce_binds_each_code_to_its_connect(app: TestApp) {
+    let (_, token, _) = app.user("pkce@example.com").await;
+    let start = || async {
+        app.post(
+            "/api/v1/providers",
+            &json!({"provider_slug": "schwab-sandbox"}),
+            Some(&token),
+        )
+        .await
+        .expect(201)
+    };
+    let (first, second) = (start().await, start().await);
+    let url = |started: &Value| {
+        started["authorization_url"]
+            .as_str()
+            .expect("url")
+            .to_owned()
+    };
+    let (first_url, second_url) = (url(&first), url(&second));
+    let (first_params, second_params) = (query_params(&first_url), query_params(&second_url));
+    for params in [&first_params, &second_params] {
+        assert_eq!(params["code_challenge_method"], "S256");
+        let challenge = &params["code_challenge"];
+        assert_eq!(challenge.len(), 43, "base64url of a SHA-256");
+        assert!(
+            challenge
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        );
+        assert!(!params.contains_key("code_verifier"));
+    }
+    assert_ne!(
+        first_params["code_challenge"], second_params["code_challenge"],
+        "a verifier per connect"
+    );
+
+    // The verifier is stored encrypted (nonce, ciphertext, tag), never as itself.
+    let digest = aggregation_core::crypto::token_digest(first["state"].as_str().expect("state"));
+    let stored = app
+        .store
+        .take_oauth_state(&digest)
+        .await
+        .expect("store")
+        .expect("the state");
+    let sealed = stored.encrypted_pkce_verifier.clone().expect("a verifier");
+    assert_eq!(stored.pkce_key_id.as_deref(), Some("test"));
+    assert_eq!(sealed.len(), 12 + 43 + 16);
+    // Put it back for the flow below.
+    app.store.insert_oauth_state(&stored).await.expect("store");
+
+    // A code presented with another connect's state (so its verifier) is refused by the
+    // provider, both ways round; the codes are spent.
+    let (first_code, first_state) = aggregation_tests::authorize(&first_url).await;
+    let (second_code, second_state) = aggregation_tests::authorize(&second_url).await;
+    callback(
+        &app,
+        &format!("?code={first_code}&state={second_state}"),
+        None,
+    )
+    .await
+    .expect_problem(502, "provider_error");
+    callback(
+        &app,
+        &format!("?code={second_code}&state={first_state}"),
+        None,
+    )
+    .await
+    .expect_problem(502, "provider_error");
+    assert_eq!(
+        app.get("/api/v1/providers", Some(&token)).await.expect(200)["total_count"],
+        0
+    );
+
+    // With its own state, a code goes through.
+    let connection = app.connect_sandbox(&token, None).await;
+    assert_eq!(connection["status"], "active");
+}
 
 /// With callbacks bound to their user, a callback needs the bearer token of the user who
 /// started connecting: none (or a bad one) is 401 and leaves the state usable; another user's

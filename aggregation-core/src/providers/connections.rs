@@ -18,7 +18,7 @@ use super::{
     SyncItemError,
 };
 use crate::config::Config;
-use crate::crypto::{CryptoError, pkce_challenge, random_urlsafe_token, token_digest};
+use crate::crypto::{CryptoError, random_urlsafe_token, token_digest};
 use crate::events::{DomainEvent, EventSink};
 use crate::store::{
     AccountFilter, AccountRecord, AssetType, ConnectionRecord, ConnectionStatus,
@@ -169,21 +169,23 @@ impl Connections {
         let provider = self.oauth_provider(provider_slug)?;
         let state = random_urlsafe_token();
         let state_digest = token_digest(&state);
-        let (verifier, encrypted_verifier) = if provider.supports_pkce() {
-            let verifier = random_urlsafe_token();
+        // A fresh verifier per connect (32 random bytes, base64url: RFC 7636 §4.1), kept only
+        // encrypted, bound to the state's digest; only its S256 challenge leaves the service
+        // before the code exchange.
+        let (challenge, encrypted_verifier) = if provider.supports_pkce() {
+            let (challenge, verifier) = oauth2::PkceCodeChallenge::new_random_sha256();
             let (key_id, sealed) = self
                 .config
                 .keyring()
-                .encrypt(verifier.as_bytes(), &state_digest)?;
-            (Some(verifier), Some((key_id, sealed)))
+                .encrypt(verifier.secret().as_bytes(), &state_digest)?;
+            (Some(challenge), Some((key_id, sealed)))
         } else {
             (None, None)
         };
-        let challenge = verifier.as_deref().map(pkce_challenge);
         let authorization_url = provider.authorization_url(&AuthorizationRequest {
             state: &state,
             redirect_uri: &redirect_uri,
-            pkce_challenge: challenge.as_deref(),
+            pkce_challenge: challenge.as_ref().map(|challenge| challenge.as_str()),
         })?;
         let ttl = self.config.oauth_state_ttl();
         let created_at = now();

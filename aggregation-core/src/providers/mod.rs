@@ -132,9 +132,14 @@ pub trait Provider: Send + Sync + 'static {
         true
     }
 
-    /// Whether the authorization uses PKCE (S256).
+    /// Whether the authorization uses PKCE (S256, RFC 7636). Default `true`: the service then
+    /// makes a fresh verifier per connect, keeps it encrypted with the state, hands its
+    /// challenge to [`authorization_url`](Self::authorization_url) and the verifier to
+    /// [`exchange_code`](Self::exchange_code). Authorization servers ignore parameters they do
+    /// not know (RFC 6749 §3.1), so only a provider whose server refuses PKCE parameters needs
+    /// to answer `false`.
     fn supports_pkce(&self) -> bool {
-        false
+        true
     }
 
     /// The address to send the user to.
