@@ -923,3 +923,135 @@ mod refreshing_jobs {
         concurrent_refreshes_and_syncs_keep_the_connection,
     );
 }
+
+/// A request to a bare service: the status and the JSON body.
+async fn instance_call(
+    service: &aggregation_core::AggregationService,
+    path: &str,
+    body: &Value,
+    bearer: Option<&str>,
+) -> (u16, Value) {
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+    let mut request = http::Request::post(path).header("content-type", "application/json");
+    if let Some(bearer) = bearer {
+        request = request.header("authorization", format!("Bearer {bearer}"));
+    }
+    let mut request = request
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
+        .expect("request");
+    request
+        .extensions_mut()
+        .insert(aggregation_core::PeerAddr(std::net::SocketAddr::from((
+            [127, 0, 0, 1],
+            40_000,
+        ))));
+    let response = service.clone().oneshot(request).await.expect("infallible");
+    let status = response.status().as_u16();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// Two instances over one database, each with its own in-process refresh locks, refresh one
+/// connection at once: a provider that rotates refresh tokens refuses the loser's copy, and
+/// the loser reads the winner's credentials instead of marking the connection expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_refreshing_one_connection_keep_it_active() {
+    use aggregation_core::AggregationService;
+    use aggregation_core::mail::MemoryMailer;
+    use aggregation_core::providers::{SchwabProvider, SchwabSandbox};
+
+    let shared = aggregation_tests::SharedDatabase::open().await;
+    let sandbox = SchwabSandbox::new();
+    let served = aggregation_tests::serve_sandbox(sandbox.clone()).await;
+    let mailer = MemoryMailer::new();
+    let instance = |store| {
+        AggregationService::builder(aggregation_tests::sandbox_setup().config)
+            .shared_store(store)
+            .mailer(mailer.clone())
+            .provider(SchwabProvider::new(sandbox.config(served.base.clone())).expect("provider"))
+            .build()
+            .expect("service builds")
+    };
+    let first = instance(shared.first.clone());
+    let second = instance(shared.second.clone());
+
+    let email = "twice@example.com";
+    let credentials = json!({"email": email, "password": aggregation_tests::PASSWORD});
+    assert_eq!(
+        instance_call(&first, "/api/v1/users", &credentials, None)
+            .await
+            .0,
+        201
+    );
+    let emails = mailer
+        .wait_for(email, 1, std::time::Duration::from_secs(10))
+        .await;
+    let verification = aggregation_tests::extract_hex_token(&emails[0].text).expect("token");
+    let verified = instance_call(
+        &first,
+        "/api/v1/email-verifications",
+        &json!({"token": verification}),
+        None,
+    )
+    .await;
+    assert_eq!(verified.0, 201, "{}", verified.1);
+    let (status, session) = instance_call(&first, "/api/v1/sessions", &credentials, None).await;
+    assert_eq!(status, 201, "{session}");
+    let token = session["access_token"].as_str().expect("token").to_owned();
+    let (status, started) = instance_call(
+        &first,
+        "/api/v1/providers",
+        &json!({"provider_slug": "schwab-sandbox"}),
+        Some(&token),
+    )
+    .await;
+    assert_eq!(status, 201, "{started}");
+    let (code, state) =
+        aggregation_tests::authorize(started["authorization_url"].as_str().expect("url")).await;
+    let (status, connection) = instance_call(
+        &second,
+        &format!("/api/v1/providers/callback?code={code}&state={state}"),
+        &json!({}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 201, "{connection}");
+    let connection_id = id(&connection).to_owned();
+    let refresh = format!("/api/v1/providers/{connection_id}/token-refreshes");
+    let sync = format!("/api/v1/providers/{connection_id}/sync");
+    let forced = json!({"force": true});
+
+    for round in 0..3 {
+        sandbox.expire_access_tokens();
+        let calls = (0..8).map(|i| {
+            let service = if i % 2 == 0 { &first } else { &second };
+            let path = if i < 6 { &refresh } else { &sync };
+            instance_call(service, path, &forced, Some(&token))
+        });
+        for (status, body) in futures_util::future::join_all(calls).await {
+            assert_eq!(status, 201, "round {round} on {:?}: {body}", shared.backend);
+        }
+    }
+    let (_, after) = instance_call(&first, &refresh, &forced, Some(&token)).await;
+    assert_eq!(after["success"], true, "{after}");
+    let stored = shared
+        .first
+        .connection_by_id(connection_id.parse().expect("uuid"))
+        .await
+        .expect("store")
+        .expect("connection");
+    assert_eq!(stored.status, ConnectionStatus::Active);
+    drop((first, second, served));
+    shared.cleanup().await;
+}

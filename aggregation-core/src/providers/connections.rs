@@ -33,6 +33,12 @@ const EXPIRY_SLACK: TimeDelta = TimeDelta::seconds(60);
 /// How long a refresh waits for another refresh of the same connection to finish.
 const FLIGHT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// How long a refused refresh watches the stored credentials for another instance's
+/// replacement before it marks the connection `expired` (the time between that instance's
+/// provider answer and its store write), and how often it looks.
+const REFUSAL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+const REFUSAL_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Why a connection operation failed. Each maps to one problem code at the HTTP edge.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ConnectionError {
@@ -378,6 +384,11 @@ impl Connections {
                 })
             }
             Err(ProviderError::InvalidGrant(reason)) => {
+                // Another instance may have rotated this refresh token a moment ago and not
+                // yet stored the result: give it the grace to do so before concluding.
+                if let Some(replaced) = self.replaced_within_grace(connection.id, &stored).await? {
+                    return Ok(replaced);
+                }
                 match self.expire(connection, &stored).await {
                     Err(ConnectionError::NeedsReauthentication(ConnectionStatus::Expired)) => {
                         Err(ProviderError::InvalidGrant(reason).into())
@@ -392,6 +403,28 @@ impl Connections {
                 });
                 Err(error.into())
             }
+        }
+    }
+
+    /// Watches the stored credentials for [`REFUSAL_GRACE`]: the replacement of `stale` when
+    /// one appears (a refresh on another instance that won the race with the same refresh
+    /// token), `None` when none did. In-process rivals need no wait: they finished under the
+    /// flight before this one read the credentials.
+    async fn replaced_within_grace(
+        &self,
+        connection_id: Uuid,
+        stale: &HeldTokens,
+    ) -> Result<Option<HeldTokens>, ConnectionError> {
+        let deadline = tokio::time::Instant::now() + REFUSAL_GRACE;
+        loop {
+            let current = self.stored_tokens(connection_id).await?;
+            if current.sealed != stale.sealed {
+                return Ok(Some(current));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(REFUSAL_POLL).await;
         }
     }
 

@@ -810,6 +810,21 @@ async fn credential_swaps_and_expiry_compare_the_previous_credentials(store: Sha
             .await
             .unwrap()
     );
+    // A refresh from the credentials it was expired with (a refusal on another instance that
+    // raced the refresh) makes it active again.
+    assert!(
+        store
+            .replace_connection_credentials(connection.id, &[2; 8], &credentials(3, t1), t1)
+            .await
+            .unwrap()
+    );
+    let stored = store
+        .connection_by_id(connection.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, ConnectionStatus::Active);
+    assert_eq!(stored.encrypted_credentials, Some(vec![3; 8]));
 }
 
 async fn concurrent_swaps_from_one_version_apply_once(store: Shared) {

@@ -166,8 +166,10 @@ pub trait ProviderConnectionStore: Send + Sync {
     /// only while the stored ciphertext is still `previous` (the credentials the refresh
     /// started from) and the connection is not disconnected. `false`, with nothing written,
     /// when another writer (a refresh on another instance, a re-authorization, a disconnect)
-    /// changed them meanwhile; the caller then reads the connection again. Atomic: of
-    /// concurrent swaps from one `previous` at most one succeeds.
+    /// changed them meanwhile; the caller then reads the connection again. A connection that is
+    /// `expired` (with these same credentials: a refusal on another instance that raced this
+    /// refresh) becomes `active` again. Atomic: of concurrent swaps from one `previous` at
+    /// most one succeeds.
     async fn replace_connection_credentials(
         &self,
         connection_id: Uuid,

@@ -272,9 +272,13 @@ macro_rules! impl_providers_store {
                     // row version after waiting for a concurrent writer, SQLite serializes
                     // writers. Every write of credentials uses a fresh nonce, so an equal
                     // ciphertext means nobody wrote them meanwhile.
+                    // A connection expired from these very credentials (by a refusal that
+                    // raced this refresh on another instance) is active again: the refresh
+                    // proved them good.
                     let done = sqlx::query(
                         "UPDATE connections SET encrypted_credentials = $2, \
-                         credentials_key_id = $3, credentials_expires_at = $4, updated_at = $5 \
+                         credentials_key_id = $3, credentials_expires_at = $4, updated_at = $5, \
+                         status = CASE WHEN status = 'expired' THEN 'active' ELSE status END \
                          WHERE id = $1 AND status <> 'disconnected' \
                          AND encrypted_credentials = $6",
                     )
