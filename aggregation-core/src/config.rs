@@ -77,6 +77,7 @@ pub struct Config {
     keyring: Keyring,
     oauth_redirect_uris: Vec<String>,
     oauth_state_ttl: Duration,
+    oauth_callback_requires_auth: bool,
     sync_cooldown: Duration,
     transactions_sync_window_days: u32,
     token_refresh_margin: Duration,
@@ -107,6 +108,10 @@ impl std::fmt::Debug for Config {
             .field("keyring", &self.keyring)
             .field("oauth_redirect_uris", &self.oauth_redirect_uris)
             .field("oauth_state_ttl", &self.oauth_state_ttl)
+            .field(
+                "oauth_callback_requires_auth",
+                &self.oauth_callback_requires_auth,
+            )
             .field("hashing_limits", &self.hashing_limits)
             .field("parsing_limits", &self.parsing_limits)
             .finish_non_exhaustive()
@@ -154,6 +159,7 @@ impl Config {
             keyring: Keyring::default(),
             oauth_redirect_uris: Vec::new(),
             oauth_state_ttl: Duration::from_secs(600),
+            oauth_callback_requires_auth: false,
             sync_cooldown: Duration::from_secs(300),
             transactions_sync_window_days: 90,
             token_refresh_margin: Duration::from_secs(300),
@@ -183,6 +189,25 @@ impl Config {
     pub fn with_oauth_state_ttl(mut self, ttl: Duration) -> Self {
         self.oauth_state_ttl = ttl;
         self
+    }
+
+    /// Sets whether `POST /api/v1/providers/callback` must carry the bearer access token of the
+    /// user who started the connection (default `false`, the interface's public callback).
+    ///
+    /// When `true`, a callback without a valid bearer token answers 401 `unauthorized`, and
+    /// one with another user's token answers exactly as an unknown state does (400
+    /// `command_validation_failed`), so a stolen state and code are of no use to anyone but
+    /// the user who started connecting, and nobody learns whether a state exists. Either way
+    /// a bearer token that is sent must be the state's user's.
+    #[must_use]
+    pub fn with_oauth_callback_requires_auth(mut self, required: bool) -> Self {
+        self.oauth_callback_requires_auth = required;
+        self
+    }
+
+    /// Whether the OAuth callback requires the bearer token of the user who started it.
+    pub fn oauth_callback_requires_auth(&self) -> bool {
+        self.oauth_callback_requires_auth
     }
 
     /// Sets the minimum time between two syncs of one subject without `force` (default 300 s).

@@ -167,6 +167,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn pkce_challenge_is_s256_as_oauth2_computes_it() {
+        // RFC 7636 appendix B.
+        assert_eq!(
+            pkce_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        );
+        let (challenge, verifier) = oauth2::PkceCodeChallenge::new_random_sha256();
+        assert_eq!(challenge.method().as_str(), "S256");
+        assert_eq!(verifier.secret().len(), 43);
+        assert_eq!(pkce_challenge(verifier.secret()), challenge.as_str());
+    }
+
+    #[test]
     fn tokens_have_their_documented_shapes() {
         assert_eq!(random_urlsafe_token().len(), 43);
         let hex_token = random_hex_token();

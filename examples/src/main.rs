@@ -106,6 +106,11 @@ struct Cli {
         value_parser = named::<u64>("AGG_OAUTH_STATE_TTL")
     )]
     oauth_state_ttl: u64,
+    /// `1` requires POST /api/v1/providers/callback to carry the bearer token of the user who
+    /// started connecting (401 without it; another user's token is answered as an unknown
+    /// state); `0` leaves the callback public.
+    #[arg(long, env = "AGG_OAUTH_CALLBACK_REQUIRES_AUTH", default_value = "1")]
+    oauth_callback_requires_auth: String,
     /// Schwab API address.
     #[arg(
         long,
@@ -226,6 +231,15 @@ where
     }
 }
 
+/// A `1`/`0` (or `true`/`false`) setting; empty is `0`.
+fn flag(variable: &'static str, value: &str) -> Result<bool, StartError> {
+    match value.trim() {
+        "1" | "true" => Ok(true),
+        "0" | "false" | "" => Ok(false),
+        other => Err(setting(variable, format!("expected 1 or 0, got {other:?}"))),
+    }
+}
+
 fn setting(variable: &'static str, message: impl std::fmt::Display) -> StartError {
     StartError::Setting {
         variable,
@@ -290,16 +304,7 @@ async fn run(cli: Cli) -> Result<(), StartError> {
                 ),
             )
         })?;
-    let sandbox = match cli.sandbox.trim() {
-        "1" | "true" => true,
-        "0" | "false" | "" => false,
-        other => {
-            return Err(setting(
-                "AGG_SANDBOX",
-                format!("expected 1 or 0, got {other:?}"),
-            ));
-        }
-    };
+    let sandbox = flag("AGG_SANDBOX", &cli.sandbox)?;
     let keyring = Keyring::new(encryption_keys(cli.encryption_keys.as_deref())?)
         .map_err(|e| setting("AGG_ENCRYPTION_KEYS", e))?;
     // Bound first so that with port 0 the default base URL names the port actually used.
@@ -418,14 +423,15 @@ const MAIL_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Where the sandbox provider is served.
 const SANDBOX_PREFIX: &str = "/sandbox/schwab";
 
-/// The sandbox's default redirect target: shows the code and state to post to the callback,
-/// standing in for the embedding application's page.
+/// The sandbox's default redirect target: shows the code and state to post to the callback
+/// (with the bearer token of the user who connects, unless
+/// AGG_OAUTH_CALLBACK_REQUIRES_AUTH=0), standing in for the embedding application's page.
 async fn sandbox_redirect(
     axum::extract::RawQuery(query): axum::extract::RawQuery,
 ) -> ([(http::header::HeaderName, &'static str); 1], String) {
     let query = query.unwrap_or_default();
     let body = serde_json::json!({
-        "message": "Authorized. Finish connecting with POST /api/v1/providers/callback and this query.",
+        "message": "Authorized. Finish connecting with POST /api/v1/providers/callback and this query, as the user who started connecting (bearer token).",
         "callback": format!("/api/v1/providers/callback?{query}"),
     });
     (
@@ -472,6 +478,10 @@ fn config(cli: &Cli, address: SocketAddr, sandbox: bool) -> Result<Config, Start
         .with_trusted_proxies(trusted)
         .with_admin_emails(split_list(&cli.admin_emails))
         .with_oauth_state_ttl(Duration::from_secs(cli.oauth_state_ttl))
+        .with_oauth_callback_requires_auth(flag(
+            "AGG_OAUTH_CALLBACK_REQUIRES_AUTH",
+            &cli.oauth_callback_requires_auth,
+        )?)
         .with_sync_connections_every(cli.sync_interval_seconds.map(Duration::from_secs))
         .with_session_max_lifetime(Duration::from_secs(
             u64::from(cli.session_max_days).saturating_mul(24 * 3600),

@@ -247,6 +247,18 @@ impl Server {
         token: Option<&str>,
         body: Option<&str>,
     ) -> (u16, String) {
+        let (status, _, body) = self.request_with_head(method, path, token, body);
+        (status, body)
+    }
+
+    /// [`Self::request`], with the response head (status line and headers) too.
+    fn request_with_head(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+    ) -> (u16, String, String) {
         let mut stream =
             TcpStream::connect_timeout(&self.address(), TIMEOUT).expect("server reachable");
         stream.set_read_timeout(Some(TIMEOUT)).expect("timeout set");
@@ -270,11 +282,11 @@ impl Server {
             .nth(1)
             .and_then(|code| code.parse().ok())
             .unwrap_or_else(|| panic!("a status line in {response:?}"));
-        let body = response
+        let (head, body) = response
             .split_once("\r\n\r\n")
-            .map(|(_, body)| body.to_owned())
+            .map(|(head, body)| (head.to_owned(), body.to_owned()))
             .unwrap_or_default();
-        (status, body)
+        (status, head, body)
     }
 
     /// Registers `email` and verifies it with the token from the outbox.
@@ -337,6 +349,7 @@ fn help_lists_every_setting() {
         "AGG_MAX_UPLOAD_BYTES",
         "AGG_OAUTH_REDIRECT_URIS",
         "AGG_OAUTH_STATE_TTL",
+        "AGG_OAUTH_CALLBACK_REQUIRES_AUTH",
         "AGG_SCHWAB_BASE_URL",
         "AGG_SCHWAB_CLIENT_ID",
         "AGG_SCHWAB_CLIENT_SECRET",
@@ -364,7 +377,7 @@ fn a_malformed_setting_stops_the_start_naming_the_variable() {
     std::fs::write(&bad_policies, "[[[ not toml").expect("written");
     let bad_policies = bad_policies.display().to_string();
     let missing_policies = workspace.path().join("missing.toml").display().to_string();
-    let cases: [(&str, &str); 13] = [
+    let cases: [(&str, &str); 15] = [
         ("AGG_SESSION_MAX_DAYS", "forever"),
         ("AGG_SHUTDOWN_SECONDS", "-1"),
         ("AGG_HEADER_TIMEOUT_SECONDS", "1.5"),
@@ -378,6 +391,8 @@ fn a_malformed_setting_stops_the_start_naming_the_variable() {
         ("AGG_MAIL_FROM", "Aggregation <noreply>"),
         ("AGG_RATE_LIMITS", &missing_policies),
         ("AGG_RATE_LIMITS", &bad_policies),
+        ("AGG_OAUTH_CALLBACK_REQUIRES_AUTH", "maybe"),
+        ("AGG_SANDBOX", "yes"),
     ];
     for (variable, value) in cases {
         let output = workspace.run(&[(variable, value)], &[]);
@@ -554,4 +569,49 @@ fn shutdown_abandons_requests_past_its_deadline() {
         lines.join("\n")
     );
     drop(stuck);
+}
+
+#[test]
+fn the_sandbox_callback_needs_the_connecting_users_token_by_default() {
+    let workspace = Workspace::new();
+    let server = workspace.start(&[("AGG_SANDBOX", "1")]);
+    server.register_and_verify(&workspace, "dora@example.com");
+    server.register_and_verify(&workspace, "eve@example.com");
+    let token = server.login("dora@example.com");
+    let intruder = server.login("eve@example.com");
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/providers",
+        Some(&token),
+        Some(r#"{"provider_slug":"schwab-sandbox"}"#),
+    );
+    assert_eq!(status, 201, "{body}");
+    let started: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let url = started["authorization_url"]
+        .as_str()
+        .expect("authorization_url");
+    assert!(url.contains("code_challenge_method=S256"), "{url}");
+    let path = &url[url.find("/sandbox/").expect("served by the server")..];
+    let (status, head, _) = server.request_with_head("GET", path, None, None);
+    assert_eq!(status, 302, "{head}");
+    let location = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("location")
+                .then(|| value.trim().to_owned())
+        })
+        .expect("a Location header");
+    let query = &location[location.find('?').expect("a query")..];
+    let callback = format!("/api/v1/providers/callback{query}");
+    let (status, body) = server.request("POST", &callback, None, None);
+    assert_eq!(
+        status, 401,
+        "AGG_OAUTH_CALLBACK_REQUIRES_AUTH is on by default: {body}"
+    );
+    let (status, body) = server.request("POST", &callback, Some(&token), None);
+    assert_eq!(status, 201, "{body}");
+    // The state is spent: a replay, whoever sends it, is an unknown state.
+    let (status, body) = server.request("POST", &callback, Some(&intruder), None);
+    assert_eq!(status, 400, "{body}");
 }

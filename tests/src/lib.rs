@@ -627,6 +627,23 @@ pub fn sandbox_setup() -> Setup {
     }
 }
 
+/// A provider sandbox served on a loopback socket, stopped when dropped.
+pub struct ServedSandbox {
+    /// Its base URL.
+    pub base: String,
+    _server: servers::ServerGuard,
+}
+
+/// Serves `sandbox` on a loopback socket (for cases that build their own services, such as
+/// two instances over one database).
+pub async fn serve_sandbox(sandbox: SchwabSandbox) -> ServedSandbox {
+    let (base, server) = servers::start_sandbox(sandbox).await;
+    ServedSandbox {
+        base,
+        _server: server,
+    }
+}
+
 /// The default redirect URI of [`sandbox_setup`].
 pub const REDIRECT_URI: &str = "https://app.example.com/connected";
 

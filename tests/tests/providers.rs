@@ -27,6 +27,12 @@ fn sandbox_with_short_states() -> Setup {
     setup
 }
 
+fn sandbox_with_bound_callbacks() -> Setup {
+    let mut setup = aggregation_tests::sandbox_setup();
+    setup.config = setup.config.with_oauth_callback_requires_auth(true);
+    setup
+}
+
 fn id(value: &Value) -> &str {
     value["id"].as_str().expect("id")
 }
@@ -237,7 +243,7 @@ async fn callback_failures_follow_the_rules(app: TestApp) {
         .filter_map(|error| error["field"].as_str())
         .collect();
     assert_eq!(fields, ["query.code", "query.state"]);
-    callback(&app, "?code=abc&state=unknown", None)
+    let unknown = callback(&app, "?code=abc&state=unknown", None)
         .await
         .expect_problem(400, "command_validation_failed");
 
@@ -268,9 +274,12 @@ async fn callback_failures_follow_the_rules(app: TestApp) {
     // A bearer token of another user than the state's is refused, and spends the state.
     let query = app.authorized_callback_query(&token, None).await;
     let (_, intruder, _) = app.user("intruder@example.com").await;
-    callback(&app, &query, Some(&intruder))
+    let refused = callback(&app, &query, Some(&intruder))
         .await
         .expect_problem(400, "command_validation_failed");
+    // Answered exactly as an unknown state: nothing tells the intruder the state exists.
+    assert_eq!(refused["detail"], unknown["detail"]);
+    assert_eq!(refused["title"], unknown["title"]);
     callback(&app, &query, Some(&token))
         .await
         .expect_problem(400, "command_validation_failed");
@@ -667,8 +676,87 @@ async fn jobs_refresh_tokens_and_sync_connections(app: TestApp) {
     assert_eq!(snapshots["snapshots"][0]["source"], "scheduled_sync");
 }
 
+/// Token refreshes of one connection from every path at once (explicit refreshes, the four
+/// syncs after the provider stopped taking the access token, the background job): the sandbox
+/// rotates refresh tokens and refuses a spent one, yet none is presented twice, every request
+/// succeeds and the connection stays active.
+async fn concurrent_refreshes_and_syncs_keep_the_connection(app: TestApp) {
+    let (_, token, _) = app.user("racing@example.com").await;
+    let connection = app.connect_sandbox(&token, None).await;
+    let connection_id = id(&connection).to_owned();
+    app.post(
+        "/api/v1/accounts/syncs",
+        &json!({"connection_id": connection_id}),
+        Some(&token),
+    )
+    .await
+    .expect(201);
+    let accounts = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
+    let account_id = accounts["accounts"][0]["id"]
+        .as_str()
+        .expect("account")
+        .to_owned();
+    let refresh_path = format!("/api/v1/providers/{connection_id}/token-refreshes");
+    let mut requests: Vec<(String, Value)> = Vec::new();
+    for _ in 0..6 {
+        requests.push((refresh_path.clone(), json!({"force": true})));
+    }
+    requests.push((refresh_path.clone(), json!({})));
+    let forced = json!({"connection_id": connection_id, "force": true});
+    requests.push(("/api/v1/accounts/syncs".to_owned(), forced.clone()));
+    requests.push(("/api/v1/transactions/syncs".to_owned(), forced));
+    requests.push((
+        format!("/api/v1/accounts/{account_id}/holdings/syncs"),
+        json!({"force": true}),
+    ));
+    requests.push((
+        format!("/api/v1/providers/{connection_id}/sync"),
+        json!({"force": true}),
+    ));
+    let jobs = app.service.jobs();
+    for round in 0..3 {
+        // Every data call now needs a refresh first.
+        app.sandbox().expire_access_tokens();
+        let calls = requests
+            .iter()
+            .map(|(path, body)| app.post(path, body, Some(&token)));
+        let (answers, job) = tokio::join!(
+            futures_util::future::join_all(calls),
+            jobs.run_once(REFRESH_PROVIDER_TOKENS)
+        );
+        for ((path, _), answer) in requests.iter().zip(&answers) {
+            assert_eq!(
+                answer.status.as_u16(),
+                201,
+                "round {round}, {path}: {}",
+                String::from_utf8_lossy(&answer.body)
+            );
+        }
+        assert!(
+            matches!(&job, Ok(RunOutcome::Succeeded(summary)) if summary.contains("0 failed")),
+            "round {round}: {job:?}"
+        );
+    }
+    assert_eq!(
+        app.sandbox().refresh_token_reuses(),
+        0,
+        "no refresh token was presented twice"
+    );
+    let after = app
+        .get(&format!("/api/v1/providers/{connection_id}"), Some(&token))
+        .await
+        .expect(200);
+    assert_eq!(after["status"], "active");
+    assert_eq!(after["needs_reauthentication"], false);
+    // The tokens in store are the latest: a refresh still works.
+    app.post(&refresh_path, &json!({"force": true}), Some(&token))
+        .await
+        .expect(201);
+}
+
 conformance!(setup = sandbox;
     connect_is_validated,
+    pkce_binds_each_code_to_its_connect,
     oauth_flow_creates_and_manages_a_connection,
     callback_failures_follow_the_rules,
     reauthorizing_keeps_the_connection,
@@ -678,6 +766,151 @@ conformance!(setup = sandbox;
     provider_tokens_refresh_and_expire,
 );
 
+/// The query parameters of an address, as sent (not percent-decoded).
+fn query_params(url: &str) -> std::collections::HashMap<String, String> {
+    let query = url
+        .split_once('?')
+        .map(|(_, query)| query)
+        .unwrap_or_default();
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
+}
+
+/// Every connect gets its own PKCE verifier, kept encrypted with the state: the authorization
+/// address carries only its S256 challenge, the code exchange sends the verifier, and the
+/// sandbox refuses a code presented with another connect's verifier.
+async fn pkce_binds_each_code_to_its_connect(app: TestApp) {
+    let (_, token, _) = app.user("pkce@example.com").await;
+    let start = || async {
+        app.post(
+            "/api/v1/providers",
+            &json!({"provider_slug": "schwab-sandbox"}),
+            Some(&token),
+        )
+        .await
+        .expect(201)
+    };
+    let (first, second) = (start().await, start().await);
+    let url = |started: &Value| {
+        started["authorization_url"]
+            .as_str()
+            .expect("url")
+            .to_owned()
+    };
+    let (first_url, second_url) = (url(&first), url(&second));
+    let (first_params, second_params) = (query_params(&first_url), query_params(&second_url));
+    for params in [&first_params, &second_params] {
+        assert_eq!(params["code_challenge_method"], "S256");
+        let challenge = &params["code_challenge"];
+        assert_eq!(challenge.len(), 43, "base64url of a SHA-256");
+        assert!(
+            challenge
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        );
+        assert!(!params.contains_key("code_verifier"));
+    }
+    assert_ne!(
+        first_params["code_challenge"], second_params["code_challenge"],
+        "a verifier per connect"
+    );
+
+    // The verifier is stored encrypted (nonce, ciphertext, tag), never as itself.
+    let digest = aggregation_core::crypto::token_digest(first["state"].as_str().expect("state"));
+    let stored = app
+        .store
+        .take_oauth_state(&digest)
+        .await
+        .expect("store")
+        .expect("the state");
+    let sealed = stored.encrypted_pkce_verifier.clone().expect("a verifier");
+    assert_eq!(stored.pkce_key_id.as_deref(), Some("test"));
+    assert_eq!(sealed.len(), 12 + 43 + 16);
+    // Put it back for the flow below.
+    app.store.insert_oauth_state(&stored).await.expect("store");
+
+    // A code presented with another connect's state (so its verifier) is refused by the
+    // provider, both ways round; the codes are spent.
+    let (first_code, first_state) = aggregation_tests::authorize(&first_url).await;
+    let (second_code, second_state) = aggregation_tests::authorize(&second_url).await;
+    callback(
+        &app,
+        &format!("?code={first_code}&state={second_state}"),
+        None,
+    )
+    .await
+    .expect_problem(502, "provider_error");
+    callback(
+        &app,
+        &format!("?code={second_code}&state={first_state}"),
+        None,
+    )
+    .await
+    .expect_problem(502, "provider_error");
+    assert_eq!(
+        app.get("/api/v1/providers", Some(&token)).await.expect(200)["total_count"],
+        0
+    );
+
+    // With its own state, a code goes through.
+    let connection = app.connect_sandbox(&token, None).await;
+    assert_eq!(connection["status"], "active");
+}
+
+/// With callbacks bound to their user, a callback needs the bearer token of the user who
+/// started connecting: none (or a bad one) is 401 and leaves the state usable; another user's
+/// is answered as an unknown state and spends it.
+async fn callbacks_bound_to_their_user(app: TestApp) {
+    let (_, token, _) = app.user("owner@example.com").await;
+    let (_, other, _) = app.user("someone@example.com").await;
+    callback(&app, "", None)
+        .await
+        .expect_problem(401, "unauthorized");
+    let query = app.authorized_callback_query(&token, None).await;
+    let missing = callback(&app, &query, None).await;
+    missing.expect_problem(401, "unauthorized");
+    assert!(
+        missing
+            .header("www-authenticate")
+            .is_some_and(|value| value.starts_with("Bearer"))
+    );
+    callback(&app, &query, Some("not-a-token"))
+        .await
+        .expect_problem(401, "unauthorized");
+    // The state was not spent by the refusals: its user completes it.
+    let connection = callback(&app, &query, Some(&token)).await.expect(201);
+    assert_eq!(connection["status"], "active");
+
+    let query = app.authorized_callback_query(&token, Some("second")).await;
+    let unknown = callback(&app, "?code=abc&state=unknown", Some(&other))
+        .await
+        .expect_problem(400, "command_validation_failed");
+    let foreign = callback(&app, &query, Some(&other))
+        .await
+        .expect_problem(400, "command_validation_failed");
+    assert_eq!(foreign["detail"], unknown["detail"]);
+    assert_eq!(foreign["title"], unknown["title"]);
+    callback(&app, &query, Some(&token))
+        .await
+        .expect_problem(400, "command_validation_failed");
+    assert_eq!(
+        app.get("/api/v1/providers", Some(&other)).await.expect(200)["total_count"],
+        0
+    );
+    assert_eq!(
+        app.get("/api/v1/providers", Some(&token)).await.expect(200)["total_count"],
+        1
+    );
+}
+
+mod bound_callbacks {
+    use super::*;
+    conformance!(setup = sandbox_with_bound_callbacks; callbacks_bound_to_their_user);
+}
+
 mod short_states {
     use super::*;
     conformance!(setup = sandbox_with_short_states; expired_states_are_refused);
@@ -685,5 +918,140 @@ mod short_states {
 
 mod refreshing_jobs {
     use super::*;
-    conformance!(setup = sandbox_refreshing_everything; jobs_refresh_tokens_and_sync_connections);
+    conformance!(setup = sandbox_refreshing_everything;
+        jobs_refresh_tokens_and_sync_connections,
+        concurrent_refreshes_and_syncs_keep_the_connection,
+    );
+}
+
+/// A request to a bare service: the status and the JSON body.
+async fn instance_call(
+    service: &aggregation_core::AggregationService,
+    path: &str,
+    body: &Value,
+    bearer: Option<&str>,
+) -> (u16, Value) {
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+    let mut request = http::Request::post(path).header("content-type", "application/json");
+    if let Some(bearer) = bearer {
+        request = request.header("authorization", format!("Bearer {bearer}"));
+    }
+    let mut request = request
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
+        .expect("request");
+    request
+        .extensions_mut()
+        .insert(aggregation_core::PeerAddr(std::net::SocketAddr::from((
+            [127, 0, 0, 1],
+            40_000,
+        ))));
+    let response = service.clone().oneshot(request).await.expect("infallible");
+    let status = response.status().as_u16();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// Two instances over one database, each with its own in-process refresh locks, refresh one
+/// connection at once: a provider that rotates refresh tokens refuses the loser's copy, and
+/// the loser reads the winner's credentials instead of marking the connection expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_refreshing_one_connection_keep_it_active() {
+    use aggregation_core::AggregationService;
+    use aggregation_core::mail::MemoryMailer;
+    use aggregation_core::providers::{SchwabProvider, SchwabSandbox};
+
+    let shared = aggregation_tests::SharedDatabase::open().await;
+    let sandbox = SchwabSandbox::new();
+    let served = aggregation_tests::serve_sandbox(sandbox.clone()).await;
+    let mailer = MemoryMailer::new();
+    let instance = |store| {
+        AggregationService::builder(aggregation_tests::sandbox_setup().config)
+            .shared_store(store)
+            .mailer(mailer.clone())
+            .provider(SchwabProvider::new(sandbox.config(served.base.clone())).expect("provider"))
+            .build()
+            .expect("service builds")
+    };
+    let first = instance(shared.first.clone());
+    let second = instance(shared.second.clone());
+
+    let email = "twice@example.com";
+    let credentials = json!({"email": email, "password": aggregation_tests::PASSWORD});
+    assert_eq!(
+        instance_call(&first, "/api/v1/users", &credentials, None)
+            .await
+            .0,
+        201
+    );
+    let emails = mailer
+        .wait_for(email, 1, std::time::Duration::from_secs(10))
+        .await;
+    let verification = aggregation_tests::extract_hex_token(&emails[0].text).expect("token");
+    let verified = instance_call(
+        &first,
+        "/api/v1/email-verifications",
+        &json!({"token": verification}),
+        None,
+    )
+    .await;
+    assert_eq!(verified.0, 201, "{}", verified.1);
+    let (status, session) = instance_call(&first, "/api/v1/sessions", &credentials, None).await;
+    assert_eq!(status, 201, "{session}");
+    let token = session["access_token"].as_str().expect("token").to_owned();
+    let (status, started) = instance_call(
+        &first,
+        "/api/v1/providers",
+        &json!({"provider_slug": "schwab-sandbox"}),
+        Some(&token),
+    )
+    .await;
+    assert_eq!(status, 201, "{started}");
+    let (code, state) =
+        aggregation_tests::authorize(started["authorization_url"].as_str().expect("url")).await;
+    let (status, connection) = instance_call(
+        &second,
+        &format!("/api/v1/providers/callback?code={code}&state={state}"),
+        &json!({}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 201, "{connection}");
+    let connection_id = id(&connection).to_owned();
+    let refresh = format!("/api/v1/providers/{connection_id}/token-refreshes");
+    let sync = format!("/api/v1/providers/{connection_id}/sync");
+    let forced = json!({"force": true});
+
+    for round in 0..3 {
+        sandbox.expire_access_tokens();
+        let calls = (0..8).map(|i| {
+            let service = if i % 2 == 0 { &first } else { &second };
+            let path = if i < 6 { &refresh } else { &sync };
+            instance_call(service, path, &forced, Some(&token))
+        });
+        for (status, body) in futures_util::future::join_all(calls).await {
+            assert_eq!(status, 201, "round {round} on {:?}: {body}", shared.backend);
+        }
+    }
+    let (_, after) = instance_call(&first, &refresh, &forced, Some(&token)).await;
+    assert_eq!(after["success"], true, "{after}");
+    let stored = shared
+        .first
+        .connection_by_id(connection_id.parse().expect("uuid"))
+        .await
+        .expect("store")
+        .expect("connection");
+    assert_eq!(stored.status, ConnectionStatus::Active);
+    drop((first, second, served));
+    shared.cleanup().await;
 }

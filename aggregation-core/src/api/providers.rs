@@ -6,6 +6,12 @@
 //! id, accounts kept) instead of creating a duplicate; it still answers 201. PATCH applies the
 //! alias (`null` clears it, an absent field leaves it). Connecting a provider that does not use
 //! OAuth (such as `file_import`) is 400, like its callback.
+//!
+//! The callback is public as the interface says, unless
+//! [`Config::with_oauth_callback_requires_auth`](crate::Config::with_oauth_callback_requires_auth)
+//! binds it to its user: then it needs the bearer token of the user who started connecting
+//! (401 without one). A bearer token of another user is always answered like an unknown state
+//! (400), and spends the state.
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -35,7 +41,6 @@ impl From<ConnectionError> for ApiError {
             }
             ConnectionError::NoOAuth(_)
             | ConnectionError::InvalidState
-            | ConnectionError::StateOfAnotherUser
             | ConnectionError::MalformedState
             | ConnectionError::NotSyncable(_)
             | ConnectionError::NeedsReauthentication(_) => {
@@ -209,6 +214,9 @@ pub(crate) async fn connect(state: &State, ctx: &RequestContext, body: Bytes) ->
 
 /// `POST /api/v1/providers/callback?code=…&state=…`
 pub(crate) async fn callback(state: &State, ctx: &RequestContext) -> ApiResult {
+    if state.config.oauth_callback_requires_auth() {
+        require_user(ctx)?;
+    }
     let mut query = QueryParams::parse(ctx.query.as_deref());
     let code = query.string("code");
     let oauth_state = query.string("state");
@@ -227,7 +235,8 @@ pub(crate) async fn callback(state: &State, ctx: &RequestContext) -> ApiResult {
     let (Some(code), Some(oauth_state)) = (code, oauth_state) else {
         return Err(ApiError::internal());
     };
-    // The endpoint is public; a bearer token, when sent, must be the state's user.
+    // Public unless configured otherwise; a bearer token, when sent, must be the state's
+    // user's, and another user's is answered as an unknown state.
     let caller = match (ctx.bearer_token(), &ctx.claims) {
         (Some(_), None) => return Err(ApiError::unauthorized()),
         (_, claims) => claims.as_ref().map(|claims| claims.sub),

@@ -12,12 +12,13 @@ use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
+use super::flights::RefreshFlights;
 use super::{
     AuthorizationRequest, DateRange, Fetched, Provider, ProviderError, ProviderTokens, Providers,
     SyncItemError,
 };
 use crate::config::Config;
-use crate::crypto::{CryptoError, pkce_challenge, random_urlsafe_token, token_digest};
+use crate::crypto::{CryptoError, random_urlsafe_token, token_digest};
 use crate::dates;
 use crate::events::{DomainEvent, EventSink};
 use crate::store::{
@@ -30,6 +31,15 @@ use crate::store::{
 /// Access tokens this close to expiry are refreshed before use.
 const EXPIRY_SLACK: TimeDelta = TimeDelta::seconds(60);
 
+/// How long a refresh waits for another refresh of the same connection to finish.
+const FLIGHT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long a refused refresh watches the stored credentials for another instance's
+/// replacement before it marks the connection `expired` (the time between that instance's
+/// provider answer and its store write), and how often it looks.
+const REFUSAL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+const REFUSAL_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Why a connection operation failed. Each maps to one problem code at the HTTP edge.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ConnectionError {
@@ -39,8 +49,6 @@ pub(crate) enum ConnectionError {
     NoOAuth(String),
     #[error("The authorization state is invalid or expired.")]
     InvalidState,
-    #[error("The authorization state belongs to another user.")]
-    StateOfAnotherUser,
     #[error("The stored authorization could not be read; start connecting again.")]
     MalformedState,
     #[error("Connections of {0:?} are fed by file imports and have nothing to sync.")]
@@ -88,6 +96,13 @@ pub(crate) struct TokenRefresh {
     pub(crate) expires_at: DateTime<Utc>,
 }
 
+/// Decrypted provider tokens with the stored ciphertext they came from: the version a
+/// refresh compares the stored credentials against.
+struct HeldTokens {
+    tokens: ProviderTokens,
+    sealed: Vec<u8>,
+}
+
 /// Everything a connection operation needs; cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Connections {
@@ -95,6 +110,7 @@ pub(crate) struct Connections {
     providers: Arc<Providers>,
     config: Arc<Config>,
     events: Arc<dyn EventSink>,
+    flights: RefreshFlights,
 }
 
 fn seconds(duration: std::time::Duration) -> TimeDelta {
@@ -113,6 +129,7 @@ impl Connections {
             providers,
             config,
             events,
+            flights: RefreshFlights::default(),
         }
     }
 
@@ -159,21 +176,23 @@ impl Connections {
         let provider = self.oauth_provider(provider_slug)?;
         let state = random_urlsafe_token();
         let state_digest = token_digest(&state);
-        let (verifier, encrypted_verifier) = if provider.supports_pkce() {
-            let verifier = random_urlsafe_token();
+        // A fresh verifier per connect (32 random bytes, base64url: RFC 7636 §4.1), kept only
+        // encrypted, bound to the state's digest; only its S256 challenge leaves the service
+        // before the code exchange.
+        let (challenge, encrypted_verifier) = if provider.supports_pkce() {
+            let (challenge, verifier) = oauth2::PkceCodeChallenge::new_random_sha256();
             let (key_id, sealed) = self
                 .config
                 .keyring()
-                .encrypt(verifier.as_bytes(), &state_digest)?;
-            (Some(verifier), Some((key_id, sealed)))
+                .encrypt(verifier.secret().as_bytes(), &state_digest)?;
+            (Some(challenge), Some((key_id, sealed)))
         } else {
             (None, None)
         };
-        let challenge = verifier.as_deref().map(pkce_challenge);
         let authorization_url = provider.authorization_url(&AuthorizationRequest {
             state: &state,
             redirect_uri: &redirect_uri,
-            pkce_challenge: challenge.as_deref(),
+            pkce_challenge: challenge.as_ref().map(|challenge| challenge.as_str()),
         })?;
         let ttl = self.config.oauth_state_ttl();
         let created_at = now();
@@ -215,7 +234,12 @@ impl Connections {
             .filter(|stored| stored.expires_at > at)
             .ok_or(ConnectionError::InvalidState)?;
         if caller.is_some_and(|caller| caller != stored.user_id) {
-            return Err(ConnectionError::StateOfAnotherUser);
+            // Answered as an unknown state, so the caller learns nothing about it; the state
+            // is spent all the same.
+            tracing::warn!(
+                "an OAuth callback carried the bearer token of another user than the state's; refused"
+            );
+            return Err(ConnectionError::InvalidState);
         }
         let verifier = match (&stored.encrypted_pkce_verifier, &stored.pkce_key_id) {
             (Some(sealed), Some(key_id)) => {
@@ -265,19 +289,16 @@ impl Connections {
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
-    ) -> Result<ProviderTokens, ConnectionError> {
-        let tokens = self.decrypt_tokens(connection)?;
-        if tokens.expires_at <= dates::later(now(), EXPIRY_SLACK) {
-            self.refresh_with(connection, provider, &tokens).await
+    ) -> Result<HeldTokens, ConnectionError> {
+        let held = self.decrypt_tokens(connection)?;
+        if held.tokens.expires_at <= dates::later(now(), EXPIRY_SLACK) {
+            self.refresh_with(connection, provider, &held).await
         } else {
-            Ok(tokens)
+            Ok(held)
         }
     }
 
-    fn decrypt_tokens(
-        &self,
-        connection: &ConnectionRecord,
-    ) -> Result<ProviderTokens, ConnectionError> {
+    fn decrypt_tokens(&self, connection: &ConnectionRecord) -> Result<HeldTokens, ConnectionError> {
         let (Some(sealed), Some(key_id)) = (
             connection.encrypted_credentials.as_deref(),
             connection.credentials_key_id.as_deref(),
@@ -288,43 +309,95 @@ impl Connections {
             .config
             .keyring()
             .decrypt(key_id, sealed, connection.id.as_bytes())?;
-        serde_json::from_slice(&plain)
-            .map_err(|_| ConnectionError::Credentials(CryptoError::Damaged))
+        let tokens = serde_json::from_slice(&plain)
+            .map_err(|_| ConnectionError::Credentials(CryptoError::Damaged))?;
+        Ok(HeldTokens {
+            tokens,
+            sealed: sealed.to_vec(),
+        })
     }
 
-    /// Refreshes with the stored refresh token and stores the result; a refused refresh marks
-    /// the connection `expired`.
+    /// The connection as stored now, with its tokens; an error when it can no longer be used
+    /// (disconnected, expired, gone).
+    async fn stored_tokens(&self, connection_id: Uuid) -> Result<HeldTokens, ConnectionError> {
+        let current = self.store.connection_by_id(connection_id).await?.ok_or(
+            ConnectionError::NeedsReauthentication(ConnectionStatus::Disconnected),
+        )?;
+        if current.status != ConnectionStatus::Active {
+            return Err(ConnectionError::NeedsReauthentication(current.status));
+        }
+        self.decrypt_tokens(&current)
+    }
+
+    /// Refreshes the tokens the caller holds (`seen`), single-flight: under the connection's
+    /// flight the stored credentials are read again, and when another refresh replaced them
+    /// meanwhile those are used instead of presenting the same refresh token twice. The result
+    /// is stored with a compare-and-swap on the credentials it started from, so a refresh that
+    /// loses a race with another instance reads the winner's tokens rather than overwriting
+    /// them; a refused refresh marks the connection `expired` only when nobody replaced the
+    /// credentials meanwhile.
     async fn refresh_with(
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
-        tokens: &ProviderTokens,
-    ) -> Result<ProviderTokens, ConnectionError> {
-        let Some(refresh_token) = tokens.refresh_token.as_deref() else {
-            self.mark(connection, ConnectionStatus::Expired).await?;
-            return Err(ConnectionError::NeedsReauthentication(
-                ConnectionStatus::Expired,
-            ));
+        seen: &HeldTokens,
+    ) -> Result<HeldTokens, ConnectionError> {
+        let _flight = self
+            .flights
+            .acquire(connection.id, FLIGHT_WAIT)
+            .await
+            .map_err(|error| ProviderError::Http(error.to_string()))?;
+        let stored = self.stored_tokens(connection.id).await?;
+        if stored.sealed != seen.sealed {
+            // Another flight (here or on another instance) refreshed already.
+            return Ok(stored);
+        }
+        let Some(refresh_token) = stored.tokens.refresh_token.as_deref() else {
+            return self.expire(connection, &stored).await;
         };
         match provider.refresh_tokens(refresh_token).await {
             Ok(mut fresh) => {
                 if fresh.refresh_token.is_none() {
-                    fresh.refresh_token = tokens.refresh_token.clone();
+                    fresh.refresh_token = stored.tokens.refresh_token.clone();
                 }
                 let credentials = encrypt_tokens(self.config.keyring(), connection.id, &fresh)?;
-                self.store
-                    .replace_connection_credentials(connection.id, &credentials, now())
+                let swapped = self
+                    .store
+                    .replace_connection_credentials(
+                        connection.id,
+                        &stored.sealed,
+                        &credentials,
+                        now(),
+                    )
                     .await?;
+                if !swapped {
+                    // Lost to another writer: its credentials are the live ones.
+                    tracing::info!(connection_id = %connection.id, "provider tokens were replaced during a refresh; using the stored ones");
+                    return self.replaced_since(connection.id, &stored).await;
+                }
                 self.events.emit(&DomainEvent::ProviderTokensRefreshed {
                     connection_id: connection.id,
                     succeeded: true,
                 });
-                Ok(fresh)
+                Ok(HeldTokens {
+                    tokens: fresh,
+                    sealed: credentials.ciphertext,
+                })
+            }
+            Err(ProviderError::InvalidGrant(reason)) => {
+                // Another instance may have rotated this refresh token a moment ago and not
+                // yet stored the result: give it the grace to do so before concluding.
+                if let Some(replaced) = self.replaced_within_grace(connection.id, &stored).await? {
+                    return Ok(replaced);
+                }
+                match self.expire(connection, &stored).await {
+                    Err(ConnectionError::NeedsReauthentication(ConnectionStatus::Expired)) => {
+                        Err(ProviderError::InvalidGrant(reason).into())
+                    }
+                    other => other,
+                }
             }
             Err(error) => {
-                if matches!(error, ProviderError::InvalidGrant(_)) {
-                    self.mark(connection, ConnectionStatus::Expired).await?;
-                }
                 self.events.emit(&DomainEvent::ProviderTokensRefreshed {
                     connection_id: connection.id,
                     succeeded: false,
@@ -334,37 +407,89 @@ impl Connections {
         }
     }
 
-    async fn mark(
+    /// Watches the stored credentials for [`REFUSAL_GRACE`]: the replacement of `stale` when
+    /// one appears (a refresh on another instance that won the race with the same refresh
+    /// token), `None` when none did. In-process rivals need no wait: they finished under the
+    /// flight before this one read the credentials.
+    async fn replaced_within_grace(
+        &self,
+        connection_id: Uuid,
+        stale: &HeldTokens,
+    ) -> Result<Option<HeldTokens>, ConnectionError> {
+        let deadline = tokio::time::Instant::now() + REFUSAL_GRACE;
+        loop {
+            let current = self.stored_tokens(connection_id).await?;
+            if current.sealed != stale.sealed {
+                return Ok(Some(current));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(REFUSAL_POLL).await;
+        }
+    }
+
+    /// Marks the connection `expired` because the refresh of `stored` cannot work, unless the
+    /// credentials were replaced meanwhile (then those are returned).
+    async fn expire(
         &self,
         connection: &ConnectionRecord,
-        status: ConnectionStatus,
-    ) -> Result<(), StoreError> {
-        self.store
-            .set_connection_status(connection.id, status, now())
-            .await
-            .map(drop)
+        stored: &HeldTokens,
+    ) -> Result<HeldTokens, ConnectionError> {
+        let expired = self
+            .store
+            .expire_connection_credentials(connection.id, &stored.sealed, now())
+            .await?;
+        if !expired {
+            return self.replaced_since(connection.id, stored).await;
+        }
+        self.events.emit(&DomainEvent::ProviderTokensRefreshed {
+            connection_id: connection.id,
+            succeeded: false,
+        });
+        Err(ConnectionError::NeedsReauthentication(
+            ConnectionStatus::Expired,
+        ))
+    }
+
+    /// The stored tokens after a conditional write found the credentials changed: the new
+    /// ones when the connection is still usable, else why not.
+    async fn replaced_since(
+        &self,
+        connection_id: Uuid,
+        stale: &HeldTokens,
+    ) -> Result<HeldTokens, ConnectionError> {
+        let stored = self.stored_tokens(connection_id).await?;
+        if stored.sealed == stale.sealed {
+            // Unchanged credentials yet the write did not apply: the status moved.
+            return Err(ConnectionError::NeedsReauthentication(
+                ConnectionStatus::Expired,
+            ));
+        }
+        Ok(stored)
     }
 
     /// Refreshes the connection's provider tokens: always when `force`, otherwise only when
-    /// they expire within the refresh margin.
+    /// they expire within the refresh margin. A refresh that found the tokens already
+    /// refreshed by a concurrent one reports those.
     pub(crate) async fn refresh_tokens(
         &self,
         connection: &ConnectionRecord,
         force: bool,
     ) -> Result<TokenRefresh, ConnectionError> {
         let provider = self.syncable(connection)?;
-        let tokens = self.decrypt_tokens(connection)?;
+        let held = self.decrypt_tokens(connection)?;
         let margin = seconds(self.config.token_refresh_margin());
-        if !force && tokens.expires_at > dates::later(now(), margin) {
+        if !force && held.tokens.expires_at > dates::later(now(), margin) {
             return Ok(TokenRefresh {
                 refreshed: false,
-                expires_at: tokens.expires_at,
+                expires_at: held.tokens.expires_at,
             });
         }
-        let fresh = self.refresh_with(connection, &provider, &tokens).await?;
+        let fresh = self.refresh_with(connection, &provider, &held).await?;
         Ok(TokenRefresh {
             refreshed: true,
-            expires_at: fresh.expires_at,
+            expires_at: fresh.tokens.expires_at,
         })
     }
 
@@ -374,17 +499,17 @@ impl Connections {
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
-        tokens: &mut ProviderTokens,
+        tokens: &mut HeldTokens,
         request: F,
     ) -> Result<T, ConnectionError>
     where
         F: Fn(String) -> Fut,
         Fut: Future<Output = Result<T, ProviderError>>,
     {
-        match request(tokens.access_token.clone()).await {
+        match request(tokens.tokens.access_token.clone()).await {
             Err(ProviderError::Unauthorized) => {
                 *tokens = self.refresh_with(connection, provider, tokens).await?;
-                Ok(request(tokens.access_token.clone()).await?)
+                Ok(request(tokens.tokens.access_token.clone()).await?)
             }
             other => Ok(other?),
         }
@@ -431,7 +556,7 @@ impl Connections {
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
-        tokens: &mut ProviderTokens,
+        tokens: &mut HeldTokens,
     ) -> Result<Fetched<NewAccount>, ConnectionError> {
         let p = provider.clone();
         self.call(connection, provider, tokens, move |token| {
@@ -445,7 +570,7 @@ impl Connections {
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
-        tokens: &mut ProviderTokens,
+        tokens: &mut HeldTokens,
         account: &str,
         range: DateRange,
     ) -> Result<Fetched<NewTransaction>, ConnectionError> {
@@ -462,7 +587,7 @@ impl Connections {
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
-        tokens: &mut ProviderTokens,
+        tokens: &mut HeldTokens,
         account: &str,
     ) -> Result<Fetched<NewHolding>, ConnectionError> {
         let p = provider.clone();

@@ -6,6 +6,37 @@
 //! transactions and holdings with an access token. Everything else (states, encryption,
 //! storage, cool-downs, statistics) is the service's, so a provider is small. Embedders add
 //! their own with [`AggregationServiceBuilder::provider`](crate::AggregationServiceBuilder::provider).
+//!
+//! # PKCE
+//!
+//! Every connect of a provider whose [`Provider::supports_pkce`] is `true` (the default, and
+//! Schwab's) gets a fresh S256 verifier. It is stored only encrypted, with the state, bound to
+//! the state's digest; the authorization address carries its challenge and the code exchange
+//! the verifier.
+//!
+//! # Token refreshes
+//!
+//! Providers may rotate refresh tokens (each refresh answers a new one and spends the old), so
+//! presenting one twice gets `invalid_grant`. Refreshes are therefore single-flight per
+//! connection: the background job, the syncs, the explicit token-refresh request and the retry
+//! after a refused access token all take the connection's in-process lock, read the stored
+//! credentials again, and use the tokens another flight stored meanwhile instead of refreshing
+//! again. The lock map keeps an entry only while a refresh of that connection runs or waits.
+//!
+//! Several instances over one database do not share those locks. There the credential write
+//! is a compare-and-swap on the ciphertext the refresh started from (every write has a fresh
+//! nonce), so the instance that loses reads the winner's tokens instead of overwriting them,
+//! and a refused refresh marks the connection `expired` only when the credentials it used are
+//! still the stored ones after a grace of 2 seconds (long enough for the winner to store its
+//! answer); a later successful refresh from those credentials makes it `active` again.
+//!
+//! What this does not cover: across instances one refresh token can still reach the provider
+//! twice (the loser's copy is refused and ignored). A provider that answers such a reuse by
+//! revoking the whole grant (refresh-token reuse detection) will then need the user to
+//! authorize again; so will a provider that accepts both copies but invalidates the winner's
+//! new refresh token when it issues the loser's (the loser's tokens are discarded). Run the
+//! token-refresh job on one instance (it takes a lease) and keep user syncs of one connection
+//! on one instance (sticky routing) if your provider behaves so.
 
 pub mod sandbox;
 pub mod schwab;
@@ -24,6 +55,7 @@ use serde::{Deserialize, Serialize};
 use crate::store::{NewAccount, NewHolding, NewTransaction};
 
 pub(crate) mod connections;
+mod flights;
 
 /// Tokens a provider issued for one connection. Serialized only to be encrypted; `Debug`
 /// never shows the tokens.
@@ -131,9 +163,14 @@ pub trait Provider: Send + Sync + 'static {
         true
     }
 
-    /// Whether the authorization uses PKCE (S256).
+    /// Whether the authorization uses PKCE (S256, RFC 7636). Default `true`: the service then
+    /// makes a fresh verifier per connect, keeps it encrypted with the state, hands its
+    /// challenge to [`authorization_url`](Self::authorization_url) and the verifier to
+    /// [`exchange_code`](Self::exchange_code). Authorization servers ignore parameters they do
+    /// not know (RFC 6749 §3.1), so only a provider whose server refuses PKCE parameters needs
+    /// to answer `false`.
     fn supports_pkce(&self) -> bool {
-        false
+        true
     }
 
     /// The address to send the user to.

@@ -21,7 +21,8 @@
 //!   &code_challenge_method=S256]` consents at once: `302` to `redirect_uri?code=…&state=…`.
 //! - `POST /v1/oauth/token` (form body, HTTP Basic client authentication) for the
 //!   `authorization_code` (single-use codes, valid 10 minutes, redirect URI and S256 verifier
-//!   checked) and `refresh_token` (rotated) grants.
+//!   checked) and `refresh_token` grants. Refresh tokens rotate: each refresh answers a new
+//!   one and the presented one is spent, so presenting it again is `invalid_grant`.
 //! - `GET /trader/v1/accounts/accountNumbers`, `GET /trader/v1/accounts[?fields=positions]`,
 //!   `GET /trader/v1/accounts/{hashValue}/transactions?startDate&endDate[&types]`, with a
 //!   bearer access token (valid 30 minutes).
@@ -169,6 +170,10 @@ struct State {
     /// Access token → expiry.
     access_tokens: HashMap<String, DateTime<Utc>>,
     refresh_tokens: HashSet<String>,
+    /// Refresh tokens already exchanged (rotated away).
+    spent_refresh_tokens: HashSet<String>,
+    /// How many times a spent refresh token was presented again.
+    refresh_token_reuses: usize,
     accounts: Vec<Account>,
     failing: bool,
     token_requests: usize,
@@ -405,6 +410,8 @@ impl SchwabSandbox {
                 codes: HashMap::new(),
                 access_tokens: HashMap::new(),
                 refresh_tokens: HashSet::new(),
+                spent_refresh_tokens: HashSet::new(),
+                refresh_token_reuses: 0,
                 accounts: demo_accounts(Utc::now().date_naive()),
                 failing: false,
                 token_requests: 0,
@@ -508,6 +515,13 @@ impl SchwabSandbox {
     /// For tests: while `true`, the data endpoints answer `500`.
     pub fn set_failing(&self, failing: bool) {
         self.lock().failing = failing;
+    }
+
+    /// For tests: how many times a refresh token that was already exchanged (each is good for
+    /// one refresh: the answer carries its successor) was presented again. Such a request is
+    /// refused with `invalid_grant`.
+    pub fn refresh_token_reuses(&self) -> usize {
+        self.lock().refresh_token_reuses
     }
 
     /// For tests: how many requests the token endpoint has received.
@@ -813,8 +827,13 @@ impl SchwabSandbox {
                     );
                 };
                 if !state.refresh_tokens.remove(token) {
+                    if state.spent_refresh_tokens.contains(token) {
+                        state.refresh_token_reuses += 1;
+                        return invalid_grant("the refresh token was used already");
+                    }
                     return invalid_grant("unknown or revoked refresh token");
                 }
+                state.spent_refresh_tokens.insert(token.to_owned());
                 issue_tokens(&mut state, now)
             }
             _ => oauth_error(
@@ -1181,6 +1200,30 @@ mod tests {
         .await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
         assert_eq!(body["error"], "unsupported_grant_type");
+    }
+
+    #[tokio::test]
+    async fn refresh_tokens_rotate_and_a_spent_one_is_refused() {
+        let sandbox = SchwabSandbox::new();
+        let code = sandbox.issue_code("https://a.b/", None);
+        let form =
+            format!("grant_type=authorization_code&code={code}&redirect_uri=https%3A%2F%2Fa.b%2F");
+        let (_, _, first) = call(&sandbox, token_request(&form, Some(&basic()))).await;
+        let first = first["refresh_token"].as_str().unwrap().to_owned();
+        let refresh = |token: &str| format!("grant_type=refresh_token&refresh_token={token}");
+        let (status, _, second) =
+            call(&sandbox, token_request(&refresh(&first), Some(&basic()))).await;
+        assert_eq!(status, StatusCode::OK);
+        let second = second["refresh_token"].as_str().unwrap().to_owned();
+        assert_ne!(first, second);
+        assert_eq!(sandbox.refresh_token_reuses(), 0);
+        let (status, _, body) =
+            call(&sandbox, token_request(&refresh(&first), Some(&basic()))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body["error"], "invalid_grant");
+        assert_eq!(sandbox.refresh_token_reuses(), 1);
+        let (status, _, _) = call(&sandbox, token_request(&refresh(&second), Some(&basic()))).await;
+        assert_eq!(status, StatusCode::OK);
     }
 
     #[tokio::test]

@@ -1,6 +1,6 @@
 //! The Charles Schwab Trader API (v1) as a [`Provider`].
 //!
-//! OAuth 2.0 authorization-code flow (optionally with PKCE) at `{base}/v1/oauth/authorize` and
+//! OAuth 2.0 authorization-code flow (with PKCE S256 unless turned off) at `{base}/v1/oauth/authorize` and
 //! `{base}/v1/oauth/token` with HTTP Basic client authentication; accounts, positions and
 //! transactions from `{base}/trader/v1/accounts…` with the bearer access token.
 //!
@@ -93,12 +93,15 @@ pub struct SchwabConfig {
     pub client_id: String,
     /// The app secret.
     pub client_secret: String,
-    /// Whether authorizations use PKCE (S256).
+    /// Whether authorizations use PKCE (S256). On by default: Schwab does not document PKCE
+    /// for the Trader API, and an OAuth server ignores parameters it does not know, so the
+    /// challenge costs nothing where it is not checked and protects the code where it is.
+    /// Turn it off only if the server refuses the parameters.
     pub use_pkce: bool,
 }
 
 impl SchwabConfig {
-    /// A configuration with slug `schwab`, name `Charles Schwab` and PKCE off.
+    /// A configuration with slug `schwab`, name `Charles Schwab` and PKCE on.
     pub fn new(
         base_url: impl Into<String>,
         client_id: impl Into<String>,
@@ -110,7 +113,7 @@ impl SchwabConfig {
             base_url: base_url.into(),
             client_id: client_id.into(),
             client_secret: client_secret.into(),
-            use_pkce: false,
+            use_pkce: true,
         }
     }
 }

@@ -48,6 +48,8 @@ suite!(
     alias_update_moves_updated_at_only_on_change,
     connections_list_newest_first,
     credentials_and_status_updates_skip_disconnected,
+    credential_swaps_and_expiry_compare_the_previous_credentials,
+    concurrent_swaps_from_one_version_apply_once,
     due_for_refresh_and_sync_selection,
     claim_sync_cools_down_forces_and_releases,
     concurrent_claims_grant_one,
@@ -80,6 +82,7 @@ mod sqlite_file {
         concurrent_takes_get_the_state_once,
         concurrent_callbacks_create_one_connection,
         concurrent_claims_grant_one,
+        concurrent_swaps_from_one_version_apply_once,
     );
 }
 
@@ -645,7 +648,12 @@ async fn credentials_and_status_updates_skip_disconnected(store: Shared) {
     let t1 = t0 + seconds(10);
     assert!(
         store
-            .replace_connection_credentials(connection.id, &credentials(9, t1 + seconds(3600)), t1)
+            .replace_connection_credentials(
+                connection.id,
+                &[1; 8],
+                &credentials(9, t1 + seconds(3600)),
+                t1
+            )
             .await
             .unwrap()
     );
@@ -681,7 +689,7 @@ async fn credentials_and_status_updates_skip_disconnected(store: Shared) {
     );
     assert!(
         !store
-            .replace_connection_credentials(Uuid::now_v7(), &credentials(9, t1), t1)
+            .replace_connection_credentials(Uuid::now_v7(), &[1; 8], &credentials(9, t1), t1)
             .await
             .unwrap()
     );
@@ -691,7 +699,7 @@ async fn credentials_and_status_updates_skip_disconnected(store: Shared) {
         .unwrap();
     assert!(
         !store
-            .replace_connection_credentials(connection.id, &credentials(8, t1), t1)
+            .replace_connection_credentials(connection.id, &[9; 8], &credentials(8, t1), t1)
             .await
             .unwrap()
     );
@@ -723,6 +731,151 @@ async fn credentials_and_status_updates_skip_disconnected(store: Shared) {
         (stored.encrypted_credentials, stored.credentials_key_id),
         (None, None)
     );
+}
+
+async fn credential_swaps_and_expiry_compare_the_previous_credentials(store: Shared) {
+    let user_id = user(&store).await;
+    let t0 = now();
+    let (connection, _) = authorize(&store, user_id, None, 1, t0, t0).await;
+    let t1 = t0 + seconds(10);
+    // A swap from credentials that are no longer stored writes nothing.
+    assert!(
+        !store
+            .replace_connection_credentials(connection.id, &[7; 8], &credentials(2, t1), t1)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .expire_connection_credentials(connection.id, &[7; 8], t1)
+            .await
+            .unwrap()
+    );
+    let stored = store
+        .connection_by_id(connection.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.encrypted_credentials, Some(vec![1; 8]));
+    assert_eq!(stored.status, ConnectionStatus::Active);
+    assert_eq!(stored.updated_at, t0);
+    // From the stored ones it applies, once.
+    assert!(
+        store
+            .replace_connection_credentials(connection.id, &[1; 8], &credentials(2, t1), t1)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .replace_connection_credentials(connection.id, &[1; 8], &credentials(3, t1), t1)
+            .await
+            .unwrap()
+    );
+    // Expiry from the replaced credentials is refused; from the live ones it applies.
+    assert!(
+        !store
+            .expire_connection_credentials(connection.id, &[1; 8], t1)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .expire_connection_credentials(connection.id, &[2; 8], t1)
+            .await
+            .unwrap()
+    );
+    let stored = store
+        .connection_by_id(connection.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, ConnectionStatus::Expired);
+    assert_eq!(
+        stored.encrypted_credentials,
+        Some(vec![2; 8]),
+        "kept for audit"
+    );
+    assert_eq!(stored.updated_at, t1);
+    // Only an active connection expires.
+    assert!(
+        !store
+            .expire_connection_credentials(connection.id, &[2; 8], t1)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .expire_connection_credentials(Uuid::now_v7(), &[2; 8], t1)
+            .await
+            .unwrap()
+    );
+    // A refresh from the credentials it was expired with (a refusal on another instance that
+    // raced the refresh) makes it active again.
+    assert!(
+        store
+            .replace_connection_credentials(connection.id, &[2; 8], &credentials(3, t1), t1)
+            .await
+            .unwrap()
+    );
+    let stored = store
+        .connection_by_id(connection.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, ConnectionStatus::Active);
+    assert_eq!(stored.encrypted_credentials, Some(vec![3; 8]));
+}
+
+async fn concurrent_swaps_from_one_version_apply_once(store: Shared) {
+    let user_id = user(&store).await;
+    let t0 = now();
+    let (connection, _) = authorize(&store, user_id, None, 1, t0, t0).await;
+    let swaps = (2..12u8).map(|tag| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .replace_connection_credentials(connection.id, &[1; 8], &credentials(tag, t0), t0)
+                .await
+                .unwrap()
+        })
+    });
+    let swapped: Vec<bool> = join_all(swaps)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(swapped.iter().filter(|won| **won).count(), 1, "{swapped:?}");
+    let stored = store
+        .connection_by_id(connection.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let live = stored.encrypted_credentials.clone().unwrap();
+    assert_ne!(live, vec![1; 8]);
+
+    // Expiries from one version: one applies.
+    let expiries = (0..5).map(|_| {
+        let (store, live) = (store.clone(), live.clone());
+        tokio::spawn(async move {
+            store
+                .expire_connection_credentials(connection.id, &live, t0)
+                .await
+                .unwrap()
+        })
+    });
+    let expired: Vec<bool> = join_all(expiries)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(expired.iter().filter(|won| **won).count(), 1, "{expired:?}");
+    let stored = store
+        .connection_by_id(connection.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, ConnectionStatus::Expired);
 }
 
 async fn due_for_refresh_and_sync_selection(store: Shared) {

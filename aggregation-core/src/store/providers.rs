@@ -162,12 +162,30 @@ pub trait ProviderConnectionStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<Option<ConnectionRecord>, StoreError>;
 
-    /// Replaces the credentials of a connection after a token refresh, unless it was
-    /// disconnected meanwhile (then `false` and nothing written).
+    /// Replaces the credentials of a connection after a token refresh, as a compare-and-swap:
+    /// only while the stored ciphertext is still `previous` (the credentials the refresh
+    /// started from) and the connection is not disconnected. `false`, with nothing written,
+    /// when another writer (a refresh on another instance, a re-authorization, a disconnect)
+    /// changed them meanwhile; the caller then reads the connection again. A connection that is
+    /// `expired` (with these same credentials: a refusal on another instance that raced this
+    /// refresh) becomes `active` again. Atomic: of concurrent swaps from one `previous` at
+    /// most one succeeds.
     async fn replace_connection_credentials(
         &self,
         connection_id: Uuid,
+        previous: &[u8],
         credentials: &EncryptedCredentials,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Marks an `active` connection `expired` after its provider refused the refresh, but only
+    /// while its stored ciphertext is still `previous` (the credentials whose refresh token
+    /// was refused): a refusal caused by another instance having rotated the token first must
+    /// not expire the connection. `false`, with nothing written, otherwise.
+    async fn expire_connection_credentials(
+        &self,
+        connection_id: Uuid,
+        previous: &[u8],
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
 

@@ -264,19 +264,49 @@ macro_rules! impl_providers_store {
                 async fn replace_connection_credentials(
                     &self,
                     connection_id: Uuid,
+                    previous: &[u8],
                     credentials: &EncryptedCredentials,
                     now: DateTime<Utc>,
                 ) -> Result<bool, StoreError> {
+                    // One statement: PostgreSQL re-checks the WHERE clause against the latest
+                    // row version after waiting for a concurrent writer, SQLite serializes
+                    // writers. Every write of credentials uses a fresh nonce, so an equal
+                    // ciphertext means nobody wrote them meanwhile.
+                    // A connection expired from these very credentials (by a refusal that
+                    // raced this refresh on another instance) is active again: the refresh
+                    // proved them good.
                     let done = sqlx::query(
                         "UPDATE connections SET encrypted_credentials = $2, \
-                         credentials_key_id = $3, credentials_expires_at = $4, updated_at = $5 \
-                         WHERE id = $1 AND status <> 'disconnected'",
+                         credentials_key_id = $3, credentials_expires_at = $4, updated_at = $5, \
+                         status = CASE WHEN status = 'expired' THEN 'active' ELSE status END \
+                         WHERE id = $1 AND status <> 'disconnected' \
+                         AND encrypted_credentials = $6",
                     )
                     .bind(connection_id)
                     .bind(credentials.ciphertext.as_slice())
                     .bind(&credentials.key_id)
                     .bind(credentials.access_expires_at)
                     .bind(now)
+                    .bind(previous)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(store_error)?;
+                    Ok(done.rows_affected() == 1)
+                }
+
+                async fn expire_connection_credentials(
+                    &self,
+                    connection_id: Uuid,
+                    previous: &[u8],
+                    now: DateTime<Utc>,
+                ) -> Result<bool, StoreError> {
+                    let done = sqlx::query(
+                        "UPDATE connections SET status = 'expired', updated_at = $2 \
+                         WHERE id = $1 AND status = 'active' AND encrypted_credentials = $3",
+                    )
+                    .bind(connection_id)
+                    .bind(now)
+                    .bind(previous)
                     .execute(&self.pool)
                     .await
                     .map_err(store_error)?;

@@ -70,12 +70,18 @@ fn config_defaults_and_debug_hides_the_secret() {
     let config = SchwabConfig::new("https://api.schwabapi.com/", "app-key", "s3cr3t-value");
     assert_eq!(config.slug, "schwab");
     assert_eq!(config.name, "Charles Schwab");
-    assert!(!config.use_pkce);
+    assert!(config.use_pkce, "PKCE is on unless turned off");
     let provider = SchwabProvider::new(config.clone()).unwrap();
     assert_eq!(provider.slug(), "schwab");
     assert_eq!(provider.name(), "Charles Schwab");
     assert!(provider.supports_oauth());
-    assert!(!provider.supports_pkce());
+    assert!(provider.supports_pkce());
+    let plain = SchwabProvider::new(SchwabConfig {
+        use_pkce: false,
+        ..config.clone()
+    })
+    .unwrap();
+    assert!(!plain.supports_pkce());
     for debug in [format!("{config:?}"), format!("{provider:?}")] {
         assert!(!debug.contains("s3cr3t-value"), "{debug}");
         assert!(debug.contains("app-key"), "{debug}");
