@@ -27,7 +27,7 @@ use crate::providers::connections::Connections;
 use crate::providers::{Provider, Providers};
 use crate::rate_limit::{
     Decision, InMemoryRateLimitStore, PolicyTable, RateLimitStore, RateLimiter, RequestIdentity,
-    Scope, body_connection_id, client_ip,
+    Scope, body_connection_id, canonical_id, client_ip,
 };
 use crate::store::Store;
 use crate::work::WorkGate;
@@ -385,9 +385,9 @@ impl State {
             client_ip: ctx.client_ip,
             // Only a token whose signature verifies may name the user.
             user_id: ctx.claims.as_ref().map(|claims| claims.sub.to_string()),
-            provider_or_account_id: Some(matched.param("id"))
-                .filter(|id| !id.is_empty())
-                .map(str::to_owned),
+            // Canonical, or none when the id is not a UUID: every spelling of one id shares a
+            // bucket, and junk ids share the user's.
+            provider_or_account_id: canonical_id(matched.param("id")),
         };
         let mut unreadable = None;
         if identity.user_id.is_some()
@@ -409,6 +409,7 @@ impl State {
                 }
             }
         }
+        // The limiter keys the bucket by the template with canonical ids, not the raw path.
         let decision = self
             .limiter
             .check(
