@@ -116,6 +116,11 @@ impl BucketPolicy {
     }
 }
 
+/// Seconds until a bucket holding `tokens` is full again if untouched (`0` when it is full).
+pub fn secs_to_full(tokens: f64, policy: &BucketPolicy) -> f64 {
+    policy.secs_to_refill(policy.max_tokens - tokens).max(0.0)
+}
+
 /// What is stored per bucket between checks.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct BucketState {
