@@ -179,7 +179,8 @@ impl AggregationServiceBuilder {
 
     /// Where rate-limit buckets live (default: in process). Use
     /// [`RedisRateLimitStore`](crate::rate_limit::RedisRateLimitStore) to share limits across
-    /// instances.
+    /// instances. The per-account failed-login throttle
+    /// ([`Config::with_login_failure_limit`]) keeps its buckets here too.
     pub fn rate_limit_store(mut self, store: Arc<dyn RateLimitStore>) -> Self {
         self.rate_limit_store = Some(store);
         self
@@ -215,11 +216,21 @@ impl AggregationServiceBuilder {
         let config = Arc::new(self.config);
         let mail = MailQueue::start(mailer);
         let mail_handle = mail.handle();
-        let auth = Auth::new(store.clone(), config.clone(), mail, self.events.clone());
+        let limits = self
+            .rate_limit_store
+            .unwrap_or_else(|| Arc::new(InMemoryRateLimitStore::new()));
+        // The login throttle keeps its buckets beside the endpoints' (shared through Redis
+        // when that is the store), whatever the policies.
+        let auth = Auth::new(
+            store.clone(),
+            config.clone(),
+            mail,
+            self.events.clone(),
+            limits.clone(),
+        );
         let limiter = RateLimiter::new(
             self.rate_limit_policies,
-            self.rate_limit_store
-                .unwrap_or_else(|| Arc::new(InMemoryRateLimitStore::new())),
+            limits,
             Arc::new(SinkRateLimitEvents(self.events.clone())),
         );
         let connections = Connections::new(

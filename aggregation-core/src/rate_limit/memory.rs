@@ -274,6 +274,21 @@ impl InMemoryRateLimitStore {
             .sum()
     }
 
+    /// The peek, synchronously (the trait method only wraps this): the decision a check would
+    /// get now, changing nothing.
+    pub fn peek_now(&self, key: &str, policy: &BucketPolicy) -> Decision {
+        let now = (self.clock)();
+        let previous = self
+            .shard(key)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .buckets
+            .get(key)
+            .filter(|s| s.expires_at > now)
+            .map(|s| s.state);
+        bucket::peek(bucket::available_tokens(previous, now, policy).0, policy)
+    }
+
     /// The check, synchronously (the trait method only wraps this).
     pub fn check_now(&self, key: &str, policy: &BucketPolicy) -> Decision {
         let now = (self.clock)();
@@ -302,6 +317,14 @@ impl RateLimitStore for InMemoryRateLimitStore {
         policy: &BucketPolicy,
     ) -> Result<Decision, RateLimitStoreError> {
         Ok(self.check_now(key, policy))
+    }
+
+    async fn peek(
+        &self,
+        key: &str,
+        policy: &BucketPolicy,
+    ) -> Result<Decision, RateLimitStoreError> {
+        Ok(self.peek_now(key, policy))
     }
 }
 
@@ -345,6 +368,29 @@ mod tests {
         clock.advance(100.0);
         store.sweep_expired();
         assert!(store.is_empty());
+    }
+
+    #[test]
+    fn peeking_changes_nothing() {
+        let clock = ManualClock::new(0.0);
+        let store = InMemoryRateLimitStore::with_clock(clock.clock());
+        let p = BucketPolicy::new(2.0, 1.0, 1).unwrap();
+        assert_eq!(store.peek_now("k", &p).remaining, 2);
+        assert!(store.is_empty(), "a peek stores nothing");
+        store.check_now("k", &p);
+        store.check_now("k", &p);
+        for _ in 0..3 {
+            let d = store.peek_now("k", &p);
+            assert!(!d.allowed);
+            assert_eq!(d.retry_after_header(), 60);
+        }
+        clock.advance(60.0);
+        let d = store.peek_now("k", &p);
+        assert!(d.allowed);
+        assert_eq!(d.remaining, 1);
+        // The peeks did not pay: the check sees the same token.
+        assert!(store.check_now("k", &p).allowed);
+        assert!(!store.peek_now("k", &p).allowed);
     }
 
     #[test]

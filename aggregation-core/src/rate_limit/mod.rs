@@ -143,6 +143,10 @@ pub enum RateLimitStoreError {
     /// The store's configuration cannot be used (e.g. a malformed URL).
     #[error("invalid rate-limit store configuration: {0}")]
     Config(String),
+    /// The store does not implement this operation (the default of
+    /// [`RateLimitStore::peek`]).
+    #[error("rate-limit store does not support {0}")]
+    Unsupported(&'static str),
 }
 
 /// Where bucket states live.
@@ -161,6 +165,23 @@ pub trait RateLimitStore: Send + Sync + 'static {
         key: &str,
         policy: &BucketPolicy,
     ) -> Result<Decision, RateLimitStoreError>;
+
+    /// The decision a check of the bucket `key` would get now, **consuming nothing** and
+    /// leaving the stored state as it is ([`bucket::peek`] of the tokens available now; a
+    /// missing or expired state is a full bucket). The per-account login throttle uses it to
+    /// ask whether an account may log in without charging successful logins.
+    ///
+    /// The default answers [`RateLimitStoreError::Unsupported`], which callers treat like any
+    /// store error, i.e. fail-open: with such a store a correct password is never refused by
+    /// the login throttle (wrong ones are refused anyway). Both built-in stores implement it.
+    async fn peek(
+        &self,
+        key: &str,
+        policy: &BucketPolicy,
+    ) -> Result<Decision, RateLimitStoreError> {
+        let _ = (key, policy);
+        Err(RateLimitStoreError::Unsupported("peek"))
+    }
 }
 
 /// Who is making a request, as far as rate limiting needs to know.
