@@ -156,6 +156,33 @@ mod tests {
         );
     }
 
+    /// A store that fails every call, and has no peek of its own.
+    struct Down;
+
+    #[async_trait::async_trait]
+    impl RateLimitStore for Down {
+        async fn check(
+            &self,
+            _: &str,
+            _: &BucketPolicy,
+        ) -> Result<crate::rate_limit::Decision, crate::rate_limit::RateLimitStoreError> {
+            Err(crate::rate_limit::RateLimitStoreError::Backend(
+                "connection refused".into(),
+            ))
+        }
+    }
+
+    #[tokio::test]
+    async fn store_errors_fail_open() {
+        let throttle =
+            LoginThrottle::new(&config(Some(LoginFailureLimit::default())), Arc::new(Down));
+        for _ in 0..20 {
+            throttle.record_failure("ada@example.com").await;
+        }
+        // The default peek is unsupported: treated as any store error.
+        assert!(!throttle.is_throttled("ada@example.com").await);
+    }
+
     #[tokio::test]
     async fn off_counts_nothing() {
         let store = Arc::new(InMemoryRateLimitStore::new());
