@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use crate::crypto::Keyring;
-use crate::rate_limit::Cidr;
+use crate::rate_limit::{BucketPolicy, Cidr};
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +22,103 @@ pub enum ConfigError {
     /// The base URL is not an absolute http(s) URL.
     #[error("the base URL must be an absolute http:// or https:// URL, got {0:?}")]
     BaseUrl(String),
+    /// A login failure limit with numbers that cannot be used (see [`LoginFailureLimit::new`]).
+    #[error("invalid login failure limit: {0}")]
+    LoginFailureLimit(&'static str),
+}
+
+/// The per-account throttle of failed logins: at most `max_failures` failed logins for one
+/// account (one normalized email, known or not) within `window`, as a token bucket of
+/// `max_failures` tokens refilled at `max_failures` per `window`. Each failed login (unknown
+/// email or wrong password) takes a token; a successful one takes none. While the bucket is
+/// empty every login for that email answers exactly as a wrong password does (401
+/// `invalid_credentials`), the right password included, until a token is back.
+///
+/// The default, 10 failures refilled at 10 per hour, lets an account's owner mistype a few
+/// times, keeps online guessing against one account to about 10 passwords an hour (well
+/// below the 100 an hour that OWASP ASVS 2.2.1 allows) and frees the account again 6 minutes
+/// after the last failure in a burst. Per-IP limits stay as they are; this one holds when an
+/// attacker spreads its guesses over many addresses.
+///
+/// ```
+/// use std::time::Duration;
+/// use aggregation_core::LoginFailureLimit;
+///
+/// let limit = LoginFailureLimit::new(5, Duration::from_secs(15 * 60)).expect("valid");
+/// assert_eq!(limit.max_failures(), 5);
+/// assert_eq!(LoginFailureLimit::default().max_failures(), 10);
+/// assert!(LoginFailureLimit::new(0, Duration::from_secs(60)).is_err());
+/// assert!(LoginFailureLimit::new(5, Duration::ZERO).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoginFailureLimit {
+    max_failures: u32,
+    window: Duration,
+}
+
+impl LoginFailureLimit {
+    /// Failed logins allowed by default: 10.
+    pub const DEFAULT_MAX_FAILURES: u32 = 10;
+    /// Time in which the default failures refill: one hour.
+    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(3600);
+    /// The longest window accepted: 30 days.
+    pub const MAX_WINDOW: Duration = Duration::from_secs(30 * 24 * 3600);
+
+    /// At most `max_failures` failed logins per account, refilled at `max_failures` per
+    /// `window`.
+    ///
+    /// # Errors
+    /// [`ConfigError::LoginFailureLimit`] unless `max_failures >= 1` and
+    /// 1 s <= `window` <= [`Self::MAX_WINDOW`].
+    pub fn new(max_failures: u32, window: Duration) -> Result<Self, ConfigError> {
+        if max_failures == 0 {
+            return Err(ConfigError::LoginFailureLimit(
+                "max_failures must be at least 1",
+            ));
+        }
+        if window < Duration::from_secs(1) || window > Self::MAX_WINDOW {
+            return Err(ConfigError::LoginFailureLimit(
+                "window must be between 1 second and 30 days",
+            ));
+        }
+        let limit = Self {
+            max_failures,
+            window,
+        };
+        match limit.bucket() {
+            Some(_) => Ok(limit),
+            None => Err(ConfigError::LoginFailureLimit(
+                "the numbers do not make a token bucket",
+            )),
+        }
+    }
+
+    /// Failed logins allowed before the account is throttled.
+    pub fn max_failures(&self) -> u32 {
+        self.max_failures
+    }
+
+    /// Time in which `max_failures` failures refill.
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
+    /// The token bucket: `max_failures` tokens refilled at `max_failures` per `window`, cost
+    /// 1. Always `Some` for a limit built by [`Self::new`] or [`Default`].
+    pub(crate) fn bucket(&self) -> Option<BucketPolicy> {
+        let refill_per_minute = f64::from(self.max_failures) * 60.0 / self.window.as_secs_f64();
+        BucketPolicy::new(f64::from(self.max_failures), refill_per_minute, 1).ok()
+    }
+}
+
+impl Default for LoginFailureLimit {
+    /// [`Self::DEFAULT_MAX_FAILURES`] failures per [`Self::DEFAULT_WINDOW`].
+    fn default() -> Self {
+        Self {
+            max_failures: Self::DEFAULT_MAX_FAILURES,
+            window: Self::DEFAULT_WINDOW,
+        }
+    }
 }
 
 /// How many jobs of one kind of CPU- and memory-heavy work (password hashing, OFX parsing) run
@@ -83,6 +180,7 @@ pub struct Config {
     token_refresh_margin: Duration,
     hashing_limits: WorkLimits,
     parsing_limits: WorkLimits,
+    login_failure_limit: Option<LoginFailureLimit>,
 }
 
 impl std::fmt::Debug for Config {
@@ -114,6 +212,7 @@ impl std::fmt::Debug for Config {
             )
             .field("hashing_limits", &self.hashing_limits)
             .field("parsing_limits", &self.parsing_limits)
+            .field("login_failure_limit", &self.login_failure_limit)
             .finish_non_exhaustive()
     }
 }
@@ -165,6 +264,7 @@ impl Config {
             token_refresh_margin: Duration::from_secs(300),
             hashing_limits: WorkLimits::per_core(),
             parsing_limits: WorkLimits::per_core(),
+            login_failure_limit: Some(LoginFailureLimit::default()),
         })
     }
 
@@ -274,6 +374,21 @@ impl Config {
     pub fn with_hashing_limits(mut self, limits: WorkLimits) -> Self {
         self.hashing_limits = limits;
         self
+    }
+
+    /// Sets the per-account throttle of failed logins (default
+    /// [`LoginFailureLimit::default`]: 10 failures, refilled at 10 per hour); `None` turns it
+    /// off. Its buckets live in the service's rate-limit store, so they are shared through
+    /// Redis when that is configured.
+    #[must_use]
+    pub fn with_login_failure_limit(mut self, limit: Option<LoginFailureLimit>) -> Self {
+        self.login_failure_limit = limit;
+        self
+    }
+
+    /// The per-account throttle of failed logins; `None` when off.
+    pub fn login_failure_limit(&self) -> Option<LoginFailureLimit> {
+        self.login_failure_limit
     }
 
     /// Sets how many large OFX uploads are parsed at once and how many may wait.
@@ -527,5 +642,44 @@ impl Config {
     /// Lifetime of a job lease.
     pub fn job_lease_ttl(&self) -> Duration {
         self.job_lease_ttl
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn login_failure_limits() {
+        let default = LoginFailureLimit::default();
+        assert_eq!(
+            (default.max_failures(), default.window()),
+            (10, Duration::from_secs(3600))
+        );
+        let bucket = default.bucket().expect("the default is a valid bucket");
+        assert_eq!(bucket.max_tokens(), 10.0);
+        assert!((bucket.refill_rate() - 10.0 / 60.0).abs() < 1e-12);
+        assert_eq!(bucket.cost(), 1);
+        assert_eq!(bucket.ttl_secs(), 3600 + 60);
+        let config = Config::new("https://api.example.com", vec![0; 32]).expect("config");
+        assert_eq!(config.login_failure_limit(), Some(default));
+        assert_eq!(
+            config.with_login_failure_limit(None).login_failure_limit(),
+            None
+        );
+        assert!(LoginFailureLimit::new(1, Duration::from_secs(1)).is_ok());
+        assert!(LoginFailureLimit::new(u32::MAX, LoginFailureLimit::MAX_WINDOW).is_ok());
+        for (failures, window) in [
+            (0, Duration::from_secs(60)),
+            (3, Duration::ZERO),
+            (3, Duration::from_millis(999)),
+            (3, LoginFailureLimit::MAX_WINDOW + Duration::from_secs(1)),
+        ] {
+            let error = LoginFailureLimit::new(failures, window).unwrap_err();
+            assert!(
+                matches!(error, ConfigError::LoginFailureLimit(_)),
+                "{error}"
+            );
+        }
     }
 }

@@ -50,7 +50,9 @@ pub enum DomainEvent {
     },
     /// A login failed (unknown email, wrong password, unverified email).
     LoginFailed {
-        /// `invalid_credentials` or `email_not_verified`.
+        /// `invalid_credentials`, `email_not_verified`, or `too_many_failures` (the right
+        /// password for an account throttled after failed logins; answered as
+        /// `invalid_credentials`).
         reason: &'static str,
     },
     /// A refresh token was exchanged for a new pair.

@@ -17,5 +17,5 @@ pub mod service;
 pub mod store;
 pub mod work;
 
-pub use config::{Config, ConfigError, WorkLimits};
+pub use config::{Config, ConfigError, LoginFailureLimit, WorkLimits};
 pub use service::{AggregationService, AggregationServiceBuilder, BuildError, PeerAddr};

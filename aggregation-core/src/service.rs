@@ -27,7 +27,7 @@ use crate::providers::connections::Connections;
 use crate::providers::{Provider, Providers};
 use crate::rate_limit::{
     Decision, InMemoryRateLimitStore, PolicyTable, RateLimitStore, RateLimiter, RequestIdentity,
-    Scope, body_connection_id, client_ip,
+    Scope, body_connection_id, canonical_id, client_ip,
 };
 use crate::store::Store;
 use crate::work::WorkGate;
@@ -184,7 +184,8 @@ impl AggregationServiceBuilder {
 
     /// Where rate-limit buckets live (default: in process). Use
     /// [`RedisRateLimitStore`](crate::rate_limit::RedisRateLimitStore) to share limits across
-    /// instances.
+    /// instances. The per-account failed-login throttle
+    /// ([`Config::with_login_failure_limit`]) keeps its buckets here too.
     pub fn rate_limit_store(mut self, store: Arc<dyn RateLimitStore>) -> Self {
         self.rate_limit_store = Some(store);
         self
@@ -220,11 +221,21 @@ impl AggregationServiceBuilder {
         let config = Arc::new(self.config);
         let mail = MailQueue::start(mailer);
         let mail_handle = mail.handle();
-        let auth = Auth::new(store.clone(), config.clone(), mail, self.events.clone());
+        let limits = self
+            .rate_limit_store
+            .unwrap_or_else(|| Arc::new(InMemoryRateLimitStore::new()));
+        // The login throttle keeps its buckets beside the endpoints' (shared through Redis
+        // when that is the store), whatever the policies.
+        let auth = Auth::new(
+            store.clone(),
+            config.clone(),
+            mail,
+            self.events.clone(),
+            limits.clone(),
+        );
         let limiter = RateLimiter::new(
             self.rate_limit_policies,
-            self.rate_limit_store
-                .unwrap_or_else(|| Arc::new(InMemoryRateLimitStore::new())),
+            limits,
             Arc::new(SinkRateLimitEvents(self.events.clone())),
         );
         let connections = Connections::new(
@@ -390,9 +401,9 @@ impl State {
             client_ip: ctx.client_ip,
             // Only a token whose signature verifies may name the user.
             user_id: ctx.claims.as_ref().map(|claims| claims.sub.to_string()),
-            provider_or_account_id: Some(matched.param("id"))
-                .filter(|id| !id.is_empty())
-                .map(str::to_owned),
+            // Canonical, or none when the id is not a UUID: every spelling of one id shares a
+            // bucket, and junk ids share the user's.
+            provider_or_account_id: canonical_id(matched.param("id")),
         };
         let mut unreadable = None;
         if identity.user_id.is_some()
@@ -414,6 +425,7 @@ impl State {
                 }
             }
         }
+        // The limiter keys the bucket by the template with canonical ids, not the raw path.
         let decision = self
             .limiter
             .check(

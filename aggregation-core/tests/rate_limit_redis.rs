@@ -492,3 +492,57 @@ async fn recover(store: &RedisRateLimitStore, policy: &BucketPolicy) -> bool {
     }
     false
 }
+
+#[tokio::test]
+async fn peek_matches_the_in_memory_store_and_changes_nothing() {
+    let Some(url) = redis_url("peek_matches_the_in_memory_store_and_changes_nothing") else {
+        return;
+    };
+    let prefix = random_prefix();
+    let clock = ManualClock::new(1_700_000_000.5);
+    let redis = RedisRateLimitStore::from_url(&url, prefix.clone(), GENEROUS)
+        .unwrap()
+        .with_client_clock(clock.clock());
+    let memory = InMemoryRateLimitStore::with_clock(clock.clock());
+    let policy = BucketPolicy::new(3.0, 1.0, 1).unwrap();
+    let key = "rl:login_failures:abc";
+    let mut pairs = Vec::new();
+    // A missing bucket peeks full and is not created.
+    pairs.push((
+        redis.peek(key, &policy).await.unwrap(),
+        memory.peek(key, &policy).await.unwrap(),
+    ));
+    let created_by_peek = cleanup(&url, &prefix).await;
+    for advance in [0.0, 0.0, 0.0, 10.0, 50.0] {
+        clock.advance(advance);
+        redis.check(key, &policy).await.unwrap();
+        memory.check(key, &policy).await.unwrap();
+        for _ in 0..2 {
+            pairs.push((
+                redis.peek(key, &policy).await.unwrap(),
+                memory.peek(key, &policy).await.unwrap(),
+            ));
+        }
+    }
+    // The peek leaves the TTL the check set.
+    let ttl_before = ttl_of(&url, &format!("{prefix}{key}")).await;
+    clock.advance(30.0);
+    let late = redis.peek(key, &policy).await.unwrap();
+    let late_memory = memory.peek(key, &policy).await.unwrap();
+    let ttl_after = ttl_of(&url, &format!("{prefix}{key}")).await;
+    // The server's clock works too.
+    let server = RedisRateLimitStore::from_url(&url, prefix.clone(), GENEROUS).unwrap();
+    let server_peek = server.peek("rl:unknown", &policy).await.unwrap();
+    cleanup(&url, &prefix).await;
+
+    assert_eq!(created_by_peek, 0);
+    for (i, (r, m)) in pairs.iter().enumerate() {
+        assert_eq!(r, m, "peek {i}");
+    }
+    assert!(pairs.iter().any(|(r, _)| !r.allowed));
+    assert_eq!(late, late_memory);
+    assert_eq!(late.retry_after_header(), 30);
+    assert!(ttl_after <= ttl_before, "{ttl_before} -> {ttl_after}");
+    assert!(server_peek.allowed);
+    assert_eq!(server_peek.remaining, 3);
+}

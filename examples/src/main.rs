@@ -16,9 +16,11 @@ use std::time::Duration;
 use aggregation_core::crypto::Keyring;
 use aggregation_core::mail::{Mailer, OutboxMailer, SmtpMailer};
 use aggregation_core::providers::{SchwabConfig, SchwabProvider, SchwabSandbox};
-use aggregation_core::rate_limit::{Cidr, PolicyTable, RedisRateLimitStore, parse_cidr_list};
+use aggregation_core::rate_limit::{
+    Cidr, InMemoryRateLimitStore, PolicyTable, RedisRateLimitStore, parse_cidr_list,
+};
 use aggregation_core::store::{PostgresStore, SqliteStore, Store, StoreError};
-use aggregation_core::{AggregationService, Config, WorkLimits};
+use aggregation_core::{AggregationService, Config, LoginFailureLimit, WorkLimits};
 use base64::Engine as _;
 use clap::{Parser, Subcommand};
 use rand::RngExt as _;
@@ -83,6 +85,32 @@ struct Cli {
     /// `redis://…` or `rediss://…`: share rate limits across instances through Redis.
     #[arg(long, env = "AGG_REDIS_URL", hide_env_values = true)]
     redis_url: Option<String>,
+    /// Most rate-limit buckets held in process (without AGG_REDIS_URL); beyond it the buckets
+    /// full again soonest are forgotten.
+    #[arg(
+        long,
+        env = "AGG_RATE_LIMIT_MAX_BUCKETS",
+        default_value_t = 100_000,
+        value_parser = named::<usize>("AGG_RATE_LIMIT_MAX_BUCKETS")
+    )]
+    rate_limit_max_buckets: usize,
+    /// Failed logins per account (normalized email) before its logins are refused, the right
+    /// password included, until one failure has refilled; `0` turns this throttle off.
+    #[arg(
+        long,
+        env = "AGG_LOGIN_MAX_FAILURES",
+        default_value_t = 10,
+        value_parser = named::<u32>("AGG_LOGIN_MAX_FAILURES")
+    )]
+    login_max_failures: u32,
+    /// Seconds in which AGG_LOGIN_MAX_FAILURES failures refill (1 to 2592000).
+    #[arg(
+        long,
+        env = "AGG_LOGIN_FAILURE_WINDOW_SECONDS",
+        default_value_t = 3600,
+        value_parser = named::<u64>("AGG_LOGIN_FAILURE_WINDOW_SECONDS")
+    )]
+    login_failure_window_seconds: u64,
     /// Comma-separated CIDRs of proxies whose X-Forwarded-For is read.
     #[arg(long, env = "AGG_TRUSTED_PROXIES", default_value = "")]
     trusted_proxies: String,
@@ -340,6 +368,10 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         .map_err(|e| setting("AGG_REDIS_URL", e))?;
         builder = builder.rate_limit_store(Arc::new(limits));
         tracing::info!("rate limits are shared through Redis");
+    } else {
+        builder = builder.rate_limit_store(Arc::new(
+            InMemoryRateLimitStore::new().with_max_buckets(cli.rate_limit_max_buckets),
+        ));
     }
     match (&cli.schwab_client_id, &cli.schwab_client_secret) {
         (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => {
@@ -467,6 +499,16 @@ fn config(cli: &Cli, address: SocketAddr, sandbox: bool) -> Result<Config, Start
     };
     let trusted: Vec<Cidr> =
         parse_cidr_list(&cli.trusted_proxies).map_err(|e| setting("AGG_TRUSTED_PROXIES", e))?;
+    let login_failure_limit = match cli.login_max_failures {
+        0 => None,
+        failures => Some(
+            LoginFailureLimit::new(
+                failures,
+                Duration::from_secs(cli.login_failure_window_seconds),
+            )
+            .map_err(|e| setting("AGG_LOGIN_FAILURE_WINDOW_SECONDS", e))?,
+        ),
+    };
     let config = Config::new(&base_url, jwt_secret)
         .map_err(|e| match e {
             aggregation_core::ConfigError::BaseUrl(_) => setting("AGG_BASE_URL", e),
@@ -476,6 +518,7 @@ fn config(cli: &Cli, address: SocketAddr, sandbox: bool) -> Result<Config, Start
         .with_rotation_grace(Duration::from_secs(cli.rotation_grace_seconds))
         .with_max_upload_bytes(cli.max_upload_bytes)
         .with_trusted_proxies(trusted)
+        .with_login_failure_limit(login_failure_limit)
         .with_admin_emails(split_list(&cli.admin_emails))
         .with_oauth_state_ttl(Duration::from_secs(cli.oauth_state_ttl))
         .with_oauth_callback_requires_auth(flag(

@@ -346,6 +346,9 @@ fn help_lists_every_setting() {
         "AGG_RATE_LIMITS",
         "AGG_REDIS_URL",
         "AGG_TRUSTED_PROXIES",
+        "AGG_RATE_LIMIT_MAX_BUCKETS",
+        "AGG_LOGIN_MAX_FAILURES",
+        "AGG_LOGIN_FAILURE_WINDOW_SECONDS",
         "AGG_MAX_UPLOAD_BYTES",
         "AGG_OAUTH_REDIRECT_URIS",
         "AGG_OAUTH_STATE_TTL",
@@ -377,7 +380,7 @@ fn a_malformed_setting_stops_the_start_naming_the_variable() {
     std::fs::write(&bad_policies, "[[[ not toml").expect("written");
     let bad_policies = bad_policies.display().to_string();
     let missing_policies = workspace.path().join("missing.toml").display().to_string();
-    let cases: [(&str, &str); 15] = [
+    let cases: [(&str, &str); 19] = [
         ("AGG_SESSION_MAX_DAYS", "forever"),
         ("AGG_SHUTDOWN_SECONDS", "-1"),
         ("AGG_HEADER_TIMEOUT_SECONDS", "1.5"),
@@ -393,6 +396,10 @@ fn a_malformed_setting_stops_the_start_naming_the_variable() {
         ("AGG_RATE_LIMITS", &bad_policies),
         ("AGG_OAUTH_CALLBACK_REQUIRES_AUTH", "maybe"),
         ("AGG_SANDBOX", "yes"),
+        ("AGG_RATE_LIMIT_MAX_BUCKETS", "many"),
+        ("AGG_LOGIN_MAX_FAILURES", "-1"),
+        ("AGG_LOGIN_FAILURE_WINDOW_SECONDS", "0"),
+        ("AGG_LOGIN_FAILURE_WINDOW_SECONDS", "99999999"),
     ];
     for (variable, value) in cases {
         let output = workspace.run(&[(variable, value)], &[]);

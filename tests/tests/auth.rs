@@ -662,3 +662,132 @@ async fn login_storms_get_503_with_retry_after(app: TestApp) {
     // Once the burst is over, logins work again.
     app.login("storm@example.com", PASSWORD).await;
 }
+
+/// Three failed logins per account and hour, so the case stays short.
+fn three_failures_an_hour() -> Config {
+    test_config().with_login_failure_limit(Some(
+        aggregation_core::LoginFailureLimit::new(3, Duration::from_secs(3600))
+            .expect("valid limit"),
+    ))
+}
+
+mod login_throttle {
+    use super::*;
+    conformance!(
+        config = three_failures_an_hour;
+        failed_logins_throttle_the_account,
+        successful_logins_do_not_count,
+    );
+}
+
+async fn attempt(app: &TestApp, email: &str, password: &str) -> aggregation_tests::TestResponse {
+    app.post(
+        "/api/v1/sessions",
+        &json!({"email": email, "password": password}),
+        None,
+    )
+    .await
+}
+
+/// What a client can compare between two refused logins: everything but the trace id.
+fn refusal(response: &aggregation_tests::TestResponse) -> (u16, serde_json::Value, Vec<String>) {
+    let mut body = response.expect_problem(401, "unauthorized");
+    body["trace_id"] = serde_json::Value::Null;
+    let mut headers: Vec<String> = response
+        .headers
+        .iter()
+        .filter(|(name, _)| !matches!(name.as_str(), "traceparent" | "date"))
+        .map(|(name, value)| format!("{name}: {}", value.to_str().unwrap_or_default()))
+        .collect();
+    headers.sort();
+    (response.status.as_u16(), body, headers)
+}
+
+async fn failed_logins_throttle_the_account(app: TestApp) {
+    let target = "target@example.com";
+    app.register_verified(target).await;
+    app.register_verified("bystander@example.com").await;
+    let wrong = refusal(&attempt(&app, target, "Wrong-passw0rd").await);
+    for _ in 0..2 {
+        assert_eq!(
+            refusal(&attempt(&app, target, "Wrong-passw0rd").await),
+            wrong
+        );
+    }
+    // Three failures: now the right password gets exactly the answer of a wrong one, however
+    // the email is spelled.
+    for spelling in [target, "  TARGET@example.com "] {
+        assert_eq!(refusal(&attempt(&app, spelling, PASSWORD).await), wrong);
+    }
+    assert_eq!(
+        refusal(&attempt(&app, target, "Wrong-passw0rd").await),
+        wrong
+    );
+    // Another account is not affected.
+    app.login("bystander@example.com", PASSWORD).await;
+    // An unknown email is throttled exactly like a known one: the same answers throughout.
+    let unknown = "nobody@example.com";
+    for password in [
+        "Wrong-passw0rd",
+        "Wrong-passw0rd",
+        "Wrong-passw0rd",
+        PASSWORD,
+        PASSWORD,
+    ] {
+        assert_eq!(refusal(&attempt(&app, unknown, password).await), wrong);
+    }
+    // An unverified account's right password is refused as wrong, not as unverified.
+    app.register("unverified@example.com").await;
+    attempt(&app, "unverified@example.com", PASSWORD)
+        .await
+        .expect_problem(403, "forbidden");
+    for _ in 0..3 {
+        attempt(&app, "unverified@example.com", "Wrong-passw0rd")
+            .await
+            .expect_problem(401, "unauthorized");
+    }
+    assert_eq!(
+        refusal(&attempt(&app, "unverified@example.com", PASSWORD).await),
+        wrong
+    );
+
+    let reasons: Vec<&str> = app
+        .events
+        .events()
+        .into_iter()
+        .filter_map(|event| match event {
+            aggregation_core::events::DomainEvent::LoginFailed { reason } => Some(reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        reasons
+            .iter()
+            .filter(|r| **r == "too_many_failures")
+            .count(),
+        3
+    );
+}
+
+async fn successful_logins_do_not_count(app: TestApp) {
+    let email = "regular@example.com";
+    app.register_verified(email).await;
+    for _ in 0..5 {
+        app.login(email, PASSWORD).await;
+    }
+    for _ in 0..2 {
+        attempt(&app, email, "Wrong-passw0rd")
+            .await
+            .expect_problem(401, "unauthorized");
+    }
+    // Two of three failures used: the right password still works, and costs nothing.
+    for _ in 0..3 {
+        app.login(email, PASSWORD).await;
+    }
+    attempt(&app, email, "Wrong-passw0rd")
+        .await
+        .expect_problem(401, "unauthorized");
+    attempt(&app, email, PASSWORD)
+        .await
+        .expect_problem(401, "unauthorized");
+}

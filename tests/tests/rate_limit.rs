@@ -276,3 +276,218 @@ async fn bulk_syncs_are_limited_per_connection(app: TestApp) {
     assert_eq!(identifiers[12], on_second);
     assert_eq!(identifiers[13..], [user_id.clone(), user_id]);
 }
+
+/// The built-in limits, with `GET /api/v1/accounts/{id}` at 3 tokens per user and account.
+fn small_account_reads() -> Setup {
+    let policies = PolicyTable::builtin()
+        .with_overrides_toml(
+            r#"
+            [[policy]]
+            method = "GET"
+            route = "/api/v1/accounts/{id}"
+            max_tokens = 3
+            refill_rate = 3
+            scope = "user_account"
+            "#,
+        )
+        .expect("valid override");
+    Setup {
+        policies,
+        ..Setup::default()
+    }
+}
+
+mod canonical_keys {
+    use super::*;
+    conformance!(
+        setup = small_account_reads;
+        other_spellings_of_an_id_share_its_bucket,
+        junk_ids_share_the_template_bucket,
+    );
+}
+
+async fn other_spellings_of_an_id_share_its_bucket(app: TestApp) {
+    let (user_id, token, _) = app.user("speller@example.com").await;
+    let id = uuid::Uuid::now_v7().hyphenated().to_string();
+    for n in 0..3 {
+        // An unknown account: 404 from the handler, after the limiter let it through.
+        let allowed = app
+            .get(&format!("/api/v1/accounts/{id}"), Some(&token))
+            .await;
+        allowed.expect_problem(404, "not_found");
+        let remaining = (2 - n).to_string();
+        assert_eq!(allowed.header("x-ratelimit-remaining"), Some(&*remaining));
+    }
+    for spelling in [
+        id.clone(),
+        id.to_uppercase(),
+        id.replace('-', ""),
+        id.to_uppercase().replace('-', ""),
+        format!("urn:uuid:{id}"),
+    ] {
+        let denied = app
+            .get(&format!("/api/v1/accounts/{spelling}"), Some(&token))
+            .await;
+        denied.expect_problem(429, "rate_limit_exceeded");
+        assert_eq!(denied.header("x-ratelimit-remaining"), Some("0"));
+    }
+    // Another account has its own bucket.
+    let other = uuid::Uuid::now_v7().hyphenated().to_string();
+    let fresh = app
+        .get(&format!("/api/v1/accounts/{other}"), Some(&token))
+        .await;
+    fresh.expect_problem(404, "not_found");
+    assert_eq!(fresh.header("x-ratelimit-remaining"), Some("2"));
+
+    let identifiers: Vec<String> = app
+        .events
+        .events()
+        .into_iter()
+        .filter_map(|event| match event {
+            DomainEvent::RateLimit(RateLimitEvent::Attempted {
+                endpoint,
+                identifier,
+                scope,
+                ..
+            }) if endpoint == "GET /api/v1/accounts/{id}" => {
+                assert_eq!(scope, "USER_ACCOUNT");
+                Some(identifier)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(identifiers.len(), 9);
+    let on_id = format!("{user_id}:{id}");
+    assert!(
+        identifiers[..8]
+            .iter()
+            .all(|identifier| *identifier == on_id)
+    );
+    assert_eq!(identifiers[8], format!("{user_id}:{other}"));
+}
+
+async fn junk_ids_share_the_template_bucket(app: TestApp) {
+    let (user_id, token, _) = app.user("junk@example.com").await;
+    for n in 0..3 {
+        // Not a UUID: 422 from the handler, charged to the user's one bucket for junk.
+        let allowed = app
+            .get(&format!("/api/v1/accounts/junk-{n}"), Some(&token))
+            .await;
+        allowed.expect_problem(422, "validation_failed");
+        let remaining = (2 - n).to_string();
+        assert_eq!(allowed.header("x-ratelimit-remaining"), Some(&*remaining));
+    }
+    for junk in ["junk-3", "another", "0192f3c4", "%7Bnot-a-uuid%7D"] {
+        app.get(&format!("/api/v1/accounts/{junk}"), Some(&token))
+            .await
+            .expect_problem(429, "rate_limit_exceeded");
+    }
+    // A real id is still its own bucket.
+    let id = uuid::Uuid::now_v7();
+    let real = app
+        .get(&format!("/api/v1/accounts/{id}"), Some(&token))
+        .await;
+    real.expect_problem(404, "not_found");
+    assert_eq!(real.header("x-ratelimit-remaining"), Some("2"));
+    let identifiers: Vec<String> = app
+        .events
+        .events()
+        .into_iter()
+        .filter_map(|event| match event {
+            DomainEvent::RateLimit(RateLimitEvent::Attempted {
+                endpoint,
+                identifier,
+                ..
+            }) if endpoint == "GET /api/v1/accounts/{id}" => Some(identifier),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(identifiers.len(), 8);
+    assert!(
+        identifiers[..7]
+            .iter()
+            .all(|identifier| *identifier == user_id)
+    );
+}
+
+/// The built-in limits behind a trusted proxy on loopback, so that over HTTP the client
+/// address comes from `X-Forwarded-For`.
+fn behind_a_loopback_proxy() -> Setup {
+    Setup {
+        config: aggregation_tests::test_config().with_trusted_proxies(
+            aggregation_core::rate_limit::parse_cidr_list("127.0.0.0/8, ::1")
+                .expect("valid CIDR list"),
+        ),
+        policies: PolicyTable::builtin(),
+        ..Setup::default()
+    }
+}
+
+mod ipv6 {
+    use super::*;
+    conformance!(
+        setup = behind_a_loopback_proxy;
+        ipv6_clients_share_a_bucket_per_64_prefix,
+    );
+}
+
+/// A failed login from `client`: the peer itself on the bare service, the forwarded client
+/// behind the loopback proxy over HTTP.
+async fn login_from(app: &TestApp, client: &str) -> aggregation_tests::TestResponse {
+    let address: std::net::IpAddr = client.parse().expect("address");
+    let body = json!({"email": "nobody@example.com", "password": "Wrong-passw0rd"});
+    let mut request = Request::builder()
+        .method(Method::POST)
+        .uri("/api/v1/sessions")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("x-forwarded-for", client)
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
+        .expect("request");
+    request
+        .extensions_mut()
+        .insert(aggregation_core::PeerAddr(std::net::SocketAddr::new(
+            address, 40_000,
+        )));
+    app.send(request).await
+}
+
+async fn ipv6_clients_share_a_bucket_per_64_prefix(app: TestApp) {
+    // Five addresses of one /64: one client.
+    for client in [
+        "2001:db8:1:2::1",
+        "2001:db8:1:2::2",
+        "2001:db8:1:2:ffff::1",
+        "2001:db8:1:2:abcd:ef01:2345:6789",
+        "2001:db8:1:2::5",
+    ] {
+        login_from(&app, client)
+            .await
+            .expect_problem(401, "unauthorized");
+    }
+    let denied = login_from(&app, "2001:db8:1:2::99").await;
+    denied.expect_problem(429, "rate_limit_exceeded");
+    // The neighbouring /64 is another client.
+    let other = login_from(&app, "2001:db8:1:3::1").await;
+    other.expect_problem(401, "unauthorized");
+    assert_eq!(other.header("x-ratelimit-remaining"), Some("4"));
+    // An IPv4-mapped address is its IPv4 client.
+    let mapped = login_from(&app, "::ffff:198.51.100.7").await;
+    mapped.expect_problem(401, "unauthorized");
+    let identifiers: Vec<String> = app
+        .events
+        .events()
+        .into_iter()
+        .filter_map(|event| match event {
+            DomainEvent::RateLimit(RateLimitEvent::Attempted { identifier, .. }) => {
+                Some(identifier)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(identifiers.len(), 8);
+    assert!(identifiers[..6].iter().all(|id| id == "2001:db8:1:2::/64"));
+    assert_eq!(identifiers[6], "2001:db8:1:3::/64");
+    assert_eq!(identifiers[7], "198.51.100.7");
+}

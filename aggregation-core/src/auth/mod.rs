@@ -19,6 +19,18 @@
 //! A login with an unknown email verifies the password against a dummy argon2 hash, so that it
 //! takes as long as a wrong password. That hash is computed (on the blocking pool) as soon as
 //! the service is built, so the first such login does not pay for two hashes.
+//!
+//! # Failed-login throttle
+//!
+//! With [`Config::login_failure_limit`] (on by default: 10 failures, refilled at 10 per hour),
+//! every failed login (unknown email or wrong password) takes a token from the bucket of its
+//! normalized email, and while that bucket is empty a login with the **right** password fails
+//! too, with the very same [`AuthError::InvalidCredentials`] a wrong password gets. Unknown
+//! emails have buckets exactly like known ones, so the throttle tells nothing about which
+//! accounts exist; a successful login takes no token. The password is verified first in every
+//! case (the same argon2 work), and then each path makes one call to the rate-limit store (a
+//! failure records, the right password peeks), so the answer's timing does not show whether
+//! the account was throttled either. See [`LoginFailureLimit`](crate::LoginFailureLimit).
 
 use std::sync::Arc;
 
@@ -39,11 +51,13 @@ pub(crate) mod access_token;
 pub mod device;
 mod hashing;
 pub mod password;
+mod throttle;
 
 pub use access_token::AccessClaims;
 use access_token::{AccessTokens, SigningError};
 use hashing::PasswordHasher;
 use password::PasswordError;
+use throttle::LoginThrottle;
 
 /// Why an authentication operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -132,6 +146,8 @@ pub(crate) struct Auth {
     /// Verified against when the email is unknown, so that both failures take the same time.
     dummy_hash: Arc<tokio::sync::OnceCell<String>>,
     hasher: PasswordHasher,
+    /// Failed logins per account.
+    throttle: LoginThrottle,
 }
 
 /// `at + duration`, saturating instead of overflowing (however long the configured duration).
@@ -145,10 +161,12 @@ impl Auth {
         config: Arc<Config>,
         mail: MailQueue,
         events: Arc<dyn EventSink>,
+        limits: Arc<dyn crate::rate_limit::RateLimitStore>,
     ) -> Self {
         let auth = Self {
             hasher: PasswordHasher::new(config.hashing_limits()),
             tokens: AccessTokens::new(&config),
+            throttle: LoginThrottle::new(&config, limits),
             store,
             config,
             mail,
@@ -340,14 +358,26 @@ impl Auth {
         password: &str,
         client: &ClientInfo,
     ) -> Result<IssuedTokens, AuthError> {
-        let user = self.store.user_by_email(&normalize_email(email)).await?;
+        let normalized = normalize_email(email);
+        let user = self.store.user_by_email(&normalized).await?;
         let Some(user) = user else {
             let dummy = self.dummy_hash().await?.to_owned();
             self.hasher.verify(&dummy, password).await?;
+            self.throttle.record_failure(&normalized).await;
             return Err(self.login_failed(AuthError::InvalidCredentials));
         };
         if !self.hasher.verify(&user.password_hash, password).await? {
+            self.throttle.record_failure(&normalized).await;
             return Err(self.login_failed(AuthError::InvalidCredentials));
+        }
+        if self.throttle.is_throttled(&normalized).await {
+            // The right password, but too many failures for this account: the answer of a
+            // wrong password, so the throttle reveals neither the account nor the password.
+            tracing::warn!(user_id = %user.id, "login refused: too many failed logins for this account");
+            self.events.emit(&DomainEvent::LoginFailed {
+                reason: "too_many_failures",
+            });
+            return Err(AuthError::InvalidCredentials);
         }
         if user.email_verified_at.is_none() {
             return Err(self.login_failed(AuthError::EmailNotVerified));

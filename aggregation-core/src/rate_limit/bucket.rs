@@ -116,6 +116,11 @@ impl BucketPolicy {
     }
 }
 
+/// Seconds until a bucket holding `tokens` is full again if untouched (`0` when it is full).
+pub fn secs_to_full(tokens: f64, policy: &BucketPolicy) -> f64 {
+    policy.secs_to_refill(policy.max_tokens - tokens).max(0.0)
+}
+
 /// What is stored per bucket between checks.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct BucketState {
@@ -208,6 +213,25 @@ pub fn decide(available: f64, policy: &BucketPolicy) -> (f64, Decision) {
         reset_after_secs,
     };
     (left, decision)
+}
+
+/// The decision a request would get given the tokens available now, **without paying**: for
+/// [`RateLimitStore::peek`](super::RateLimitStore::peek). `remaining` is the tokens available
+/// (rounded down), `reset_after_secs` the time until the bucket is full from there.
+pub fn peek(available: f64, policy: &BucketPolicy) -> Decision {
+    let cost = f64::from(policy.cost);
+    let allowed = available >= cost;
+    Decision {
+        allowed,
+        limit: policy.max_tokens.floor() as u64,
+        remaining: available.max(0.0).floor() as u64,
+        retry_after_secs: if allowed {
+            0.0
+        } else {
+            policy.secs_to_refill(cost - available)
+        },
+        reset_after_secs: secs_to_full(available, policy).ceil() as u64,
+    }
 }
 
 /// One check: the new state to store and the decision.
@@ -337,6 +361,19 @@ mod tests {
         assert!(BucketPolicy::new(5.0, f64::INFINITY, 1).is_err());
         assert!(BucketPolicy::new(5.0, 1.0, 0).is_err());
         assert!(BucketPolicy::new(5.0, 1.0, 6).is_err());
+    }
+
+    #[test]
+    fn peeking_pays_nothing() {
+        let p = BucketPolicy::new(2.0, 1.0, 1).unwrap();
+        let d = peek(2.0, &p);
+        assert!(d.allowed);
+        assert_eq!((d.remaining, d.reset_after_secs), (2, 0));
+        let d = peek(0.5, &p);
+        assert!(!d.allowed);
+        assert_eq!(d.remaining, 0);
+        assert_eq!(d.retry_after_secs, 30.0);
+        assert_eq!(d.reset_after_secs, 90);
     }
 
     #[test]

@@ -143,6 +143,10 @@ pub enum RateLimitStoreError {
     /// The store's configuration cannot be used (e.g. a malformed URL).
     #[error("invalid rate-limit store configuration: {0}")]
     Config(String),
+    /// The store does not implement this operation (the default of
+    /// [`RateLimitStore::peek`]).
+    #[error("rate-limit store does not support {0}")]
+    Unsupported(&'static str),
 }
 
 /// Where bucket states live.
@@ -161,6 +165,23 @@ pub trait RateLimitStore: Send + Sync + 'static {
         key: &str,
         policy: &BucketPolicy,
     ) -> Result<Decision, RateLimitStoreError>;
+
+    /// The decision a check of the bucket `key` would get now, **consuming nothing** and
+    /// leaving the stored state as it is ([`bucket::peek`] of the tokens available now; a
+    /// missing or expired state is a full bucket). The per-account login throttle uses it to
+    /// ask whether an account may log in without charging successful logins.
+    ///
+    /// The default answers [`RateLimitStoreError::Unsupported`], which callers treat like any
+    /// store error, i.e. fail-open: with such a store a correct password is never refused by
+    /// the login throttle (wrong ones are refused anyway). Both built-in stores implement it.
+    async fn peek(
+        &self,
+        key: &str,
+        policy: &BucketPolicy,
+    ) -> Result<Decision, RateLimitStoreError> {
+        let _ = (key, policy);
+        Err(RateLimitStoreError::Unsupported("peek"))
+    }
 }
 
 /// Who is making a request, as far as rate limiting needs to know.
@@ -173,6 +194,8 @@ pub struct RequestIdentity {
     pub user_id: Option<String>,
     /// The provider connection id or account id the request is about (from the path, or the
     /// body for the bulk sync endpoints), for the `UserProvider` and `UserAccount` scopes.
+    /// Only a UUID counts, in any spelling [`canonical_id`] accepts; anything else is treated
+    /// as `None`.
     pub provider_or_account_id: Option<String>,
 }
 
@@ -202,8 +225,80 @@ pub fn body_connection_id(body: &[u8]) -> Option<String> {
         connection_id: Option<serde_json::Value>,
     }
     let probe: Probe = serde_json::from_slice(body).ok()?;
-    let id = uuid::Uuid::try_parse(probe.connection_id?.as_str()?).ok()?;
+    canonical_id(probe.connection_id?.as_str()?)
+}
+
+/// The canonical form of an id taken from a request (a path parameter, a body field): the
+/// lower-case hyphenated UUID when `raw` parses as one with [`uuid::Uuid::try_parse`] (which
+/// accepts upper case, no hyphens, braces and the `urn:uuid:` prefix, as the handlers do);
+/// `None` otherwise.
+///
+/// Bucket keys and identifiers only ever hold this form, so other spellings of one id
+/// cannot open fresh buckets.
+///
+/// ```
+/// use aggregation_core::rate_limit::canonical_id;
+///
+/// let id = "0192f3c4-0000-7000-8000-00000000000a";
+/// for spelling in [
+///     "0192F3C4-0000-7000-8000-00000000000A",
+///     "0192f3c400007000800000000000000a",
+///     "urn:uuid:0192f3c4-0000-7000-8000-00000000000a",
+///     "{0192f3c4-0000-7000-8000-00000000000a}",
+/// ] {
+///     assert_eq!(canonical_id(spelling).as_deref(), Some(id));
+/// }
+/// assert_eq!(canonical_id("p:9"), None);
+/// ```
+pub fn canonical_id(raw: &str) -> Option<String> {
+    let id = uuid::Uuid::try_parse(raw).ok()?;
     Some(id.hyphenated().to_string())
+}
+
+/// The path a bucket is keyed by: the route template with each path parameter (a whole
+/// `{name}` segment) replaced by the [`canonical_id`] of the matching segment of `path`, or
+/// left as the `{name}` placeholder when that segment is not a UUID. Static segments come from
+/// the template; the query and fragment of `path` are ignored.
+///
+/// So every spelling of one id shares one bucket, and ids that are not UUIDs (which the
+/// handlers refuse anyway) all share the one bucket of the template: a client cannot open an
+/// unbounded number of buckets by varying the path. A `path` whose segments do not line up
+/// with the template gives the template itself. Applying it to its own output changes nothing.
+///
+/// ```
+/// use aggregation_core::rate_limit::keyed_path;
+///
+/// let template = "/api/v1/accounts/{id}/transactions";
+/// assert_eq!(
+///     keyed_path(template, "/api/v1/accounts/urn:uuid:0192F3C4-0000-7000-8000-00000000000A/transactions?limit=5"),
+///     "/api/v1/accounts/0192f3c4-0000-7000-8000-00000000000a/transactions"
+/// );
+/// assert_eq!(keyed_path(template, "/api/v1/accounts/junk/transactions"), template);
+/// assert_eq!(keyed_path("/api/v1/sessions", "/api/v1/sessions"), "/api/v1/sessions");
+/// ```
+pub fn keyed_path(route_template: &str, path: &str) -> String {
+    let path = path.split(['?', '#']).next().unwrap_or(path);
+    if !route_template.contains('{') {
+        return route_template.to_owned();
+    }
+    let aligned = route_template.split('/').count() == path.split('/').count();
+    let mut values = path.split('/');
+    let mut keyed = String::with_capacity(route_template.len() + 36);
+    for (index, segment) in route_template.split('/').enumerate() {
+        let value = values.next();
+        if index > 0 {
+            keyed.push('/');
+        }
+        let is_parameter = segment.starts_with('{') && segment.ends_with('}');
+        match value
+            .filter(|_| aligned && is_parameter)
+            .and_then(canonical_id)
+        {
+            Some(id) => keyed.push_str(&id),
+            None => keyed.push_str(segment),
+        }
+    }
+    keyed
 }
 
 /// Identifier used when the client IP is unknown: all such requests share a bucket.
@@ -218,22 +313,47 @@ fn escape_key_part(part: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// Length in bits of the prefix that keys an IPv6 client: a /64 is the smallest network
+/// normally assigned to one subscriber or LAN, and a client holding one can pick any of its
+/// 2^64 addresses, so keying by the full address would give it unlimited buckets.
+pub const IPV6_CLIENT_PREFIX_LEN: u8 = 64;
+
+/// The identifier of a client address under the `Ip` scope: an IPv4 address as itself (an
+/// IPv4-mapped IPv6 address as the IPv4 address it carries), any other IPv6 address as its
+/// [`IPV6_CLIENT_PREFIX_LEN`] network in CIDR notation (`2001:db8:1:2::/64`).
+///
+/// ```
+/// use aggregation_core::rate_limit::ip_identifier;
+///
+/// assert_eq!(ip_identifier("203.0.113.9".parse().unwrap()), "203.0.113.9");
+/// assert_eq!(ip_identifier("::ffff:203.0.113.9".parse().unwrap()), "203.0.113.9");
+/// assert_eq!(ip_identifier("2001:db8:1:2:aaaa::7".parse().unwrap()), "2001:db8:1:2::/64");
+/// ```
+pub fn ip_identifier(ip: IpAddr) -> String {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => v4.to_string(),
+        v6 @ IpAddr::V6(_) => Cidr::new(v6, IPV6_CLIENT_PREFIX_LEN).to_string(),
+    }
+}
+
 /// The scope applied and the bucket identifier for a request under a policy's scope.
 ///
-/// * `Ip`: the client IP (canonical text form), or [`UNKNOWN_IP`].
+/// * `Ip`: the client address as [`ip_identifier`] gives it (IPv6 clients by their /64), or
+///   [`UNKNOWN_IP`].
 /// * `User`: the user id; without one, falls back to `Ip`.
-/// * `UserProvider` / `UserAccount`: `user:id` (just the user when the request names no
-///   provider or account); without a user, falls back to `Ip`.
+/// * `UserProvider` / `UserAccount`: `user:id` with the id in [`canonical_id`] form; just the
+///   user when the request names no provider or account, or names one that is not a UUID
+///   (so junk ids all share the user's one bucket); without a user, falls back to `Ip`.
 /// * `Global`: `global`.
 ///
-/// User, provider and account ids have `%` and `:` percent-escaped.
+/// User ids have `%` and `:` percent-escaped.
 pub fn resolve_identifier(scope: Scope, identity: &RequestIdentity) -> (Scope, String) {
     let ip = || {
         (
             Scope::Ip,
             identity
                 .client_ip
-                .map_or_else(|| UNKNOWN_IP.to_owned(), |ip| ip.to_canonical().to_string()),
+                .map_or_else(|| UNKNOWN_IP.to_owned(), ip_identifier),
         )
     };
     let user = identity.user_id.as_deref().filter(|u| !u.is_empty());
@@ -250,9 +370,9 @@ pub fn resolve_identifier(scope: Scope, identity: &RequestIdentity) -> (Scope, S
                 let target = identity
                     .provider_or_account_id
                     .as_deref()
-                    .filter(|id| !id.is_empty());
+                    .and_then(canonical_id);
                 let id = match target {
-                    Some(t) => format!("{}:{}", escape_key_part(u), escape_key_part(t)),
+                    Some(t) => format!("{}:{t}", escape_key_part(u)),
                     None => escape_key_part(u).into_owned(),
                 };
                 (scope, id)
@@ -261,9 +381,10 @@ pub fn resolve_identifier(scope: Scope, identity: &RequestIdentity) -> (Scope, S
     }
 }
 
-/// The bucket key: `rl:{scope}:{identifier}:{METHOD}:{path}`, the path as requested with the
-/// query (and any fragment) dropped, the method upper-cased, the scope in lower case
-/// ([`Scope::key_str`]).
+/// The bucket key: `rl:{scope}:{identifier}:{METHOD}:{path}`, the method upper-cased, the
+/// scope in lower case ([`Scope::key_str`]), the query (and any fragment) of `path` dropped.
+///
+/// `path` should be the keyed path ([`keyed_path`]): [`RateLimiter::check`] passes it so.
 pub fn bucket_key(scope: Scope, identifier: &str, method: &str, path: &str) -> String {
     let path = path.split(['?', '#']).next().unwrap_or(path);
     format!(
@@ -311,7 +432,12 @@ impl RateLimiter {
     }
 
     /// Check a request to `method route_template` (the router's template, for the policy)
-    /// at `path` (as requested, for the bucket key).
+    /// at `path` (as requested, or already canonical).
+    ///
+    /// The bucket is keyed by the method and [`keyed_path`]`(route_template, path)`: path
+    /// parameters in canonical UUID form, those that are not UUIDs as the template's
+    /// placeholder, the query ignored. So neither other spellings of an id nor junk ids open
+    /// fresh buckets. The identifier is [`resolve_identifier`]'s.
     ///
     /// `None`: the endpoint has no policy or a disabled one, and is not limited (no headers).
     /// Otherwise the decision, after emitting `RateLimitCheckAttempted` and then
@@ -332,7 +458,12 @@ impl RateLimiter {
         let (policy, bucket) = self.policies.active(method, route_template)?;
         let (scope, identifier) = resolve_identifier(policy.scope, identity);
         let endpoint = format!("{} {route_template}", method.to_ascii_uppercase());
-        let key = bucket_key(scope, &identifier, method, path);
+        let key = bucket_key(
+            scope,
+            &identifier,
+            method,
+            &keyed_path(route_template, path),
+        );
         let scope_name = scope.as_str().to_owned();
 
         self.events.emit(&RateLimitEvent::Attempted {

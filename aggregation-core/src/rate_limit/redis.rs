@@ -7,7 +7,11 @@
 //! Rust by [`bucket::decide`], the same code the in-memory store uses. Numbers cross the wire
 //! as strings written with 17 significant digits, so no precision is lost on the way.
 //!
-//! The script is sent once and then called by its SHA-1 (`EVALSHA`); when Redis answers
+//! A peek ([`RateLimitStore::peek`]) is a second, read-only script with the same refill
+//! formula: it writes nothing and leaves the key's TTL alone. Bucket keys expire through the
+//! check script's `EXPIRE` after the policy's TTL, so Redis needs no cap of its own.
+//!
+//! The scripts are sent once and then called by their SHA-1 (`EVALSHA`); when Redis answers
 //! `NOSCRIPT` (after a restart or `SCRIPT FLUSH`) [`redis::Script`] loads it again and retries.
 //!
 //! # Time
@@ -59,11 +63,16 @@ use super::{Clock, RateLimitStore, RateLimitStoreError};
 /// Kept in its own file so `benches/redis-baseline.sh` runs the very same script.
 const CHECK_SCRIPT: &str = include_str!("check.lua");
 
+/// The peek: reads only. KEYS[1] = bucket key; ARGV = max_tokens, refill_rate (per minute),
+/// now (seconds; empty = use the server's TIME). Returns the tokens available, as a string.
+const PEEK_SCRIPT: &str = include_str!("peek.lua");
+
 /// Token buckets in Redis, shared by every instance pointing at the same server and prefix.
 pub struct RedisRateLimitStore {
     client: redis::Client,
     connection: OnceCell<ConnectionManager>,
     script: redis::Script,
+    peek_script: redis::Script,
     key_prefix: String,
     timeout: Duration,
     clock: Option<Clock>,
@@ -97,6 +106,7 @@ impl RedisRateLimitStore {
             client,
             connection: OnceCell::new(),
             script: redis::Script::new(CHECK_SCRIPT),
+            peek_script: redis::Script::new(PEEK_SCRIPT),
             key_prefix,
             timeout,
             clock: None,
@@ -171,13 +181,40 @@ impl RedisRateLimitStore {
             .invoke_async(&mut connection)
             .await
             .map_err(backend)?;
-        let available: f64 = reply
-            .parse()
-            .ok()
-            .filter(|v: &f64| v.is_finite())
-            .ok_or_else(|| RateLimitStoreError::InvalidReply(format!("tokens `{reply}`")))?;
-        Ok(bucket::decide(available, policy).1)
+        Ok(bucket::decide(parse_tokens(&reply)?, policy).1)
     }
+
+    async fn run_peek(
+        &self,
+        key: &str,
+        policy: &BucketPolicy,
+    ) -> Result<Decision, RateLimitStoreError> {
+        let mut connection = self.connection().await?;
+        let now = match &self.clock {
+            Some(clock) => clock().to_string(),
+            None => String::new(),
+        };
+        let mut invocation = self.peek_script.prepare_invoke();
+        invocation
+            .key(format!("{}{key}", self.key_prefix))
+            .arg(policy.max_tokens().to_string())
+            .arg(policy.refill_rate().to_string())
+            .arg(now);
+        let reply: String = invocation
+            .invoke_async(&mut connection)
+            .await
+            .map_err(backend)?;
+        Ok(bucket::peek(parse_tokens(&reply)?, policy))
+    }
+}
+
+/// The tokens a script returned.
+fn parse_tokens(reply: &str) -> Result<f64, RateLimitStoreError> {
+    reply
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite())
+        .ok_or_else(|| RateLimitStoreError::InvalidReply(format!("tokens `{reply}`")))
 }
 
 fn backend(e: redis::RedisError) -> RateLimitStoreError {
@@ -192,6 +229,16 @@ impl RateLimitStore for RedisRateLimitStore {
         policy: &BucketPolicy,
     ) -> Result<Decision, RateLimitStoreError> {
         tokio::time::timeout(self.timeout, self.run(key, policy))
+            .await
+            .map_err(|_| RateLimitStoreError::Timeout(self.timeout))?
+    }
+
+    async fn peek(
+        &self,
+        key: &str,
+        policy: &BucketPolicy,
+    ) -> Result<Decision, RateLimitStoreError> {
+        tokio::time::timeout(self.timeout, self.run_peek(key, policy))
             .await
             .map_err(|_| RateLimitStoreError::Timeout(self.timeout))?
     }

@@ -334,11 +334,15 @@ async fn keys_follow_scope_identifier_method_and_path() {
         user_id: Some("u-1".into()),
         ..anon.clone()
     };
+    // Another spelling of a UUID is keyed in canonical form.
+    let provider = "0192F3C4-0000-7000-8000-0000000000C1";
+    let provider_path = format!("/api/v1/providers/urn:uuid:{provider}/sync");
     let user_provider = RequestIdentity {
-        provider_or_account_id: Some("p:9".into()),
+        provider_or_account_id: Some(provider.into()),
         ..user.clone()
     };
 
+    // Ids that are not UUIDs leave the template's placeholder.
     let path = "/api/v1/accounts/a1/transactions?limit=5";
     let tpl = "/api/v1/accounts/{id}/transactions";
     limiter.check("get", tpl, path, &user).await.unwrap();
@@ -347,7 +351,7 @@ async fn keys_follow_scope_identifier_method_and_path() {
         .check(
             "POST",
             "/api/v1/providers/{id}/sync",
-            "/api/v1/providers/p:9/sync",
+            &provider_path,
             &user_provider,
         )
         .await
@@ -421,14 +425,14 @@ async fn keys_follow_scope_identifier_method_and_path() {
     assert_eq!(
         *store.keys.lock().unwrap(),
         [
-            "rl:user:u-1:GET:/api/v1/accounts/a1/transactions",
-            "rl:ip:2001:db8::1:GET:/api/v1/accounts/a1/transactions",
-            "rl:user_provider:u-1:p%3A9:POST:/api/v1/providers/p:9/sync",
-            "rl:ip:2001:db8::1:POST:/api/v1/providers/p:9/sync",
+            "rl:user:u-1:GET:/api/v1/accounts/{id}/transactions",
+            "rl:ip:2001:db8::/64:GET:/api/v1/accounts/{id}/transactions",
+            "rl:user_provider:u-1:0192f3c4-0000-7000-8000-0000000000c1:POST:/api/v1/providers/0192f3c4-0000-7000-8000-0000000000c1/sync",
+            "rl:ip:2001:db8::/64:POST:/api/v1/providers/{id}/sync",
             "rl:user_provider:u-1:0192f3c4-0000-7000-8000-0000000000c2:POST:/api/v1/accounts/syncs",
             "rl:user_provider:u-1:POST:/api/v1/accounts/syncs",
-            "rl:user_account:u-1:acc-7:POST:/api/v1/accounts/acc-7/holdings/syncs",
-            "rl:ip:2001:db8::1:GET:/api/v1/imports/formats",
+            "rl:user_account:u-1:POST:/api/v1/accounts/{id}/holdings/syncs",
+            "rl:ip:2001:db8::/64:GET:/api/v1/imports/formats",
             "rl:ip:unknown:POST:/api/v1/sessions",
         ]
     );
@@ -477,6 +481,160 @@ fn global_scope_and_key_helpers() {
         "rl:global:global:DELETE:/a/b"
     );
     assert_eq!(escape_key_part("a%b:c"), "a%25b%3Ac");
+    let escaped_user = RequestIdentity {
+        user_id: Some("u:1".into()),
+        provider_or_account_id: Some("0192F3C40000700080000000000000C1".into()),
+        ..who.clone()
+    };
+    assert_eq!(
+        resolve_identifier(Scope::UserProvider, &escaped_user),
+        (
+            Scope::UserProvider,
+            "u%3A1:0192f3c4-0000-7000-8000-0000000000c1".into()
+        )
+    );
+    let junk = RequestIdentity {
+        provider_or_account_id: Some("p:9".into()),
+        ..escaped_user.clone()
+    };
+    assert_eq!(
+        resolve_identifier(Scope::UserAccount, &junk),
+        (Scope::UserAccount, "u%3A1".into())
+    );
+}
+
+#[test]
+fn ipv6_clients_are_keyed_by_their_64_prefix() {
+    for (address, identifier) in [
+        ("2001:db8:1:2::1", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
+        ("2001:db8:1:3::1", "2001:db8:1:3::/64"),
+        ("::1", "::/64"),
+        ("fe80::1:2:3:4", "fe80::/64"),
+        // IPv4-mapped addresses are IPv4 clients.
+        ("::ffff:198.51.100.7", "198.51.100.7"),
+        ("198.51.100.7", "198.51.100.7"),
+    ] {
+        assert_eq!(
+            resolve_identifier(Scope::Ip, &ip_identity(address)),
+            (Scope::Ip, identifier.to_owned()),
+            "{address}"
+        );
+    }
+    // A user without a verified token falls back to the same prefix.
+    assert_eq!(
+        resolve_identifier(Scope::User, &ip_identity("2001:db8:1:2::9")).1,
+        "2001:db8:1:2::/64"
+    );
+}
+
+#[test]
+fn keyed_paths_are_canonical() {
+    let template = "/api/v1/accounts/{id}";
+    let id = "0192f3c4-0000-7000-8000-0000000000c1";
+    for spelling in [
+        id.to_owned(),
+        id.to_uppercase(),
+        id.replace('-', ""),
+        format!("urn:uuid:{id}"),
+        format!("{{{id}}}"),
+    ] {
+        assert_eq!(
+            keyed_path(template, &format!("/api/v1/accounts/{spelling}?x=1#f")),
+            format!("/api/v1/accounts/{id}"),
+            "{spelling}"
+        );
+    }
+    for junk in [
+        "x",
+        "",
+        "p:9",
+        "0192f3c4",
+        "%30192f3c4-0000-7000-8000-0000000000c1",
+    ] {
+        assert_eq!(
+            keyed_path(template, &format!("/api/v1/accounts/{junk}")),
+            template
+        );
+    }
+    // Segments that do not line up with the template: the template.
+    assert_eq!(
+        keyed_path(template, &format!("/api/v1/accounts/{id}/x")),
+        template
+    );
+    assert_eq!(keyed_path(template, "/"), template);
+    assert_eq!(
+        keyed_path(
+            "/api/v1/admin/users/{user_id}/rotations",
+            &format!("/api/v1/admin/users/{}/rotations", id.to_uppercase())
+        ),
+        format!("/api/v1/admin/users/{id}/rotations")
+    );
+    // Idempotent; static templates are kept as they are.
+    let keyed = keyed_path(template, &format!("/api/v1/accounts/{id}"));
+    assert_eq!(keyed_path(template, &keyed), keyed);
+    assert_eq!(
+        keyed_path("/api/v1/sessions", "/api/v1/SESSIONS"),
+        "/api/v1/sessions"
+    );
+}
+
+#[tokio::test]
+async fn junk_ids_share_one_bucket() {
+    let store = Arc::new(InMemoryRateLimitStore::new());
+    let table = PolicyTable::builtin()
+        .with_overrides_toml(
+            "[[policy]]\nmethod='GET'\nroute='/api/v1/accounts/{id}'\nmax_tokens=3\nrefill_rate=3\nscope='user_account'\n",
+        )
+        .unwrap();
+    let limiter = RateLimiter::new(table, store.clone(), Arc::new(NoopEvents));
+    let user = RequestIdentity {
+        user_id: Some("u-1".into()),
+        ..ip_identity("192.0.2.1")
+    };
+    let mut denied = 0;
+    for i in 0..4_000 {
+        let junk = format!("junk-{i}");
+        let who = RequestIdentity {
+            provider_or_account_id: Some(junk.clone()),
+            ..user.clone()
+        };
+        let d = limiter
+            .check(
+                "GET",
+                "/api/v1/accounts/{id}",
+                &format!("/api/v1/accounts/{junk}"),
+                &who,
+            )
+            .await
+            .unwrap();
+        denied += usize::from(!d.allowed);
+    }
+    assert_eq!(store.len(), 1, "one bucket for every junk id");
+    assert_eq!(denied, 4_000 - 3);
+    // Every spelling of one UUID shares a second bucket.
+    let id = "0192f3c4-0000-7000-8000-0000000000c1";
+    for spelling in [
+        id.to_owned(),
+        id.to_uppercase(),
+        id.replace('-', ""),
+        format!("urn:uuid:{id}"),
+    ] {
+        let who = RequestIdentity {
+            provider_or_account_id: Some(spelling.clone()),
+            ..user.clone()
+        };
+        limiter
+            .check(
+                "GET",
+                "/api/v1/accounts/{id}",
+                &format!("/api/v1/accounts/{spelling}"),
+                &who,
+            )
+            .await
+            .unwrap();
+    }
+    assert_eq!(store.len(), 2);
 }
 
 #[tokio::test]
