@@ -1,15 +1,20 @@
-//! Bounded CPU- and memory-heavy work on tokio's blocking pool.
+//! Bounded CPU- and memory-heavy work on threads of its own.
 //!
 //! Password hashing takes 19 MiB and tens of milliseconds of one core; parsing a large OFX file
 //! takes a core as well. Left unbounded, a login storm starts one blocking thread per request,
-//! each with its own memory, until the process holds gigabytes. A [`WorkGate`] lets at most
-//! `concurrent` jobs run and `queued` more wait; past that the caller is told to come back
-//! later ([`WorkError::Busy`], answered as 503 with `Retry-After`).
+//! each with its own memory, until the process holds gigabytes. A [`WorkGate`] owns
+//! `concurrent` worker threads and a queue of `queued` jobs; a job that finds the queue full is
+//! refused at once ([`WorkError::Busy`], answered as 503 with `Retry-After`).
+//!
+//! The workers run at the lowest scheduling priority the OS gives an unprivileged thread
+//! (`SCHED_BATCH`, nice 19 on Linux): when the cores are all hashing, a request that needs a
+//! few microseconds of CPU (a read, a refresh) still gets it at once, and the hashes take the
+//! rest. Alone, a low-priority thread runs as fast as any other.
 
-use std::sync::Arc;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-use tokio::sync::Semaphore;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::config::WorkLimits;
 
@@ -20,26 +25,34 @@ pub enum WorkError {
     /// As many jobs as allowed are running and waiting already.
     #[error("too much {0} is running or waiting already")]
     Busy(&'static str),
-    /// The blocking task panicked or was cancelled.
+    /// The job panicked, or no worker thread could be started.
     #[error("{kind} failed: {reason}")]
     Failed {
         /// The kind of work.
         kind: &'static str,
-        /// What the runtime reported.
+        /// What went wrong.
         reason: String,
     },
 }
 
-/// Admits heavy jobs within [`WorkLimits`] and runs them on the blocking pool.
+/// A job as the workers see it: it sends its own result.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Admits heavy jobs within [`WorkLimits`] (at most `concurrent + queued` running or waiting)
+/// and runs them on its own worker threads.
+///
+/// Cheap to clone. The workers stop once every clone is dropped and the queue is empty.
 #[derive(Debug, Clone)]
 pub(crate) struct WorkGate {
     kind: &'static str,
-    running: Arc<Semaphore>,
+    jobs: SyncSender<Job>,
+    /// Jobs running or waiting, against `capacity`: counted here rather than by the channel,
+    /// so that a worker thread still starting does not shrink the queue.
     admitted: Arc<AtomicUsize>,
     capacity: usize,
 }
 
-/// A place among the admitted jobs, given back when the job ends or its caller gives up.
+/// A place among the admitted jobs, given back when the job has run or was dropped unrun.
 struct Admission(Arc<AtomicUsize>);
 
 impl Drop for Admission {
@@ -49,57 +62,109 @@ impl Drop for Admission {
 }
 
 impl WorkGate {
-    /// A gate for `kind` work ("password hashing", "OFX parsing") within `limits`.
+    /// A gate for `kind` work ("password hashing", "OFX parsing") within `limits`: starts
+    /// `limits.concurrent` (at least one) worker threads.
     pub(crate) fn new(kind: &'static str, limits: WorkLimits) -> Self {
         let concurrent = limits.concurrent.max(1);
+        let capacity = concurrent.saturating_add(limits.queued);
+        let (jobs, queue) = std::sync::mpsc::sync_channel::<Job>(capacity);
+        let queue = Arc::new(Mutex::new(queue));
+        let mut started = 0;
+        for index in 0..concurrent {
+            let queue = Arc::clone(&queue);
+            let spawned = std::thread::Builder::new()
+                .name(format!("aggregation-work-{index}"))
+                .spawn(move || work(&queue));
+            match spawned {
+                Ok(_) => started += 1,
+                Err(error) => tracing::error!(kind, error = %error, "could not start a worker"),
+            }
+        }
+        if started == 0 {
+            // Nothing would ever take a job: let every job fail instead of waiting forever.
+            drop(queue);
+        }
         Self {
             kind,
-            running: Arc::new(Semaphore::new(concurrent)),
+            jobs,
             admitted: Arc::new(AtomicUsize::new(0)),
-            capacity: concurrent.saturating_add(limits.queued),
+            capacity,
         }
     }
 
-    fn admit(&self) -> Result<Admission, WorkError> {
-        let admitted = self.admitted.fetch_add(1, Ordering::AcqRel);
-        let admission = Admission(Arc::clone(&self.admitted));
-        if admitted >= self.capacity {
-            return Err(WorkError::Busy(self.kind));
-        }
-        Ok(admission)
-    }
-
-    /// Runs `job` on the blocking pool once a slot is free, or refuses at once when the queue
-    /// is full. The slot stays taken until the job returns, even when the caller stops waiting,
-    /// so an abandoned request cannot make room for more work than the limits allow.
+    /// Runs `job` on a worker once one is free, or refuses at once when the queue is full. A
+    /// job whose caller stopped waiting before a worker took it is skipped.
     pub(crate) async fn run<T, F>(&self, job: F) -> Result<T, WorkError>
     where
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
-        let admission = self.admit()?;
-        let permit = Arc::clone(&self.running)
-            .acquire_owned()
-            .await
-            .map_err(|error| WorkError::Failed {
-                kind: self.kind,
-                reason: error.to_string(),
-            })?;
-        tokio::task::spawn_blocking(move || {
-            let _slot = (permit, admission);
-            job()
-        })
-        .await
-        .map_err(|error| WorkError::Failed {
+        let admission = Admission(Arc::clone(&self.admitted));
+        if self.admitted.fetch_add(1, Ordering::AcqRel) >= self.capacity {
+            return Err(WorkError::Busy(self.kind));
+        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move || {
+            let _admission = admission;
+            if !reply.is_closed() {
+                let _ = reply.send(job());
+            }
+        });
+        match self.jobs.try_send(job) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => return Err(WorkError::Busy(self.kind)),
+            Err(TrySendError::Disconnected(_)) => {
+                return Err(self.failed("no worker thread is running"));
+            }
+        }
+        answer.await.map_err(|_| self.failed("the job panicked"))
+    }
+
+    fn failed(&self, reason: &str) -> WorkError {
+        WorkError::Failed {
             kind: self.kind,
-            reason: error.to_string(),
-        })
+            reason: reason.to_owned(),
+        }
     }
 }
+
+/// A worker: takes jobs until every sender is gone.
+fn work(queue: &Mutex<Receiver<Job>>) {
+    lower_priority();
+    loop {
+        let next = queue.lock().unwrap_or_else(PoisonError::into_inner).recv();
+        let Ok(job) = next else { return };
+        // A panicking job drops its reply (its caller sees `Failed`); the worker carries on.
+        if std::panic::catch_unwind(AssertUnwindSafe(job)).is_err() {
+            tracing::error!("a heavy job panicked");
+        }
+    }
+}
+
+/// Puts the calling thread behind request handling: `SCHED_BATCH` at the lowest priority.
+#[cfg(unix)]
+fn lower_priority() {
+    use thread_priority::{
+        NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+        set_thread_priority_and_policy, thread_native_id,
+    };
+    let lowered = set_thread_priority_and_policy(
+        thread_native_id(),
+        ThreadPriority::Min,
+        ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Batch),
+    );
+    if let Err(error) = lowered {
+        tracing::debug!(error = ?error, "could not lower a worker's priority");
+    }
+}
+
+#[cfg(not(unix))]
+fn lower_priority() {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future as _;
     use std::sync::mpsc;
     use std::time::Duration;
 
@@ -112,29 +177,44 @@ mod tests {
                 queued: 1,
             },
         );
+        let (started, wait_started) = mpsc::channel::<()>();
         let (release, wait) = mpsc::channel::<()>();
-        let wait = Arc::new(std::sync::Mutex::new(wait));
         let blocker = {
             let gate = gate.clone();
-            let wait = Arc::clone(&wait);
             tokio::spawn(async move {
-                gate.run(move || wait.lock().map(|rx| rx.recv().is_ok()).unwrap_or(false))
-                    .await
+                gate.run(move || {
+                    let _ = started.send(());
+                    wait.recv().is_ok()
+                })
+                .await
             })
         };
-        let queued = {
-            let gate = gate.clone();
-            tokio::spawn(async move { gate.run(|| 7).await })
-        };
-        // Both the running and the queued job hold their places before the third arrives.
-        while gate.admitted.load(Ordering::Acquire) < 2 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        wait_started
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the worker took the first job");
+        // Polled once, the second job takes the one place in the queue.
+        let mut queued = std::pin::pin!(gate.run(|| 7));
+        let first_poll =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(queued.as_mut().poll(cx))).await;
+        assert!(first_poll.is_pending());
         assert!(matches!(gate.run(|| 1).await, Err(WorkError::Busy(_))));
         release.send(()).expect("the blocker waits");
         assert!(blocker.await.expect("joined").expect("ran"));
-        assert_eq!(queued.await.expect("joined").expect("ran"), 7);
+        assert_eq!(queued.await.expect("ran"), 7);
         assert_eq!(gate.run(|| 3).await.expect("room again"), 3);
-        assert_eq!(gate.admitted.load(Ordering::Acquire), 0);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_job_fails_alone() {
+        let gate = WorkGate::new(
+            "test work",
+            WorkLimits {
+                concurrent: 1,
+                queued: 4,
+            },
+        );
+        let failed = gate.run(|| -> u8 { panic!("boom") }).await;
+        assert!(matches!(failed, Err(WorkError::Failed { .. })));
+        assert_eq!(gate.run(|| 5).await.expect("the worker lives on"), 5);
     }
 }

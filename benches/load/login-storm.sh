@@ -8,7 +8,8 @@
 # It reports, from one run side by side:
 #   * RSS idle, peak (VmHWM) and after 15 s of rest;
 #   * logins/s at 4 connections and at STORM_CONNECTIONS (and their ratio);
-#   * GET /api/v1/accounts p99 alone and during the storm (and their ratio);
+#   * GET /api/v1/accounts p99 alone and during the storm (and their ratio), 4 connections each
+#     pausing READ_DELAY_MS (10) between requests;
 #   * how many logins were refused with 503 (the bounded hashing queue).
 # Extra server settings pass through the environment (AGG_HASH_CONCURRENCY, AGG_HASH_QUEUE...).
 set -euo pipefail
@@ -18,6 +19,7 @@ CONNECTIONS="${STORM_CONNECTIONS:-64}"
 SECONDS_PER_RUN="${STORM_SECONDS:-10}"
 REST_SECONDS="${STORM_REST_SECONDS:-15}"
 PORT="${STORM_PORT:-18089}"
+READ_DELAY_MS="${READ_DELAY_MS:-10}"
 PASSWORD='Str0ng!Passw0rd'
 EMAIL='storm@example.com'
 
@@ -59,7 +61,10 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.body = '{"email": "$EMAIL", "password": "$PASSWORD"}'
 EOF
 
-cat >"$LUA/read.lua" <<'EOF'
+# Reads are paced (each connection waits READ_DELAY_MS between requests) so that they stand for
+# ordinary traffic beside the storm instead of competing with it for the CPU.
+cat >"$LUA/read.lua" <<EOF
+function delay() return ${READ_DELAY_MS} end
 function done(summary, latency, requests)
     io.write(string.format("RESULT requests=%d errors=%d seconds=%.2f p50_ms=%.2f p99_ms=%.2f\n",
         summary.requests, summary.errors.status + summary.errors.connect + summary.errors.read
@@ -100,7 +105,7 @@ ACCESS="$(curl -fsS -X POST "$BASE/api/v1/sessions" -H 'Content-Type: applicatio
     sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')"
 
 IDLE="$(rss_kib VmRSS)"
-READ_ALONE="$(wrk -t2 -c4 -d"${SECONDS_PER_RUN}s" -s "$LUA/read.lua" \
+READ_ALONE="$(wrk -t1 -c4 -d"${SECONDS_PER_RUN}s" -s "$LUA/read.lua" \
     -H "Authorization: Bearer $ACCESS" "$BASE/api/v1/accounts" | grep RESULT)"
 LOGIN_C4="$(wrk -t2 -c4 -d"${SECONDS_PER_RUN}s" -s "$LUA/login.lua" "$BASE/api/v1/sessions" | grep RESULT)"
 
