@@ -59,7 +59,7 @@ pub(crate) struct State {
     pub(crate) auth: Auth,
     pub(crate) events: Arc<dyn EventSink>,
     pub(crate) connections: Connections,
-    /// Bounds parsing of large OFX uploads on the blocking pool.
+    /// Bounds parsing of large OFX uploads (its own worker threads).
     pub(crate) parsing: WorkGate,
     limiter: RateLimiter,
     router: Router,
@@ -143,14 +143,17 @@ impl AggregationService {
         let mut granted = 0;
         for email in self.state.config.admin_emails() {
             // Unverified accounts get the role when they verify (see `Auth::verify_email`).
-            let user = self.state.store.user_by_email(email).await?;
-            if user.is_none_or(|user| user.email_verified_at.is_none()) {
+            let Some(user) = self.state.store.user_by_email(email).await? else {
                 continue;
-            }
-            match crate::admin::grant_admin_by_email(&*self.state.store, email).await {
-                Ok(true) => granted += 1,
-                Ok(false) | Err(AdminError::UnknownEmail(_)) => {}
-                Err(error) => return Err(error),
+            };
+            if user.email_verified_at.is_some()
+                && self
+                    .state
+                    .store
+                    .grant_role(user.id, crate::store::Role::Admin, crate::store::now())
+                    .await?
+            {
+                granted += 1;
             }
         }
         Ok(granted)
