@@ -19,14 +19,18 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::sync::mpsc;
 use tower::{Service, ServiceExt};
 
-pub use aggregation_core::PeerAddr;
+#[doc(no_inline)]
+pub use aggregation_core::{AggregationService, AggregationServiceBuilder, Config, PeerAddr};
 
 /// Number of payload chunks that may wait between actix and the service.
 const CHANNEL_CAPACITY: usize = 2;
 
 /// Mounts `service` as the default (catch-all) service of an actix-web app or scope:
-/// `App::new().configure(configure(service))` sends every path and method to it.
-pub fn configure<S, RB>(service: S) -> impl FnOnce(&mut ServiceConfig) + Clone
+/// `App::new().configure(router(service))` sends every path and method to it.
+///
+/// `service` is an [`AggregationService`], possibly wrapped in tower layers. The core sees each
+/// client's address as a [`PeerAddr`] request extension.
+pub fn router<S, RB>(service: S) -> impl FnOnce(&mut ServiceConfig) + Clone
 where
     S: Service<http::Request<RequestBody>, Response = http::Response<RB>, Error = Infallible>
         + Clone
@@ -40,6 +44,20 @@ where
             handle(service.clone(), req)
         }));
     }
+}
+
+/// The former name of [`router`], kept while the READMEs still show it.
+#[deprecated(note = "renamed `router`, as in aggregation-axum")]
+pub fn configure<S, RB>(service: S) -> impl FnOnce(&mut ServiceConfig) + Clone
+where
+    S: Service<http::Request<RequestBody>, Response = http::Response<RB>, Error = Infallible>
+        + Clone
+        + 'static,
+    S::Future: 'static,
+    RB: Body<Data = Bytes> + 'static,
+    RB::Error: Into<Box<dyn StdError + Send + Sync>>,
+{
+    router(service)
 }
 
 async fn handle<S, RB>(

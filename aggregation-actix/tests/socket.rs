@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use actix_web::{App, HttpServer};
-use aggregation_actix::{PeerAddr, RequestBody, configure};
+use aggregation_actix::{PeerAddr, RequestBody, router as configure};
 use bytes::Bytes;
 use futures_util::{StreamExt, stream};
 use http::{Request, Response, StatusCode, header};

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use crate::crypto::Keyring;
-use crate::rate_limit::{BucketPolicy, Cidr};
+use crate::rate_limit::{BucketPolicy, IpNet};
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -164,7 +164,7 @@ pub struct Config {
     mail_from: String,
     refresh_reuse_interval: Duration,
     session_max_lifetime: Duration,
-    trusted_proxies: Vec<Cidr>,
+    trusted_proxies: Vec<IpNet>,
     admin_emails: Vec<String>,
     refresh_provider_tokens_every: Option<Duration>,
     purge_expired_every: Option<Duration>,
@@ -511,13 +511,13 @@ impl Config {
     /// Sets the proxies whose `X-Forwarded-For` header is read to find the client address
     /// (default none: the peer address is the client).
     #[must_use]
-    pub fn with_trusted_proxies(mut self, proxies: Vec<Cidr>) -> Self {
+    pub fn with_trusted_proxies(mut self, proxies: Vec<IpNet>) -> Self {
         self.trusted_proxies = proxies;
         self
     }
 
     /// Proxies whose `X-Forwarded-For` is believed.
-    pub fn trusted_proxies(&self) -> &[Cidr] {
+    pub fn trusted_proxies(&self) -> &[IpNet] {
         &self.trusted_proxies
     }
 

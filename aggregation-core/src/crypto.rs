@@ -162,6 +162,13 @@ pub fn pkce_challenge(verifier: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
 }
 
+/// A fresh PKCE pair, `(challenge, verifier)`: the verifier is 32 random bytes as base64url
+/// (43 characters, RFC 7636 §4.1), the challenge its S256 [`pkce_challenge`].
+pub(crate) fn new_pkce_pair() -> (String, String) {
+    let verifier = random_urlsafe_token();
+    (pkce_challenge(&verifier), verifier)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +184,21 @@ mod tests {
         assert_eq!(challenge.method().as_str(), "S256");
         assert_eq!(verifier.secret().len(), 43);
         assert_eq!(pkce_challenge(verifier.secret()), challenge.as_str());
+    }
+
+    #[test]
+    fn pkce_pairs_are_fresh_s256_pairs_shaped_as_oauth2_makes_them() {
+        let (challenge, verifier) = new_pkce_pair();
+        let (oauth2_challenge, oauth2_verifier) = oauth2::PkceCodeChallenge::new_random_sha256();
+        assert_eq!(verifier.len(), oauth2_verifier.secret().len());
+        assert_eq!(challenge.len(), oauth2_challenge.as_str().len());
+        assert_eq!(challenge, pkce_challenge(&verifier));
+        assert!(
+            verifier
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        );
+        assert_ne!(new_pkce_pair().1, verifier);
     }
 
     #[test]

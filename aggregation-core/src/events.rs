@@ -19,7 +19,9 @@
 //! }
 //! ```
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+#[cfg(feature = "testing")]
+use std::sync::Mutex;
 
 use serde::Serialize;
 use uuid::Uuid;
@@ -189,11 +191,13 @@ impl EventSink for TracingEventSink {
 }
 
 /// Keeps every event in memory, for tests.
+#[cfg(feature = "testing")]
 #[derive(Debug, Clone, Default)]
 pub struct MemoryEventSink {
     events: Arc<Mutex<Vec<DomainEvent>>>,
 }
 
+#[cfg(feature = "testing")]
 impl MemoryEventSink {
     /// An empty sink.
     pub fn new() -> Self {
@@ -209,6 +213,7 @@ impl MemoryEventSink {
     }
 }
 
+#[cfg(feature = "testing")]
 impl EventSink for MemoryEventSink {
     fn emit(&self, event: &DomainEvent) {
         if let Ok(mut events) = self.events.lock() {

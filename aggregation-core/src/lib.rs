@@ -17,5 +17,51 @@ pub mod service;
 pub mod store;
 pub mod work;
 
+// What an embedder names to build, configure and run the service, in one place.
+
+#[doc(inline)]
 pub use config::{Config, ConfigError, LoginFailureLimit, WorkLimits};
+#[doc(inline)]
+pub use crypto::{CryptoError, Keyring};
+#[doc(inline)]
+pub use events::{DomainEvent, EventSink, TracingEventSink};
+#[doc(inline)]
+pub use jobs::{JobRunner, JobsError, JobsHandle};
+#[doc(inline)]
+#[cfg(feature = "smtp")]
+pub use mail::SmtpMailer;
+#[doc(inline)]
+pub use mail::{
+    Email, MailError, MailQueueHandle, MailShutdownError, Mailer, MemoryMailer, OutboxMailer,
+};
+#[doc(inline)]
+#[cfg(feature = "sandbox")]
+pub use providers::SchwabSandbox;
+#[doc(inline)]
+pub use providers::{Provider, ProviderError, ProviderTokens};
+#[doc(inline)]
+#[cfg(feature = "schwab")]
+pub use providers::{SchwabConfig, SchwabProvider};
+#[doc(inline)]
+#[cfg(feature = "redis")]
+pub use rate_limit::RedisRateLimitStore;
+#[doc(inline)]
+pub use rate_limit::{
+    CidrError, InMemoryRateLimitStore, IpNet, Policy, PolicyError, PolicyTable, RateLimitStore,
+    RateLimitStoreError, Scope, parse_cidr_list,
+};
+#[doc(inline)]
 pub use service::{AggregationService, AggregationServiceBuilder, BuildError, PeerAddr};
+#[doc(inline)]
+#[cfg(feature = "postgres")]
+pub use store::PostgresStore;
+#[doc(inline)]
+#[cfg(feature = "sqlite")]
+pub use store::SqliteStore;
+#[doc(inline)]
+pub use store::{Store, StoreError};
+
+/// The sqlx the stores are built on: `SqliteStore::new` and `PostgresStore::new` take its
+/// pools, so an embedder sharing a pool names the same version.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use sqlx;

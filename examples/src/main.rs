@@ -13,14 +13,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use aggregation_core::crypto::Keyring;
-use aggregation_core::mail::{Mailer, OutboxMailer, SmtpMailer};
-use aggregation_core::providers::{SchwabConfig, SchwabProvider, SchwabSandbox};
-use aggregation_core::rate_limit::{
-    Cidr, InMemoryRateLimitStore, PolicyTable, RedisRateLimitStore, parse_cidr_list,
+use aggregation_core::{
+    AggregationService, BuildError, Config, ConfigError, InMemoryRateLimitStore, IpNet, Keyring,
+    LoginFailureLimit, Mailer, OutboxMailer, PolicyTable, PostgresStore, RedisRateLimitStore,
+    SchwabConfig, SchwabProvider, SchwabSandbox, SmtpMailer, SqliteStore, Store, StoreError,
+    WorkLimits, parse_cidr_list,
 };
-use aggregation_core::store::{PostgresStore, SqliteStore, Store, StoreError};
-use aggregation_core::{AggregationService, Config, LoginFailureLimit, WorkLimits};
 use base64::Engine as _;
 use clap::{Parser, Subcommand};
 use rand::RngExt as _;
@@ -239,7 +237,7 @@ enum StartError {
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]
-    Build(#[from] aggregation_core::BuildError),
+    Build(#[from] BuildError),
 }
 
 /// A clap value parser whose errors name the environment variable: clap's own name only the
@@ -497,7 +495,7 @@ fn config(cli: &Cli, address: SocketAddr, sandbox: bool) -> Result<Config, Start
         })?
         .into_bytes(),
     };
-    let trusted: Vec<Cidr> =
+    let trusted: Vec<IpNet> =
         parse_cidr_list(&cli.trusted_proxies).map_err(|e| setting("AGG_TRUSTED_PROXIES", e))?;
     let login_failure_limit = match cli.login_max_failures {
         0 => None,
@@ -511,7 +509,7 @@ fn config(cli: &Cli, address: SocketAddr, sandbox: bool) -> Result<Config, Start
     };
     let config = Config::new(&base_url, jwt_secret)
         .map_err(|e| match e {
-            aggregation_core::ConfigError::BaseUrl(_) => setting("AGG_BASE_URL", e),
+            ConfigError::BaseUrl(_) => setting("AGG_BASE_URL", e),
             _ => setting("AGG_JWT_SECRET", e),
         })?
         .with_mail_from(cli.mail_from.clone())

@@ -62,7 +62,7 @@ pub(crate) fn start_actix(service: AggregationService) -> (String, ServerGuard) 
         let system = actix_web::rt::System::new();
         system.block_on(async move {
             let server = actix_web::HttpServer::new(move || {
-                actix_web::App::new().configure(aggregation_actix::configure(service.clone()))
+                actix_web::App::new().configure(aggregation_actix::router(service.clone()))
             })
             .workers(1)
             .disable_signals()

@@ -12,5 +12,6 @@ pub(crate) mod records;
 pub use ofx::{
     Balance, InvestmentBalance, OfxDocument, OfxError, Position, PositionKind, SecurityId, Signon,
     Statement, StatementAccount, StatementKind, StatementTransaction, TransactionKind, parse_ofx,
-    write_ofx1, write_ofx2,
 };
+#[cfg(feature = "testing")]
+pub use ofx::{write_ofx1, write_ofx2};

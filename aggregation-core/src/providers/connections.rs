@@ -18,7 +18,7 @@ use super::{
     SyncItemError,
 };
 use crate::config::Config;
-use crate::crypto::{CryptoError, random_urlsafe_token, token_digest};
+use crate::crypto::{CryptoError, new_pkce_pair, random_urlsafe_token, token_digest};
 use crate::dates;
 use crate::events::{DomainEvent, EventSink};
 use crate::store::{
@@ -180,11 +180,11 @@ impl Connections {
         // encrypted, bound to the state's digest; only its S256 challenge leaves the service
         // before the code exchange.
         let (challenge, encrypted_verifier) = if provider.supports_pkce() {
-            let (challenge, verifier) = oauth2::PkceCodeChallenge::new_random_sha256();
+            let (challenge, verifier) = new_pkce_pair();
             let (key_id, sealed) = self
                 .config
                 .keyring()
-                .encrypt(verifier.secret().as_bytes(), &state_digest)?;
+                .encrypt(verifier.as_bytes(), &state_digest)?;
             (Some(challenge), Some((key_id, sealed)))
         } else {
             (None, None)
@@ -192,7 +192,7 @@ impl Connections {
         let authorization_url = provider.authorization_url(&AuthorizationRequest {
             state: &state,
             redirect_uri: &redirect_uri,
-            pkce_challenge: challenge.as_ref().map(|challenge| challenge.as_str()),
+            pkce_challenge: challenge.as_deref(),
         })?;
         let ttl = self.config.oauth_state_ttl();
         let created_at = now();

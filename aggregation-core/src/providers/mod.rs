@@ -38,10 +38,14 @@
 //! token-refresh job on one instance (it takes a lease) and keep user syncs of one connection
 //! on one instance (sticky routing) if your provider behaves so.
 
+#[cfg(feature = "sandbox")]
 pub mod sandbox;
+#[cfg(feature = "schwab")]
 pub mod schwab;
 
+#[cfg(feature = "sandbox")]
 pub use sandbox::SchwabSandbox;
+#[cfg(feature = "schwab")]
 pub use schwab::{SchwabConfig, SchwabProvider};
 
 use std::collections::BTreeMap;

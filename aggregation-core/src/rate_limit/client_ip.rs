@@ -1,4 +1,4 @@
-//! Client IP resolution behind trusted proxies, and a small CIDR parser.
+//! Client IP resolution behind trusted proxies, and the parser of their CIDR list.
 //!
 //! The client is the peer address. Only when the peer is a configured trusted proxy
 //! (`AGG_TRUSTED_PROXIES`) is `X-Forwarded-For` read, from the right, skipping trusted
@@ -24,9 +24,10 @@
 //! assert_eq!(client_ip(Some(peer), &xff, &trusted), Some(peer));
 //! ```
 
-use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::str::FromStr;
+
+use ipnet::IpNet;
 
 /// A malformed CIDR.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -42,136 +43,59 @@ pub enum CidrError {
     },
 }
 
-/// An IPv4 or IPv6 network, `address/prefix_len`; the host bits are cleared on parsing
-/// (`10.1.2.3/8` is `10.0.0.0/8`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Cidr {
-    network: IpAddr,
-    prefix_len: u8,
-}
-
-fn mask_v4(prefix_len: u8) -> u32 {
-    u32::MAX
-        .checked_shl(32 - u32::from(prefix_len))
-        .unwrap_or(0)
-}
-
-fn mask_v6(prefix_len: u8) -> u128 {
-    u128::MAX
-        .checked_shl(128 - u32::from(prefix_len))
-        .unwrap_or(0)
-}
-
-impl Cidr {
-    /// Parse `10.0.0.0/8`, `2001:db8::/32`, or a bare address (a single host: `/32` or
-    /// `/128`). Surrounding whitespace is ignored.
-    ///
-    /// # Errors
-    /// [`CidrError::Invalid`] naming the entry.
-    pub fn parse(entry: &str) -> Result<Self, CidrError> {
-        let invalid = |reason| CidrError::Invalid {
-            entry: entry.to_owned(),
-            reason,
-        };
-        let text = entry.trim();
-        if text.is_empty() {
-            return Err(invalid("empty entry"));
+/// Parse `10.0.0.0/8`, `2001:db8::/32`, or a bare address (a single host: `/32` or `/128`)
+/// into its network; surrounding whitespace is ignored and the host bits are cleared
+/// (`10.1.2.3/8` is `10.0.0.0/8`). The prefix length is decimal digits only.
+///
+/// # Errors
+/// [`CidrError::Invalid`] naming the entry.
+pub fn parse_cidr(entry: &str) -> Result<IpNet, CidrError> {
+    let invalid = |reason| CidrError::Invalid {
+        entry: entry.to_owned(),
+        reason,
+    };
+    let text = entry.trim();
+    if text.is_empty() {
+        return Err(invalid("empty entry"));
+    }
+    let (addr_text, prefix_text) = match text.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (text, None),
+    };
+    let addr = IpAddr::from_str(addr_text).map_err(|_| invalid("not an IP address"))?;
+    let prefix_len = match prefix_text {
+        None => IpNet::from(addr).prefix_len(),
+        Some(p) => {
+            if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(invalid("prefix length is not a number"));
+            }
+            p.parse().map_err(|_| invalid("prefix length too large"))?
         }
-        let (addr_text, prefix_text) = match text.split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (text, None),
-        };
-        let addr = IpAddr::from_str(addr_text).map_err(|_| invalid("not an IP address"))?;
-        let max_len: u8 = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix_len = match prefix_text {
-            None => max_len,
-            Some(p) => {
-                if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(invalid("prefix length is not a number"));
-                }
-                let n: u8 = p.parse().map_err(|_| invalid("prefix length too large"))?;
-                if n > max_len {
-                    return Err(invalid("prefix length too large"));
-                }
-                n
-            }
-        };
-        Ok(Self::new(addr, prefix_len))
-    }
-
-    /// The network of `addr` with `prefix_len` bits (clamped to the address size).
-    pub fn new(addr: IpAddr, prefix_len: u8) -> Self {
-        match addr {
-            IpAddr::V4(v4) => {
-                let len = prefix_len.min(32);
-                Self {
-                    network: IpAddr::V4(Ipv4Addr::from(u32::from(v4) & mask_v4(len))),
-                    prefix_len: len,
-                }
-            }
-            IpAddr::V6(v6) => {
-                let len = prefix_len.min(128);
-                Self {
-                    network: IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask_v6(len))),
-                    prefix_len: len,
-                }
-            }
-        }
-    }
-
-    /// The network address (host bits zero).
-    pub fn network(&self) -> IpAddr {
-        self.network
-    }
-
-    /// The prefix length in bits.
-    pub fn prefix_len(&self) -> u8 {
-        self.prefix_len
-    }
-
-    /// Whether `addr` is inside this network. An IPv4-mapped IPv6 address matches IPv4
-    /// networks.
-    pub fn contains(&self, addr: IpAddr) -> bool {
-        match (self.network, addr.to_canonical()) {
-            (IpAddr::V4(net), IpAddr::V4(a)) => {
-                u32::from(a) & mask_v4(self.prefix_len) == u32::from(net)
-            }
-            (IpAddr::V6(net), IpAddr::V6(a)) => {
-                u128::from(a) & mask_v6(self.prefix_len) == u128::from(net)
-            }
-            _ => false,
-        }
-    }
+    };
+    IpNet::new(addr, prefix_len)
+        .map(|net| net.trunc())
+        .map_err(|_| invalid("prefix length too large"))
 }
 
-impl fmt::Display for Cidr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.network, self.prefix_len)
-    }
-}
-
-impl FromStr for Cidr {
-    type Err = CidrError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::parse(s)
-    }
-}
-
-/// Parse a comma-separated list (`AGG_TRUSTED_PROXIES`). A blank string is an empty list;
-/// an empty entry inside the list (`a,,b`) is an error.
+/// Parse a comma-separated list (`AGG_TRUSTED_PROXIES`) with [`parse_cidr`]. A blank string is
+/// an empty list; an empty entry inside the list (`a,,b`) is an error.
 ///
 /// # Errors
 /// [`CidrError::Invalid`] naming the first bad entry.
-pub fn parse_cidr_list(list: &str) -> Result<Vec<Cidr>, CidrError> {
+pub fn parse_cidr_list(list: &str) -> Result<Vec<IpNet>, CidrError> {
     if list.trim().is_empty() {
         return Ok(Vec::new());
     }
-    list.split(',').map(Cidr::parse).collect()
+    list.split(',').map(parse_cidr).collect()
 }
 
-fn is_trusted(addr: IpAddr, trusted: &[Cidr]) -> bool {
-    trusted.iter().any(|c| c.contains(addr))
+/// Whether `addr` is inside `net`; an IPv4-mapped IPv6 address matches IPv4 networks.
+fn net_contains(net: &IpNet, addr: IpAddr) -> bool {
+    net.contains(&addr.to_canonical())
+}
+
+fn is_trusted(addr: IpAddr, trusted: &[IpNet]) -> bool {
+    trusted.iter().any(|net| net_contains(net, addr))
 }
 
 /// Parse one `X-Forwarded-For` entry: an address, optionally with a port
@@ -200,7 +124,7 @@ fn parse_forwarded_entry(entry: &str) -> Option<IpAddr> {
 pub fn client_ip(
     peer: Option<IpAddr>,
     x_forwarded_for: &[&str],
-    trusted: &[Cidr],
+    trusted: &[IpNet],
 ) -> Option<IpAddr> {
     let peer = peer?.to_canonical();
     if !is_trusted(peer, trusted) {
@@ -237,32 +161,32 @@ mod tests {
 
     #[test]
     fn cidr_parsing() {
-        let c = Cidr::parse("10.0.0.0/8").unwrap();
-        assert!(c.contains(ip("10.255.1.2")));
-        assert!(!c.contains(ip("11.0.0.1")));
-        assert!(c.contains(ip("::ffff:10.1.2.3")));
+        let c = parse_cidr("10.0.0.0/8").unwrap();
+        assert!(net_contains(&c, ip("10.255.1.2")));
+        assert!(!net_contains(&c, ip("11.0.0.1")));
+        assert!(net_contains(&c, ip("::ffff:10.1.2.3")));
         assert_eq!(c.to_string(), "10.0.0.0/8");
-        assert_eq!(Cidr::parse(" 10.1.2.3/8 ").unwrap(), c);
+        assert_eq!(parse_cidr(" 10.1.2.3/8 ").unwrap(), c);
 
-        let host = Cidr::parse("192.0.2.1").unwrap();
+        let host = parse_cidr("192.0.2.1").unwrap();
         assert_eq!(host.prefix_len(), 32);
-        assert!(host.contains(ip("192.0.2.1")));
-        assert!(!host.contains(ip("192.0.2.2")));
+        assert!(net_contains(&host, ip("192.0.2.1")));
+        assert!(!net_contains(&host, ip("192.0.2.2")));
 
-        let all4 = Cidr::parse("0.0.0.0/0").unwrap();
-        assert!(all4.contains(ip("203.0.113.1")));
-        assert!(!all4.contains(ip("2001:db8::1")));
+        let all4 = parse_cidr("0.0.0.0/0").unwrap();
+        assert!(net_contains(&all4, ip("203.0.113.1")));
+        assert!(!net_contains(&all4, ip("2001:db8::1")));
 
-        let v6 = Cidr::parse("2001:db8::/32").unwrap();
-        assert!(v6.contains(ip("2001:db8:ffff::1")));
-        assert!(!v6.contains(ip("2001:db9::1")));
-        assert!(!v6.contains(ip("10.0.0.1")));
-        assert!(Cidr::parse("::/0").unwrap().contains(ip("::1")));
-        assert_eq!(Cidr::parse("::1").unwrap().prefix_len(), 128);
-        let odd = Cidr::parse("fe80::1234/10").unwrap();
+        let v6 = parse_cidr("2001:db8::/32").unwrap();
+        assert!(net_contains(&v6, ip("2001:db8:ffff::1")));
+        assert!(!net_contains(&v6, ip("2001:db9::1")));
+        assert!(!net_contains(&v6, ip("10.0.0.1")));
+        assert!(net_contains(&parse_cidr("::/0").unwrap(), ip("::1")));
+        assert_eq!(parse_cidr("::1").unwrap().prefix_len(), 128);
+        let odd = parse_cidr("fe80::1234/10").unwrap();
         assert_eq!(odd.network(), ip("fe80::"));
-        assert!(odd.contains(ip("febf::1")));
-        assert!(!odd.contains(ip("fec0::1")));
+        assert!(net_contains(&odd, ip("febf::1")));
+        assert!(!net_contains(&odd, ip("fec0::1")));
 
         for bad in [
             "",
@@ -276,7 +200,7 @@ mod tests {
             "10.0.0.0/8/8",
             "10.0.0.0/256",
         ] {
-            let e = Cidr::parse(bad).unwrap_err();
+            let e = parse_cidr(bad).unwrap_err();
             assert!(e.to_string().contains(&format!("`{bad}`")), "{e}");
         }
     }

@@ -12,6 +12,7 @@
 //! assert_eq!(e.name(), "RateLimitCheckAttempted");
 //! ```
 
+#[cfg(feature = "testing")]
 use std::sync::Mutex;
 
 use serde::Serialize;
@@ -143,11 +144,13 @@ impl RateLimitEvents for NoopEvents {
 }
 
 /// Keeps every event in memory, for tests.
+#[cfg(feature = "testing")]
 #[derive(Debug, Default)]
 pub struct RecordingEvents {
     events: Mutex<Vec<RateLimitEvent>>,
 }
 
+#[cfg(feature = "testing")]
 impl RecordingEvents {
     /// An empty recorder.
     pub fn new() -> Self {
@@ -161,6 +164,7 @@ impl RecordingEvents {
     }
 }
 
+#[cfg(feature = "testing")]
 impl RateLimitEvents for RecordingEvents {
     fn emit(&self, event: &RateLimitEvent) {
         self.events

@@ -43,11 +43,13 @@
 //! ```
 
 use std::net::IpAddr;
+#[cfg(feature = "testing")]
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use ipnet::Ipv6Net;
 
 pub mod bucket;
 pub mod client_ip;
@@ -58,8 +60,11 @@ pub mod policy;
 pub mod redis;
 
 pub use bucket::{BucketPolicy, BucketState, Decision};
-pub use client_ip::{Cidr, CidrError, parse_cidr_list};
-pub use events::{NoopEvents, RateLimitEvent, RateLimitEvents, RecordingEvents, TracingEvents};
+pub use client_ip::{CidrError, parse_cidr, parse_cidr_list};
+#[cfg(feature = "testing")]
+pub use events::RecordingEvents;
+pub use events::{NoopEvents, RateLimitEvent, RateLimitEvents, TracingEvents};
+pub use ipnet::IpNet;
 pub use memory::InMemoryRateLimitStore;
 pub use policy::{Policy, PolicyError, PolicyTable, Scope};
 #[cfg(feature = "redis")]
@@ -87,11 +92,13 @@ pub fn wall_clock() -> Clock {
 }
 
 /// A clock that moves only when told to, for tests and benchmarks. Clones share the time.
+#[cfg(feature = "testing")]
 #[derive(Debug, Clone)]
 pub struct ManualClock {
     bits: Arc<AtomicU64>,
 }
 
+#[cfg(feature = "testing")]
 impl ManualClock {
     /// A clock showing `secs`.
     pub fn new(secs: f64) -> Self {
@@ -332,7 +339,9 @@ pub const IPV6_CLIENT_PREFIX_LEN: u8 = 64;
 pub fn ip_identifier(ip: IpAddr) -> String {
     match ip.to_canonical() {
         IpAddr::V4(v4) => v4.to_string(),
-        v6 @ IpAddr::V6(_) => Cidr::new(v6, IPV6_CLIENT_PREFIX_LEN).to_string(),
+        IpAddr::V6(v6) => Ipv6Net::new_assert(v6, IPV6_CLIENT_PREFIX_LEN)
+            .trunc()
+            .to_string(),
     }
 }
 

@@ -30,6 +30,7 @@ mod providers;
 mod records;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_admin;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_providers;

@@ -72,6 +72,7 @@ mod model;
 mod sgml;
 mod tags;
 mod values;
+#[cfg(feature = "testing")]
 mod writer;
 
 #[cfg(test)]
@@ -83,6 +84,7 @@ pub use model::{
     Balance, InvestmentBalance, OfxDocument, Position, PositionKind, SecurityId, Signon, Statement,
     StatementAccount, StatementKind, StatementTransaction, TransactionKind,
 };
+#[cfg(feature = "testing")]
 pub use writer::{write_ofx1, write_ofx2};
 
 use build::{Builder, Failure};
