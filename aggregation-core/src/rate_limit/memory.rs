@@ -202,7 +202,7 @@ impl InMemoryRateLimitStore {
     }
 
     /// A store reading time (seconds) from `clock`, holding at most [`DEFAULT_MAX_BUCKETS`]
-    /// buckets; tests pass a [`ManualClock`](super::ManualClock).
+    /// buckets; tests pass a `ManualClock` (feature `testing`).
     pub fn with_clock(clock: Clock) -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),

@@ -1,5 +1,5 @@
-//! OFX/QFX statement files: [`parse_ofx`] reads them, [`write_ofx1`] and [`write_ofx2`] write
-//! them.
+//! OFX/QFX statement files: [`parse_ofx`] reads them, `write_ofx1` and `write_ofx2` (test
+//! fixtures, feature `testing`) write them.
 //!
 //! # What is read
 //!
