@@ -42,12 +42,14 @@ pub use providers::{Provider, ProviderError, ProviderTokens};
 #[doc(inline)]
 #[cfg(feature = "schwab")]
 pub use providers::{SchwabConfig, SchwabProvider};
+#[doc(no_inline)]
+pub use rate_limit::IpNet;
 #[doc(inline)]
 #[cfg(feature = "redis")]
 pub use rate_limit::RedisRateLimitStore;
 #[doc(inline)]
 pub use rate_limit::{
-    CidrError, InMemoryRateLimitStore, IpNet, Policy, PolicyError, PolicyTable, RateLimitStore,
+    CidrError, InMemoryRateLimitStore, Policy, PolicyError, PolicyTable, RateLimitStore,
     RateLimitStoreError, Scope, parse_cidr_list,
 };
 #[doc(inline)]

@@ -1,5 +1,6 @@
 //! External financial providers: the [`Provider`] trait, the registry the service holds, the
-//! built-in Charles Schwab provider and a Schwab-compatible sandbox.
+//! built-in Charles Schwab provider (feature `schwab`, on by default) and a Schwab-compatible
+//! sandbox (feature `sandbox`).
 //!
 //! A provider does four things: builds the OAuth 2.0 authorization address, exchanges an
 //! authorization code (and refreshes tokens) at its token endpoint, and fetches accounts,

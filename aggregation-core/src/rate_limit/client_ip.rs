@@ -206,6 +206,44 @@ mod tests {
     }
 
     #[test]
+    fn refused_entries_name_their_reason() {
+        for (bad, reason) in [
+            ("", "empty entry"),
+            ("  ", "empty entry"),
+            ("host", "not an IP address"),
+            ("10.0.0/8", "not an IP address"),
+            ("[::1]/128", "not an IP address"),
+            ("10.0.0.0/", "prefix length is not a number"),
+            ("10.0.0.0/-1", "prefix length is not a number"),
+            ("10.0.0.0/+8", "prefix length is not a number"),
+            ("10.0.0.0/8/8", "prefix length is not a number"),
+            ("10.0.0.0/ 8", "prefix length is not a number"),
+            ("10.0.0.0/33", "prefix length too large"),
+            ("::/129", "prefix length too large"),
+            ("10.0.0.0/256", "prefix length too large"),
+            ("::/99999999999999999999", "prefix length too large"),
+        ] {
+            assert_eq!(
+                parse_cidr(bad),
+                Err(CidrError::Invalid {
+                    entry: bad.to_owned(),
+                    reason
+                }),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            parse_cidr("10.0.0.0/008").unwrap().to_string(),
+            "10.0.0.0/8"
+        );
+        assert_eq!(parse_cidr(" ::1/0128 ").unwrap().to_string(), "::1/128");
+        assert_eq!(
+            parse_cidr("::ffff:10.1.2.3/104").unwrap().to_string(),
+            "::ffff:10.0.0.0/104"
+        );
+    }
+
+    #[test]
     fn cidr_lists() {
         assert!(parse_cidr_list("").unwrap().is_empty());
         assert!(parse_cidr_list("  ").unwrap().is_empty());

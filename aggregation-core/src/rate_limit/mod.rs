@@ -64,6 +64,7 @@ pub use client_ip::{CidrError, parse_cidr, parse_cidr_list};
 #[cfg(feature = "testing")]
 pub use events::RecordingEvents;
 pub use events::{NoopEvents, RateLimitEvent, RateLimitEvents, TracingEvents};
+#[doc(no_inline)]
 pub use ipnet::IpNet;
 pub use memory::InMemoryRateLimitStore;
 pub use policy::{Policy, PolicyError, PolicyTable, Scope};
