@@ -20,6 +20,8 @@ pub mod work;
 // What an embedder names to build, configure and run the service, in one place.
 
 #[doc(inline)]
+pub use api::ResponseBody;
+#[doc(inline)]
 pub use config::{Config, ConfigError, LoginFailureLimit, WorkLimits};
 #[doc(inline)]
 pub use crypto::{CryptoError, Keyring};
