@@ -19,7 +19,13 @@ use crate::rate_limit::policy::API_READ;
 use crate::store::{AccountFilter, AccountRecord, AccountType};
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(GET, "/api/v1/accounts", list, limited(API_READ), "List the caller's accounts"),
+    route!(
+        GET,
+        "/api/v1/accounts",
+        list,
+        limited(API_READ),
+        "List the caller's accounts"
+    ),
     route!(
         GET,
         "/api/v1/accounts/{id}",

@@ -18,7 +18,13 @@ use crate::rate_limit::policy::{
 };
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(POST, "/api/v1/users", register, limited(AUTH_REGISTER), "Register an account"),
+    route!(
+        POST,
+        "/api/v1/users",
+        register,
+        limited(AUTH_REGISTER),
+        "Register an account"
+    ),
     route!(
         POST,
         "/api/v1/email-verifications",
@@ -33,7 +39,13 @@ pub(crate) const ROUTES: &[Route] = &[
         limited(AUTH_EMAIL_FLOW),
         "Send the verification email again"
     ),
-    route!(POST, "/api/v1/sessions", login, limited(AUTH_LOGIN), "Log in"),
+    route!(
+        POST,
+        "/api/v1/sessions",
+        login,
+        limited(AUTH_LOGIN),
+        "Log in"
+    ),
     route!(
         POST,
         "/api/v1/tokens",

@@ -268,8 +268,8 @@ pub(crate) async fn read_body(
             format!("The request body is larger than {limit} bytes."),
         )
     };
-    let declared = header_str(headers, &header::CONTENT_LENGTH)
-        .and_then(|value| value.parse::<u64>().ok());
+    let declared =
+        header_str(headers, &header::CONTENT_LENGTH).and_then(|value| value.parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit as u64) {
         return Err(too_large());
     }
@@ -311,23 +311,31 @@ mod tests {
     #[tokio::test]
     async fn bodies_over_the_limit_are_413_and_at_the_limit_are_read() {
         let headers = HeaderMap::new();
-        let read = read_body(&headers, body(b"12345"), 5).await.expect("at the limit");
+        let read = read_body(&headers, body(b"12345"), 5)
+            .await
+            .expect("at the limit");
         assert_eq!(read, Bytes::from_static(b"12345"));
-        let error = read_body(&headers, body(b"123456"), 5).await.expect_err("over");
+        let error = read_body(&headers, body(b"123456"), 5)
+            .await
+            .expect_err("over");
         assert_eq!(error.code(), ErrorCode::PayloadTooLarge);
         assert_eq!(error.detail(), "The request body is larger than 5 bytes.");
         // The declared length alone is enough, before any byte is read.
         let mut declared = HeaderMap::new();
         declared.insert(header::CONTENT_LENGTH, http::HeaderValue::from_static("6"));
-        let error = read_body(&declared, body(b""), 5).await.expect_err("declared");
+        let error = read_body(&declared, body(b""), 5)
+            .await
+            .expect_err("declared");
         assert_eq!(error.code(), ErrorCode::PayloadTooLarge);
     }
 
     #[tokio::test]
     async fn a_failing_body_is_unreadable() {
-        let frames = futures_util::stream::iter([Err::<http_body::Frame<Bytes>, _>(
-            Box::<dyn std::error::Error + Send + Sync>::from("connection reset"),
-        )]);
+        let frames = futures_util::stream::iter([Err::<http_body::Frame<Bytes>, _>(Box::<
+            dyn std::error::Error + Send + Sync,
+        >::from(
+            "connection reset",
+        ))]);
         let failing = StreamBody::new(frames).boxed_unsync();
         let error = read_body(&HeaderMap::new(), failing, 5)
             .await
@@ -352,7 +360,10 @@ mod tests {
                 .errors()[0]
                 .code
         };
-        assert_eq!(code(&HeaderMap::new(), b"{}", false), "unsupported_content_type");
+        assert_eq!(
+            code(&HeaderMap::new(), b"{}", false),
+            "unsupported_content_type"
+        );
         assert_eq!(code(&json, b"  ", false), "required");
         assert_eq!(code(&json, b"[]", false), "invalid_type");
         assert_eq!(code(&json, b"{\"a\": ", false), "malformed_json");

@@ -26,10 +26,7 @@ pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = ApiResult> + Send>>;
 /// An extractor that needs only the request head.
 pub(crate) trait FromParts: Sized {
     /// The value, or the error the request is answered with.
-    fn from_parts(
-        parts: &Parts,
-        app: &App,
-    ) -> impl Future<Output = Result<Self, ApiError>> + Send;
+    fn from_parts(parts: &Parts, app: &App) -> impl Future<Output = Result<Self, ApiError>> + Send;
 }
 
 /// An extractor that may consume the body: implemented by body extractors, and by every

@@ -187,8 +187,8 @@ pub(crate) async fn read_upload(
             "The upload must be multipart/form-data with a part named file.",
         )
     })?;
-    let declared = header_str(headers, &header::CONTENT_LENGTH)
-        .and_then(|value| value.parse::<usize>().ok());
+    let declared =
+        header_str(headers, &header::CONTENT_LENGTH).and_then(|value| value.parse::<usize>().ok());
     let stream_limit = limit.saturating_add(MULTIPART_OVERHEAD);
     if declared.is_some_and(|length| length > stream_limit) {
         return Err(too_large(limit));

@@ -219,8 +219,13 @@ impl Validate for UpdateBody {
     type Valid = Option<Option<String>>;
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        let (alias,) =
-            (body::nullable_string("alias", self.alias, 0, MAX_ALIAS_CHARS),).all_valid()?;
+        let (alias,) = (body::nullable_string(
+            "alias",
+            self.alias,
+            0,
+            MAX_ALIAS_CHARS,
+        ),)
+            .all_valid()?;
         Ok(alias)
     }
 }

@@ -16,7 +16,13 @@ use crate::rate_limit::policy::{API_READ, API_WRITE};
 use crate::store::{SessionRecord, now};
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(GET, "/api/v1/sessions", list, limited(API_READ), "List the caller's sessions"),
+    route!(
+        GET,
+        "/api/v1/sessions",
+        list,
+        limited(API_READ),
+        "List the caller's sessions"
+    ),
     route!(
         GET,
         "/api/v1/sessions/{id}",
@@ -69,8 +75,13 @@ impl Validate for RevokeBody {
     type Valid = Option<String>;
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        let (reason,) =
-            (body::optional_string("reason", self.reason, 1, MAX_REASON_CHARS),).all_valid()?;
+        let (reason,) = (body::optional_string(
+            "reason",
+            self.reason,
+            1,
+            MAX_REASON_CHARS,
+        ),)
+            .all_valid()?;
         Ok(reason)
     }
 }

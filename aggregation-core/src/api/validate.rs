@@ -288,7 +288,10 @@ pub(crate) mod body {
     }
 
     /// An optional UUID; `None` when absent or null.
-    pub(crate) fn optional_uuid(name: &str, field: Field) -> Result<Option<uuid::Uuid>, FieldError> {
+    pub(crate) fn optional_uuid(
+        name: &str,
+        field: Field,
+    ) -> Result<Option<uuid::Uuid>, FieldError> {
         match field {
             Field::Absent | Field::Null => Ok(None),
             Field::Value(Value::String(value)) => uuid::Uuid::parse_str(&value)
@@ -426,7 +429,8 @@ pub(crate) mod query {
         let Some(raw) = string(raw) else {
             return Err(error(name, "required", "This parameter is required."));
         };
-        super::parse_datetime(&raw, end_of_day).map_err(|(code, message)| error(name, code, message))
+        super::parse_datetime(&raw, end_of_day)
+            .map_err(|(code, message)| error(name, code, message))
     }
 }
 
@@ -473,7 +477,10 @@ mod tests {
             query::date("d", param(&q, "d")).ok().flatten(),
             NaiveDate::from_ymd_opt(2024, 2, 29)
         );
-        assert_eq!(query::date("missing", param(&q, "missing")).ok().flatten(), None);
+        assert_eq!(
+            query::date("missing", param(&q, "missing")).ok().flatten(),
+            None
+        );
         let from = query::required_datetime("from", param(&q, "from"), false).expect("rfc 3339");
         assert_eq!(from.to_rfc3339(), "2024-05-01T10:30:00+00:00");
         let to = query::required_datetime("to", param(&q, "to"), true).expect("plain date");
@@ -577,7 +584,12 @@ mod tests {
         );
         assert_eq!(date("other").ok().flatten(), None);
         assert_eq!(date("n").ok().flatten(), None);
-        let error = (date("end_date"), date("start_date"), date("other"), date("n"))
+        let error = (
+            date("end_date"),
+            date("start_date"),
+            date("other"),
+            date("n"),
+        )
             .all_valid()
             .expect_err("422");
         assert_eq!(error.status(), http::StatusCode::UNPROCESSABLE_ENTITY);
@@ -600,7 +612,11 @@ mod tests {
     fn all_valid_yields_every_value_or_every_error() {
         let ok: (Result<u8, FieldError>, Result<&str, FieldError>) = (Ok(1), Ok("a"));
         assert_eq!(ok.all_valid().expect("valid"), (1, "a"));
-        let bad: (Result<u8, FieldError>, Result<u8, FieldError>, Result<u8, FieldError>) = (
+        let bad: (
+            Result<u8, FieldError>,
+            Result<u8, FieldError>,
+            Result<u8, FieldError>,
+        ) = (
             Err(FieldError::new("a", "required", "A.")),
             Ok(2),
             Err(FieldError::new("c", "too_long", "C.")),

@@ -25,11 +25,7 @@ impl VerifyToken for Auth {
 
 /// The bearer token of the Authorization header, if there is one.
 fn bearer_token(headers: &HeaderMap) -> Option<&str> {
-    let value = headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .trim();
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
     let (scheme, token) = value.split_once(' ')?;
     scheme
         .eq_ignore_ascii_case("bearer")
@@ -153,7 +149,10 @@ mod tests {
         assert_eq!(caller.claims().map(|claims| claims.sub), Some(Uuid::nil()));
         assert_eq!(verifier.verified.load(Ordering::SeqCst), 1);
         assert_eq!(
-            caller_of(verifier.clone(), Some("bearer  good ")).await.claims().map(|c| c.sub),
+            caller_of(verifier.clone(), Some("bearer  good "))
+                .await
+                .claims()
+                .map(|c| c.sub),
             Some(Uuid::nil())
         );
         assert_eq!(

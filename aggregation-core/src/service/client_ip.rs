@@ -91,7 +91,10 @@ mod tests {
         let config = Config::new("http://localhost:8080", vec![7; 32])
             .expect("config")
             .with_trusted_proxies(parse_cidr_list(trusted).expect("cidrs"));
-        tower::Layer::layer(&ClientIpLayer::new(Arc::new(config)), tower::service_fn(echo))
+        tower::Layer::layer(
+            &ClientIpLayer::new(Arc::new(config)),
+            tower::service_fn(echo),
+        )
     }
 
     fn request(peer: Option<&str>, forwarded: Option<&str>) -> Request<()> {

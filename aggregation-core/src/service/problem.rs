@@ -113,8 +113,10 @@ mod tests {
     use crate::problem::ErrorCode;
 
     async fn refuse(_: Request<()>) -> Result<Response<ResponseBody>, ApiError> {
-        Err(ApiError::new(ErrorCode::MethodNotAllowed, "PUT is not allowed here.")
-            .with_header(header::ALLOW, HeaderValue::from_static("GET")))
+        Err(
+            ApiError::new(ErrorCode::MethodNotAllowed, "PUT is not allowed here.")
+                .with_header(header::ALLOW, HeaderValue::from_static("GET")),
+        )
     }
 
     #[tokio::test]
@@ -140,7 +142,12 @@ mod tests {
             response.headers().get(header::ALLOW),
             Some(&HeaderValue::from_static("GET"))
         );
-        let body = response.into_body().collect().await.expect("body").to_bytes();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
         let body: serde_json::Value = serde_json::from_slice(&body).expect("json");
         assert_eq!(body["instance"], "/api/v1/users");
         assert_eq!(body["status"], 405);

@@ -87,11 +87,9 @@ fn set_headers(headers: &mut HeaderMap, decision: &Decision) {
 fn with_headers(error: ApiError, decision: &Decision) -> ApiError {
     let mut headers = HeaderMap::new();
     set_headers(&mut headers, decision);
-    headers
-        .iter()
-        .fold(error, |error, (name, value)| {
-            error.with_header(name.clone(), value.clone())
-        })
+    headers.iter().fold(error, |error, (name, value)| {
+        error.with_header(name.clone(), value.clone())
+    })
 }
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Response<ResponseBody>, ApiError>> + Send>>;
@@ -165,9 +163,7 @@ where
                 provider_or_account_id: canonical_id(matched.param("id")),
             };
             let mut unreadable = None;
-            if body_keyed
-                && identity.user_id.is_some()
-                && identity.provider_or_account_id.is_none()
+            if body_keyed && identity.user_id.is_some() && identity.provider_or_account_id.is_none()
             {
                 let (parts, body) = request.into_parts();
                 let body = match read_body(&parts.headers, body, max_body_bytes).await {
@@ -264,14 +260,16 @@ mod tests {
         tower::ServiceBuilder::new()
             .layer(RouterLayer::new())
             .layer(RateLimitLayer::new(limiter, 64))
-            .service(tower::service_fn(|request: Request<RequestBody>| async move {
-                if request.uri().path() == "/api/v1/accounts/x" {
-                    return Err(ApiError::new(ErrorCode::NotFound, "Account not found."));
-                }
-                let (parts, body) = request.into_parts();
-                let bytes = read_body(&parts.headers, body, 64).await?;
-                Ok(Response::new(Full::new(bytes)))
-            }))
+            .service(tower::service_fn(
+                |request: Request<RequestBody>| async move {
+                    if request.uri().path() == "/api/v1/accounts/x" {
+                        return Err(ApiError::new(ErrorCode::NotFound, "Account not found."));
+                    }
+                    let (parts, body) = request.into_parts();
+                    let bytes = read_body(&parts.headers, body, 64).await?;
+                    Ok(Response::new(Full::new(bytes)))
+                },
+            ))
     }
 
     fn request(method: &str, path: &str, body: &str, user: bool) -> Request<RequestBody> {
@@ -301,14 +299,20 @@ mod tests {
 
     #[tokio::test]
     async fn limited_answers_carry_the_headers_and_the_sixth_login_is_429() {
-        let service = service(PolicyTable::builtin(), Arc::new(InMemoryRateLimitStore::new()));
+        let service = service(
+            PolicyTable::builtin(),
+            Arc::new(InMemoryRateLimitStore::new()),
+        );
         for remaining in (0..5).rev() {
             let response = service
                 .clone()
                 .oneshot(request("POST", "/api/v1/sessions", "{}", false))
                 .await
                 .expect("allowed");
-            assert_eq!(header(response.headers(), "x-ratelimit-limit").as_deref(), Some("5"));
+            assert_eq!(
+                header(response.headers(), "x-ratelimit-limit").as_deref(),
+                Some("5")
+            );
             assert_eq!(
                 header(response.headers(), "x-ratelimit-remaining"),
                 Some(remaining.to_string())
@@ -320,7 +324,11 @@ mod tests {
             .await
             .expect_err("429");
         assert_eq!(error.status(), StatusCode::TOO_MANY_REQUESTS);
-        let names: Vec<_> = error.headers().iter().map(|(name, _)| name.as_str()).collect();
+        let names: Vec<_> = error
+            .headers()
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect();
         assert!(names.contains(&"retry-after"), "{names:?}");
         assert!(names.contains(&"x-ratelimit-remaining"), "{names:?}");
         // Errors of the handler carry the headers too; the unlimited health check none.
@@ -329,7 +337,12 @@ mod tests {
             .oneshot(request("GET", "/api/v1/accounts/x", "", true))
             .await
             .expect_err("404");
-        assert!(error.headers().iter().any(|(name, _)| name == "x-ratelimit-limit"));
+        assert!(
+            error
+                .headers()
+                .iter()
+                .any(|(name, _)| name == "x-ratelimit-limit")
+        );
         let response = service
             .oneshot(request("GET", "/health", "", false))
             .await
@@ -347,7 +360,12 @@ mod tests {
             .oneshot(request("POST", "/api/v1/accounts/syncs", &body, true))
             .await
             .expect("allowed");
-        let echoed = response.into_body().collect().await.expect("body").to_bytes();
+        let echoed = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
         assert_eq!(echoed, Bytes::from(body));
         let key = format!(
             "rl:user_provider:{}:{CONNECTION}:POST:/api/v1/accounts/syncs",
@@ -361,7 +379,12 @@ mod tests {
             .await
             .expect("allowed");
         assert_eq!(
-            response.into_body().collect().await.expect("body").to_bytes(),
+            response
+                .into_body()
+                .collect()
+                .await
+                .expect("body")
+                .to_bytes(),
             Bytes::from_static(b"{}")
         );
         let key = "rl:ip:203.0.113.9:POST:/api/v1/accounts/syncs";
@@ -370,14 +393,24 @@ mod tests {
 
     #[tokio::test]
     async fn an_oversized_bulk_sync_is_charged_then_refused_with_413() {
-        let service = service(PolicyTable::builtin(), Arc::new(InMemoryRateLimitStore::new()));
-        let body = format!(r#"{{"connection_id": "{CONNECTION}", "padding": "{}"}}"#, "x".repeat(64));
+        let service = service(
+            PolicyTable::builtin(),
+            Arc::new(InMemoryRateLimitStore::new()),
+        );
+        let body = format!(
+            r#"{{"connection_id": "{CONNECTION}", "padding": "{}"}}"#,
+            "x".repeat(64)
+        );
         let error = service
             .oneshot(request("POST", "/api/v1/transactions/syncs", &body, true))
             .await
             .expect_err("413");
         assert_eq!(error.code(), ErrorCode::PayloadTooLarge);
-        assert!(error.headers().iter().any(|(name, value)| name == "x-ratelimit-remaining"
-            && value == "9"));
+        assert!(
+            error
+                .headers()
+                .iter()
+                .any(|(name, value)| name == "x-ratelimit-remaining" && value == "9")
+        );
     }
 }

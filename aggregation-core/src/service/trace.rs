@@ -165,6 +165,9 @@ mod tests {
             .get("traceparent")
             .and_then(|value| value.to_str().ok())
             .expect("traceparent");
-        assert!(answered.starts_with(&format!("00-{trace_id}-")), "{answered}");
+        assert!(
+            answered.starts_with(&format!("00-{trace_id}-")),
+            "{answered}"
+        );
     }
 }
