@@ -7,7 +7,10 @@ use std::sync::Arc;
 use crate::auth::Auth;
 use crate::config::Config;
 use crate::events::EventSink;
+use crate::mail::MailQueue;
+use crate::providers::Providers;
 use crate::providers::connections::Connections;
+use crate::rate_limit::RateLimitStore;
 use crate::store::Store;
 use crate::work::WorkGate;
 
@@ -20,4 +23,50 @@ pub(crate) struct App {
     pub(crate) connections: Connections,
     /// Bounds parsing of large OFX uploads (its own worker threads).
     pub(crate) parsing: WorkGate,
+}
+
+impl App {
+    /// Assembles the use cases. `limits` keeps the buckets of the per-account login throttle
+    /// (beside the endpoints' when it is also the rate limiter's store).
+    pub(crate) fn new(
+        config: Arc<Config>,
+        store: Arc<dyn Store>,
+        mail: MailQueue,
+        events: Arc<dyn EventSink>,
+        limits: Arc<dyn RateLimitStore>,
+        providers: Providers,
+    ) -> Self {
+        let auth = Auth::new(store.clone(), config.clone(), mail, events.clone(), limits);
+        let connections = Connections::new(
+            store.clone(),
+            Arc::new(providers),
+            config.clone(),
+            events.clone(),
+        );
+        let parsing = WorkGate::new("OFX parsing", config.parsing_limits());
+        Self {
+            config,
+            store,
+            auth,
+            events,
+            connections,
+            parsing,
+        }
+    }
+
+    /// An app over an in-memory SQLite store, for unit tests of the HTTP edge.
+    #[cfg(all(test, feature = "sqlite"))]
+    pub(crate) async fn for_tests(config: Config) -> Arc<Self> {
+        let store = crate::store::SqliteStore::in_memory()
+            .await
+            .expect("in-memory SQLite store");
+        Arc::new(Self::new(
+            Arc::new(config),
+            Arc::new(store),
+            MailQueue::start(Arc::new(crate::mail::MemoryMailer::new())),
+            Arc::new(crate::events::MemoryEventSink::new()),
+            Arc::new(crate::rate_limit::InMemoryRateLimitStore::new()),
+            Providers::new(),
+        ))
+    }
 }

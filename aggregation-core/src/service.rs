@@ -25,16 +25,13 @@ use crate::admin::AdminError;
 use crate::api::router::{Dispatch, Router, RouterLayer};
 use crate::api::{RequestBody, ResponseBody};
 use crate::app::App;
-use crate::auth::Auth;
 use crate::config::Config;
 use crate::events::{EventSink, SinkRateLimitEvents, TracingEventSink};
 use crate::jobs::JobRunner;
 use crate::mail::{MailQueue, MailQueueHandle, Mailer};
-use crate::providers::connections::Connections;
 use crate::providers::{Provider, Providers};
 use crate::rate_limit::{InMemoryRateLimitStore, PolicyTable, RateLimitStore, RateLimiter};
 use crate::store::Store;
-use crate::work::WorkGate;
 
 pub(crate) mod bearer;
 pub(crate) mod client_ip;
@@ -236,44 +233,31 @@ impl AggregationServiceBuilder {
             .unwrap_or_else(|| Arc::new(InMemoryRateLimitStore::new()));
         // The login throttle keeps its buckets beside the endpoints' (shared through Redis
         // when that is the store), whatever the policies.
-        let auth = Auth::new(
-            store.clone(),
+        let app = Arc::new(App::new(
             config.clone(),
+            store,
             mail,
             self.events.clone(),
             limits.clone(),
-        );
+            self.providers,
+        ));
         let limiter = RateLimiter::new(
             self.rate_limit_policies,
             limits,
-            Arc::new(SinkRateLimitEvents(self.events.clone())),
+            Arc::new(SinkRateLimitEvents(self.events)),
         );
-        let connections = Connections::new(
-            store.clone(),
-            Arc::new(self.providers),
-            config.clone(),
-            self.events.clone(),
-        );
-        let parsing = WorkGate::new("OFX parsing", config.parsing_limits());
-        let layers = tower::ServiceBuilder::new()
+        let stack = tower::ServiceBuilder::new()
             .layer(TraceLayer)
             .layer(ProblemLayer::new(config.base_url()))
             .layer(ClientIpLayer::new(config.clone()))
-            .layer(BearerLayer::new(Arc::new(auth.clone())))
+            .layer(BearerLayer::new(Arc::new(app.auth.clone())))
             .layer(RouterLayer::new())
-            .layer(RateLimitLayer::new(limiter, config.max_body_bytes()));
-        let app = Arc::new(App {
-            config,
-            store,
-            auth,
-            events: self.events,
-            connections,
-            parsing,
-        });
+            .layer(RateLimitLayer::new(limiter, config.max_body_bytes()))
+            .service(Dispatch::new(app.clone()));
         Ok(AggregationService {
-            stack: layers.service(Dispatch::new(app.clone())),
             app,
             mail: mail_handle,
+            stack,
         })
     }
 }

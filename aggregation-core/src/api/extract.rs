@@ -4,9 +4,9 @@
 //! - [`User`]: the verified bearer token's claims (401 without one); [`Caller`] for endpoints
 //!   that are public but look at a token when one is sent.
 //! - [`PathId`] / [`PathUserId`]: the `{id}` / `{user_id}` segment as a UUID (422 `path.id`).
-//! - [`Json<T>`]: a JSON object body checked by `T`'s [`Validate`] (415-like 422 for another
-//!   content type, 422 for malformed JSON or invalid fields); [`JsonOrEmpty<T>`] also takes an
-//!   empty body as `{}`.
+//! - [`Json<T>`]: a JSON object body checked by `T`'s [`Validate`] (413 past the body limit;
+//!   422 for another content type, malformed JSON or invalid fields); [`JsonOrEmpty<T>`] also
+//!   takes an empty body as `{}`.
 //! - [`Query<T>`]: the query string checked by `T`'s [`Validate`].
 //! - [`ClientInfo`]: client IP and user agent, for sessions and emails.
 //!
@@ -255,6 +255,13 @@ pub(crate) fn parse_json_object(
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// A request body that was already read, for a handler that reads it again.
+pub(crate) fn buffered_body(bytes: Bytes) -> RequestBody {
+    http_body_util::Full::new(bytes)
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
 /// Reads a whole body, refusing it with 413 when its declared length or its bytes pass
 /// `limit`.
 pub(crate) async fn read_body(
@@ -290,14 +297,12 @@ pub(crate) async fn read_body(
 
 #[cfg(test)]
 mod tests {
-    use http_body_util::{BodyExt as _, Full, StreamBody};
+    use http_body_util::StreamBody;
 
     use super::*;
 
     fn body(bytes: &'static [u8]) -> RequestBody {
-        Full::new(Bytes::from_static(bytes))
-            .map_err(|never| match never {})
-            .boxed_unsync()
+        buffered_body(Bytes::from_static(bytes))
     }
 
     #[test]

@@ -135,3 +135,74 @@ handler!(; T1 t1);
 handler!(T1 t1,; T2 t2);
 handler!(T1 t1, T2 t2,; T3 t3);
 handler!(T1 t1, T2 t2, T3 t3,; T4 t4);
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use bytes::Bytes;
+    use http::StatusCode;
+    use http_body_util::BodyExt as _;
+
+    use super::*;
+    use crate::api::auth::EmailBody;
+    use crate::api::extract::{Caller, Json, User, buffered_body};
+    use crate::api::json;
+    use crate::config::Config;
+    use crate::problem::ErrorCode;
+
+    /// Needs a user and a JSON `{email}`; answers the email.
+    async fn email_of_user(_: &App, _: User, Json(email): Json<EmailBody>) -> ApiResult {
+        json(StatusCode::OK, &email)
+    }
+
+    fn request(body: &'static str, caller: Caller) -> Request<RequestBody> {
+        let mut request = Request::builder()
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(buffered_body(Bytes::from_static(body.as_bytes())))
+            .expect("request");
+        request.extensions_mut().insert(caller);
+        request
+    }
+
+    fn user() -> Caller {
+        Caller::Authenticated(crate::auth::AccessClaims {
+            sub: uuid::Uuid::nil(),
+            email: "ada@example.com".to_owned(),
+            roles: vec!["user".to_owned()],
+            session_id: uuid::Uuid::nil(),
+            iat: 0,
+            exp: 0,
+            jti: uuid::Uuid::nil(),
+            iss: "test".to_owned(),
+            aud: "test".to_owned(),
+        })
+    }
+
+    #[tokio::test]
+    async fn the_body_is_read_first_and_judged_in_its_place() {
+        let config = Config::new("http://localhost:8080", vec![7; 32])
+            .expect("config")
+            .with_max_body_bytes(20);
+        let app = App::for_tests(config).await;
+        let call = |body, caller| email_of_user.call(&app, request(body, caller));
+        // Too large: 413 before the token is looked at.
+        let error = call(r#"{"email": "ada@example.com"}"#, Caller::Anonymous)
+            .await
+            .expect_err("413");
+        assert_eq!(error.code(), ErrorCode::PayloadTooLarge);
+        // Within the limit: the token (401) before the body's fields (422).
+        let error = call(r#"{"email": 1}"#, Caller::InvalidToken)
+            .await
+            .expect_err("401");
+        assert_eq!(error.code(), ErrorCode::Unauthorized);
+        let error = call(r#"{"email": 1}"#, user()).await.expect_err("422");
+        assert_eq!(error.errors()[0].field, "email");
+        let response = call(r#"{"email":"a@b.co"}"#, user()).await.expect("200");
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        assert_eq!(body, Bytes::from_static(br#""a@b.co""#));
+    }
+}

@@ -335,3 +335,35 @@ mod tests {
         assert_eq!(error.detail(), "No resource at /api/v1/nope.");
     }
 }
+
+#[cfg(all(test, feature = "sqlite"))]
+mod dispatch_tests {
+    use tower::ServiceExt as _;
+
+    use super::*;
+    use crate::config::Config;
+
+    #[tokio::test]
+    async fn a_method_the_resource_does_not_answer_is_405_with_allow() {
+        let config = Config::new("http://localhost:8080", vec![7; 32]).expect("config");
+        let app = App::for_tests(config).await;
+        let service = tower::ServiceBuilder::new()
+            .layer(RouterLayer::new())
+            .service(Dispatch::new(app));
+        let request = Request::builder()
+            .method(Method::PUT)
+            .uri("/api/v1/sessions")
+            .body(crate::api::extract::buffered_body(bytes::Bytes::new()))
+            .expect("request");
+        let error = service.oneshot(request).await.expect_err("405");
+        assert_eq!(error.code(), ErrorCode::MethodNotAllowed);
+        assert_eq!(
+            error.detail(),
+            "PUT is not allowed here; allowed: GET, POST, DELETE."
+        );
+        assert_eq!(
+            error.headers(),
+            [(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"))]
+        );
+    }
+}

@@ -7,7 +7,7 @@
 //! [`AllValid::all_valid`] turns the tuple of results into either every value or one
 //! `validation_failed` problem listing every error in field order.
 //!
-//! ```ignore
+//! ```text
 //! impl Validate for LoginBody {
 //!     type Valid = (String, String);
 //!     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {

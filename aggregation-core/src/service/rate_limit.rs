@@ -15,9 +15,8 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, Response};
-use http_body_util::BodyExt as _;
 
-use crate::api::extract::{Caller, ClientIp, read_body};
+use crate::api::extract::{Caller, ClientIp, buffered_body, read_body};
 use crate::api::router::Matched;
 use crate::api::{RequestBody, ResponseBody, TargetId};
 use crate::problem::ApiError;
@@ -61,13 +60,6 @@ pub(crate) struct RateLimit<S> {
     limiter: RateLimiter,
     max_body_bytes: usize,
     inner: S,
-}
-
-/// A request body that was already read, for a handler that reads it again.
-fn buffered_body(bytes: Bytes) -> RequestBody {
-    http_body_util::Full::new(bytes)
-        .map_err(|never| match never {})
-        .boxed_unsync()
 }
 
 /// Sets the `X-RateLimit-*` headers of a decision.
@@ -218,7 +210,7 @@ mod tests {
     use std::sync::Arc;
 
     use http::StatusCode;
-    use http_body_util::Full;
+    use http_body_util::{BodyExt as _, Full};
     use tower::ServiceExt as _;
     use uuid::Uuid;
 
