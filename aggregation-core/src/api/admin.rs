@@ -101,8 +101,7 @@ impl Validate for ReasonBody {
                 Ok(reason)
             }
         });
-        let (reason,) = (reason,).all_valid()?;
-        Ok(reason)
+        reason.all_valid()
     }
 }
 

@@ -116,8 +116,7 @@ impl Validate for TokenBody {
     type Valid = String;
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        let (token,) = (body::hex_token("token", self.token),).all_valid()?;
-        Ok(token)
+        body::hex_token("token", self.token).all_valid()
     }
 }
 
@@ -132,8 +131,7 @@ impl Validate for EmailBody {
     type Valid = String;
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        let (email,) = (body::email("email", self.email),).all_valid()?;
-        Ok(email)
+        body::email("email", self.email).all_valid()
     }
 }
 
@@ -168,9 +166,7 @@ impl Validate for RefreshTokenBody {
     type Valid = String;
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        let (refresh_token,) =
-            (body::string("refresh_token", self.refresh_token, 1, 4096),).all_valid()?;
-        Ok(refresh_token)
+        body::string("refresh_token", self.refresh_token, 1, 4096).all_valid()
     }
 }
 

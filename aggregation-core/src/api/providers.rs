@@ -99,8 +99,7 @@ impl Validate for ListQuery {
     type Valid = bool;
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        let (active_only,) = (query::flag("active_only", self.active_only, false),).all_valid()?;
-        Ok(active_only)
+        query::flag("active_only", self.active_only, false).all_valid()
     }
 }
 
@@ -219,14 +218,7 @@ impl Validate for UpdateBody {
     type Valid = Option<Option<String>>;
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        let (alias,) = (body::nullable_string(
-            "alias",
-            self.alias,
-            0,
-            MAX_ALIAS_CHARS,
-        ),)
-            .all_valid()?;
-        Ok(alias)
+        body::nullable_string("alias", self.alias, 0, MAX_ALIAS_CHARS).all_valid()
     }
 }
 
@@ -241,8 +233,7 @@ impl Validate for ForceBody {
     type Valid = bool;
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        let (force,) = (body::flag("force", self.force, false),).all_valid()?;
-        Ok(force)
+        body::flag("force", self.force, false).all_valid()
     }
 }
 

@@ -59,8 +59,7 @@ impl Validate for ListQuery {
     type Valid = bool;
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        let (active_only,) = (query::flag("active_only", self.active_only, true),).all_valid()?;
-        Ok(active_only)
+        query::flag("active_only", self.active_only, true).all_valid()
     }
 }
 
@@ -75,14 +74,7 @@ impl Validate for RevokeBody {
     type Valid = Option<String>;
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        let (reason,) = (body::optional_string(
-            "reason",
-            self.reason,
-            1,
-            MAX_REASON_CHARS,
-        ),)
-            .all_valid()?;
-        Ok(reason)
+        body::optional_string("reason", self.reason, 1, MAX_REASON_CHARS).all_valid()
     }
 }
 

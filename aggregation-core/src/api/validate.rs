@@ -63,7 +63,15 @@ macro_rules! all_valid {
     };
 }
 
-all_valid!(A a);
+/// One field: its value, or 422 with its error.
+impl<A> AllValid for Result<A, FieldError> {
+    type Values = A;
+
+    fn all_valid(self) -> Result<A, ApiError> {
+        self.map_err(|error| ApiError::validation(vec![error]))
+    }
+}
+
 all_valid!(A a, B b);
 all_valid!(A a, B b, C c);
 all_valid!(A a, B b, C c, D d);
