@@ -1,14 +1,14 @@
 //! The whole API as one `tower::Service` over `http` types.
 //!
-//! A request walks down once through the layers, each in its own module:
+//! A request walks down once through `tower` layers, each in its own module:
 //!
-//! 1. [`trace`]: trace context (`traceparent`) and the access log;
-//! 2. [`problem`]: every failure below becomes a problem-details response here;
-//! 3. [`client_ip`]: the client address behind trusted proxies;
-//! 4. [`bearer`]: the bearer token, verified once;
-//! 5. the router ([`crate::api::router`]): the route row of the path, or 404;
-//! 6. [`rate_limit`]: the matched endpoint's rate limit;
-//! 7. the dispatcher: the row of the method (405 otherwise), its extractors and handler.
+//! 1. `service::trace`: trace context (`traceparent`) and the access log;
+//! 2. `service::problem`: every failure below becomes a problem-details response here;
+//! 3. `service::client_ip`: the client address behind trusted proxies;
+//! 4. `service::bearer`: the bearer token, verified once;
+//! 5. `api::router`: the resource of the path ([`crate::api::routes()`]), or 404;
+//! 6. `service::rate_limit`: the matched endpoint's rate limit;
+//! 7. `api::router` again: the row of the method (405 otherwise), its extractors and handler.
 
 use std::convert::Infallible;
 use std::future::Future;
