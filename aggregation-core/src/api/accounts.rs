@@ -19,27 +19,11 @@ use crate::rate_limit::policy::API_READ;
 use crate::store::{AccountFilter, AccountRecord, AccountType};
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(
-        GET,
-        "/api/v1/accounts",
-        list,
-        limited(API_READ),
-        "List the caller's accounts"
-    ),
-    route!(
-        GET,
-        "/api/v1/accounts/{id}",
-        get,
-        limited(API_READ),
-        "Read one of the caller's accounts"
-    ),
-    route!(
-        GET,
-        "/api/v1/providers/{id}/accounts",
-        list_for_connection,
-        limited(API_READ),
-        "List the accounts of one of the caller's connections"
-    ),
+    route!(GET "/api/v1/accounts" => list, limited(API_READ), "List the caller's accounts"),
+    route!(GET "/api/v1/accounts/{id}" => get, limited(API_READ),
+        "Read one of the caller's accounts"),
+    route!(GET "/api/v1/providers/{id}/accounts" => list_for_connection, limited(API_READ),
+        "List the accounts of one of the caller's connections"),
 ];
 
 /// An account as the API shows it.

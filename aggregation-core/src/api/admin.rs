@@ -22,34 +22,14 @@ use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::rate_limit::policy::{API_READ, API_WRITE};
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(
-        POST,
-        "/api/v1/admin/security/rotations",
-        rotate_global,
-        limited(API_WRITE),
-        "Raise the global minimum token version"
-    ),
-    route!(
-        POST,
-        "/api/v1/admin/users/{user_id}/rotations",
-        rotate_user,
-        limited(API_WRITE),
-        "Raise one user's minimum token version"
-    ),
-    route!(
-        GET,
-        "/api/v1/admin/security/config",
-        security_config,
-        limited(API_READ),
-        "The token security configuration"
-    ),
-    route!(
-        GET,
-        "/api/v1/admin/jobs",
-        jobs_status,
-        limited(API_READ),
-        "The status of the background jobs"
-    ),
+    route!(POST "/api/v1/admin/security/rotations" => rotate_global, limited(API_WRITE),
+        "Raise the global minimum token version"),
+    route!(POST "/api/v1/admin/users/{user_id}/rotations" => rotate_user, limited(API_WRITE),
+        "Raise one user's minimum token version"),
+    route!(GET "/api/v1/admin/security/config" => security_config, limited(API_READ),
+        "The token security configuration"),
+    route!(GET "/api/v1/admin/jobs" => jobs_status, limited(API_READ),
+        "The status of the background jobs"),
 ];
 
 /// Longest rotation reason.

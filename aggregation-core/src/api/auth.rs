@@ -18,62 +18,20 @@ use crate::rate_limit::policy::{
 };
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(
-        POST,
-        "/api/v1/users",
-        register,
-        limited(AUTH_REGISTER),
-        "Register an account"
-    ),
-    route!(
-        POST,
-        "/api/v1/email-verifications",
-        verify_email,
-        limited(AUTH_EMAIL_FLOW),
-        "Verify an email address with the emailed token"
-    ),
-    route!(
-        POST,
-        "/api/v1/email-verification-tokens",
-        resend_verification,
-        limited(AUTH_EMAIL_FLOW),
-        "Send the verification email again"
-    ),
-    route!(
-        POST,
-        "/api/v1/sessions",
-        login,
-        limited(AUTH_LOGIN),
-        "Log in"
-    ),
-    route!(
-        POST,
-        "/api/v1/tokens",
-        refresh,
-        limited(AUTH_TOKEN_REFRESH),
-        "Exchange a refresh token for new tokens"
-    ),
-    route!(
-        DELETE,
-        "/api/v1/sessions/current",
-        logout,
-        limited(API_WRITE),
-        "Log out of the current session"
-    ),
-    route!(
-        POST,
-        "/api/v1/password-reset-tokens",
-        request_password_reset,
-        limited(AUTH_EMAIL_FLOW),
-        "Email a password reset link"
-    ),
-    route!(
-        POST,
-        "/api/v1/password-resets",
-        reset_password,
-        limited(AUTH_EMAIL_FLOW),
-        "Set a new password with the emailed token"
-    ),
+    route!(POST "/api/v1/users" => register, limited(AUTH_REGISTER), "Register an account"),
+    route!(POST "/api/v1/email-verifications" => verify_email, limited(AUTH_EMAIL_FLOW),
+        "Verify an email address with the emailed token"),
+    route!(POST "/api/v1/email-verification-tokens" => resend_verification,
+        limited(AUTH_EMAIL_FLOW), "Send the verification email again"),
+    route!(POST "/api/v1/sessions" => login, limited(AUTH_LOGIN), "Log in"),
+    route!(POST "/api/v1/tokens" => refresh, limited(AUTH_TOKEN_REFRESH),
+        "Exchange a refresh token for new tokens"),
+    route!(DELETE "/api/v1/sessions/current" => logout, limited(API_WRITE),
+        "Log out of the current session"),
+    route!(POST "/api/v1/password-reset-tokens" => request_password_reset, limited(AUTH_EMAIL_FLOW),
+        "Email a password reset link"),
+    route!(POST "/api/v1/password-resets" => reset_password, limited(AUTH_EMAIL_FLOW),
+        "Set a new password with the emailed token"),
 ];
 
 /// A new password: any string (`name` is the field), then the password rule.

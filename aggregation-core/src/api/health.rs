@@ -7,13 +7,8 @@ use super::routes::{Route, UNLIMITED, route};
 use super::{ApiResult, json};
 use crate::app::App;
 
-pub(crate) const ROUTES: &[Route] = &[route!(
-    GET,
-    "/health",
-    health,
-    UNLIMITED,
-    "Whether the service and its store answer"
-)];
+pub(crate) const ROUTES: &[Route] =
+    &[route!(GET "/health" => health, UNLIMITED, "Whether the service and its store answer")];
 
 #[derive(Serialize)]
 struct Health {

@@ -18,20 +18,10 @@ use crate::rate_limit::policy::API_READ;
 use crate::store::{AssetType, HoldingFilter, HoldingRecord};
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(
-        GET,
-        "/api/v1/holdings",
-        list,
-        limited(API_READ),
-        "List the holdings across the caller's accounts"
-    ),
-    route!(
-        GET,
-        "/api/v1/accounts/{id}/holdings",
-        list_for_account,
-        limited(API_READ),
-        "List the holdings of one of the caller's accounts"
-    ),
+    route!(GET "/api/v1/holdings" => list, limited(API_READ),
+        "List the holdings across the caller's accounts"),
+    route!(GET "/api/v1/accounts/{id}/holdings" => list_for_account, limited(API_READ),
+        "List the holdings of one of the caller's accounts"),
 ];
 
 /// The `active_only` (default true) and `asset_type` filters, and `symbol` (matched

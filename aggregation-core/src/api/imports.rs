@@ -26,20 +26,10 @@ use crate::rate_limit::policy::{API_WRITE, PUBLIC_READ};
 use crate::store::{ImportCounts, now};
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(
-        POST,
-        "/api/v1/imports",
-        import,
-        limited(API_WRITE),
-        "Import an OFX or QFX statement file"
-    ),
-    route!(
-        GET,
-        "/api/v1/imports/formats",
-        formats,
-        limited(PUBLIC_READ),
-        "The supported import formats"
-    ),
+    route!(POST "/api/v1/imports" => import, limited(API_WRITE),
+        "Import an OFX or QFX statement file"),
+    route!(GET "/api/v1/imports/formats" => formats, limited(PUBLIC_READ),
+        "The supported import formats"),
 ];
 
 /// Room allowed for multipart framing (boundaries, part headers) on top of the file limit.

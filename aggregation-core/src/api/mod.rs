@@ -1,6 +1,23 @@
 //! The HTTP edge: routes, extraction and validation of requests, rendering of responses.
 //! Every status code, header and body of the API is decided here.
 //!
+//! # Adding an endpoint
+//!
+//! One row in the `ROUTES` table of its resource module and one function beside it:
+//!
+//! ```text
+//! route!(GET "/api/v1/sessions/{id}" => get, limited(API_READ), "Read one of the caller's sessions"),
+//!
+//! async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult { ... }
+//! ```
+//!
+//! The row is the endpoint's method, path template, built-in rate limit (read by
+//! [`PolicyTable::builtin`](crate::rate_limit::PolicyTable::builtin)) and summary, listed by
+//! [`routes()`]. The handler's arguments are extractors (`extract.rs`): the caller, path ids,
+//! the query and the body as serde types checked by a `Validate` implementation
+//! (`validate.rs`), every field error in one 422. A new resource module adds its table to
+//! `ROUTE_TABLES`.
+//!
 //! # Record reads
 //!
 //! Accounts, transactions, holdings and balance snapshots are always scoped to the caller (an

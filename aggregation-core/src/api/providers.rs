@@ -33,55 +33,20 @@ use crate::rate_limit::policy::{API_READ, API_WRITE, PROVIDER_CALLBACK, PROVIDER
 use crate::store::{ConnectionRecord, now};
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(
-        GET,
-        "/api/v1/providers",
-        list,
-        limited(API_READ),
-        "List the caller's provider connections"
-    ),
-    route!(
-        POST,
-        "/api/v1/providers",
-        connect,
-        limited(PROVIDER_CONNECT),
-        "Start connecting a provider (OAuth authorization URL)"
-    ),
-    route!(
-        POST,
-        "/api/v1/providers/callback",
-        callback,
-        limited(PROVIDER_CALLBACK),
-        "Complete connecting a provider with the OAuth code and state"
-    ),
-    route!(
-        GET,
-        "/api/v1/providers/{id}",
-        get,
-        limited(API_READ),
-        "Read one of the caller's connections"
-    ),
-    route!(
-        PATCH,
-        "/api/v1/providers/{id}",
-        update,
-        limited(API_WRITE),
-        "Change a connection's alias"
-    ),
-    route!(
-        DELETE,
-        "/api/v1/providers/{id}",
-        disconnect,
-        limited(API_WRITE),
-        "Disconnect a provider connection"
-    ),
-    route!(
-        POST,
-        "/api/v1/providers/{id}/token-refreshes",
-        refresh_tokens,
-        limited(API_WRITE),
-        "Refresh a connection's provider tokens"
-    ),
+    route!(GET "/api/v1/providers" => list, limited(API_READ),
+        "List the caller's provider connections"),
+    route!(POST "/api/v1/providers" => connect, limited(PROVIDER_CONNECT),
+        "Start connecting a provider (OAuth authorization URL)"),
+    route!(POST "/api/v1/providers/callback" => callback, limited(PROVIDER_CALLBACK),
+        "Complete connecting a provider with the OAuth code and state"),
+    route!(GET "/api/v1/providers/{id}" => get, limited(API_READ),
+        "Read one of the caller's connections"),
+    route!(PATCH "/api/v1/providers/{id}" => update, limited(API_WRITE),
+        "Change a connection's alias"),
+    route!(DELETE "/api/v1/providers/{id}" => disconnect, limited(API_WRITE),
+        "Disconnect a provider connection"),
+    route!(POST "/api/v1/providers/{id}/token-refreshes" => refresh_tokens, limited(API_WRITE),
+        "Refresh a connection's provider tokens"),
 ];
 
 /// Longest alias.

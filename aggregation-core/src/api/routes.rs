@@ -29,6 +29,7 @@ pub enum TargetId {
 
 /// The built-in rate limit of an endpoint.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct RateLimit {
     /// The policy (its numbers and scope may be overridden, see
     /// [`PolicyTable::with_overrides_toml`](crate::rate_limit::PolicyTable::with_overrides_toml)).
@@ -120,10 +121,10 @@ impl Route {
     }
 }
 
-/// A route row: `route!(METHOD, "/template", handler, rate_limit, "summary")`, `handler`
+/// A route row: `route!(METHOD "/template" => handler, rate_limit, "summary")`, `handler`
 /// being an `async fn(&App, extractors...) -> ApiResult` (see [`super::handler`]).
 macro_rules! route {
-    ($method:ident, $template:literal, $handler:path, $rate_limit:expr, $summary:literal $(,)?) => {
+    ($method:ident $template:literal => $handler:path, $rate_limit:expr, $summary:literal) => {
         $crate::api::routes::Route::new(
             ::http::Method::$method,
             $template,

@@ -16,34 +16,13 @@ use crate::rate_limit::policy::{API_READ, API_WRITE};
 use crate::store::{SessionRecord, now};
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(
-        GET,
-        "/api/v1/sessions",
-        list,
-        limited(API_READ),
-        "List the caller's sessions"
-    ),
-    route!(
-        GET,
-        "/api/v1/sessions/{id}",
-        get,
-        limited(API_READ),
-        "Read one of the caller's sessions"
-    ),
-    route!(
-        DELETE,
-        "/api/v1/sessions/{id}",
-        revoke,
-        limited(API_WRITE),
-        "Revoke one of the caller's sessions"
-    ),
-    route!(
-        DELETE,
-        "/api/v1/sessions",
-        revoke_all,
-        limited(API_WRITE),
-        "Revoke every session of the caller but the current one"
-    ),
+    route!(GET "/api/v1/sessions" => list, limited(API_READ), "List the caller's sessions"),
+    route!(GET "/api/v1/sessions/{id}" => get, limited(API_READ),
+        "Read one of the caller's sessions"),
+    route!(DELETE "/api/v1/sessions/{id}" => revoke, limited(API_WRITE),
+        "Revoke one of the caller's sessions"),
+    route!(DELETE "/api/v1/sessions" => revoke_all, limited(API_WRITE),
+        "Revoke every session of the caller but the current one"),
 ];
 
 /// Longest revoke reason.

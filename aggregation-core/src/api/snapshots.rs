@@ -19,27 +19,12 @@ use crate::rate_limit::policy::API_READ;
 use crate::store::{SnapshotRecord, SnapshotSource};
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(
-        GET,
-        "/api/v1/balance-snapshots",
-        latest,
-        limited(API_READ),
-        "The latest balance snapshot of each of the caller's accounts"
-    ),
-    route!(
-        GET,
-        "/api/v1/accounts/{id}/balance-history",
-        history,
-        limited(API_READ),
-        "The balance snapshots of an account over a period"
-    ),
-    route!(
-        GET,
-        "/api/v1/accounts/{id}/balance-snapshots",
-        list_for_account,
-        limited(API_READ),
-        "The newest balance snapshots of an account"
-    ),
+    route!(GET "/api/v1/balance-snapshots" => latest, limited(API_READ),
+        "The latest balance snapshot of each of the caller's accounts"),
+    route!(GET "/api/v1/accounts/{id}/balance-history" => history, limited(API_READ),
+        "The balance snapshots of an account over a period"),
+    route!(GET "/api/v1/accounts/{id}/balance-snapshots" => list_for_account, limited(API_READ),
+        "The newest balance snapshots of an account"),
 ];
 
 /// Bounds and default of the per-account listing.

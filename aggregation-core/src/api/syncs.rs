@@ -29,34 +29,14 @@ use crate::rate_limit::policy::{HOLDINGS_SYNC, PROVIDER_SYNC};
 use crate::store::SnapshotSource;
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(
-        POST,
-        "/api/v1/providers/{id}/sync",
-        connection,
-        limited(PROVIDER_SYNC),
-        "Sync a connection's accounts, transactions and holdings"
-    ),
-    route!(
-        POST,
-        "/api/v1/accounts/syncs",
-        accounts,
-        limited_by_body_connection(PROVIDER_SYNC),
-        "Sync the accounts of a connection"
-    ),
-    route!(
-        POST,
-        "/api/v1/transactions/syncs",
-        transactions,
-        limited_by_body_connection(PROVIDER_SYNC),
-        "Sync the transactions of a connection"
-    ),
-    route!(
-        POST,
-        "/api/v1/accounts/{id}/holdings/syncs",
-        holdings,
-        limited(HOLDINGS_SYNC),
-        "Sync the holdings of an account"
-    ),
+    route!(POST "/api/v1/providers/{id}/sync" => connection, limited(PROVIDER_SYNC),
+        "Sync a connection's accounts, transactions and holdings"),
+    route!(POST "/api/v1/accounts/syncs" => accounts, limited_by_body_connection(PROVIDER_SYNC),
+        "Sync the accounts of a connection"),
+    route!(POST "/api/v1/transactions/syncs" => transactions,
+        limited_by_body_connection(PROVIDER_SYNC), "Sync the transactions of a connection"),
+    route!(POST "/api/v1/accounts/{id}/holdings/syncs" => holdings, limited(HOLDINGS_SYNC),
+        "Sync the holdings of an account"),
 ];
 
 /// `{connection_id, force?}` of an accounts sync.

@@ -18,20 +18,10 @@ use crate::rate_limit::policy::API_READ;
 use crate::store::{TransactionQuery, TransactionRecord, TransactionType};
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(
-        GET,
-        "/api/v1/transactions/{id}",
-        get,
-        limited(API_READ),
-        "Read one of the caller's transactions"
-    ),
-    route!(
-        GET,
-        "/api/v1/accounts/{id}/transactions",
-        list_for_account,
-        limited(API_READ),
-        "List the transactions of one of the caller's accounts"
-    ),
+    route!(GET "/api/v1/transactions/{id}" => get, limited(API_READ),
+        "Read one of the caller's transactions"),
+    route!(GET "/api/v1/accounts/{id}/transactions" => list_for_account, limited(API_READ),
+        "List the transactions of one of the caller's accounts"),
 ];
 
 /// Page size bounds and default of the by-account listing.
