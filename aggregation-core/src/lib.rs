@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod api;
+pub(crate) mod app;
 pub mod auth;
 pub mod config;
 pub mod crypto;

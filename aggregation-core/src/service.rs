@@ -1,4 +1,14 @@
 //! The whole API as one `tower::Service` over `http` types.
+//!
+//! A request walks down once through `tower` layers, each in its own module:
+//!
+//! 1. `service::trace`: trace context (`traceparent`) and the access log;
+//! 2. `service::problem`: every failure below becomes a problem-details response here;
+//! 3. `service::client_ip`: the client address behind trusted proxies;
+//! 4. `service::bearer`: the bearer token, verified once;
+//! 5. `api::router`: the resource of the path ([`crate::api::routes()`]), or 404;
+//! 6. `service::rate_limit`: the matched endpoint's rate limit;
+//! 7. `api::router` again: the row of the method (405 otherwise), its extractors and handler.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -6,31 +16,34 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response, StatusCode, header};
+use http::{Request, Response};
 use http_body_util::BodyExt as _;
-use serde::Serialize;
 
 use crate::admin::AdminError;
-use crate::api::routes::{Endpoint, Router};
-use crate::api::{self, ApiResult, RequestBody, RequestContext, ResponseBody, json, read_body};
-use crate::auth::Auth;
+use crate::api::router::{Dispatch, Router, RouterLayer};
+use crate::api::{RequestBody, ResponseBody};
+use crate::app::App;
 use crate::config::Config;
-use crate::crypto::{random_span_id, random_trace_id};
 use crate::events::{EventSink, SinkRateLimitEvents, TracingEventSink};
 use crate::jobs::JobRunner;
 use crate::mail::{MailQueue, MailQueueHandle, Mailer};
-use crate::problem::{ApiError, ErrorCode, PROBLEM_CONTENT_TYPE};
-use crate::providers::connections::Connections;
 use crate::providers::{Provider, Providers};
-use crate::rate_limit::{
-    Decision, InMemoryRateLimitStore, PolicyTable, RateLimitStore, RateLimiter, RequestIdentity,
-    Scope, body_connection_id, canonical_id, client_ip,
-};
+use crate::rate_limit::{InMemoryRateLimitStore, PolicyTable, RateLimitStore, RateLimiter};
 use crate::store::Store;
-use crate::work::WorkGate;
+
+pub(crate) mod bearer;
+pub(crate) mod client_ip;
+pub(crate) mod problem;
+pub(crate) mod rate_limit;
+pub(crate) mod trace;
+
+use bearer::{BearerLayer, VerifyBearer};
+use client_ip::{ClientIpLayer, ResolveClientIp};
+use problem::{ProblemLayer, Problems};
+use rate_limit::{RateLimit, RateLimitLayer};
+use trace::{Trace, TraceLayer};
 
 /// The client's socket address, put into request extensions by the host (the adapters do it).
 /// Without it, rate limiting by IP treats all such requests as one client.
@@ -52,19 +65,8 @@ pub enum BuildError {
     NoRuntime,
 }
 
-/// Shared state behind every clone of the service.
-pub(crate) struct State {
-    pub(crate) config: Arc<Config>,
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) auth: Auth,
-    pub(crate) events: Arc<dyn EventSink>,
-    pub(crate) connections: Connections,
-    /// Bounds parsing of large OFX uploads (its own worker threads).
-    pub(crate) parsing: WorkGate,
-    limiter: RateLimiter,
-    router: Router,
-    mail: MailQueueHandle,
-}
+/// The layers and the router, as composed by [`AggregationServiceBuilder::build`].
+type Stack = Trace<Problems<ResolveClientIp<VerifyBearer<Router<RateLimit<Dispatch>>>>>>;
 
 /// The aggregation API as a `tower::Service<http::Request<B>>`.
 ///
@@ -72,13 +74,15 @@ pub(crate) struct State {
 /// [`Infallible`]. Build it with [`AggregationService::builder`].
 #[derive(Clone)]
 pub struct AggregationService {
-    state: Arc<State>,
+    app: Arc<App>,
+    mail: MailQueueHandle,
+    stack: Stack,
 }
 
 impl std::fmt::Debug for AggregationService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AggregationService")
-            .field("config", &self.state.config)
+            .field("config", &self.app.config)
             .finish_non_exhaustive()
     }
 }
@@ -111,29 +115,29 @@ impl AggregationService {
 
     /// The configuration the service runs with.
     pub fn config(&self) -> &Config {
-        &self.state.config
+        &self.app.config
     }
 
     /// The background jobs of this service, to [`JobRunner::spawn`] on the current runtime (or
     /// to run one at a time with [`JobRunner::run_once`]).
     pub fn jobs(&self) -> JobRunner {
         JobRunner::new(
-            self.state.store.clone(),
-            self.state.config.clone(),
-            self.state.connections.clone(),
+            self.app.store.clone(),
+            self.app.config.clone(),
+            self.app.connections.clone(),
         )
     }
 
     /// The outgoing mail queue, to [`MailQueueHandle::shutdown`] when the host stops so that
     /// queued emails are still sent.
     pub fn mail_queue(&self) -> MailQueueHandle {
-        self.state.mail.clone()
+        self.mail.clone()
     }
 
     /// Grants the `admin` role to the account with this email; see
     /// [`crate::admin::grant_admin_by_email`].
     pub async fn grant_admin(&self, email: &str) -> Result<bool, AdminError> {
-        crate::admin::grant_admin_by_email(&*self.state.store, email).await
+        crate::admin::grant_admin_by_email(&*self.app.store, email).await
     }
 
     /// Grants the `admin` role to every existing account among [`Config::admin_emails`] whose
@@ -141,14 +145,14 @@ impl AggregationService {
     /// granted now. For a host's start-up.
     pub async fn grant_configured_admins(&self) -> Result<usize, AdminError> {
         let mut granted = 0;
-        for email in self.state.config.admin_emails() {
+        for email in self.app.config.admin_emails() {
             // Unverified accounts get the role when they verify (see `Auth::verify_email`).
-            let Some(user) = self.state.store.user_by_email(email).await? else {
+            let Some(user) = self.app.store.user_by_email(email).await? else {
                 continue;
             };
             if user.email_verified_at.is_some()
                 && self
-                    .state
+                    .app
                     .store
                     .grant_role(user.id, crate::store::Role::Admin, crate::store::now())
                     .await?
@@ -229,37 +233,31 @@ impl AggregationServiceBuilder {
             .unwrap_or_else(|| Arc::new(InMemoryRateLimitStore::new()));
         // The login throttle keeps its buckets beside the endpoints' (shared through Redis
         // when that is the store), whatever the policies.
-        let auth = Auth::new(
-            store.clone(),
+        let app = Arc::new(App::new(
             config.clone(),
+            store,
             mail,
             self.events.clone(),
             limits.clone(),
-        );
+            self.providers,
+        ));
         let limiter = RateLimiter::new(
             self.rate_limit_policies,
             limits,
-            Arc::new(SinkRateLimitEvents(self.events.clone())),
+            Arc::new(SinkRateLimitEvents(self.events)),
         );
-        let connections = Connections::new(
-            store.clone(),
-            Arc::new(self.providers),
-            config.clone(),
-            self.events.clone(),
-        );
-        let parsing = WorkGate::new("OFX parsing", config.parsing_limits());
+        let stack = tower::ServiceBuilder::new()
+            .layer(TraceLayer)
+            .layer(ProblemLayer::new(config.base_url()))
+            .layer(ClientIpLayer::new(config.clone()))
+            .layer(BearerLayer::new(Arc::new(app.auth.clone())))
+            .layer(RouterLayer::new())
+            .layer(RateLimitLayer::new(limiter, config.max_body_bytes()))
+            .service(Dispatch::new(app.clone()));
         Ok(AggregationService {
-            state: Arc::new(State {
-                config,
-                store,
-                auth,
-                events: self.events,
-                connections,
-                parsing,
-                limiter,
-                router: Router::new(),
-                mail: mail_handle,
-            }),
+            app,
+            mail: mail_handle,
+            stack,
         })
     }
 }
@@ -278,367 +276,9 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let state = self.state.clone();
-        let request = request.map(|body| body.map_err(Into::into).boxed_unsync());
-        Box::pin(async move { Ok(state.handle(request).await) })
-    }
-}
-
-/// The trace id of an incoming W3C `traceparent` header, when it is well formed.
-fn incoming_trace_id(headers: &http::HeaderMap) -> Option<String> {
-    let value = headers.get("traceparent")?.to_str().ok()?;
-    let mut parts = value.trim().split('-');
-    let (version, trace_id, parent_id, flags) =
-        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
-    let valid = hex(version, 2)
-        && version != "ff"
-        && hex(trace_id, 32)
-        && trace_id.bytes().any(|b| b != b'0')
-        && hex(parent_id, 16)
-        && hex(flags, 2);
-    valid.then(|| trace_id.to_ascii_lowercase())
-}
-
-/// A request body that was already read, for a handler that reads it again.
-fn buffered_body(bytes: Bytes) -> RequestBody {
-    http_body_util::Full::new(bytes)
-        .map_err(|never| match never {})
-        .boxed_unsync()
-}
-
-#[derive(Serialize)]
-struct Health {
-    status: &'static str,
-}
-
-impl State {
-    async fn handle(&self, request: Request<RequestBody>) -> Response<ResponseBody> {
-        let started = Instant::now();
-        let (parts, body) = request.into_parts();
-        let trace_id = incoming_trace_id(&parts.headers).unwrap_or_else(random_trace_id);
-        let forwarded: Vec<&str> = parts
-            .headers
-            .get_all("x-forwarded-for")
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .collect();
-        let peer = parts.extensions.get::<PeerAddr>().map(|peer| peer.0.ip());
-        let client_ip = client_ip::client_ip(peer, &forwarded, self.config.trusted_proxies());
-        let mut ctx = RequestContext {
-            client_ip,
-            method: parts.method,
-            path: parts.uri.path().to_owned(),
-            query: parts.uri.query().map(str::to_owned),
-            headers: parts.headers,
-            claims: None,
-        };
-        // Verified once: the rate limiter's USER scope and the handlers both use it.
-        ctx.claims = ctx
-            .bearer_token()
-            .and_then(|token| self.auth.verify_access_token(token));
-        let (result, decision) = self.dispatch(&ctx, body).await;
-        let mut response = match result {
-            Ok(response) => response,
-            Err(error) => self.problem(&ctx, &trace_id, &error),
-        };
-        if let Some(decision) = decision {
-            let headers = response.headers_mut();
-            headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
-            headers.insert(
-                "x-ratelimit-remaining",
-                HeaderValue::from(decision.remaining),
-            );
-            headers.insert(
-                "x-ratelimit-reset",
-                HeaderValue::from(decision.reset_after_secs),
-            );
-        }
-        if let Ok(value) = HeaderValue::from_str(&format!("00-{trace_id}-{}-01", random_span_id()))
-        {
-            response.headers_mut().insert("traceparent", value);
-        }
-        tracing::info!(
-            method = %ctx.method,
-            path = %ctx.path,
-            status = response.status().as_u16(),
-            elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
-            trace_id = %trace_id,
-            "request"
-        );
-        response
-    }
-
-    fn problem(
-        &self,
-        ctx: &RequestContext,
-        trace_id: &str,
-        error: &ApiError,
-    ) -> Response<ResponseBody> {
-        let body = serde_json::to_vec(&error.to_body(self.config.base_url(), &ctx.path, trace_id))
-            .unwrap_or_default();
-        let mut response = Response::new(ResponseBody::new(Bytes::from(body)));
-        *response.status_mut() = error.status();
-        let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
-        );
-        for (name, value) in error.headers() {
-            headers.append(name.clone(), value.clone());
-        }
-        response
-    }
-
-    /// Routes, rate-limits and runs one request; the decision, when the endpoint is limited.
-    async fn dispatch(
-        &self,
-        ctx: &RequestContext,
-        mut body: RequestBody,
-    ) -> (ApiResult, Option<Decision>) {
-        let Some(matched) = self.router.find(&ctx.path) else {
-            let error = ApiError::new(ErrorCode::NotFound, format!("No resource at {}.", ctx.path));
-            return (Err(error), None);
-        };
-        let mut identity = RequestIdentity {
-            client_ip: ctx.client_ip,
-            // Only a token whose signature verifies may name the user.
-            user_id: ctx.claims.as_ref().map(|claims| claims.sub.to_string()),
-            // Canonical, or none when the id is not a UUID: every spelling of one id shares a
-            // bucket, and junk ids share the user's.
-            provider_or_account_id: canonical_id(matched.param("id")),
-        };
-        let mut unreadable = None;
-        if identity.user_id.is_some()
-            && identity.provider_or_account_id.is_none()
-            && self.keyed_by_body_connection(&ctx.method, &matched)
-        {
-            // The bulk syncs name their connection in the body: buffer it (within the usual
-            // limit) to key the bucket, then hand the very same bytes to the handler.
-            match read_body(&ctx.headers, body, self.config.max_body_bytes()).await {
-                Ok(bytes) => {
-                    identity.provider_or_account_id = body_connection_id(&bytes);
-                    body = buffered_body(bytes);
-                }
-                Err(error) => {
-                    // Still charged to the user's bucket below, so oversized bodies are no
-                    // way around the limit.
-                    unreadable = Some(error);
-                    body = buffered_body(Bytes::new());
-                }
-            }
-        }
-        // The limiter keys the bucket by the template with canonical ids, not the raw path.
-        let decision = self
-            .limiter
-            .check(
-                ctx.method.as_str(),
-                matched.route.template,
-                &ctx.path,
-                &identity,
-            )
-            .await;
-        if let Some(denied) = decision.filter(|decision| !decision.allowed) {
-            let error = ApiError::rate_limited(denied.retry_after_header());
-            return (Err(error), Some(denied));
-        }
-        if let Some(error) = unreadable {
-            return (Err(error), decision);
-        }
-        (self.route(ctx, &matched, body).await, decision)
-    }
-
-    /// Whether the rate-limit bucket of this request is keyed by the `connection_id` of its
-    /// body: a bulk sync under a `UserProvider` policy (the path names no connection).
-    fn keyed_by_body_connection(
-        &self,
-        method: &http::Method,
-        matched: &crate::api::routes::Matched<'_>,
-    ) -> bool {
-        let body_names_connection = matched.route.methods.iter().any(|(m, endpoint)| {
-            m == method
-                && matches!(
-                    endpoint,
-                    Endpoint::SyncAccounts | Endpoint::SyncTransactions
-                )
-        });
-        body_names_connection
-            && self
-                .limiter
-                .policies()
-                .active(method.as_str(), matched.route.template)
-                .is_some_and(|(policy, _)| policy.scope == Scope::UserProvider)
-    }
-
-    async fn route(
-        &self,
-        ctx: &RequestContext,
-        matched: &crate::api::routes::Matched<'_>,
-        body: RequestBody,
-    ) -> ApiResult {
-        let Some(endpoint) = matched
-            .route
-            .methods
-            .iter()
-            .find(|(method, _)| *method == ctx.method)
-            .map(|(_, endpoint)| *endpoint)
-        else {
-            let allow = matched
-                .route
-                .methods
-                .iter()
-                .map(|(method, _)| method.as_str())
-                .collect::<Vec<_>>()
-                .join(", ");
-            return Err(ApiError::new(
-                ErrorCode::MethodNotAllowed,
-                format!("{} is not allowed here; allowed: {allow}.", ctx.method),
-            )
-            .with_header(
-                header::ALLOW,
-                HeaderValue::from_str(&allow).unwrap_or(HeaderValue::from_static("GET")),
-            ));
-        };
-        let limit = self.config.max_body_bytes();
-        use Endpoint as E;
-        match endpoint {
-            E::Health => {
-                self.store.ping().await?;
-                json(StatusCode::OK, &Health { status: "ok" })
-            }
-            E::Register => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::auth::register(self, ctx, body).await
-            }
-            E::VerifyEmail => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::auth::verify_email(self, ctx, body).await
-            }
-            E::ResendVerification => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::auth::resend_verification(self, ctx, body).await
-            }
-            E::Login => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::auth::login(self, ctx, body).await
-            }
-            E::Refresh => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::auth::refresh(self, ctx, body).await
-            }
-            E::Logout => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::auth::logout(self, ctx, body).await
-            }
-            E::RequestPasswordReset => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::auth::request_password_reset(self, ctx, body).await
-            }
-            E::ResetPassword => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::auth::reset_password(self, ctx, body).await
-            }
-            E::ListSessions => api::sessions::list(self, ctx).await,
-            E::GetSession => api::sessions::get(self, ctx, matched.param("id")).await,
-            E::RevokeSession => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::sessions::revoke(self, ctx, matched.param("id"), body).await
-            }
-            E::RevokeAllSessions => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::sessions::revoke_all(self, ctx, body).await
-            }
-            E::ImportFormats => api::imports::formats(self),
-            E::Import => api::imports::import(self, ctx, body).await,
-            E::ListAccounts => api::accounts::list(self, ctx).await,
-            E::GetAccount => api::accounts::get(self, ctx, matched.param("id")).await,
-            E::ProviderAccounts => {
-                api::accounts::list_for_connection(self, ctx, matched.param("id")).await
-            }
-            E::GetTransaction => api::transactions::get(self, ctx, matched.param("id")).await,
-            E::AccountTransactions => {
-                api::transactions::list_for_account(self, ctx, matched.param("id")).await
-            }
-            E::ListHoldings => api::holdings::list(self, ctx).await,
-            E::AccountHoldings => {
-                api::holdings::list_for_account(self, ctx, matched.param("id")).await
-            }
-            E::LatestSnapshots => api::snapshots::latest(self, ctx).await,
-            E::BalanceHistory => api::snapshots::history(self, ctx, matched.param("id")).await,
-            E::AccountSnapshots => {
-                api::snapshots::list_for_account(self, ctx, matched.param("id")).await
-            }
-            E::RotateGlobal => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::admin::rotate_global(self, ctx, body).await
-            }
-            E::RotateUser => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::admin::rotate_user(self, ctx, matched.param("user_id"), body).await
-            }
-            E::SecurityConfig => api::admin::security_config(self, ctx).await,
-            E::JobsStatus => api::admin::jobs_status(self, ctx).await,
-            E::ListProviders => api::providers::list(self, ctx).await,
-            E::GetProvider => api::providers::get(self, ctx, matched.param("id")).await,
-            E::Connect => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::providers::connect(self, ctx, body).await
-            }
-            E::Callback => api::providers::callback(self, ctx).await,
-            E::UpdateProvider => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::providers::update(self, ctx, matched.param("id"), body).await
-            }
-            E::Disconnect => api::providers::disconnect(self, ctx, matched.param("id")).await,
-            E::ProviderTokenRefresh => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::providers::refresh_tokens(self, ctx, matched.param("id"), body).await
-            }
-            E::ProviderSync => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::syncs::connection(self, ctx, matched.param("id"), body).await
-            }
-            E::SyncAccounts => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::syncs::accounts(self, ctx, body).await
-            }
-            E::SyncTransactions => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::syncs::transactions(self, ctx, body).await
-            }
-            E::SyncHoldings => {
-                let body = read_body(&ctx.headers, body, limit).await?;
-                api::syncs::holdings(self, ctx, matched.param("id"), body).await
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::incoming_trace_id;
-
-    #[test]
-    fn traceparent_is_validated() {
-        let mut headers = http::HeaderMap::new();
-        headers.insert(
-            "traceparent",
-            http::HeaderValue::from_static(
-                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-            ),
-        );
-        assert_eq!(
-            incoming_trace_id(&headers).as_deref(),
-            Some("4bf92f3577b34da6a3ce929d0e0e4736")
-        );
-        headers.insert(
-            "traceparent",
-            http::HeaderValue::from_static(
-                "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
-            ),
-        );
-        assert_eq!(incoming_trace_id(&headers), None);
-        headers.insert("traceparent", http::HeaderValue::from_static("garbage"));
-        assert_eq!(incoming_trace_id(&headers), None);
+        let request: Request<RequestBody> =
+            request.map(|body| body.map_err(Into::into).boxed_unsync());
+        let response = tower::Service::call(&mut self.stack, request);
+        Box::pin(response)
     }
 }

@@ -5,14 +5,26 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use http::StatusCode;
 use rust_decimal::Decimal;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::extract::QueryParams;
-use super::{ApiResult, RequestContext, json, parse_path_uuid, require_user};
+use super::extract::{PathId, Query, User};
+use super::routes::{Route, limited, route};
+use super::validate::{AllValid as _, Validate, query};
+use super::{ApiResult, json};
+use crate::app::App;
+use crate::config::Config;
 use crate::problem::{ApiError, ErrorCode};
-use crate::service::State;
+use crate::rate_limit::policy::API_READ;
 use crate::store::{AccountFilter, AccountRecord, AccountType};
+
+pub(crate) const ROUTES: &[Route] = &[
+    route!(GET "/api/v1/accounts" => list, limited(API_READ), "List the caller's accounts"),
+    route!(GET "/api/v1/accounts/{id}" => get, limited(API_READ),
+        "Read one of the caller's accounts"),
+    route!(GET "/api/v1/providers/{id}/accounts" => list_for_connection, limited(API_READ),
+        "List the accounts of one of the caller's connections"),
+];
 
 /// An account as the API shows it.
 #[derive(Serialize)]
@@ -96,13 +108,12 @@ pub(crate) fn account_not_found() -> ApiError {
     ApiError::new(ErrorCode::NotFound, "Account not found.")
 }
 
-/// The caller's account with this path id: 422 for a non-UUID, 404 for unknown or foreign.
+/// The caller's account with this id: 404 for unknown or foreign.
 pub(crate) async fn owned_account(
-    state: &State,
+    state: &App,
     user_id: Uuid,
-    id: &str,
+    id: Uuid,
 ) -> Result<AccountRecord, ApiError> {
-    let id = parse_path_uuid("id", id)?;
     state
         .store
         .account_for_user(user_id, id)
@@ -111,42 +122,53 @@ pub(crate) async fn owned_account(
 }
 
 /// The `active_only` (default false) and `account_type` filters.
-fn filter(query: &mut QueryParams) -> AccountFilter {
-    AccountFilter {
-        connection_id: None,
-        active_only: query.bool("active_only", false),
-        account_type: query.choice("account_type", AccountType::ALL, AccountType::as_str),
+#[derive(Deserialize)]
+pub(crate) struct FilterQuery {
+    active_only: Option<String>,
+    account_type: Option<String>,
+}
+
+impl Validate for FilterQuery {
+    type Valid = AccountFilter;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        let (active_only, account_type) = (
+            query::flag("active_only", self.active_only, false),
+            query::choice(
+                "account_type",
+                self.account_type,
+                AccountType::ALL,
+                AccountType::as_str,
+            ),
+        )
+            .all_valid()?;
+        Ok(AccountFilter {
+            connection_id: None,
+            active_only,
+            account_type,
+        })
     }
 }
 
 /// `GET /api/v1/accounts`
-pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let mut query = QueryParams::parse(ctx.query.as_deref());
-    let filter = filter(&mut query);
-    query.finish()?;
+async fn list(state: &App, User(claims): User, Query(filter): Query<FilterQuery>) -> ApiResult {
     let accounts = state.store.accounts_for_user(claims.sub, &filter).await?;
     account_list(&accounts)
 }
 
 /// `GET /api/v1/accounts/{id}`
-pub(crate) async fn get(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(ctx)?;
+async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult {
     let account = owned_account(state, claims.sub, id).await?;
     json(StatusCode::OK, &account_json(&account))
 }
 
 /// `GET /api/v1/providers/{id}/accounts`
-pub(crate) async fn list_for_connection(
-    state: &State,
-    ctx: &RequestContext,
-    id: &str,
+async fn list_for_connection(
+    state: &App,
+    User(claims): User,
+    PathId(connection_id): PathId,
+    Query(mut filter): Query<FilterQuery>,
 ) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let connection_id = parse_path_uuid("id", id)?;
-    let mut query = QueryParams::parse(ctx.query.as_deref());
-    let mut filter = filter(&mut query);
-    query.finish()?;
     state
         .store
         .connection_for_user(claims.sub, connection_id)

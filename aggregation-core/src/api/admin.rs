@@ -2,19 +2,35 @@
 //! Every endpoint needs a valid access token (401) of a user holding the admin role in the
 //! store (403).
 
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use http::StatusCode;
-use serde::Serialize;
+use http::request::Parts;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::extract::JsonFields;
-use super::{ApiResult, RequestContext, json, parse_path_uuid, require_user};
+use super::extract::{Json, PathUserId, User};
+use super::handler::FromParts;
+use super::routes::{Route, limited, route};
+use super::validate::{AllValid as _, Field, Validate, body};
+use super::{ApiResult, json};
 use crate::admin::{self, AdminError};
+use crate::app::App;
 use crate::auth::AccessClaims;
+use crate::config::Config;
 use crate::events::DomainEvent;
 use crate::problem::{ApiError, ErrorCode, FieldError};
-use crate::service::State;
+use crate::rate_limit::policy::{API_READ, API_WRITE};
+
+pub(crate) const ROUTES: &[Route] = &[
+    route!(POST "/api/v1/admin/security/rotations" => rotate_global, limited(API_WRITE),
+        "Raise the global minimum token version"),
+    route!(POST "/api/v1/admin/users/{user_id}/rotations" => rotate_user, limited(API_WRITE),
+        "Raise one user's minimum token version"),
+    route!(GET "/api/v1/admin/security/config" => security_config, limited(API_READ),
+        "The token security configuration"),
+    route!(GET "/api/v1/admin/jobs" => jobs_status, limited(API_READ),
+        "The status of the background jobs"),
+];
 
 /// Longest rotation reason.
 const MAX_REASON_CHARS: usize = 500;
@@ -35,26 +51,38 @@ impl From<AdminError> for ApiError {
     }
 }
 
-/// The caller's claims, once the store confirms they hold the admin role.
-async fn require_admin(state: &State, ctx: &RequestContext) -> Result<AccessClaims, ApiError> {
-    let claims = require_user(ctx)?;
-    admin::require_admin(&*state.store, claims.sub).await?;
-    Ok(claims)
+/// The caller: a valid access token (401) of a user the store confirms holds the admin role
+/// (403).
+pub(crate) struct Admin(AccessClaims);
+
+impl FromParts for Admin {
+    async fn from_parts(parts: &Parts, state: &App) -> Result<Self, ApiError> {
+        let User(claims) = User::from_parts(parts, state).await?;
+        admin::require_admin(&*state.store, claims.sub).await?;
+        Ok(Self(claims))
+    }
 }
 
 /// The required `reason` of a rotation: 1..500 characters, not only whitespace.
-fn reason(ctx: &RequestContext, body: &Bytes) -> Result<String, ApiError> {
-    let mut fields = JsonFields::parse(ctx, body)?;
-    let reason = fields.string("reason", 1, MAX_REASON_CHARS);
-    let reason = match reason {
-        Some(reason) if reason.trim().is_empty() => {
-            fields.add_error(FieldError::new("reason", "too_short", "Must not be blank."));
-            None
-        }
-        other => other,
-    };
-    fields.finish()?;
-    reason.ok_or_else(ApiError::internal)
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct ReasonBody {
+    reason: Field,
+}
+
+impl Validate for ReasonBody {
+    type Valid = String;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        let reason = body::string("reason", self.reason, 1, MAX_REASON_CHARS).and_then(|reason| {
+            if reason.trim().is_empty() {
+                Err(FieldError::new("reason", "too_short", "Must not be blank."))
+            } else {
+                Ok(reason)
+            }
+        });
+        reason.all_valid()
+    }
 }
 
 #[derive(Serialize)]
@@ -66,9 +94,11 @@ struct GlobalRotationJson {
 }
 
 /// `POST /api/v1/admin/security/rotations`
-pub(crate) async fn rotate_global(state: &State, ctx: &RequestContext, body: Bytes) -> ApiResult {
-    let claims = require_admin(state, ctx).await?;
-    let reason = reason(ctx, &body)?;
+async fn rotate_global(
+    state: &App,
+    Admin(claims): Admin,
+    Json(reason): Json<ReasonBody>,
+) -> ApiResult {
     let rotation =
         admin::rotate_global(&*state.store, &state.config, Some(claims.sub), &reason).await?;
     state.events.emit(&DomainEvent::TokenVersionRotated {
@@ -102,15 +132,12 @@ struct UserRotationJson {
 }
 
 /// `POST /api/v1/admin/users/{user_id}/rotations`
-pub(crate) async fn rotate_user(
-    state: &State,
-    ctx: &RequestContext,
-    user_id: &str,
-    body: Bytes,
+async fn rotate_user(
+    state: &App,
+    Admin(claims): Admin,
+    PathUserId(user_id): PathUserId,
+    Json(reason): Json<ReasonBody>,
 ) -> ApiResult {
-    let claims = require_admin(state, ctx).await?;
-    let user_id = parse_path_uuid("user_id", user_id)?;
-    let reason = reason(ctx, &body)?;
     let rotation = admin::rotate_user(
         &*state.store,
         &state.config,
@@ -150,8 +177,7 @@ struct SecurityConfigJson {
 }
 
 /// `GET /api/v1/admin/security/config`
-pub(crate) async fn security_config(state: &State, ctx: &RequestContext) -> ApiResult {
-    require_admin(state, ctx).await?;
+async fn security_config(state: &App, _: Admin) -> ApiResult {
     let config = admin::security_config(&*state.store, &state.config).await?;
     json(
         StatusCode::OK,
@@ -186,8 +212,7 @@ struct JobsJson {
 }
 
 /// `GET /api/v1/admin/jobs`
-pub(crate) async fn jobs_status(state: &State, ctx: &RequestContext) -> ApiResult {
-    require_admin(state, ctx).await?;
+async fn jobs_status(state: &App, _: Admin) -> ApiResult {
     let status = crate::jobs::status(&*state.store, &state.config).await?;
     json(
         StatusCode::OK,

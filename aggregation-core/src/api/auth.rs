@@ -1,15 +1,152 @@
 //! Registration, email verification, login, refresh, logout and password reset.
 
-use bytes::Bytes;
 use http::StatusCode;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::extract::JsonFields;
-use super::{ApiResult, RequestContext, json, no_content, require_user};
-use crate::auth::IssuedTokens;
+use super::extract::{Json, User};
+use super::routes::{Route, limited, route};
+use super::validate::{AllValid as _, Field, Validate, body};
+use super::{ApiResult, json, no_content};
+use crate::app::App;
 use crate::auth::password::{MAX_PASSWORD_CHARS, check_password_rule};
-use crate::service::State;
+use crate::auth::{ClientInfo, IssuedTokens};
+use crate::config::Config;
+use crate::problem::{ApiError, FieldError};
+use crate::rate_limit::policy::{
+    API_WRITE, AUTH_EMAIL_FLOW, AUTH_LOGIN, AUTH_REGISTER, AUTH_TOKEN_REFRESH,
+};
+
+pub(crate) const ROUTES: &[Route] = &[
+    route!(POST "/api/v1/users" => register, limited(AUTH_REGISTER), "Register an account"),
+    route!(POST "/api/v1/email-verifications" => verify_email, limited(AUTH_EMAIL_FLOW),
+        "Verify an email address with the emailed token"),
+    route!(POST "/api/v1/email-verification-tokens" => resend_verification,
+        limited(AUTH_EMAIL_FLOW), "Send the verification email again"),
+    route!(POST "/api/v1/sessions" => login, limited(AUTH_LOGIN), "Log in"),
+    route!(POST "/api/v1/tokens" => refresh, limited(AUTH_TOKEN_REFRESH),
+        "Exchange a refresh token for new tokens"),
+    route!(DELETE "/api/v1/sessions/current" => logout, limited(API_WRITE),
+        "Log out of the current session"),
+    route!(POST "/api/v1/password-reset-tokens" => request_password_reset, limited(AUTH_EMAIL_FLOW),
+        "Email a password reset link"),
+    route!(POST "/api/v1/password-resets" => reset_password, limited(AUTH_EMAIL_FLOW),
+        "Set a new password with the emailed token"),
+];
+
+/// A new password: any string (`name` is the field), then the password rule.
+fn new_password(name: &str, field: Field) -> Result<String, FieldError> {
+    let password = body::string(name, field, 0, usize::MAX)?;
+    match check_password_rule(name, &password) {
+        Some(error) => Err(error),
+        None => Ok(password),
+    }
+}
+
+/// `{email, password}` of a registration.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct RegisterBody {
+    email: Field,
+    password: Field,
+}
+
+impl Validate for RegisterBody {
+    type Valid = (String, String);
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        (
+            body::email("email", self.email),
+            new_password("password", self.password),
+        )
+            .all_valid()
+    }
+}
+
+/// `{token}` of an email verification.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct TokenBody {
+    token: Field,
+}
+
+impl Validate for TokenBody {
+    type Valid = String;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        body::hex_token("token", self.token).all_valid()
+    }
+}
+
+/// `{email}` of a request for an email.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct EmailBody {
+    email: Field,
+}
+
+impl Validate for EmailBody {
+    type Valid = String;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        body::email("email", self.email).all_valid()
+    }
+}
+
+/// `{email, password}` of a login.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct LoginBody {
+    email: Field,
+    password: Field,
+}
+
+impl Validate for LoginBody {
+    type Valid = (String, String);
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        (
+            body::email("email", self.email),
+            body::string("password", self.password, 1, MAX_PASSWORD_CHARS),
+        )
+            .all_valid()
+    }
+}
+
+/// `{refresh_token}` of a refresh or a logout.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct RefreshTokenBody {
+    refresh_token: Field,
+}
+
+impl Validate for RefreshTokenBody {
+    type Valid = String;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        body::string("refresh_token", self.refresh_token, 1, 4096).all_valid()
+    }
+}
+
+/// `{token, new_password}` of a password reset.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct ResetPasswordBody {
+    token: Field,
+    new_password: Field,
+}
+
+impl Validate for ResetPasswordBody {
+    type Valid = (String, String);
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        (
+            body::hex_token("token", self.token),
+            new_password("new_password", self.new_password),
+        )
+            .all_valid()
+    }
+}
 
 #[derive(Serialize)]
 struct Message<'a> {
@@ -48,24 +185,12 @@ fn tokens(issued: &IssuedTokens) -> ApiResult {
 }
 
 /// `POST /api/v1/users`
-pub(crate) async fn register(state: &State, ctx: &RequestContext, body: Bytes) -> ApiResult {
-    let mut fields = JsonFields::parse(ctx, &body)?;
-    let email = fields.email("email");
-    let password = fields.string("password", 0, usize::MAX);
-    if let Some(error) = password
-        .as_deref()
-        .and_then(|password| check_password_rule("password", password))
-    {
-        fields.add_error(error);
-    }
-    fields.finish()?;
-    let (Some(email), Some(password)) = (email, password) else {
-        return Err(crate::problem::ApiError::internal());
-    };
-    let registration = state
-        .auth
-        .register(&email, &password, &ctx.client_info())
-        .await?;
+async fn register(
+    state: &App,
+    client: ClientInfo,
+    Json((email, password)): Json<RegisterBody>,
+) -> ApiResult {
+    let registration = state.auth.register(&email, &password, &client).await?;
     json(
         StatusCode::CREATED,
         &RegistrationResponse {
@@ -77,27 +202,18 @@ pub(crate) async fn register(state: &State, ctx: &RequestContext, body: Bytes) -
 }
 
 /// `POST /api/v1/email-verifications`
-pub(crate) async fn verify_email(state: &State, ctx: &RequestContext, body: Bytes) -> ApiResult {
-    let mut fields = JsonFields::parse(ctx, &body)?;
-    let token = fields.hex_token("token");
-    fields.finish()?;
-    let token = token.unwrap_or_default();
+async fn verify_email(state: &App, Json(token): Json<TokenBody>) -> ApiResult {
     state.auth.verify_email(&token).await?;
     message(StatusCode::CREATED, "Email verified. You can now log in.")
 }
 
 /// `POST /api/v1/email-verification-tokens`
-pub(crate) async fn resend_verification(
-    state: &State,
-    ctx: &RequestContext,
-    body: Bytes,
+async fn resend_verification(
+    state: &App,
+    client: ClientInfo,
+    Json(email): Json<EmailBody>,
 ) -> ApiResult {
-    let mut fields = JsonFields::parse(ctx, &body)?;
-    let email = fields.email("email");
-    fields.finish()?;
-    state
-        .auth
-        .resend_verification(&email.unwrap_or_default(), ctx.client_info());
+    state.auth.resend_verification(&email, client);
     message(
         StatusCode::CREATED,
         "If the account exists and is not verified yet, a new verification email has been sent.",
@@ -105,44 +221,28 @@ pub(crate) async fn resend_verification(
 }
 
 /// `POST /api/v1/sessions`
-pub(crate) async fn login(state: &State, ctx: &RequestContext, body: Bytes) -> ApiResult {
-    let mut fields = JsonFields::parse(ctx, &body)?;
-    let email = fields.email("email");
-    let password = fields.string("password", 1, MAX_PASSWORD_CHARS);
-    fields.finish()?;
-    let issued = state
-        .auth
-        .login(
-            &email.unwrap_or_default(),
-            &password.unwrap_or_default(),
-            &ctx.client_info(),
-        )
-        .await?;
+async fn login(
+    state: &App,
+    client: ClientInfo,
+    Json((email, password)): Json<LoginBody>,
+) -> ApiResult {
+    let issued = state.auth.login(&email, &password, &client).await?;
     tokens(&issued)
 }
 
 /// `POST /api/v1/tokens`
-pub(crate) async fn refresh(state: &State, ctx: &RequestContext, body: Bytes) -> ApiResult {
-    let mut fields = JsonFields::parse(ctx, &body)?;
-    let refresh_token = fields.string("refresh_token", 1, 4096);
-    fields.finish()?;
-    let issued = state
-        .auth
-        .refresh(&refresh_token.unwrap_or_default())
-        .await?;
+async fn refresh(state: &App, Json(refresh_token): Json<RefreshTokenBody>) -> ApiResult {
+    let issued = state.auth.refresh(&refresh_token).await?;
     tokens(&issued)
 }
 
 /// `DELETE /api/v1/sessions/current`
-pub(crate) async fn logout(state: &State, ctx: &RequestContext, body: Bytes) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let mut fields = JsonFields::parse(ctx, &body)?;
-    let refresh_token = fields.string("refresh_token", 1, 4096);
-    fields.finish()?;
-    state
-        .auth
-        .logout(claims.sub, &refresh_token.unwrap_or_default())
-        .await?;
+async fn logout(
+    state: &App,
+    User(claims): User,
+    Json(refresh_token): Json<RefreshTokenBody>,
+) -> ApiResult {
+    state.auth.logout(claims.sub, &refresh_token).await?;
     no_content()
 }
 
@@ -151,39 +251,21 @@ const RESET_REQUESTED: &str =
     "If an account exists for this email, a password reset link has been sent.";
 
 /// `POST /api/v1/password-reset-tokens`
-pub(crate) async fn request_password_reset(
-    state: &State,
-    ctx: &RequestContext,
-    body: Bytes,
+async fn request_password_reset(
+    state: &App,
+    client: ClientInfo,
+    Json(email): Json<EmailBody>,
 ) -> ApiResult {
-    let mut fields = JsonFields::parse(ctx, &body)?;
-    let email = fields.email("email");
-    fields.finish()?;
-    state
-        .auth
-        .request_password_reset(&email.unwrap_or_default(), ctx.client_info());
+    state.auth.request_password_reset(&email, client);
     message(StatusCode::CREATED, RESET_REQUESTED)
 }
 
 /// `POST /api/v1/password-resets`
-pub(crate) async fn reset_password(state: &State, ctx: &RequestContext, body: Bytes) -> ApiResult {
-    let mut fields = JsonFields::parse(ctx, &body)?;
-    let token = fields.hex_token("token");
-    let new_password = fields.string("new_password", 0, usize::MAX);
-    if let Some(error) = new_password
-        .as_deref()
-        .and_then(|password| check_password_rule("new_password", password))
-    {
-        fields.add_error(error);
-    }
-    fields.finish()?;
-    state
-        .auth
-        .reset_password(
-            &token.unwrap_or_default(),
-            &new_password.unwrap_or_default(),
-        )
-        .await?;
+async fn reset_password(
+    state: &App,
+    Json((token, new_password)): Json<ResetPasswordBody>,
+) -> ApiResult {
+    state.auth.reset_password(&token, &new_password).await?;
     message(
         StatusCode::CREATED,
         "Your password has been reset. Every session has been signed out.",

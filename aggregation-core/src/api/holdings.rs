@@ -3,14 +3,58 @@
 use chrono::{DateTime, Utc};
 use http::StatusCode;
 use rust_decimal::Decimal;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::accounts::{account_not_found, sum_by_currency};
-use super::extract::QueryParams;
-use super::{ApiResult, RequestContext, json, parse_path_uuid, require_user};
-use crate::service::State;
+use super::extract::{PathId, Query, User};
+use super::routes::{Route, limited, route};
+use super::validate::{AllValid as _, Validate, query};
+use super::{ApiResult, json};
+use crate::app::App;
+use crate::config::Config;
+use crate::problem::ApiError;
+use crate::rate_limit::policy::API_READ;
 use crate::store::{AssetType, HoldingFilter, HoldingRecord};
+
+pub(crate) const ROUTES: &[Route] = &[
+    route!(GET "/api/v1/holdings" => list, limited(API_READ),
+        "List the holdings across the caller's accounts"),
+    route!(GET "/api/v1/accounts/{id}/holdings" => list_for_account, limited(API_READ),
+        "List the holdings of one of the caller's accounts"),
+];
+
+/// The `active_only` (default true) and `asset_type` filters, and `symbol` (matched
+/// case-insensitively) across accounts.
+#[derive(Deserialize)]
+pub(crate) struct FilterQuery {
+    active_only: Option<String>,
+    asset_type: Option<String>,
+    symbol: Option<String>,
+}
+
+impl Validate for FilterQuery {
+    type Valid = HoldingFilter;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        let (active_only, asset_type) = (
+            query::flag("active_only", self.active_only, true),
+            query::choice(
+                "asset_type",
+                self.asset_type,
+                AssetType::ALL,
+                AssetType::as_str,
+            ),
+        )
+            .all_valid()?;
+        Ok(HoldingFilter {
+            account_id: None,
+            active_only,
+            asset_type,
+            symbol: query::string(self.symbol),
+        })
+    }
+}
 
 /// A holding as the API shows it.
 #[derive(Serialize)]
@@ -88,32 +132,24 @@ fn holding_list(holdings: &[HoldingRecord]) -> ApiResult {
 }
 
 /// `GET /api/v1/holdings`
-pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let mut query = QueryParams::parse(ctx.query.as_deref());
-    let filter = HoldingFilter {
-        account_id: None,
-        active_only: query.bool("active_only", true),
-        asset_type: query.choice("asset_type", AssetType::ALL, AssetType::as_str),
-        symbol: query.string("symbol"),
-    };
-    query.finish()?;
+async fn list(state: &App, User(claims): User, Query(filter): Query<FilterQuery>) -> ApiResult {
     let holdings = state.store.holdings_for_user(claims.sub, &filter).await?;
     holding_list(&holdings)
 }
 
 /// `GET /api/v1/accounts/{id}/holdings`
-pub(crate) async fn list_for_account(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let account_id = parse_path_uuid("id", id)?;
-    let mut query = QueryParams::parse(ctx.query.as_deref());
+async fn list_for_account(
+    state: &App,
+    User(claims): User,
+    PathId(account_id): PathId,
+    Query(filter): Query<FilterQuery>,
+) -> ApiResult {
+    // The account's listing takes no symbol filter.
     let filter = HoldingFilter {
         account_id: Some(account_id),
-        active_only: query.bool("active_only", true),
-        asset_type: query.choice("asset_type", AssetType::ALL, AssetType::as_str),
         symbol: None,
+        ..filter
     };
-    query.finish()?;
     state
         .store
         .account_for_user(claims.sub, account_id)

@@ -10,15 +10,27 @@
 //! institution's connection is the one named.
 
 use bytes::{Bytes, BytesMut};
-use http::{StatusCode, header};
+use http::request::Parts;
+use http::{HeaderMap, StatusCode, header};
 use serde::Serialize;
 
-use super::{ApiResult, RequestBody, RequestContext, json, require_user};
+use super::extract::{User, header_str};
+use super::handler::{FromRequest, ViaBody};
+use super::routes::{Route, limited, route};
+use super::{ApiResult, RequestBody, json};
+use crate::app::App;
 use crate::import::records::{Refusal, import_batch};
 use crate::import::{OfxError, parse_ofx};
 use crate::problem::{ApiError, ErrorCode};
-use crate::service::State;
+use crate::rate_limit::policy::{API_WRITE, PUBLIC_READ};
 use crate::store::{ImportCounts, now};
+
+pub(crate) const ROUTES: &[Route] = &[
+    route!(POST "/api/v1/imports" => import, limited(API_WRITE),
+        "Import an OFX or QFX statement file"),
+    route!(GET "/api/v1/imports/formats" => formats, limited(PUBLIC_READ),
+        "The supported import formats"),
+];
 
 /// Room allowed for multipart framing (boundaries, part headers) on top of the file limit.
 const MULTIPART_OVERHEAD: usize = 64 * 1024;
@@ -85,7 +97,7 @@ struct FormatList {
 }
 
 /// `GET /api/v1/imports/formats`
-pub(crate) fn formats(state: &State) -> ApiResult {
+async fn formats(state: &App) -> ApiResult {
     json(
         StatusCode::OK,
         &FormatList {
@@ -103,10 +115,23 @@ pub(crate) fn formats(state: &State) -> ApiResult {
     )
 }
 
-/// An uploaded file, read whole (within the limit).
+/// An uploaded file, read whole (within the limit): the `file` part of a multipart body.
 pub(crate) struct Upload {
     pub(crate) format: ImportFormat,
     pub(crate) bytes: Bytes,
+}
+
+impl FromRequest<ViaBody> for Upload {
+    /// Streamed at the extractor's position, after the token check.
+    type Read = RequestBody;
+
+    async fn read(body: RequestBody, _: &Parts, _: &App) -> Result<RequestBody, ApiError> {
+        Ok(body)
+    }
+
+    async fn from_read(body: RequestBody, parts: &Parts, app: &App) -> Result<Self, ApiError> {
+        read_upload(&parts.headers, body, app.config.max_upload_bytes()).await
+    }
 }
 
 fn too_large(limit: usize) -> ApiError {
@@ -140,11 +165,11 @@ fn multipart_error(error: &multer::Error, limit: usize) -> ApiError {
 /// soon as the part's headers arrive (415), and reading stops at `limit` bytes (413) without
 /// taking in the rest.
 pub(crate) async fn read_upload(
-    ctx: &RequestContext,
+    headers: &HeaderMap,
     body: RequestBody,
     limit: usize,
 ) -> Result<Upload, ApiError> {
-    let content_type = ctx.header_str(&header::CONTENT_TYPE).unwrap_or_default();
+    let content_type = header_str(headers, &header::CONTENT_TYPE).unwrap_or_default();
     let boundary = multer::parse_boundary(content_type).map_err(|_| {
         ApiError::field(
             "header.content-type",
@@ -152,9 +177,8 @@ pub(crate) async fn read_upload(
             "The upload must be multipart/form-data with a part named file.",
         )
     })?;
-    let declared = ctx
-        .header_str(&header::CONTENT_LENGTH)
-        .and_then(|value| value.parse::<usize>().ok());
+    let declared =
+        header_str(headers, &header::CONTENT_LENGTH).and_then(|value| value.parse::<usize>().ok());
     let stream_limit = limit.saturating_add(MULTIPART_OVERHEAD);
     if declared.is_some_and(|length| length > stream_limit) {
         return Err(too_large(limit));
@@ -255,9 +279,7 @@ struct ImportJson {
 }
 
 /// `POST /api/v1/imports`
-pub(crate) async fn import(state: &State, ctx: &RequestContext, body: RequestBody) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let upload = read_upload(ctx, body, state.config.max_upload_bytes()).await?;
+async fn import(state: &App, User(claims): User, upload: Upload) -> ApiResult {
     tracing::debug!(
         format = upload.format.code(),
         bytes = upload.bytes.len(),

@@ -1,6 +1,23 @@
 //! The HTTP edge: routes, extraction and validation of requests, rendering of responses.
 //! Every status code, header and body of the API is decided here.
 //!
+//! # Adding an endpoint
+//!
+//! One row in the `ROUTES` table of its resource module and one function beside it:
+//!
+//! ```text
+//! route!(GET "/api/v1/sessions/{id}" => get, limited(API_READ), "Read one of the caller's sessions"),
+//!
+//! async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult { ... }
+//! ```
+//!
+//! The row is the endpoint's method, path template, built-in rate limit (read by
+//! [`PolicyTable::builtin`](crate::rate_limit::PolicyTable::builtin)) and summary, listed by
+//! [`routes()`]. The handler's arguments are extractors (`extract.rs`): the caller, path ids,
+//! the query and the body as serde types checked by a `Validate` implementation
+//! (`validate.rs`), every field error in one 422. A new resource module adds its table to
+//! `ROUTE_TABLES`.
+//!
 //! # Record reads
 //!
 //! Accounts, transactions, holdings and balance snapshots are always scoped to the caller (an
@@ -27,15 +44,13 @@
 //! - `GET /accounts/{id}/balance-snapshots` reports in `total_count` every snapshot matching
 //!   the `source` filter, not only the `limit` newest returned.
 
-use std::net::IpAddr;
-
 use bytes::Bytes;
-use http::{HeaderMap, Method, StatusCode, header};
-use http_body_util::{BodyExt as _, Full, combinators::UnsyncBoxBody};
+use http::{StatusCode, header};
+use http_body_util::{Full, combinators::UnsyncBoxBody};
 use serde::Serialize;
 
+use crate::auth::AuthError;
 use crate::auth::password::PasswordError;
-use crate::auth::{AccessClaims, AuthError};
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::store::StoreError;
 use crate::work::WorkError;
@@ -44,14 +59,20 @@ pub(crate) mod accounts;
 pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod extract;
+pub(crate) mod handler;
+pub(crate) mod health;
 pub(crate) mod holdings;
 pub(crate) mod imports;
 pub(crate) mod providers;
-pub(crate) mod routes;
+pub(crate) mod router;
+pub mod routes;
 pub(crate) mod sessions;
 pub(crate) mod snapshots;
 pub(crate) mod syncs;
 pub(crate) mod transactions;
+pub(crate) mod validate;
+
+pub use routes::{RateLimit, Route, TargetId};
 
 /// The body type every response carries.
 pub type ResponseBody = Full<Bytes>;
@@ -60,41 +81,25 @@ pub(crate) type RequestBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + S
 /// A handler's result.
 pub(crate) type ApiResult = Result<http::Response<ResponseBody>, ApiError>;
 
-/// What handlers know about the request besides its body.
-pub(crate) struct RequestContext {
-    pub(crate) method: Method,
-    pub(crate) path: String,
-    pub(crate) query: Option<String>,
-    pub(crate) headers: HeaderMap,
-    pub(crate) client_ip: Option<IpAddr>,
-    /// The claims of the bearer token, verified once per request; `None` without a valid one.
-    pub(crate) claims: Option<AccessClaims>,
-}
+/// The route tables of the resource modules; a new module adds its table here.
+const ROUTE_TABLES: &[&[Route]] = &[
+    health::ROUTES,
+    auth::ROUTES,
+    sessions::ROUTES,
+    admin::ROUTES,
+    providers::ROUTES,
+    accounts::ROUTES,
+    syncs::ROUTES,
+    transactions::ROUTES,
+    holdings::ROUTES,
+    snapshots::ROUTES,
+    imports::ROUTES,
+];
 
-impl RequestContext {
-    pub(crate) fn header_str(&self, name: &header::HeaderName) -> Option<&str> {
-        self.headers.get(name).and_then(|value| value.to_str().ok())
-    }
-
-    /// The bearer token of the Authorization header, if there is one.
-    pub(crate) fn bearer_token(&self) -> Option<&str> {
-        let value = self.header_str(&header::AUTHORIZATION)?.trim();
-        let (scheme, token) = value.split_once(' ')?;
-        scheme
-            .eq_ignore_ascii_case("bearer")
-            .then(|| token.trim())
-            .filter(|token| !token.is_empty())
-    }
-
-    pub(crate) fn client_info(&self) -> crate::auth::ClientInfo {
-        crate::auth::ClientInfo {
-            ip_address: self.client_ip.map(|ip| ip.to_string()),
-            user_agent: self
-                .header_str(&header::USER_AGENT)
-                .map(str::to_owned)
-                .filter(|agent| !agent.trim().is_empty()),
-        }
-    }
+/// Every endpoint of the API, one [`Route`] each: what the router serves and where the
+/// built-in rate-limit policies come from.
+pub fn routes() -> impl Iterator<Item = &'static Route> {
+    ROUTE_TABLES.iter().flat_map(|table| table.iter())
 }
 
 /// A JSON response.
@@ -116,49 +121,6 @@ pub(crate) fn no_content() -> ApiResult {
         .status(StatusCode::NO_CONTENT)
         .body(Full::new(Bytes::new()))
         .map_err(|_| ApiError::internal())
-}
-
-/// Reads a whole body, refusing it with 413 as soon as it passes `limit` bytes.
-pub(crate) async fn read_body(
-    headers: &HeaderMap,
-    mut body: RequestBody,
-    limit: usize,
-) -> Result<Bytes, ApiError> {
-    let too_large = || {
-        ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("The request body is larger than {limit} bytes."),
-        )
-    };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit as u64) {
-        return Err(too_large());
-    }
-    let mut collected = bytes::BytesMut::new();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|error| {
-            ApiError::field(
-                "body",
-                "unreadable",
-                format!("The request body could not be read: {error}"),
-            )
-        })?;
-        if let Ok(data) = frame.into_data() {
-            if collected.len() + data.len() > limit {
-                return Err(too_large());
-            }
-            collected.extend_from_slice(&data);
-        }
-    }
-    Ok(collected.freeze())
-}
-
-/// The claims of the request's valid access token, or 401.
-pub(crate) fn require_user(ctx: &RequestContext) -> Result<AccessClaims, ApiError> {
-    ctx.claims.clone().ok_or_else(ApiError::unauthorized)
 }
 
 impl From<StoreError> for ApiError {

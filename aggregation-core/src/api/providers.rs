@@ -13,24 +13,194 @@
 //! (401 without one). A bearer token of another user is always answered like an unknown state
 //! (400), and spends the state.
 
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use http::StatusCode;
-use serde::Serialize;
+use http::request::Parts;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::extract::{JsonFields, QueryParams};
-use super::{ApiResult, RequestContext, json, no_content, parse_path_uuid, require_user};
+use super::extract::{Caller, Json, JsonOrEmpty, PathId, Query, User};
+use super::handler::FromParts;
+use super::routes::{Route, limited, route};
+use super::validate::{AllValid as _, Field, Validate, body, query};
+use super::{ApiResult, json, no_content};
+use crate::app::App;
+use crate::config::Config;
 use crate::events::DomainEvent;
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::providers::connections::ConnectionError;
-use crate::service::State;
+use crate::rate_limit::policy::{API_READ, API_WRITE, PROVIDER_CALLBACK, PROVIDER_CONNECT};
 use crate::store::{ConnectionRecord, now};
+
+pub(crate) const ROUTES: &[Route] = &[
+    route!(GET "/api/v1/providers" => list, limited(API_READ),
+        "List the caller's provider connections"),
+    route!(POST "/api/v1/providers" => connect, limited(PROVIDER_CONNECT),
+        "Start connecting a provider (OAuth authorization URL)"),
+    route!(POST "/api/v1/providers/callback" => callback, limited(PROVIDER_CALLBACK),
+        "Complete connecting a provider with the OAuth code and state"),
+    route!(GET "/api/v1/providers/{id}" => get, limited(API_READ),
+        "Read one of the caller's connections"),
+    route!(PATCH "/api/v1/providers/{id}" => update, limited(API_WRITE),
+        "Change a connection's alias"),
+    route!(DELETE "/api/v1/providers/{id}" => disconnect, limited(API_WRITE),
+        "Disconnect a provider connection"),
+    route!(POST "/api/v1/providers/{id}/token-refreshes" => refresh_tokens, limited(API_WRITE),
+        "Refresh a connection's provider tokens"),
+];
 
 /// Longest alias.
 const MAX_ALIAS_CHARS: usize = 100;
 /// Longest authorization code or state accepted on a callback.
 const MAX_CALLBACK_PARAM_CHARS: usize = 2048;
+
+/// `?active_only` (default false) of the connection list.
+#[derive(Deserialize)]
+pub(crate) struct ListQuery {
+    active_only: Option<String>,
+}
+
+impl Validate for ListQuery {
+    type Valid = bool;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        query::flag("active_only", self.active_only, false).all_valid()
+    }
+}
+
+/// `{provider_slug, alias?, redirect_uri?}` of a connect; the redirect URI must be one of the
+/// configured ones, the first being the default.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct ConnectBody {
+    provider_slug: Field,
+    alias: Field,
+    redirect_uri: Field,
+}
+
+/// What a connect asks for.
+pub(crate) struct Connect {
+    slug: String,
+    alias: Option<String>,
+    redirect_uri: String,
+}
+
+impl Validate for ConnectBody {
+    type Valid = Connect;
+
+    fn validate(self, config: &Config) -> Result<Self::Valid, ApiError> {
+        let requested = body::optional_string("redirect_uri", self.redirect_uri, 1, 2048);
+        let allowed = config.oauth_redirect_uris();
+        // An unusable redirect_uri is reported, and the default is still checked.
+        let redirect_uri = match requested.as_ref().ok().and_then(Option::as_ref) {
+            Some(uri) if allowed.contains(uri) => Ok(uri.clone()),
+            Some(_) => Err(FieldError::new(
+                "redirect_uri",
+                "not_allowed",
+                "Must be one of the configured redirect URIs.",
+            )),
+            None => allowed.first().cloned().ok_or_else(|| {
+                FieldError::new(
+                    "redirect_uri",
+                    "not_configured",
+                    "No redirect URI is configured on this server.",
+                )
+            }),
+        };
+        let (slug, alias, _, redirect_uri) = (
+            body::string("provider_slug", self.provider_slug, 1, 100),
+            body::optional_string("alias", self.alias, 0, MAX_ALIAS_CHARS),
+            requested,
+            redirect_uri,
+        )
+            .all_valid()?;
+        Ok(Connect {
+            slug,
+            alias,
+            redirect_uri,
+        })
+    }
+}
+
+/// `?code&state` of an OAuth callback.
+#[derive(Deserialize)]
+pub(crate) struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+}
+
+/// A required callback parameter of at most [`MAX_CALLBACK_PARAM_CHARS`] bytes.
+fn callback_param(name: &str, raw: Option<String>) -> Result<String, FieldError> {
+    match query::string(raw) {
+        None => Err(query::error(
+            name,
+            "required",
+            "This query parameter is required.",
+        )),
+        Some(value) if value.len() > MAX_CALLBACK_PARAM_CHARS => Err(query::error(
+            name,
+            "too_long",
+            format!("Must be at most {MAX_CALLBACK_PARAM_CHARS} characters long."),
+        )),
+        Some(value) => Ok(value),
+    }
+}
+
+impl Validate for CallbackQuery {
+    type Valid = (String, String);
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        (
+            callback_param("code", self.code),
+            callback_param("state", self.state),
+        )
+            .all_valid()
+    }
+}
+
+/// The caller of a callback: 401 without a valid token when
+/// [`Config::oauth_callback_requires_auth`]; otherwise whoever sent it.
+pub(crate) struct CallbackCaller(Caller);
+
+impl FromParts for CallbackCaller {
+    async fn from_parts(parts: &Parts, state: &App) -> Result<Self, ApiError> {
+        if state.config.oauth_callback_requires_auth() {
+            let User(claims) = User::from_parts(parts, state).await?;
+            return Ok(Self(Caller::Authenticated(claims)));
+        }
+        Caller::from_parts(parts, state).await.map(Self)
+    }
+}
+
+/// `{alias}` of a PATCH: `null` clears it, an absent field leaves it.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct UpdateBody {
+    alias: Field,
+}
+
+impl Validate for UpdateBody {
+    type Valid = Option<Option<String>>;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        body::nullable_string("alias", self.alias, 0, MAX_ALIAS_CHARS).all_valid()
+    }
+}
+
+/// `{force?}` of a body that may be absent.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct ForceBody {
+    force: Field,
+}
+
+impl Validate for ForceBody {
+    type Valid = bool;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        body::flag("force", self.force, false).all_valid()
+    }
+}
 
 impl From<ConnectionError> for ApiError {
     fn from(error: ConnectionError) -> Self {
@@ -113,7 +283,7 @@ pub(crate) fn connection_not_found() -> ApiError {
 
 /// The caller's connection with this id (already parsed): 404 for unknown or foreign.
 pub(crate) async fn owned_connection(
-    state: &State,
+    state: &App,
     user_id: Uuid,
     id: Uuid,
 ) -> Result<ConnectionRecord, ApiError> {
@@ -125,11 +295,7 @@ pub(crate) async fn owned_connection(
 }
 
 /// `GET /api/v1/providers`
-pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let mut query = QueryParams::parse(ctx.query.as_deref());
-    let active_only = query.bool("active_only", false);
-    query.finish()?;
+async fn list(state: &App, User(claims): User, Query(active_only): Query<ListQuery>) -> ApiResult {
     let connections = state
         .store
         .connections_for_user(claims.sub, active_only)
@@ -148,9 +314,7 @@ pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
 }
 
 /// `GET /api/v1/providers/{id}`
-pub(crate) async fn get(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let id = parse_path_uuid("id", id)?;
+async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult {
     let connection = owned_connection(state, claims.sub, id).await?;
     json(StatusCode::OK, &connection_json(&connection))
 }
@@ -163,39 +327,15 @@ struct AuthorizationJson {
 }
 
 /// `POST /api/v1/providers`
-pub(crate) async fn connect(state: &State, ctx: &RequestContext, body: Bytes) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let mut fields = JsonFields::parse(ctx, &body)?;
-    let slug = fields.string("provider_slug", 1, 100);
-    let alias = fields.optional_string("alias", 0, MAX_ALIAS_CHARS);
-    let requested = fields.optional_string("redirect_uri", 1, 2048);
-    let allowed = state.config.oauth_redirect_uris();
-    let redirect_uri = match requested {
-        Some(uri) if allowed.contains(&uri) => Some(uri),
-        Some(_) => {
-            fields.add_error(FieldError::new(
-                "redirect_uri",
-                "not_allowed",
-                "Must be one of the configured redirect URIs.",
-            ));
-            None
-        }
-        None => {
-            let default = allowed.first().cloned();
-            if default.is_none() {
-                fields.add_error(FieldError::new(
-                    "redirect_uri",
-                    "not_configured",
-                    "No redirect URI is configured on this server.",
-                ));
-            }
-            default
-        }
-    };
-    fields.finish()?;
-    let (Some(slug), Some(redirect_uri)) = (slug, redirect_uri) else {
-        return Err(ApiError::internal());
-    };
+async fn connect(
+    state: &App,
+    User(claims): User,
+    Json(Connect {
+        slug,
+        alias,
+        redirect_uri,
+    }): Json<ConnectBody>,
+) -> ApiResult {
     // An empty alias means none, as the interface stores "empty when none".
     let alias = alias.filter(|alias| !alias.trim().is_empty());
     let authorization = state
@@ -213,33 +353,17 @@ pub(crate) async fn connect(state: &State, ctx: &RequestContext, body: Bytes) ->
 }
 
 /// `POST /api/v1/providers/callback?code=…&state=…`
-pub(crate) async fn callback(state: &State, ctx: &RequestContext) -> ApiResult {
-    if state.config.oauth_callback_requires_auth() {
-        require_user(ctx)?;
-    }
-    let mut query = QueryParams::parse(ctx.query.as_deref());
-    let code = query.string("code");
-    let oauth_state = query.string("state");
-    for (name, value) in [("code", &code), ("state", &oauth_state)] {
-        match value {
-            None => query.add_error(name, "required", "This query parameter is required."),
-            Some(value) if value.len() > MAX_CALLBACK_PARAM_CHARS => query.add_error(
-                name,
-                "too_long",
-                format!("Must be at most {MAX_CALLBACK_PARAM_CHARS} characters long."),
-            ),
-            Some(_) => {}
-        }
-    }
-    query.finish()?;
-    let (Some(code), Some(oauth_state)) = (code, oauth_state) else {
-        return Err(ApiError::internal());
-    };
+async fn callback(
+    state: &App,
+    CallbackCaller(caller): CallbackCaller,
+    Query((code, oauth_state)): Query<CallbackQuery>,
+) -> ApiResult {
     // Public unless configured otherwise; a bearer token, when sent, must be the state's
     // user's, and another user's is answered as an unknown state.
-    let caller = match (ctx.bearer_token(), &ctx.claims) {
-        (Some(_), None) => return Err(ApiError::unauthorized()),
-        (_, claims) => claims.as_ref().map(|claims| claims.sub),
+    let caller = match caller {
+        Caller::InvalidToken => return Err(ApiError::unauthorized()),
+        Caller::Anonymous => None,
+        Caller::Authenticated(claims) => Some(claims.sub),
     };
     let (connection, _created) = state
         .connections
@@ -249,17 +373,12 @@ pub(crate) async fn callback(state: &State, ctx: &RequestContext) -> ApiResult {
 }
 
 /// `PATCH /api/v1/providers/{id}`
-pub(crate) async fn update(
-    state: &State,
-    ctx: &RequestContext,
-    id: &str,
-    body: Bytes,
+async fn update(
+    state: &App,
+    User(claims): User,
+    PathId(id): PathId,
+    Json(alias): Json<UpdateBody>,
 ) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let id = parse_path_uuid("id", id)?;
-    let mut fields = JsonFields::parse(ctx, &body)?;
-    let alias = fields.nullable_string("alias", 0, MAX_ALIAS_CHARS);
-    fields.finish()?;
     let connection = match alias {
         None => owned_connection(state, claims.sub, id).await?,
         Some(alias) => {
@@ -275,9 +394,7 @@ pub(crate) async fn update(
 }
 
 /// `DELETE /api/v1/providers/{id}`
-pub(crate) async fn disconnect(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let id = parse_path_uuid("id", id)?;
+async fn disconnect(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult {
     state
         .store
         .disconnect_connection(claims.sub, id, now())
@@ -298,15 +415,12 @@ struct TokenRefreshJson {
 }
 
 /// `POST /api/v1/providers/{id}/token-refreshes`
-pub(crate) async fn refresh_tokens(
-    state: &State,
-    ctx: &RequestContext,
-    id: &str,
-    body: Bytes,
+async fn refresh_tokens(
+    state: &App,
+    User(claims): User,
+    PathId(id): PathId,
+    JsonOrEmpty(force): JsonOrEmpty<ForceBody>,
 ) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let id = parse_path_uuid("id", id)?;
-    let force = force_flag(ctx, &body)?;
     let connection = owned_connection(state, claims.sub, id).await?;
     let outcome = state.connections.refresh_tokens(&connection, force).await?;
     json(
@@ -321,12 +435,4 @@ pub(crate) async fn refresh_tokens(
             expires_at: outcome.expires_at,
         },
     )
-}
-
-/// The `force` flag of a body that may be absent (`{force?}`).
-pub(crate) fn force_flag(ctx: &RequestContext, body: &Bytes) -> Result<bool, ApiError> {
-    let mut fields = JsonFields::parse_optional(ctx, body)?;
-    let force = fields.bool("force", false);
-    fields.finish()?;
-    Ok(force)
 }

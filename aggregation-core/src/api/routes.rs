@@ -1,245 +1,142 @@
-//! The route table: every path of the API with the methods it answers.
+//! The route table: one row per endpoint (method, path template, rate limit, summary,
+//! handler), kept beside its handler in each resource module. The router, the built-in
+//! rate-limit policies ([`PolicyTable::builtin`](crate::rate_limit::PolicyTable::builtin))
+//! and any description of the API read these rows.
+//!
+//! ```
+//! let login = aggregation_core::api::routes()
+//!     .find(|route| route.method() == "POST" && route.template() == "/api/v1/sessions")
+//!     .unwrap();
+//! assert_eq!(login.rate_limit().unwrap().policy.max_tokens, 5.0);
+//! ```
 
 use http::Method;
 
-/// One operation of the API.
+use super::handler::HandlerFn;
+use crate::rate_limit::Policy;
+
+/// Where a request names the provider connection or account its rate-limit bucket is keyed
+/// by, for the `user_provider` and `user_account` scopes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Endpoint {
-    Health,
-    Register,
-    VerifyEmail,
-    ResendVerification,
-    Login,
-    Refresh,
-    Logout,
-    RequestPasswordReset,
-    ResetPassword,
-    ListSessions,
-    GetSession,
-    RevokeSession,
-    RevokeAllSessions,
-    RotateGlobal,
-    RotateUser,
-    SecurityConfig,
-    JobsStatus,
-    ListProviders,
-    GetProvider,
-    Connect,
-    Callback,
-    UpdateProvider,
-    Disconnect,
-    ProviderAccounts,
-    ProviderSync,
-    ProviderTokenRefresh,
-    ListAccounts,
-    GetAccount,
-    SyncAccounts,
-    GetTransaction,
-    SyncTransactions,
-    AccountTransactions,
-    ListHoldings,
-    AccountHoldings,
-    SyncHoldings,
-    LatestSnapshots,
-    BalanceHistory,
-    AccountSnapshots,
-    Import,
-    ImportFormats,
+#[non_exhaustive]
+pub enum TargetId {
+    /// The `{id}` segment of the path.
+    PathId,
+    /// The `connection_id` of the JSON body (the bulk syncs, whose path names none). The body
+    /// is read for it only under a `user_provider` scope and with a verified user.
+    BodyConnectionId,
 }
 
-/// A path template with the endpoints behind each of its methods.
-pub(crate) struct Route {
-    pub(crate) template: &'static str,
-    pub(crate) methods: &'static [(Method, Endpoint)],
+/// The built-in rate limit of an endpoint.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct RateLimit {
+    /// The policy (its numbers and scope may be overridden, see
+    /// [`PolicyTable::with_overrides_toml`](crate::rate_limit::PolicyTable::with_overrides_toml)).
+    pub policy: Policy,
+    /// Where the request names the connection or account of its bucket.
+    pub target: TargetId,
 }
 
-use Endpoint as E;
-
-/// Every route. Templates use matchit's `{name}` syntax; static segments win over parameters.
-pub(crate) const ROUTES: &[Route] = &[
-    route("/health", &[(Method::GET, E::Health)]),
-    route("/api/v1/users", &[(Method::POST, E::Register)]),
-    route(
-        "/api/v1/email-verifications",
-        &[(Method::POST, E::VerifyEmail)],
-    ),
-    route(
-        "/api/v1/email-verification-tokens",
-        &[(Method::POST, E::ResendVerification)],
-    ),
-    route(
-        "/api/v1/sessions",
-        &[
-            (Method::GET, E::ListSessions),
-            (Method::POST, E::Login),
-            (Method::DELETE, E::RevokeAllSessions),
-        ],
-    ),
-    route("/api/v1/sessions/current", &[(Method::DELETE, E::Logout)]),
-    route(
-        "/api/v1/sessions/{id}",
-        &[
-            (Method::GET, E::GetSession),
-            (Method::DELETE, E::RevokeSession),
-        ],
-    ),
-    route("/api/v1/tokens", &[(Method::POST, E::Refresh)]),
-    route(
-        "/api/v1/password-reset-tokens",
-        &[(Method::POST, E::RequestPasswordReset)],
-    ),
-    route(
-        "/api/v1/password-resets",
-        &[(Method::POST, E::ResetPassword)],
-    ),
-    route(
-        "/api/v1/admin/security/rotations",
-        &[(Method::POST, E::RotateGlobal)],
-    ),
-    route(
-        "/api/v1/admin/users/{user_id}/rotations",
-        &[(Method::POST, E::RotateUser)],
-    ),
-    route(
-        "/api/v1/admin/security/config",
-        &[(Method::GET, E::SecurityConfig)],
-    ),
-    route("/api/v1/admin/jobs", &[(Method::GET, E::JobsStatus)]),
-    route(
-        "/api/v1/providers",
-        &[(Method::GET, E::ListProviders), (Method::POST, E::Connect)],
-    ),
-    route("/api/v1/providers/callback", &[(Method::POST, E::Callback)]),
-    route(
-        "/api/v1/providers/{id}",
-        &[
-            (Method::GET, E::GetProvider),
-            (Method::PATCH, E::UpdateProvider),
-            (Method::DELETE, E::Disconnect),
-        ],
-    ),
-    route(
-        "/api/v1/providers/{id}/accounts",
-        &[(Method::GET, E::ProviderAccounts)],
-    ),
-    route(
-        "/api/v1/providers/{id}/sync",
-        &[(Method::POST, E::ProviderSync)],
-    ),
-    route(
-        "/api/v1/providers/{id}/token-refreshes",
-        &[(Method::POST, E::ProviderTokenRefresh)],
-    ),
-    route("/api/v1/accounts", &[(Method::GET, E::ListAccounts)]),
-    route("/api/v1/accounts/syncs", &[(Method::POST, E::SyncAccounts)]),
-    route("/api/v1/accounts/{id}", &[(Method::GET, E::GetAccount)]),
-    route(
-        "/api/v1/accounts/{id}/transactions",
-        &[(Method::GET, E::AccountTransactions)],
-    ),
-    route(
-        "/api/v1/accounts/{id}/holdings",
-        &[(Method::GET, E::AccountHoldings)],
-    ),
-    route(
-        "/api/v1/accounts/{id}/holdings/syncs",
-        &[(Method::POST, E::SyncHoldings)],
-    ),
-    route(
-        "/api/v1/accounts/{id}/balance-history",
-        &[(Method::GET, E::BalanceHistory)],
-    ),
-    route(
-        "/api/v1/accounts/{id}/balance-snapshots",
-        &[(Method::GET, E::AccountSnapshots)],
-    ),
-    route(
-        "/api/v1/transactions/syncs",
-        &[(Method::POST, E::SyncTransactions)],
-    ),
-    route(
-        "/api/v1/transactions/{id}",
-        &[(Method::GET, E::GetTransaction)],
-    ),
-    route("/api/v1/holdings", &[(Method::GET, E::ListHoldings)]),
-    route(
-        "/api/v1/balance-snapshots",
-        &[(Method::GET, E::LatestSnapshots)],
-    ),
-    route("/api/v1/imports", &[(Method::POST, E::Import)]),
-    route(
-        "/api/v1/imports/formats",
-        &[(Method::GET, E::ImportFormats)],
-    ),
-];
-
-const fn route(template: &'static str, methods: &'static [(Method, Endpoint)]) -> Route {
-    Route { template, methods }
+/// Limited by `policy`, the bucket's connection or account taken from the path.
+pub(crate) const fn limited(policy: Policy) -> Option<RateLimit> {
+    Some(RateLimit {
+        policy,
+        target: TargetId::PathId,
+    })
 }
 
-/// A matched request: the route, and the path parameters by name.
-pub(crate) struct Matched<'p> {
-    pub(crate) route: &'static Route,
-    pub(crate) params: Vec<(&'p str, &'p str)>,
+/// Limited by `policy`, the bucket's connection taken from the body's `connection_id`.
+pub(crate) const fn limited_by_body_connection(policy: Policy) -> Option<RateLimit> {
+    Some(RateLimit {
+        policy,
+        target: TargetId::BodyConnectionId,
+    })
 }
 
-impl Matched<'_> {
-    pub(crate) fn param(&self, name: &str) -> &str {
-        self.params
-            .iter()
-            .find(|(key, _)| *key == name)
-            .map_or("", |(_, value)| value)
+/// Never limited (load balancers poll it).
+pub(crate) const UNLIMITED: Option<RateLimit> = None;
+
+/// One endpoint of the API.
+pub struct Route {
+    method: Method,
+    template: &'static str,
+    summary: &'static str,
+    rate_limit: Option<RateLimit>,
+    handler: HandlerFn,
+}
+
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Route")
+            .field("method", &self.method)
+            .field("template", &self.template)
+            .field("summary", &self.summary)
+            .field("rate_limit", &self.rate_limit)
+            .finish_non_exhaustive()
     }
 }
 
-/// The compiled route table.
-pub(crate) struct Router {
-    inner: matchit::Router<usize>,
-}
-
-impl Router {
-    pub(crate) fn new() -> Self {
-        let mut inner = matchit::Router::new();
-        for (index, route) in ROUTES.iter().enumerate() {
-            if let Err(error) = inner.insert(route.template, index) {
-                // The table is static; a conflict is a programming error caught by the tests.
-                tracing::error!(error = %error, template = route.template, "route conflict");
-            }
+impl Route {
+    /// A row; written through [`route!`].
+    pub(crate) const fn new(
+        method: Method,
+        template: &'static str,
+        handler: HandlerFn,
+        rate_limit: Option<RateLimit>,
+        summary: &'static str,
+    ) -> Self {
+        Self {
+            method,
+            template,
+            summary,
+            rate_limit,
+            handler,
         }
-        Self { inner }
     }
 
-    pub(crate) fn find<'p>(&'p self, path: &'p str) -> Option<Matched<'p>> {
-        let matched = self.inner.at(path).ok()?;
-        let route = ROUTES.get(*matched.value)?;
-        Some(Matched {
-            route,
-            params: matched.params.iter().collect(),
-        })
+    /// The method (`GET`, `POST`, ...).
+    pub fn method(&self) -> &Method {
+        &self.method
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+    /// The path template in matchit syntax (`/api/v1/accounts/{id}`); static segments win
+    /// over parameters.
+    pub fn template(&self) -> &'static str {
+        self.template
+    }
 
-    #[test]
-    fn every_template_is_routable_and_static_segments_win() {
-        let router = Router::new();
-        for route in ROUTES {
-            let path = route
-                .template
-                .replace("{id}", "0192f3c4-0000-7000-8000-000000000000")
-                .replace("{user_id}", "0192f3c4-0000-7000-8000-000000000000");
-            let matched = router.find(&path).expect("routable");
-            assert_eq!(matched.route.template, route.template);
-        }
-        let current = router.find("/api/v1/sessions/current").expect("routable");
-        assert_eq!(current.route.template, "/api/v1/sessions/current");
-        let syncs = router.find("/api/v1/accounts/syncs").expect("routable");
-        assert_eq!(syncs.route.template, "/api/v1/accounts/syncs");
-        let session = router.find("/api/v1/sessions/abc").expect("routable");
-        assert_eq!(session.param("id"), "abc");
-        assert!(router.find("/api/v2/users").is_none());
+    /// One line saying what the endpoint does.
+    pub fn summary(&self) -> &'static str {
+        self.summary
+    }
+
+    /// The built-in rate limit; `None` when the endpoint is never limited.
+    pub fn rate_limit(&self) -> Option<RateLimit> {
+        self.rate_limit
+    }
+
+    pub(crate) fn handler(&self) -> HandlerFn {
+        self.handler
     }
 }
+
+/// A route row: `route!(METHOD "/template" => handler, rate_limit, "summary")`, `handler`
+/// being an `async fn(&App, extractors...) -> ApiResult` (see [`super::handler`]).
+macro_rules! route {
+    ($method:ident $template:literal => $handler:path, $rate_limit:expr, $summary:literal) => {
+        $crate::api::routes::Route::new(
+            ::http::Method::$method,
+            $template,
+            |app, request| {
+                ::std::boxed::Box::pin(async move {
+                    $crate::api::handler::Handler::call($handler, &*app, request).await
+                })
+            },
+            $rate_limit,
+            $summary,
+        )
+    };
+}
+
+pub(crate) use route;

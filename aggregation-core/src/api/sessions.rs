@@ -1,19 +1,61 @@
 //! Listing and revoking sessions.
 
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use http::StatusCode;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::extract::{JsonFields, QueryParams};
-use super::{ApiResult, RequestContext, json, no_content, parse_path_uuid, require_user};
+use super::extract::{JsonOrEmpty, PathId, Query, User};
+use super::routes::{Route, limited, route};
+use super::validate::{AllValid as _, Field, Validate, body, query};
+use super::{ApiResult, json, no_content};
+use crate::app::App;
+use crate::config::Config;
 use crate::problem::{ApiError, ErrorCode};
-use crate::service::State;
+use crate::rate_limit::policy::{API_READ, API_WRITE};
 use crate::store::{SessionRecord, now};
+
+pub(crate) const ROUTES: &[Route] = &[
+    route!(GET "/api/v1/sessions" => list, limited(API_READ), "List the caller's sessions"),
+    route!(GET "/api/v1/sessions/{id}" => get, limited(API_READ),
+        "Read one of the caller's sessions"),
+    route!(DELETE "/api/v1/sessions/{id}" => revoke, limited(API_WRITE),
+        "Revoke one of the caller's sessions"),
+    route!(DELETE "/api/v1/sessions" => revoke_all, limited(API_WRITE),
+        "Revoke every session of the caller but the current one"),
+];
 
 /// Longest revoke reason.
 const MAX_REASON_CHARS: usize = 255;
+
+/// `?active_only` (default true) of the session list.
+#[derive(Deserialize)]
+pub(crate) struct ListQuery {
+    active_only: Option<String>,
+}
+
+impl Validate for ListQuery {
+    type Valid = bool;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        query::flag("active_only", self.active_only, true).all_valid()
+    }
+}
+
+/// `{reason?}` of a revocation, the body itself optional.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct RevokeBody {
+    reason: Field,
+}
+
+impl Validate for RevokeBody {
+    type Valid = Option<String>;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        body::optional_string("reason", self.reason, 1, MAX_REASON_CHARS).all_valid()
+    }
+}
 
 #[derive(Serialize)]
 struct SessionJson<'a> {
@@ -54,11 +96,7 @@ fn session_not_found() -> ApiError {
 }
 
 /// `GET /api/v1/sessions`
-pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let mut query = QueryParams::parse(ctx.query.as_deref());
-    let active_only = query.bool("active_only", true);
-    query.finish()?;
+async fn list(state: &App, User(claims): User, Query(active_only): Query<ListQuery>) -> ApiResult {
     let at = now();
     let sessions = state
         .store
@@ -82,9 +120,7 @@ pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
 }
 
 /// `GET /api/v1/sessions/{id}`
-pub(crate) async fn get(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let id = parse_path_uuid("id", id)?;
+async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult {
     let session = state
         .store
         .session_for_user(claims.sub, id)
@@ -93,23 +129,13 @@ pub(crate) async fn get(state: &State, ctx: &RequestContext, id: &str) -> ApiRes
     json(StatusCode::OK, &session_json(&session, claims.session_id))
 }
 
-fn reason(ctx: &RequestContext, body: &Bytes) -> Result<Option<String>, ApiError> {
-    let mut fields = JsonFields::parse_optional(ctx, body)?;
-    let reason = fields.optional_string("reason", 1, MAX_REASON_CHARS);
-    fields.finish()?;
-    Ok(reason)
-}
-
 /// `DELETE /api/v1/sessions/{id}`
-pub(crate) async fn revoke(
-    state: &State,
-    ctx: &RequestContext,
-    id: &str,
-    body: Bytes,
+async fn revoke(
+    state: &App,
+    User(claims): User,
+    PathId(id): PathId,
+    JsonOrEmpty(reason): JsonOrEmpty<RevokeBody>,
 ) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let id = parse_path_uuid("id", id)?;
-    let reason = reason(ctx, &body)?;
     state
         .store
         .revoke_session(claims.sub, id, reason.as_deref().unwrap_or("manual"), now())
@@ -125,9 +151,11 @@ struct BulkRevoke {
 }
 
 /// `DELETE /api/v1/sessions`
-pub(crate) async fn revoke_all(state: &State, ctx: &RequestContext, body: Bytes) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let reason = reason(ctx, &body)?;
+async fn revoke_all(
+    state: &App,
+    User(claims): User,
+    JsonOrEmpty(reason): JsonOrEmpty<RevokeBody>,
+) -> ApiResult {
     let revoked_count = state
         .store
         .revoke_all_sessions(

@@ -4,18 +4,79 @@
 use chrono::{DateTime, Utc};
 use http::StatusCode;
 use rust_decimal::Decimal;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::accounts::account_not_found;
-use super::extract::QueryParams;
-use super::{ApiResult, RequestContext, json, parse_path_uuid, require_user};
-use crate::service::State;
+use super::extract::{PathId, Query, User};
+use super::routes::{Route, limited, route};
+use super::validate::{AllValid as _, Validate, query};
+use super::{ApiResult, json};
+use crate::app::App;
+use crate::config::Config;
+use crate::problem::{ApiError, FieldError};
+use crate::rate_limit::policy::API_READ;
 use crate::store::{SnapshotRecord, SnapshotSource};
+
+pub(crate) const ROUTES: &[Route] = &[
+    route!(GET "/api/v1/balance-snapshots" => latest, limited(API_READ),
+        "The latest balance snapshot of each of the caller's accounts"),
+    route!(GET "/api/v1/accounts/{id}/balance-history" => history, limited(API_READ),
+        "The balance snapshots of an account over a period"),
+    route!(GET "/api/v1/accounts/{id}/balance-snapshots" => list_for_account, limited(API_READ),
+        "The newest balance snapshots of an account"),
+];
 
 /// Bounds and default of the per-account listing.
 const MAX_LIMIT: i64 = 100;
-const DEFAULT_LIMIT: i64 = 30;
+const DEFAULT_LIMIT: u32 = 30;
+
+/// `start_date`, `end_date` (both required) and `source` of the balance history.
+#[derive(Deserialize)]
+pub(crate) struct HistoryQuery {
+    start_date: Option<String>,
+    end_date: Option<String>,
+    source: Option<String>,
+}
+
+impl Validate for HistoryQuery {
+    type Valid = (DateTime<Utc>, DateTime<Utc>, Option<SnapshotSource>);
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        let start = query::required_datetime("start_date", self.start_date, false);
+        let end = query::required_datetime("end_date", self.end_date, true);
+        let source = source(self.source);
+        let ordered = match (&start, &end) {
+            (Ok(start), Ok(end)) if start > end => Err(query::error(
+                "start_date",
+                "after_end_date",
+                "Must not be after end_date.",
+            )),
+            _ => Ok(()),
+        };
+        let (start, end, source, ()) = (start, end, source, ordered).all_valid()?;
+        Ok((start, end, source))
+    }
+}
+
+/// `limit` and `source` of the per-account listing.
+#[derive(Deserialize)]
+pub(crate) struct ListQuery {
+    limit: Option<String>,
+    source: Option<String>,
+}
+
+impl Validate for ListQuery {
+    type Valid = (u32, Option<SnapshotSource>);
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        (
+            query::integer("limit", self.limit, 1, MAX_LIMIT, DEFAULT_LIMIT),
+            source(self.source),
+        )
+            .all_valid()
+    }
+}
 
 /// A snapshot as the API shows it.
 #[derive(Serialize)]
@@ -65,13 +126,12 @@ fn snapshot_list(snapshots: &[SnapshotRecord], total_count: u64) -> ApiResult {
     )
 }
 
-fn source(query: &mut QueryParams) -> Option<SnapshotSource> {
-    query.choice("source", SnapshotSource::ALL, SnapshotSource::as_str)
+fn source(raw: Option<String>) -> Result<Option<SnapshotSource>, FieldError> {
+    query::choice("source", raw, SnapshotSource::ALL, SnapshotSource::as_str)
 }
 
 /// `GET /api/v1/balance-snapshots`
-pub(crate) async fn latest(state: &State, ctx: &RequestContext) -> ApiResult {
-    let claims = require_user(ctx)?;
+async fn latest(state: &App, User(claims): User) -> ApiResult {
     let snapshots = state.store.latest_snapshots_for_user(claims.sub).await?;
     snapshot_list(&snapshots, snapshots.len() as u64)
 }
@@ -80,28 +140,12 @@ pub(crate) async fn latest(state: &State, ctx: &RequestContext) -> ApiResult {
 ///
 /// `start_date` and `end_date` are required; each is an RFC 3339 date-time or a plain date
 /// (`start_date` from its first microsecond, `end_date` through its last, UTC).
-pub(crate) async fn history(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let account_id = parse_path_uuid("id", id)?;
-    let mut query = QueryParams::parse(ctx.query.as_deref());
-    let start = query.required_datetime("start_date", false);
-    let end = query.required_datetime("end_date", true);
-    let source = source(&mut query);
-    let period = match (start, end) {
-        (Some(start), Some(end)) if start > end => {
-            query.add_error(
-                "start_date",
-                "after_end_date",
-                "Must not be after end_date.",
-            );
-            None
-        }
-        (Some(start), Some(end)) => Some((start, end)),
-        _ => None,
-    };
-    query.finish()?;
-    // Without a period, finish() has already refused the missing or malformed date.
-    let (start, end) = period.ok_or_else(crate::problem::ApiError::internal)?;
+async fn history(
+    state: &App,
+    User(claims): User,
+    PathId(account_id): PathId,
+    Query((start, end, source)): Query<HistoryQuery>,
+) -> ApiResult {
     state
         .store
         .account_for_user(claims.sub, account_id)
@@ -115,13 +159,12 @@ pub(crate) async fn history(state: &State, ctx: &RequestContext, id: &str) -> Ap
 }
 
 /// `GET /api/v1/accounts/{id}/balance-snapshots`
-pub(crate) async fn list_for_account(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let account_id = parse_path_uuid("id", id)?;
-    let mut query = QueryParams::parse(ctx.query.as_deref());
-    let limit = query.integer("limit", 1, MAX_LIMIT, DEFAULT_LIMIT);
-    let source = source(&mut query);
-    query.finish()?;
+async fn list_for_account(
+    state: &App,
+    User(claims): User,
+    PathId(account_id): PathId,
+    Query((limit, source)): Query<ListQuery>,
+) -> ApiResult {
     state
         .store
         .account_for_user(claims.sub, account_id)
@@ -129,12 +172,7 @@ pub(crate) async fn list_for_account(state: &State, ctx: &RequestContext, id: &s
         .ok_or_else(account_not_found)?;
     let page = state
         .store
-        .snapshots_for_account(
-            claims.sub,
-            account_id,
-            u32::try_from(limit).unwrap_or(30),
-            source,
-        )
+        .snapshots_for_account(claims.sub, account_id, limit, source)
         .await?;
     snapshot_list(&page.items, page.total_count)
 }

@@ -9,19 +9,108 @@
 //! written; a failure of the whole call (refused tokens, provider down) is 502 and writes
 //! nothing. A failed sync does not start the cool-down.
 
-use bytes::Bytes;
+use chrono::NaiveDate;
 use http::StatusCode;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use super::accounts::owned_account;
-use super::extract::JsonFields;
-use super::providers::{force_flag, owned_connection};
-use super::{ApiResult, RequestContext, json, parse_path_uuid, require_user};
+use super::extract::{Json, JsonOrEmpty, PathId, User};
+use super::providers::{ForceBody, owned_connection};
+use super::routes::{Route, limited, limited_by_body_connection, route};
+use super::validate::{AllValid as _, Field, Validate, body};
+use super::{ApiResult, json};
+use crate::app::App;
+use crate::config::Config;
 use crate::problem::{ApiError, FieldError};
 use crate::providers::SyncItemError;
 use crate::providers::connections::SyncReport;
-use crate::service::State;
+use crate::rate_limit::policy::{HOLDINGS_SYNC, PROVIDER_SYNC};
 use crate::store::SnapshotSource;
+
+pub(crate) const ROUTES: &[Route] = &[
+    route!(POST "/api/v1/providers/{id}/sync" => connection, limited(PROVIDER_SYNC),
+        "Sync a connection's accounts, transactions and holdings"),
+    route!(POST "/api/v1/accounts/syncs" => accounts, limited_by_body_connection(PROVIDER_SYNC),
+        "Sync the accounts of a connection"),
+    route!(POST "/api/v1/transactions/syncs" => transactions,
+        limited_by_body_connection(PROVIDER_SYNC), "Sync the transactions of a connection"),
+    route!(POST "/api/v1/accounts/{id}/holdings/syncs" => holdings, limited(HOLDINGS_SYNC),
+        "Sync the holdings of an account"),
+];
+
+/// `{connection_id, force?}` of an accounts sync.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct AccountsSyncBody {
+    connection_id: Field,
+    force: Field,
+}
+
+impl Validate for AccountsSyncBody {
+    type Valid = (Uuid, bool);
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        (
+            body::uuid("connection_id", self.connection_id),
+            body::flag("force", self.force, false),
+        )
+            .all_valid()
+    }
+}
+
+/// `{connection_id, account_id?, start_date?, end_date?, force?}` of a transactions sync.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct TransactionsSyncBody {
+    connection_id: Field,
+    account_id: Field,
+    start_date: Field,
+    end_date: Field,
+    force: Field,
+}
+
+/// What a transactions sync asks for.
+pub(crate) struct TransactionsSync {
+    connection_id: Uuid,
+    account_id: Option<Uuid>,
+    start: Option<NaiveDate>,
+    end: Option<NaiveDate>,
+    force: bool,
+}
+
+impl Validate for TransactionsSyncBody {
+    type Valid = TransactionsSync;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        let start = body::optional_date("start_date", self.start_date);
+        let end = body::optional_date("end_date", self.end_date);
+        let ordered = match (&start, &end) {
+            (Ok(Some(start)), Ok(Some(end))) if start > end => Err(FieldError::new(
+                "start_date",
+                "invalid_range",
+                "Must not be after end_date.",
+            )),
+            _ => Ok(()),
+        };
+        let (connection_id, account_id, start, end, force, ()) = (
+            body::uuid("connection_id", self.connection_id),
+            body::optional_uuid("account_id", self.account_id),
+            start,
+            end,
+            body::flag("force", self.force, false),
+            ordered,
+        )
+            .all_valid()?;
+        Ok(TransactionsSync {
+            connection_id,
+            account_id,
+            start,
+            end,
+            force,
+        })
+    }
+}
 
 /// Sync statistics with the interface's prefixed aliases (`accounts_created`, ...).
 #[derive(Serialize)]
@@ -69,38 +158,28 @@ fn statistics<'a>(kind: &str, report: &'a SyncReport, with_deactivated: bool) ->
 }
 
 /// `POST /api/v1/accounts/syncs`
-pub(crate) async fn accounts(state: &State, ctx: &RequestContext, body: Bytes) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let mut fields = JsonFields::parse(ctx, &body)?;
-    let connection_id = fields.uuid("connection_id");
-    let force = fields.bool("force", false);
-    fields.finish()?;
-    let connection_id = connection_id.ok_or_else(ApiError::internal)?;
+async fn accounts(
+    state: &App,
+    User(claims): User,
+    Json((connection_id, force)): Json<AccountsSyncBody>,
+) -> ApiResult {
     let connection = owned_connection(state, claims.sub, connection_id).await?;
     let report = state.connections.sync_accounts(&connection, force).await?;
     json(StatusCode::CREATED, &statistics("accounts", &report, false))
 }
 
 /// `POST /api/v1/transactions/syncs`
-pub(crate) async fn transactions(state: &State, ctx: &RequestContext, body: Bytes) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let mut fields = JsonFields::parse(ctx, &body)?;
-    let connection_id = fields.uuid("connection_id");
-    let account_id = fields.optional_uuid("account_id");
-    let start = fields.optional_date("start_date");
-    let end = fields.optional_date("end_date");
-    let force = fields.bool("force", false);
-    if let (Some(start), Some(end)) = (start, end)
-        && start > end
-    {
-        fields.add_error(FieldError::new(
-            "start_date",
-            "invalid_range",
-            "Must not be after end_date.",
-        ));
-    }
-    fields.finish()?;
-    let connection_id = connection_id.ok_or_else(ApiError::internal)?;
+async fn transactions(
+    state: &App,
+    User(claims): User,
+    Json(TransactionsSync {
+        connection_id,
+        account_id,
+        start,
+        end,
+        force,
+    }): Json<TransactionsSyncBody>,
+) -> ApiResult {
     let connection = owned_connection(state, claims.sub, connection_id).await?;
     let range = state.connections.transactions_range(start, end);
     let report = state
@@ -114,14 +193,14 @@ pub(crate) async fn transactions(state: &State, ctx: &RequestContext, body: Byte
 }
 
 /// `POST /api/v1/accounts/{id}/holdings/syncs`
-pub(crate) async fn holdings(
-    state: &State,
-    ctx: &RequestContext,
-    id: &str,
-    body: Bytes,
+async fn holdings(
+    state: &App,
+    User(claims): User,
+    id: Result<PathId, ApiError>,
+    JsonOrEmpty(force): JsonOrEmpty<ForceBody>,
 ) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let force = force_flag(ctx, &body)?;
+    // The body is judged before the path id here.
+    let PathId(id) = id?;
     let account = owned_account(state, claims.sub, id).await?;
     let connection = owned_connection(state, claims.sub, account.connection_id).await?;
     let report = state
@@ -140,15 +219,12 @@ struct ConnectionSyncJson<'a> {
 }
 
 /// `POST /api/v1/providers/{id}/sync`
-pub(crate) async fn connection(
-    state: &State,
-    ctx: &RequestContext,
-    id: &str,
-    body: Bytes,
+async fn connection(
+    state: &App,
+    User(claims): User,
+    PathId(id): PathId,
+    JsonOrEmpty(force): JsonOrEmpty<ForceBody>,
 ) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let id = parse_path_uuid("id", id)?;
-    let force = force_flag(ctx, &body)?;
     let connection = owned_connection(state, claims.sub, id).await?;
     let report = state
         .connections

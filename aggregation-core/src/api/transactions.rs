@@ -3,19 +3,81 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use http::StatusCode;
 use rust_decimal::Decimal;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::accounts::account_not_found;
-use super::extract::QueryParams;
-use super::{ApiResult, RequestContext, json, parse_path_uuid, require_user};
+use super::extract::{PathId, Query, User};
+use super::routes::{Route, limited, route};
+use super::validate::{AllValid as _, Validate, query};
+use super::{ApiResult, json};
+use crate::app::App;
+use crate::config::Config;
 use crate::problem::{ApiError, ErrorCode};
-use crate::service::State;
+use crate::rate_limit::policy::API_READ;
 use crate::store::{TransactionQuery, TransactionRecord, TransactionType};
+
+pub(crate) const ROUTES: &[Route] = &[
+    route!(GET "/api/v1/transactions/{id}" => get, limited(API_READ),
+        "Read one of the caller's transactions"),
+    route!(GET "/api/v1/accounts/{id}/transactions" => list_for_account, limited(API_READ),
+        "List the transactions of one of the caller's accounts"),
+];
 
 /// Page size bounds and default of the by-account listing.
 const MAX_LIMIT: i64 = 100;
-const DEFAULT_LIMIT: i64 = 50;
+const DEFAULT_LIMIT: u32 = 50;
+
+/// `limit`, `offset`, `transaction_type`, `start_date` and `end_date` of the by-account
+/// listing.
+#[derive(Deserialize)]
+pub(crate) struct ListQuery {
+    limit: Option<String>,
+    offset: Option<String>,
+    transaction_type: Option<String>,
+    start_date: Option<String>,
+    end_date: Option<String>,
+}
+
+impl Validate for ListQuery {
+    /// The date range when both dates are given, else the page.
+    type Valid = TransactionQuery;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        let start = query::date("start_date", self.start_date);
+        let end = query::date("end_date", self.end_date);
+        let ordered = match (&start, &end) {
+            (Ok(Some(start)), Ok(Some(end))) if start > end => Err(query::error(
+                "start_date",
+                "after_end_date",
+                "Must not be after end_date.",
+            )),
+            _ => Ok(()),
+        };
+        let (limit, offset, transaction_type, start, end, ()) = (
+            query::integer("limit", self.limit, 1, MAX_LIMIT, DEFAULT_LIMIT),
+            query::integer("offset", self.offset, 0, i64::MAX, 0u64),
+            query::choice(
+                "transaction_type",
+                self.transaction_type,
+                TransactionType::ALL,
+                TransactionType::as_str,
+            ),
+            start,
+            end,
+            ordered,
+        )
+            .all_valid()?;
+        Ok(match (start, end) {
+            (Some(start), Some(end)) => TransactionQuery::DateRange { start, end },
+            _ => TransactionQuery::Recent {
+                transaction_type,
+                limit,
+                offset,
+            },
+        })
+    }
+}
 
 /// A transaction as the API shows it.
 #[derive(Serialize)]
@@ -77,9 +139,7 @@ struct TransactionList<'a> {
 }
 
 /// `GET /api/v1/transactions/{id}`
-pub(crate) async fn get(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let id = parse_path_uuid("id", id)?;
+async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult {
     let transaction = state
         .store
         .transaction_for_user(claims.sub, id)
@@ -94,42 +154,17 @@ pub(crate) async fn get(state: &State, ctx: &RequestContext, id: &str) -> ApiRes
 /// oldest first; `limit`, `offset` and `transaction_type` are validated but not applied, and
 /// the answer reports `limit` = the number returned, `offset` 0, `has_more` false. Otherwise:
 /// one page newest first with `limit`, `offset` and `transaction_type`; a lone date is ignored.
-pub(crate) async fn list_for_account(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
-    let claims = require_user(ctx)?;
-    let account_id = parse_path_uuid("id", id)?;
-    let mut params = QueryParams::parse(ctx.query.as_deref());
-    let limit = params.integer("limit", 1, MAX_LIMIT, DEFAULT_LIMIT);
-    let offset = params.integer("offset", 0, i64::MAX, 0);
-    let transaction_type = params.choice(
-        "transaction_type",
-        TransactionType::ALL,
-        TransactionType::as_str,
-    );
-    let start = params.date("start_date");
-    let end = params.date("end_date");
-    let range = match (start, end) {
-        (Some(start), Some(end)) if start > end => {
-            params.add_error(
-                "start_date",
-                "after_end_date",
-                "Must not be after end_date.",
-            );
-            None
-        }
-        (Some(start), Some(end)) => Some(TransactionQuery::DateRange { start, end }),
-        _ => None,
-    };
-    params.finish()?;
+async fn list_for_account(
+    state: &App,
+    User(claims): User,
+    PathId(account_id): PathId,
+    Query(query): Query<ListQuery>,
+) -> ApiResult {
     let account = state
         .store
         .account_for_user(claims.sub, account_id)
         .await?
         .ok_or_else(account_not_found)?;
-    let query = range.unwrap_or(TransactionQuery::Recent {
-        transaction_type,
-        limit: u32::try_from(limit).unwrap_or(50),
-        offset: u64::try_from(offset).unwrap_or(0),
-    });
     let page = state
         .store
         .transactions_for_account(claims.sub, account.id, &query)

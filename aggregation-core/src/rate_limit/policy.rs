@@ -215,66 +215,35 @@ pub const PUBLIC_READ: Policy = Policy::new(100.0, 100.0, Scope::Ip);
 /// Other writes: 50 tokens, 50 per minute, per user.
 pub const API_WRITE: Policy = Policy::new(50.0, 50.0, Scope::User);
 
-/// The built-in policy of every endpoint, as (method, route template, policy).
-/// `GET /health` is deliberately absent (never limited).
-pub const BUILTIN_POLICIES: &[(&str, &str, Policy)] = &[
-    ("POST", "/api/v1/sessions", AUTH_LOGIN),
-    ("POST", "/api/v1/users", AUTH_REGISTER),
-    ("POST", "/api/v1/password-reset-tokens", AUTH_EMAIL_FLOW),
-    ("POST", "/api/v1/password-resets", AUTH_EMAIL_FLOW),
-    ("POST", "/api/v1/email-verifications", AUTH_EMAIL_FLOW),
-    ("POST", "/api/v1/email-verification-tokens", AUTH_EMAIL_FLOW),
-    ("POST", "/api/v1/tokens", AUTH_TOKEN_REFRESH),
-    ("POST", "/api/v1/providers", PROVIDER_CONNECT),
-    ("POST", "/api/v1/providers/callback", PROVIDER_CALLBACK),
-    ("POST", "/api/v1/providers/{id}/sync", PROVIDER_SYNC),
-    ("POST", "/api/v1/accounts/syncs", PROVIDER_SYNC),
-    ("POST", "/api/v1/transactions/syncs", PROVIDER_SYNC),
-    (
-        "POST",
-        "/api/v1/accounts/{id}/holdings/syncs",
-        HOLDINGS_SYNC,
-    ),
-    ("GET", "/api/v1/sessions", API_READ),
-    ("GET", "/api/v1/sessions/{id}", API_READ),
-    ("GET", "/api/v1/admin/security/config", API_READ),
-    ("GET", "/api/v1/admin/jobs", API_READ),
-    ("GET", "/api/v1/providers", API_READ),
-    ("GET", "/api/v1/providers/{id}", API_READ),
-    ("GET", "/api/v1/providers/{id}/accounts", API_READ),
-    ("GET", "/api/v1/accounts", API_READ),
-    ("GET", "/api/v1/accounts/{id}", API_READ),
-    ("GET", "/api/v1/transactions/{id}", API_READ),
-    ("GET", "/api/v1/accounts/{id}/transactions", API_READ),
-    ("GET", "/api/v1/holdings", API_READ),
-    ("GET", "/api/v1/accounts/{id}/holdings", API_READ),
-    ("GET", "/api/v1/balance-snapshots", API_READ),
-    ("GET", "/api/v1/accounts/{id}/balance-history", API_READ),
-    ("GET", "/api/v1/accounts/{id}/balance-snapshots", API_READ),
-    ("GET", "/api/v1/imports/formats", PUBLIC_READ),
-    ("DELETE", "/api/v1/sessions/current", API_WRITE),
-    ("DELETE", "/api/v1/sessions/{id}", API_WRITE),
-    ("DELETE", "/api/v1/sessions", API_WRITE),
-    ("PATCH", "/api/v1/providers/{id}", API_WRITE),
-    ("DELETE", "/api/v1/providers/{id}", API_WRITE),
-    ("POST", "/api/v1/providers/{id}/token-refreshes", API_WRITE),
-    ("POST", "/api/v1/imports", API_WRITE),
-    ("POST", "/api/v1/admin/security/rotations", API_WRITE),
-    ("POST", "/api/v1/admin/users/{user_id}/rotations", API_WRITE),
-];
+/// The built-in policy of every endpoint, as (method, route template, policy): the rate limit
+/// of each row of the route table ([`crate::api::routes`]). `GET /health` is deliberately
+/// absent (never limited).
+///
+/// ```
+/// use aggregation_core::rate_limit::policy::{AUTH_LOGIN, builtin_policies};
+///
+/// assert!(builtin_policies().any(|endpoint| endpoint == ("POST", "/api/v1/sessions", AUTH_LOGIN)));
+/// assert!(builtin_policies().all(|(_, route, _)| route != "/health"));
+/// ```
+pub fn builtin_policies() -> impl Iterator<Item = (&'static str, &'static str, Policy)> {
+    crate::api::routes().filter_map(|route| {
+        let limit = route.rate_limit()?;
+        Some((route.method().as_str(), route.template(), limit.policy))
+    })
+}
 
 fn endpoint_name(method: &str, route: &str) -> String {
     format!("{} {route}", method.to_ascii_uppercase())
 }
 
 impl PolicyTable {
-    /// The built-in policies ([`BUILTIN_POLICIES`]).
+    /// The built-in policies ([`builtin_policies`]).
     pub fn builtin() -> Self {
         let mut table = Self::default();
-        for (method, route, policy) in BUILTIN_POLICIES {
+        for (method, route, policy) in builtin_policies() {
             // The built-in numbers are valid (checked by a unit test); an invalid one would be
             // skipped rather than panic.
-            if let Err(e) = table.insert(method, route, *policy) {
+            if let Err(e) = table.insert(method, route, policy) {
                 debug_assert!(false, "invalid built-in policy: {e}");
             }
         }
@@ -416,8 +385,8 @@ mod tests {
     #[test]
     fn builtin_table_is_complete_and_valid() {
         let t = PolicyTable::builtin();
-        assert_eq!(t.len(), BUILTIN_POLICIES.len());
-        for (m, r, p) in BUILTIN_POLICIES {
+        assert_eq!(t.len(), builtin_policies().count());
+        for (m, r, p) in builtin_policies() {
             assert!(p.bucket().is_ok(), "{m} {r}");
             assert!(t.active(m, r).is_some(), "{m} {r}");
         }
@@ -484,13 +453,13 @@ mod tests {
             (h.scope, h.max_tokens, h.refill_rate),
             (Scope::Global, 1000.0, 100.0)
         );
-        assert_eq!(t.len(), BUILTIN_POLICIES.len());
+        assert_eq!(t.len(), builtin_policies().count());
     }
 
     #[test]
     fn empty_override_file_changes_nothing() {
         let t = PolicyTable::builtin().with_overrides_toml("").unwrap();
-        assert_eq!(t.len(), BUILTIN_POLICIES.len());
+        assert_eq!(t.len(), builtin_policies().count());
     }
 
     #[test]

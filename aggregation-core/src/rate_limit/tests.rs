@@ -768,25 +768,21 @@ fn manual_clock() {
 
 #[test]
 fn every_route_and_method_has_a_builtin_policy() {
-    use crate::api::routes::ROUTES;
     // Never limited on purpose: load balancers poll it.
     let unlimited = [("GET", "/health")];
     let table = PolicyTable::builtin();
     let mut missing = Vec::new();
     let mut routed = Vec::new();
-    for route in ROUTES {
-        for (method, _) in route.methods {
-            let endpoint = (method.as_str(), route.template);
-            routed.push(endpoint);
-            if !unlimited.contains(&endpoint) && table.active(endpoint.0, endpoint.1).is_none() {
-                missing.push(format!("{} {}", endpoint.0, endpoint.1));
-            }
+    for route in crate::api::routes() {
+        let endpoint = (route.method().as_str(), route.template());
+        routed.push(endpoint);
+        if !unlimited.contains(&endpoint) && table.active(endpoint.0, endpoint.1).is_none() {
+            missing.push(format!("{} {}", endpoint.0, endpoint.1));
         }
     }
     assert!(missing.is_empty(), "routes without a policy: {missing:?}");
     // And no policy names an endpoint that does not exist (a renamed route keeps its limit).
-    let stale: Vec<String> = policy::BUILTIN_POLICIES
-        .iter()
+    let stale: Vec<String> = policy::builtin_policies()
         .filter(|(method, route, _)| !routed.contains(&(*method, *route)))
         .map(|(method, route, _)| format!("{method} {route}"))
         .collect();
@@ -799,28 +795,26 @@ fn every_route_and_method_has_a_builtin_policy() {
 
 #[test]
 fn per_connection_scopes_can_find_their_id() {
-    use crate::api::routes::{Endpoint, ROUTES};
+    use crate::api::TargetId;
     // A USER_PROVIDER / USER_ACCOUNT policy needs the id from the path or, for the bulk syncs,
     // from the body; otherwise every connection of a user would share one bucket.
-    for route in ROUTES {
-        for (method, endpoint) in route.methods {
-            let Some(policy) = PolicyTable::builtin()
-                .get(method.as_str(), route.template)
-                .copied()
-            else {
-                continue;
-            };
-            if matches!(policy.scope, Scope::UserProvider | Scope::UserAccount) {
-                let in_body = matches!(
-                    endpoint,
-                    Endpoint::SyncAccounts | Endpoint::SyncTransactions
-                );
-                assert!(
-                    route.template.contains("{id}") || in_body,
-                    "{method} {} cannot name its connection or account",
-                    route.template
-                );
-            }
+    for route in crate::api::routes() {
+        let method = route.method();
+        let Some(policy) = PolicyTable::builtin()
+            .get(method.as_str(), route.template())
+            .copied()
+        else {
+            continue;
+        };
+        if matches!(policy.scope, Scope::UserProvider | Scope::UserAccount) {
+            let in_body = route
+                .rate_limit()
+                .is_some_and(|limit| limit.target == TargetId::BodyConnectionId);
+            assert!(
+                route.template().contains("{id}") || in_body,
+                "{method} {} cannot name its connection or account",
+                route.template()
+            );
         }
     }
 }

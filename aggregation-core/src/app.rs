@@ -1,0 +1,72 @@
+//! What every handler works with: the configuration and the use cases, shared by every clone
+//! of the service. It lives apart from [`crate::service`] so that handlers depend on it and
+//! the service only assembles it.
+
+use std::sync::Arc;
+
+use crate::auth::Auth;
+use crate::config::Config;
+use crate::events::EventSink;
+use crate::mail::MailQueue;
+use crate::providers::Providers;
+use crate::providers::connections::Connections;
+use crate::rate_limit::RateLimitStore;
+use crate::store::Store;
+use crate::work::WorkGate;
+
+/// The application behind the HTTP edge.
+pub(crate) struct App {
+    pub(crate) config: Arc<Config>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) auth: Auth,
+    pub(crate) events: Arc<dyn EventSink>,
+    pub(crate) connections: Connections,
+    /// Bounds parsing of large OFX uploads (its own worker threads).
+    pub(crate) parsing: WorkGate,
+}
+
+impl App {
+    /// Assembles the use cases. `limits` keeps the buckets of the per-account login throttle
+    /// (beside the endpoints' when it is also the rate limiter's store).
+    pub(crate) fn new(
+        config: Arc<Config>,
+        store: Arc<dyn Store>,
+        mail: MailQueue,
+        events: Arc<dyn EventSink>,
+        limits: Arc<dyn RateLimitStore>,
+        providers: Providers,
+    ) -> Self {
+        let auth = Auth::new(store.clone(), config.clone(), mail, events.clone(), limits);
+        let connections = Connections::new(
+            store.clone(),
+            Arc::new(providers),
+            config.clone(),
+            events.clone(),
+        );
+        let parsing = WorkGate::new("OFX parsing", config.parsing_limits());
+        Self {
+            config,
+            store,
+            auth,
+            events,
+            connections,
+            parsing,
+        }
+    }
+
+    /// An app over an in-memory SQLite store, for unit tests of the HTTP edge.
+    #[cfg(all(test, feature = "sqlite"))]
+    pub(crate) async fn for_tests(config: Config) -> Arc<Self> {
+        let store = crate::store::SqliteStore::in_memory()
+            .await
+            .expect("in-memory SQLite store");
+        Arc::new(Self::new(
+            Arc::new(config),
+            Arc::new(store),
+            MailQueue::start(Arc::new(crate::mail::MemoryMailer::new())),
+            Arc::new(crate::events::MemoryEventSink::new()),
+            Arc::new(crate::rate_limit::InMemoryRateLimitStore::new()),
+            Providers::new(),
+        ))
+    }
+}

@@ -1,0 +1,145 @@
+//! The client address of each request, resolved once: the [`PeerAddr`] the host put in the
+//! extensions, and `X-Forwarded-For` only behind the configured trusted proxies (see
+//! [`crate::rate_limit::client_ip`]). The result goes into the extensions as [`ClientIp`] for
+//! the rate limiter, sessions and emails.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::Request;
+
+use super::PeerAddr;
+use crate::api::extract::ClientIp;
+use crate::config::Config;
+use crate::rate_limit::client_ip::client_ip;
+
+/// See the [module docs](self).
+#[derive(Debug, Clone)]
+pub(crate) struct ClientIpLayer {
+    config: Arc<Config>,
+}
+
+impl ClientIpLayer {
+    /// Believes `X-Forwarded-For` from the trusted proxies of `config`.
+    pub(crate) fn new(config: Arc<Config>) -> Self {
+        Self { config }
+    }
+}
+
+impl<S> tower::Layer<S> for ClientIpLayer {
+    type Service = ResolveClientIp<S>;
+
+    fn layer(&self, inner: S) -> ResolveClientIp<S> {
+        ResolveClientIp {
+            config: self.config.clone(),
+            inner,
+        }
+    }
+}
+
+/// See [`ClientIpLayer`].
+#[derive(Debug, Clone)]
+pub(crate) struct ResolveClientIp<S> {
+    config: Arc<Config>,
+    inner: S,
+}
+
+impl<S, B> tower::Service<Request<B>> for ResolveClientIp<S>
+where
+    S: tower::Service<Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<B>) -> S::Future {
+        let forwarded: Vec<&str> = request
+            .headers()
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .collect();
+        let peer = request
+            .extensions()
+            .get::<PeerAddr>()
+            .map(|peer| peer.0.ip());
+        let ip = client_ip(peer, &forwarded, self.config.trusted_proxies());
+        request.extensions_mut().insert(ClientIp(ip));
+        self.inner.call(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::net::{IpAddr, SocketAddr};
+
+    use tower::ServiceExt as _;
+
+    use super::*;
+    use crate::rate_limit::parse_cidr_list;
+
+    async fn echo(request: Request<()>) -> Result<Option<ClientIp>, Infallible> {
+        Ok(request.extensions().get::<ClientIp>().copied())
+    }
+
+    fn service(trusted: &str) -> impl tower::Service<Request<()>, Response = Option<ClientIp>> {
+        let config = Config::new("http://localhost:8080", vec![7; 32])
+            .expect("config")
+            .with_trusted_proxies(parse_cidr_list(trusted).expect("cidrs"));
+        tower::Layer::layer(
+            &ClientIpLayer::new(Arc::new(config)),
+            tower::service_fn(echo),
+        )
+    }
+
+    fn request(peer: Option<&str>, forwarded: Option<&str>) -> Request<()> {
+        let mut request = Request::builder();
+        if let Some(forwarded) = forwarded {
+            request = request.header("x-forwarded-for", forwarded);
+        }
+        let mut request = request.body(()).expect("request");
+        if let Some(peer) = peer {
+            let addr: SocketAddr = peer.parse().expect("socket address");
+            request.extensions_mut().insert(PeerAddr(addr));
+        }
+        request
+    }
+
+    fn ip(text: &str) -> Option<IpAddr> {
+        Some(text.parse().expect("ip"))
+    }
+
+    #[tokio::test]
+    async fn the_peer_is_the_client_unless_it_is_a_trusted_proxy() {
+        let resolved = |peer, forwarded, trusted| async move {
+            service(trusted)
+                .oneshot(request(peer, forwarded))
+                .await
+                .ok()
+                .flatten()
+        };
+        assert_eq!(
+            resolved(Some("192.0.2.1:4000"), Some("203.0.113.9"), "10.0.0.0/8").await,
+            Some(ClientIp(ip("192.0.2.1")))
+        );
+        assert_eq!(
+            resolved(
+                Some("10.0.0.5:4000"),
+                Some("198.51.100.7, 203.0.113.9, 10.0.0.2"),
+                "10.0.0.0/8"
+            )
+            .await,
+            Some(ClientIp(ip("203.0.113.9")))
+        );
+        // Without a peer (an in-process call) the client is unknown, whatever the headers say.
+        assert_eq!(
+            resolved(None, Some("203.0.113.9"), "10.0.0.0/8").await,
+            Some(ClientIp(None))
+        );
+    }
+}

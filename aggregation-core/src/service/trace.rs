@@ -1,0 +1,173 @@
+//! Trace context and the access log: the outermost layer.
+//!
+//! The trace id is the one of a well-formed incoming W3C `traceparent`, or a fresh one; it is
+//! put in the request extensions ([`TraceId`], for problem bodies), answered in a
+//! `traceparent` with a new span id, and logged with the method, path, status and time of
+//! every request.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use http::{HeaderMap, HeaderValue, Request, Response};
+
+use crate::crypto::{random_span_id, random_trace_id};
+
+/// The trace id of the request (32 lower-case hex digits).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TraceId(pub(crate) String);
+
+/// The trace id of an incoming W3C `traceparent` header, when it is well formed.
+fn incoming_trace_id(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get("traceparent")?.to_str().ok()?;
+    let mut parts = value.trim().split('-');
+    let (version, trace_id, parent_id, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let valid = hex(version, 2)
+        && version != "ff"
+        && hex(trace_id, 32)
+        && trace_id.bytes().any(|b| b != b'0')
+        && hex(parent_id, 16)
+        && hex(flags, 2);
+    valid.then(|| trace_id.to_ascii_lowercase())
+}
+
+/// See the [module docs](self).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TraceLayer;
+
+impl<S> tower::Layer<S> for TraceLayer {
+    type Service = Trace<S>;
+
+    fn layer(&self, inner: S) -> Trace<S> {
+        Trace { inner }
+    }
+}
+
+/// See [`TraceLayer`].
+#[derive(Debug, Clone)]
+pub(crate) struct Trace<S> {
+    inner: S,
+}
+
+impl<S, B, R> tower::Service<Request<B>> for Trace<S>
+where
+    S: tower::Service<Request<B>, Response = Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<R>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<R>, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+        let started = Instant::now();
+        let trace_id = incoming_trace_id(request.headers()).unwrap_or_else(random_trace_id);
+        let method = request.method().clone();
+        let path = request.uri().path().to_owned();
+        request.extensions_mut().insert(TraceId(trace_id.clone()));
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let mut response = response.await?;
+            if let Ok(value) =
+                HeaderValue::from_str(&format!("00-{trace_id}-{}-01", random_span_id()))
+            {
+                response.headers_mut().insert("traceparent", value);
+            }
+            tracing::info!(
+                method = %method,
+                path = %path,
+                status = response.status().as_u16(),
+                elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
+                trace_id = %trace_id,
+                "request"
+            );
+            Ok(response)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use tower::ServiceExt as _;
+
+    use super::*;
+
+    #[test]
+    fn traceparent_is_validated() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "traceparent",
+            http::HeaderValue::from_static(
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            ),
+        );
+        assert_eq!(
+            incoming_trace_id(&headers).as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+        headers.insert(
+            "traceparent",
+            http::HeaderValue::from_static(
+                "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            ),
+        );
+        assert_eq!(incoming_trace_id(&headers), None);
+        headers.insert("traceparent", http::HeaderValue::from_static("garbage"));
+        assert_eq!(incoming_trace_id(&headers), None);
+    }
+
+    /// Answers with the trace id the layer put in the extensions.
+    async fn echo(request: Request<()>) -> Result<Response<String>, Infallible> {
+        let trace_id = request.extensions().get::<TraceId>().cloned();
+        Ok(Response::new(trace_id.map(|id| id.0).unwrap_or_default()))
+    }
+
+    #[tokio::test]
+    async fn an_incoming_trace_id_is_kept_and_answered() {
+        let service = tower::Layer::layer(&TraceLayer, tower::service_fn(echo));
+        let request = Request::builder()
+            .header(
+                "traceparent",
+                "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            )
+            .body(())
+            .expect("request");
+        let response = service.oneshot(request).await.expect("infallible");
+        assert_eq!(response.body(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        let answered = response
+            .headers()
+            .get("traceparent")
+            .and_then(|value| value.to_str().ok())
+            .expect("traceparent");
+        let parts: Vec<_> = answered.split('-').collect();
+        assert_eq!(parts.len(), 4);
+        assert_eq!(parts[1], "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_ne!(parts[2], "00f067aa0ba902b7", "a new span id");
+    }
+
+    #[tokio::test]
+    async fn without_one_a_fresh_trace_id_is_answered() {
+        let service = tower::Layer::layer(&TraceLayer, tower::service_fn(echo));
+        let request = Request::builder().body(()).expect("request");
+        let response = service.oneshot(request).await.expect("infallible");
+        let trace_id = response.body().clone();
+        assert_eq!(trace_id.len(), 32);
+        let answered = response
+            .headers()
+            .get("traceparent")
+            .and_then(|value| value.to_str().ok())
+            .expect("traceparent");
+        assert!(
+            answered.starts_with(&format!("00-{trace_id}-")),
+            "{answered}"
+        );
+    }
+}
