@@ -13,13 +13,14 @@ use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::BodyExt as _;
 use serde::Serialize;
 
-use crate::admin::AdminError;
+use crate::admin::{Admin, AdminError};
 use crate::api::routes::{Endpoint, Router};
 use crate::api::{self, ApiResult, RequestBody, RequestContext, ResponseBody, json, read_body};
 use crate::auth::Auth;
 use crate::config::Config;
 use crate::crypto::{random_span_id, random_trace_id};
 use crate::events::{EventSink, SinkRateLimitEvents, TracingEventSink};
+use crate::import::statement::Imports;
 use crate::jobs::JobRunner;
 use crate::mail::{MailQueue, MailQueueHandle, Mailer};
 use crate::problem::{ApiError, ErrorCode, PROBLEM_CONTENT_TYPE};
@@ -29,6 +30,8 @@ use crate::rate_limit::{
     Decision, InMemoryRateLimitStore, PolicyTable, RateLimitStore, RateLimiter, RequestIdentity,
     Scope, body_connection_id, canonical_id, client_ip,
 };
+use crate::records::Records;
+use crate::sessions::Sessions;
 use crate::store::Store;
 use crate::work::WorkGate;
 
@@ -57,10 +60,11 @@ pub(crate) struct State {
     pub(crate) config: Arc<Config>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) auth: Auth,
-    pub(crate) events: Arc<dyn EventSink>,
     pub(crate) connections: Connections,
-    /// Bounds parsing of large OFX uploads (its own worker threads).
-    pub(crate) parsing: WorkGate,
+    pub(crate) sessions: Sessions,
+    pub(crate) imports: Imports,
+    pub(crate) admin: Admin,
+    pub(crate) records: Records,
     limiter: RateLimiter,
     router: Router,
     mail: MailQueueHandle,
@@ -133,30 +137,14 @@ impl AggregationService {
     /// Grants the `admin` role to the account with this email; see
     /// [`crate::admin::grant_admin_by_email`].
     pub async fn grant_admin(&self, email: &str) -> Result<bool, AdminError> {
-        crate::admin::grant_admin_by_email(&*self.state.store, email).await
+        self.state.admin.grant_admin_by_email(email).await
     }
 
     /// Grants the `admin` role to every existing account among [`Config::admin_emails`] whose
     /// email is verified (other accounts receive it when they verify their email); the number
     /// granted now. For a host's start-up.
     pub async fn grant_configured_admins(&self) -> Result<usize, AdminError> {
-        let mut granted = 0;
-        for email in self.state.config.admin_emails() {
-            // Unverified accounts get the role when they verify (see `Auth::verify_email`).
-            let Some(user) = self.state.store.user_by_email(email).await? else {
-                continue;
-            };
-            if user.email_verified_at.is_some()
-                && self
-                    .state
-                    .store
-                    .grant_role(user.id, crate::store::Role::Admin, crate::store::now())
-                    .await?
-            {
-                granted += 1;
-            }
-        }
-        Ok(granted)
+        self.state.admin.grant_configured_admins().await
     }
 }
 
@@ -248,14 +236,20 @@ impl AggregationServiceBuilder {
             self.events.clone(),
         );
         let parsing = WorkGate::new("OFX parsing", config.parsing_limits());
+        let sessions = Sessions::new(store.clone(), self.events.clone());
+        let imports = Imports::new(store.clone(), self.events.clone(), parsing);
+        let admin = Admin::new(store.clone(), config.clone(), self.events.clone());
+        let records = Records::new(store.clone());
         Ok(AggregationService {
             state: Arc::new(State {
                 config,
                 store,
                 auth,
-                events: self.events,
                 connections,
-                parsing,
+                sessions,
+                imports,
+                admin,
+                records,
                 limiter,
                 router: Router::new(),
                 mail: mail_handle,

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::extract::QueryParams;
 use super::{ApiResult, RequestContext, json, parse_path_uuid, require_user};
 use crate::problem::{ApiError, ErrorCode};
+use crate::records::RecordError;
 use crate::service::State;
 use crate::store::{AccountFilter, AccountRecord, AccountType};
 
@@ -91,9 +92,17 @@ fn account_list(accounts: &[AccountRecord]) -> ApiResult {
     )
 }
 
-/// 404 for an unknown or foreign account.
-pub(crate) fn account_not_found() -> ApiError {
-    ApiError::new(ErrorCode::NotFound, "Account not found.")
+impl From<RecordError> for ApiError {
+    fn from(error: RecordError) -> Self {
+        match error {
+            RecordError::AccountNotFound
+            | RecordError::TransactionNotFound
+            | RecordError::ConnectionNotFound => {
+                ApiError::new(ErrorCode::NotFound, error.to_string())
+            }
+            RecordError::Store(store) => store.into(),
+        }
+    }
 }
 
 /// The caller's account with this path id: 422 for a non-UUID, 404 for unknown or foreign.
@@ -103,11 +112,7 @@ pub(crate) async fn owned_account(
     id: &str,
 ) -> Result<AccountRecord, ApiError> {
     let id = parse_path_uuid("id", id)?;
-    state
-        .store
-        .account_for_user(user_id, id)
-        .await?
-        .ok_or_else(account_not_found)
+    Ok(state.records.account(user_id, id).await?)
 }
 
 /// The `active_only` (default false) and `account_type` filters.
@@ -125,7 +130,7 @@ pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
     let mut query = QueryParams::parse(ctx.query.as_deref());
     let filter = filter(&mut query);
     query.finish()?;
-    let accounts = state.store.accounts_for_user(claims.sub, &filter).await?;
+    let accounts = state.records.accounts(claims.sub, &filter).await?;
     account_list(&accounts)
 }
 
@@ -145,14 +150,11 @@ pub(crate) async fn list_for_connection(
     let claims = require_user(ctx)?;
     let connection_id = parse_path_uuid("id", id)?;
     let mut query = QueryParams::parse(ctx.query.as_deref());
-    let mut filter = filter(&mut query);
+    let filter = filter(&mut query);
     query.finish()?;
-    state
-        .store
-        .connection_for_user(claims.sub, connection_id)
-        .await?
-        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "Connection not found."))?;
-    filter.connection_id = Some(connection_id);
-    let accounts = state.store.accounts_for_user(claims.sub, &filter).await?;
+    let accounts = state
+        .records
+        .accounts_of_connection(claims.sub, connection_id, filter)
+        .await?;
     account_list(&accounts)
 }

@@ -10,9 +10,8 @@ use uuid::Uuid;
 
 use super::extract::JsonFields;
 use super::{ApiResult, RequestContext, json, parse_path_uuid, require_user};
-use crate::admin::{self, AdminError};
+use crate::admin::AdminError;
 use crate::auth::AccessClaims;
-use crate::events::DomainEvent;
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::service::State;
 
@@ -38,7 +37,7 @@ impl From<AdminError> for ApiError {
 /// The caller's claims, once the store confirms they hold the admin role.
 async fn require_admin(state: &State, ctx: &RequestContext) -> Result<AccessClaims, ApiError> {
     let claims = require_user(ctx)?;
-    admin::require_admin(&*state.store, claims.sub).await?;
+    state.admin.require_admin(claims.sub).await?;
     Ok(claims)
 }
 
@@ -69,15 +68,7 @@ struct GlobalRotationJson {
 pub(crate) async fn rotate_global(state: &State, ctx: &RequestContext, body: Bytes) -> ApiResult {
     let claims = require_admin(state, ctx).await?;
     let reason = reason(ctx, &body)?;
-    let rotation =
-        admin::rotate_global(&*state.store, &state.config, Some(claims.sub), &reason).await?;
-    state.events.emit(&DomainEvent::TokenVersionRotated {
-        scope: "global",
-        user_id: None,
-        previous_version: rotation.previous_version,
-        new_version: rotation.new_version,
-        initiated_by: claims.sub,
-    });
+    let rotation = state.admin.rotate_global(claims.sub, &reason).await?;
     json(
         StatusCode::CREATED,
         &GlobalRotationJson {
@@ -111,21 +102,10 @@ pub(crate) async fn rotate_user(
     let claims = require_admin(state, ctx).await?;
     let user_id = parse_path_uuid("user_id", user_id)?;
     let reason = reason(ctx, &body)?;
-    let rotation = admin::rotate_user(
-        &*state.store,
-        &state.config,
-        Some(claims.sub),
-        user_id,
-        &reason,
-    )
-    .await?;
-    state.events.emit(&DomainEvent::TokenVersionRotated {
-        scope: "user",
-        user_id: Some(rotation.user_id),
-        previous_version: rotation.previous_version,
-        new_version: rotation.new_version,
-        initiated_by: claims.sub,
-    });
+    let rotation = state
+        .admin
+        .rotate_user(claims.sub, user_id, &reason)
+        .await?;
     json(
         StatusCode::CREATED,
         &UserRotationJson {
@@ -152,7 +132,7 @@ struct SecurityConfigJson {
 /// `GET /api/v1/admin/security/config`
 pub(crate) async fn security_config(state: &State, ctx: &RequestContext) -> ApiResult {
     require_admin(state, ctx).await?;
-    let config = admin::security_config(&*state.store, &state.config).await?;
+    let config = state.admin.security_config().await?;
     json(
         StatusCode::OK,
         &SecurityConfigJson {
@@ -188,7 +168,7 @@ struct JobsJson {
 /// `GET /api/v1/admin/jobs`
 pub(crate) async fn jobs_status(state: &State, ctx: &RequestContext) -> ApiResult {
     require_admin(state, ctx).await?;
-    let status = crate::jobs::status(&*state.store, &state.config).await?;
+    let status = state.admin.jobs_status().await?;
     json(
         StatusCode::OK,
         &JobsJson {

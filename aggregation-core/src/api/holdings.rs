@@ -6,7 +6,7 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::accounts::{account_not_found, sum_by_currency};
+use super::accounts::sum_by_currency;
 use super::extract::QueryParams;
 use super::{ApiResult, RequestContext, json, parse_path_uuid, require_user};
 use crate::service::State;
@@ -98,7 +98,7 @@ pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
         symbol: query.string("symbol"),
     };
     query.finish()?;
-    let holdings = state.store.holdings_for_user(claims.sub, &filter).await?;
+    let holdings = state.records.holdings(claims.sub, &filter).await?;
     holding_list(&holdings)
 }
 
@@ -114,11 +114,9 @@ pub(crate) async fn list_for_account(state: &State, ctx: &RequestContext, id: &s
         symbol: None,
     };
     query.finish()?;
-    state
-        .store
-        .account_for_user(claims.sub, account_id)
-        .await?
-        .ok_or_else(account_not_found)?;
-    let holdings = state.store.holdings_for_user(claims.sub, &filter).await?;
+    let holdings = state
+        .records
+        .holdings_of_account(claims.sub, account_id, filter)
+        .await?;
     holding_list(&holdings)
 }

@@ -21,11 +21,10 @@ use uuid::Uuid;
 
 use super::extract::{JsonFields, QueryParams};
 use super::{ApiResult, RequestContext, json, no_content, parse_path_uuid, require_user};
-use crate::events::DomainEvent;
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::providers::connections::ConnectionError;
 use crate::service::State;
-use crate::store::{ConnectionRecord, now};
+use crate::store::ConnectionRecord;
 
 /// Longest alias.
 const MAX_ALIAS_CHARS: usize = 100;
@@ -36,9 +35,9 @@ impl From<ConnectionError> for ApiError {
     fn from(error: ConnectionError) -> Self {
         let detail = error.to_string();
         match error {
-            ConnectionError::UnknownProvider(_) | ConnectionError::AccountNotInConnection => {
-                ApiError::new(ErrorCode::NotFound, detail)
-            }
+            ConnectionError::UnknownProvider(_)
+            | ConnectionError::NotFound
+            | ConnectionError::AccountNotInConnection => ApiError::new(ErrorCode::NotFound, detail),
             ConnectionError::NoOAuth(_)
             | ConnectionError::InvalidState
             | ConnectionError::MalformedState
@@ -106,34 +105,13 @@ struct ConnectionList<'a> {
     active_count: usize,
 }
 
-/// 404 for an unknown or foreign connection.
-pub(crate) fn connection_not_found() -> ApiError {
-    ApiError::new(ErrorCode::NotFound, "Connection not found.")
-}
-
-/// The caller's connection with this id (already parsed): 404 for unknown or foreign.
-pub(crate) async fn owned_connection(
-    state: &State,
-    user_id: Uuid,
-    id: Uuid,
-) -> Result<ConnectionRecord, ApiError> {
-    state
-        .store
-        .connection_for_user(user_id, id)
-        .await?
-        .ok_or_else(connection_not_found)
-}
-
 /// `GET /api/v1/providers`
 pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
     let claims = require_user(ctx)?;
     let mut query = QueryParams::parse(ctx.query.as_deref());
     let active_only = query.bool("active_only", false);
     query.finish()?;
-    let connections = state
-        .store
-        .connections_for_user(claims.sub, active_only)
-        .await?;
+    let connections = state.connections.list(claims.sub, active_only).await?;
     json(
         StatusCode::OK,
         &ConnectionList {
@@ -151,7 +129,7 @@ pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
 pub(crate) async fn get(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
     let claims = require_user(ctx)?;
     let id = parse_path_uuid("id", id)?;
-    let connection = owned_connection(state, claims.sub, id).await?;
+    let connection = state.connections.owned(claims.sub, id).await?;
     json(StatusCode::OK, &connection_json(&connection))
 }
 
@@ -260,17 +238,7 @@ pub(crate) async fn update(
     let mut fields = JsonFields::parse(ctx, &body)?;
     let alias = fields.nullable_string("alias", 0, MAX_ALIAS_CHARS);
     fields.finish()?;
-    let connection = match alias {
-        None => owned_connection(state, claims.sub, id).await?,
-        Some(alias) => {
-            let alias = alias.filter(|alias| !alias.trim().is_empty());
-            state
-                .store
-                .update_connection_alias(claims.sub, id, alias.as_deref(), now())
-                .await?
-                .ok_or_else(connection_not_found)?
-        }
-    };
+    let connection = state.connections.update(claims.sub, id, alias).await?;
     json(StatusCode::OK, &connection_json(&connection))
 }
 
@@ -278,15 +246,7 @@ pub(crate) async fn update(
 pub(crate) async fn disconnect(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
     let claims = require_user(ctx)?;
     let id = parse_path_uuid("id", id)?;
-    state
-        .store
-        .disconnect_connection(claims.sub, id, now())
-        .await?
-        .ok_or_else(connection_not_found)?;
-    state.events.emit(&DomainEvent::ProviderDisconnected {
-        user_id: claims.sub,
-        connection_id: id,
-    });
+    state.connections.disconnect(claims.sub, id).await?;
     no_content()
 }
 
@@ -307,8 +267,10 @@ pub(crate) async fn refresh_tokens(
     let claims = require_user(ctx)?;
     let id = parse_path_uuid("id", id)?;
     let force = force_flag(ctx, &body)?;
-    let connection = owned_connection(state, claims.sub, id).await?;
-    let outcome = state.connections.refresh_tokens(&connection, force).await?;
+    let outcome = state
+        .connections
+        .refresh_tokens_for_user(claims.sub, id, force)
+        .await?;
     json(
         StatusCode::CREATED,
         &TokenRefreshJson {

@@ -10,7 +10,8 @@ use super::extract::{JsonFields, QueryParams};
 use super::{ApiResult, RequestContext, json, no_content, parse_path_uuid, require_user};
 use crate::problem::{ApiError, ErrorCode};
 use crate::service::State;
-use crate::store::{SessionRecord, now};
+use crate::sessions::SessionError;
+use crate::store::SessionRecord;
 
 /// Longest revoke reason.
 const MAX_REASON_CHARS: usize = 255;
@@ -49,8 +50,13 @@ struct SessionList<'a> {
     active_count: usize,
 }
 
-fn session_not_found() -> ApiError {
-    ApiError::new(ErrorCode::NotFound, "Session not found.")
+impl From<SessionError> for ApiError {
+    fn from(error: SessionError) -> Self {
+        match error {
+            SessionError::NotFound => ApiError::new(ErrorCode::NotFound, error.to_string()),
+            SessionError::Store(store) => store.into(),
+        }
+    }
 }
 
 /// `GET /api/v1/sessions`
@@ -59,15 +65,8 @@ pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
     let mut query = QueryParams::parse(ctx.query.as_deref());
     let active_only = query.bool("active_only", true);
     query.finish()?;
-    let at = now();
-    let sessions = state
-        .store
-        .sessions_for_user(claims.sub, active_only, at)
-        .await?;
-    let active_count = sessions
-        .iter()
-        .filter(|session| session.revoked_at.is_none() && session.expires_at > at)
-        .count();
+    let listing = state.sessions.list(claims.sub, active_only).await?;
+    let (sessions, active_count) = (listing.sessions, listing.active_count);
     json(
         StatusCode::OK,
         &SessionList {
@@ -85,11 +84,7 @@ pub(crate) async fn list(state: &State, ctx: &RequestContext) -> ApiResult {
 pub(crate) async fn get(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
     let claims = require_user(ctx)?;
     let id = parse_path_uuid("id", id)?;
-    let session = state
-        .store
-        .session_for_user(claims.sub, id)
-        .await?
-        .ok_or_else(session_not_found)?;
+    let session = state.sessions.get(claims.sub, id).await?;
     json(StatusCode::OK, &session_json(&session, claims.session_id))
 }
 
@@ -111,10 +106,9 @@ pub(crate) async fn revoke(
     let id = parse_path_uuid("id", id)?;
     let reason = reason(ctx, &body)?;
     state
-        .store
-        .revoke_session(claims.sub, id, reason.as_deref().unwrap_or("manual"), now())
-        .await?
-        .ok_or_else(session_not_found)?;
+        .sessions
+        .revoke(claims.sub, id, reason.as_deref())
+        .await?;
     no_content()
 }
 
@@ -129,20 +123,9 @@ pub(crate) async fn revoke_all(state: &State, ctx: &RequestContext, body: Bytes)
     let claims = require_user(ctx)?;
     let reason = reason(ctx, &body)?;
     let revoked_count = state
-        .store
-        .revoke_all_sessions(
-            claims.sub,
-            Some(claims.session_id),
-            reason.as_deref().unwrap_or("logout_all"),
-            now(),
-        )
+        .sessions
+        .revoke_all_but_current(claims.sub, claims.session_id, reason.as_deref())
         .await?;
-    state
-        .events
-        .emit(&crate::events::DomainEvent::SessionsRevoked {
-            user_id: claims.sub,
-            count: revoked_count,
-        });
     json(
         StatusCode::OK,
         &BulkRevoke {

@@ -7,7 +7,6 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::accounts::account_not_found;
 use super::extract::QueryParams;
 use super::{ApiResult, RequestContext, json, parse_path_uuid, require_user};
 use crate::service::State;
@@ -72,7 +71,7 @@ fn source(query: &mut QueryParams) -> Option<SnapshotSource> {
 /// `GET /api/v1/balance-snapshots`
 pub(crate) async fn latest(state: &State, ctx: &RequestContext) -> ApiResult {
     let claims = require_user(ctx)?;
-    let snapshots = state.store.latest_snapshots_for_user(claims.sub).await?;
+    let snapshots = state.records.latest_snapshots(claims.sub).await?;
     snapshot_list(&snapshots, snapshots.len() as u64)
 }
 
@@ -102,13 +101,8 @@ pub(crate) async fn history(state: &State, ctx: &RequestContext, id: &str) -> Ap
     query.finish()?;
     // Without a period, finish() has already refused the missing or malformed date.
     let (start, end) = period.ok_or_else(crate::problem::ApiError::internal)?;
-    state
-        .store
-        .account_for_user(claims.sub, account_id)
-        .await?
-        .ok_or_else(account_not_found)?;
     let snapshots = state
-        .store
+        .records
         .balance_history(claims.sub, account_id, start, end, source)
         .await?;
     snapshot_list(&snapshots, snapshots.len() as u64)
@@ -122,14 +116,9 @@ pub(crate) async fn list_for_account(state: &State, ctx: &RequestContext, id: &s
     let limit = query.integer("limit", 1, MAX_LIMIT, DEFAULT_LIMIT);
     let source = source(&mut query);
     query.finish()?;
-    state
-        .store
-        .account_for_user(claims.sub, account_id)
-        .await?
-        .ok_or_else(account_not_found)?;
     let page = state
-        .store
-        .snapshots_for_account(
+        .records
+        .snapshots_of_account(
             claims.sub,
             account_id,
             u32::try_from(limit).unwrap_or(30),

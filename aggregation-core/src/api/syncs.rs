@@ -15,13 +15,12 @@ use serde::Serialize;
 
 use super::accounts::owned_account;
 use super::extract::JsonFields;
-use super::providers::{force_flag, owned_connection};
+use super::providers::force_flag;
 use super::{ApiResult, RequestContext, json, parse_path_uuid, require_user};
 use crate::problem::{ApiError, FieldError};
 use crate::providers::SyncItemError;
-use crate::providers::connections::SyncReport;
+use crate::providers::sync::SyncReport;
 use crate::service::State;
-use crate::store::SnapshotSource;
 
 /// Sync statistics with the interface's prefixed aliases (`accounts_created`, ...).
 #[derive(Serialize)]
@@ -76,8 +75,10 @@ pub(crate) async fn accounts(state: &State, ctx: &RequestContext, body: Bytes) -
     let force = fields.bool("force", false);
     fields.finish()?;
     let connection_id = connection_id.ok_or_else(ApiError::internal)?;
-    let connection = owned_connection(state, claims.sub, connection_id).await?;
-    let report = state.connections.sync_accounts(&connection, force).await?;
+    let report = state
+        .connections
+        .sync_accounts_for_user(claims.sub, connection_id, force)
+        .await?;
     json(StatusCode::CREATED, &statistics("accounts", &report, false))
 }
 
@@ -101,11 +102,9 @@ pub(crate) async fn transactions(state: &State, ctx: &RequestContext, body: Byte
     }
     fields.finish()?;
     let connection_id = connection_id.ok_or_else(ApiError::internal)?;
-    let connection = owned_connection(state, claims.sub, connection_id).await?;
-    let range = state.connections.transactions_range(start, end);
     let report = state
         .connections
-        .sync_transactions(&connection, account_id, range, force)
+        .sync_transactions_for_user(claims.sub, connection_id, account_id, (start, end), force)
         .await?;
     json(
         StatusCode::CREATED,
@@ -123,10 +122,9 @@ pub(crate) async fn holdings(
     let claims = require_user(ctx)?;
     let force = force_flag(ctx, &body)?;
     let account = owned_account(state, claims.sub, id).await?;
-    let connection = owned_connection(state, claims.sub, account.connection_id).await?;
     let report = state
         .connections
-        .sync_holdings(&connection, &account, force)
+        .sync_holdings_for_user(claims.sub, &account, force)
         .await?;
     json(StatusCode::CREATED, &statistics("holdings", &report, true))
 }
@@ -149,10 +147,9 @@ pub(crate) async fn connection(
     let claims = require_user(ctx)?;
     let id = parse_path_uuid("id", id)?;
     let force = force_flag(ctx, &body)?;
-    let connection = owned_connection(state, claims.sub, id).await?;
     let report = state
         .connections
-        .sync_connection(&connection, SnapshotSource::ManualSync, force)
+        .sync_connection_for_user(claims.sub, id, force)
         .await?;
     let message = format!(
         "Synced {} accounts, {} transactions and {} holdings.",

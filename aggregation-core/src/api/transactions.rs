@@ -6,10 +6,8 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::accounts::account_not_found;
 use super::extract::QueryParams;
 use super::{ApiResult, RequestContext, json, parse_path_uuid, require_user};
-use crate::problem::{ApiError, ErrorCode};
 use crate::service::State;
 use crate::store::{TransactionQuery, TransactionRecord, TransactionType};
 
@@ -80,11 +78,7 @@ struct TransactionList<'a> {
 pub(crate) async fn get(state: &State, ctx: &RequestContext, id: &str) -> ApiResult {
     let claims = require_user(ctx)?;
     let id = parse_path_uuid("id", id)?;
-    let transaction = state
-        .store
-        .transaction_for_user(claims.sub, id)
-        .await?
-        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "Transaction not found."))?;
+    let transaction = state.records.transaction(claims.sub, id).await?;
     json(StatusCode::OK, &transaction_json(&transaction))
 }
 
@@ -120,19 +114,14 @@ pub(crate) async fn list_for_account(state: &State, ctx: &RequestContext, id: &s
         _ => None,
     };
     params.finish()?;
-    let account = state
-        .store
-        .account_for_user(claims.sub, account_id)
-        .await?
-        .ok_or_else(account_not_found)?;
     let query = range.unwrap_or(TransactionQuery::Recent {
         transaction_type,
         limit: u32::try_from(limit).unwrap_or(50),
         offset: u64::try_from(offset).unwrap_or(0),
     });
     let page = state
-        .store
-        .transactions_for_account(claims.sub, account.id, &query)
+        .records
+        .transactions_of_account(claims.sub, account_id, &query)
         .await?;
     let returned = page.items.len() as u64;
     let (limit, offset) = match query {
