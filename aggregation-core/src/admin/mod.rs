@@ -20,7 +20,7 @@
 //! changing the setting affects the next rotation, not one already under way.
 //!
 //! The token-version rule itself (what a rotation raises, which versions still pass) lives in
-//! `auth::token_version`; [`Admin`] checks the role, runs the rotations and reports them as
+//! `auth::token_version`; this module checks the role, runs the rotations and reports each as a
 //! [`DomainEvent::TokenVersionRotated`].
 
 use std::sync::Arc;
