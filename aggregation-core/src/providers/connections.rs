@@ -1,9 +1,10 @@
-//! The life of a provider connection: the OAuth flow, encrypted credentials and their refresh,
-//! and syncs of accounts, transactions and holdings into the records.
+//! The life of a provider connection: the OAuth flow, listing, renaming and disconnecting,
+//! and encrypted credentials with their refresh. The syncs that use those credentials are in
+//! [`super::sync`].
 //!
 //! Shared by the HTTP handlers and the background jobs, so both follow the same rules: tokens
-//! are decrypted only in memory, refreshed shortly before they expire, a refused refresh marks
-//! the connection `expired`, and every sync is written in one store transaction.
+//! are decrypted only in memory, refreshed shortly before they expire, and a refused refresh
+//! marks the connection `expired`.
 
 use std::future::Future;
 use std::sync::Arc;
