@@ -4,13 +4,17 @@
 
 use std::sync::Arc;
 
+use crate::admin::Admin;
 use crate::auth::Auth;
 use crate::config::Config;
 use crate::events::EventSink;
+use crate::import::statement::Imports;
 use crate::mail::MailQueue;
 use crate::providers::Providers;
 use crate::providers::connections::Connections;
 use crate::rate_limit::RateLimitStore;
+use crate::records::Records;
+use crate::sessions::Sessions;
 use crate::store::Store;
 use crate::work::WorkGate;
 
@@ -19,10 +23,11 @@ pub(crate) struct App {
     pub(crate) config: Arc<Config>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) auth: Auth,
-    pub(crate) events: Arc<dyn EventSink>,
     pub(crate) connections: Connections,
-    /// Bounds parsing of large OFX uploads (its own worker threads).
-    pub(crate) parsing: WorkGate,
+    pub(crate) sessions: Sessions,
+    pub(crate) imports: Imports,
+    pub(crate) admin: Admin,
+    pub(crate) records: Records,
 }
 
 impl App {
@@ -44,13 +49,19 @@ impl App {
             events.clone(),
         );
         let parsing = WorkGate::new("OFX parsing", config.parsing_limits());
+        let sessions = Sessions::new(store.clone(), events.clone());
+        let imports = Imports::new(store.clone(), events.clone(), parsing);
+        let admin = Admin::new(store.clone(), config.clone(), events);
+        let records = Records::new(store.clone());
         Self {
             config,
             store,
             auth,
-            events,
             connections,
-            parsing,
+            sessions,
+            imports,
+            admin,
+            records,
         }
     }
 

@@ -6,6 +6,10 @@
 //! connections, token refreshes and syncs. The default sink writes them to
 //! `tracing`; implement the trait to send them elsewhere. Events never carry secrets.
 //!
+//! Each event is emitted by the use case that made it happen (authentication, sessions,
+//! administration, imports, provider connections and syncs), never by the HTTP layer, so
+//! every way of reaching a use case reports the same events.
+//!
 //! ```
 //! use aggregation_core::events::{DomainEvent, EventSink};
 //!

@@ -14,7 +14,9 @@ pub mod mail;
 pub mod problem;
 pub mod providers;
 pub mod rate_limit;
+pub(crate) mod records;
 pub mod service;
+pub(crate) mod sessions;
 pub mod store;
 pub mod work;
 

@@ -137,30 +137,14 @@ impl AggregationService {
     /// Grants the `admin` role to the account with this email; see
     /// [`crate::admin::grant_admin_by_email`].
     pub async fn grant_admin(&self, email: &str) -> Result<bool, AdminError> {
-        crate::admin::grant_admin_by_email(&*self.app.store, email).await
+        self.app.admin.grant_admin_by_email(email).await
     }
 
     /// Grants the `admin` role to every existing account among [`Config::admin_emails`] whose
     /// email is verified (other accounts receive it when they verify their email); the number
     /// granted now. For a host's start-up.
     pub async fn grant_configured_admins(&self) -> Result<usize, AdminError> {
-        let mut granted = 0;
-        for email in self.app.config.admin_emails() {
-            // Unverified accounts get the role when they verify (see `Auth::verify_email`).
-            let Some(user) = self.app.store.user_by_email(email).await? else {
-                continue;
-            };
-            if user.email_verified_at.is_some()
-                && self
-                    .app
-                    .store
-                    .grant_role(user.id, crate::store::Role::Admin, crate::store::now())
-                    .await?
-            {
-                granted += 1;
-            }
-        }
-        Ok(granted)
+        self.app.admin.grant_configured_admins().await
     }
 }
 

@@ -1,5 +1,5 @@
-//! Administration: the admin role, refresh-token version rotations (global and per user) and
-//! the security configuration.
+//! Administration: the admin role, refresh-token version rotations (global and per user), the
+//! security configuration and the status of the background jobs.
 //!
 //! The admin role lives in the store and is checked there on every admin request, so granting
 //! or withdrawing it takes effect at once, whatever roles an outstanding access token lists.
@@ -19,29 +19,20 @@
 //! rotation; it is stored with the rotation (and shown by the security configuration), so
 //! changing the setting affects the next rotation, not one already under way.
 //!
-//! Token versions: a refresh token is stamped with max(global minimum, user minimum) when it is
-//! issued and rejected once its version is below that maximum, except within the grace period
-//! after a global rotation, where a token exactly one global step behind (and not below the
-//! user's minimum) still passes. A user rotation raises the user's minimum to
-//! max(user minimum, global minimum) + 1, so it always invalidates every token the user holds,
-//! while tokens issued after it carry the new minimum and keep working.
-//!
-//! Individually rotated users hold tokens stamped with their own minimum, at or above the
-//! global one, which a global rotation alone would not reach. So a global rotation also raises
-//! by one the minimum of every user whose minimum is at or above the new global minimum, and
-//! writes one audit row per such user (scope `global`, the user, their minimum before and
-//! after). Those users get the same grace as everyone: within the grace period a token
-//! carrying the minimum they had just before the rotation (one step behind their raised
-//! minimum) still passes, and its successor carries the new one. The audit row is what tells
-//! this raise from a user rotation, so a user rotation during the grace period ends the grace
-//! for that user at once.
+//! The token-version rule itself (what a rotation raises, which versions still pass) lives in
+//! `auth::token_version`; this module checks the role, runs the rotations and reports each as a
+//! [`DomainEvent::TokenVersionRotated`].
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use uuid::Uuid;
 
+use crate::auth::token_version::{self, RotationError};
+pub use crate::auth::token_version::{GlobalRotation, UserRotation};
 use crate::config::Config;
-use crate::store::{NewTokenRotation, Role, SecurityConfigRecord, Store, StoreError, now};
+use crate::events::{DomainEvent, EventSink};
+use crate::jobs::JobsStatus;
+use crate::store::{Role, SecurityConfigRecord, Store, StoreError, now};
 
 /// Why an administrative operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -75,127 +66,124 @@ pub async fn grant_admin_by_email(store: &dyn Store, email: &str) -> Result<bool
     Ok(store.grant_role(user.id, Role::Admin, now()).await?)
 }
 
-/// Checks in the store that the user holds the admin role.
-pub(crate) async fn require_admin(store: &dyn Store, user_id: Uuid) -> Result<(), AdminError> {
-    if store.user_roles(user_id).await?.contains(&Role::Admin) {
-        Ok(())
-    } else {
-        Err(AdminError::NotAdmin)
+impl From<RotationError> for AdminError {
+    fn from(error: RotationError) -> Self {
+        match error {
+            RotationError::UnknownUser(user_id) => AdminError::UnknownUser(user_id),
+            RotationError::Failed(why) => AdminError::RotationFailed(why.to_owned()),
+            RotationError::Store(error) => AdminError::Store(error),
+        }
     }
 }
 
-/// The result of a global rotation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GlobalRotation {
-    /// Global minimum before.
-    pub previous_version: i64,
-    /// Global minimum after.
-    pub new_version: i64,
-    /// Seconds during which tokens one step behind still pass.
-    pub grace_period_seconds: i64,
+/// The administrative use cases over a store.
+#[derive(Clone)]
+pub(crate) struct Admin {
+    store: Arc<dyn Store>,
+    config: Arc<Config>,
+    events: Arc<dyn EventSink>,
 }
 
-/// The result of a user rotation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UserRotation {
-    /// The user.
-    pub user_id: Uuid,
-    /// The user's minimum before.
-    pub previous_version: i64,
-    /// The user's minimum after.
-    pub new_version: i64,
-}
-
-fn seconds(duration: Duration) -> i64 {
-    i64::try_from(duration.as_secs()).unwrap_or(i64::MAX)
-}
-
-/// Turns a store failure during a rotation into the error the API reports: unavailability stays
-/// a 503, anything else becomes a rotation failure whose text names no SQL.
-fn rotation_failure(error: StoreError) -> AdminError {
-    match error {
-        StoreError::Unavailable(_) => AdminError::Store(error),
-        StoreError::Conflict(_) => AdminError::RotationFailed(
-            "a concurrent change conflicted with the rotation; nothing was changed".to_owned(),
-        ),
-        _ => AdminError::RotationFailed(
-            "the store could not record the new token version; nothing was changed".to_owned(),
-        ),
+impl Admin {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        config: Arc<Config>,
+        events: Arc<dyn EventSink>,
+    ) -> Self {
+        Self {
+            store,
+            config,
+            events,
+        }
     }
-}
 
-fn new_rotation(config: &Config, initiated_by: Option<Uuid>, reason: &str) -> NewTokenRotation {
-    NewTokenRotation {
-        id: Uuid::now_v7(),
-        reason: reason.to_owned(),
-        initiated_by,
-        grace_period_seconds: seconds(config.rotation_grace()),
-        at: now(),
+    /// Checks in the store that the user holds the admin role.
+    pub(crate) async fn require_admin(&self, user_id: Uuid) -> Result<(), AdminError> {
+        if self.store.user_roles(user_id).await?.contains(&Role::Admin) {
+            Ok(())
+        } else {
+            Err(AdminError::NotAdmin)
+        }
     }
-}
 
-/// Raises the global minimum token version by one step, with the configured grace period.
-pub(crate) async fn rotate_global(
-    store: &dyn Store,
-    config: &Config,
-    initiated_by: Option<Uuid>,
-    reason: &str,
-) -> Result<GlobalRotation, AdminError> {
-    let rotation = new_rotation(config, initiated_by, reason);
-    let outcome = store
-        .rotate_global_token_version(&rotation)
-        .await
-        .map_err(rotation_failure)?;
-    tracing::warn!(
-        previous_version = outcome.previous_version,
-        new_version = outcome.new_version,
-        initiated_by = ?initiated_by,
-        reason,
-        "global refresh-token rotation"
-    );
-    Ok(GlobalRotation {
-        previous_version: outcome.previous_version,
-        new_version: outcome.new_version,
-        grace_period_seconds: rotation.grace_period_seconds,
-    })
-}
+    /// See [`grant_admin_by_email`].
+    pub(crate) async fn grant_admin_by_email(&self, email: &str) -> Result<bool, AdminError> {
+        grant_admin_by_email(&*self.store, email).await
+    }
 
-/// Raises one user's minimum token version, invalidating every refresh token they hold.
-pub(crate) async fn rotate_user(
-    store: &dyn Store,
-    config: &Config,
-    initiated_by: Option<Uuid>,
-    user_id: Uuid,
-    reason: &str,
-) -> Result<UserRotation, AdminError> {
-    let rotation = new_rotation(config, initiated_by, reason);
-    let outcome = store
-        .rotate_user_token_version(user_id, &rotation)
-        .await
-        .map_err(rotation_failure)?
-        .ok_or(AdminError::UnknownUser(user_id))?;
-    tracing::warn!(
-        %user_id,
-        previous_version = outcome.previous_version,
-        new_version = outcome.new_version,
-        initiated_by = ?initiated_by,
-        reason,
-        "user refresh-token rotation"
-    );
-    Ok(UserRotation {
-        user_id,
-        previous_version: outcome.previous_version,
-        new_version: outcome.new_version,
-    })
-}
+    /// Grants the `admin` role to every existing account among [`Config::admin_emails`] whose
+    /// email is verified; the number granted now.
+    pub(crate) async fn grant_configured_admins(&self) -> Result<usize, AdminError> {
+        let mut granted = 0;
+        for email in self.config.admin_emails() {
+            // Unverified accounts get the role when they verify (see `Auth::verify_email`).
+            let Some(user) = self.store.user_by_email(email).await? else {
+                continue;
+            };
+            if user.email_verified_at.is_some()
+                && self.store.grant_role(user.id, Role::Admin, now()).await?
+            {
+                granted += 1;
+            }
+        }
+        Ok(granted)
+    }
 
-/// The security configuration, created with defaults (version 0, the configured grace) when
-/// none exists.
-pub(crate) async fn security_config(
-    store: &dyn Store,
-    config: &Config,
-) -> Result<SecurityConfigRecord, AdminError> {
-    Ok(store
-        .ensure_security_config(seconds(config.rotation_grace()), now())
-        .await?)
+    /// Raises the global minimum token version by one step, with the configured grace period.
+    pub(crate) async fn rotate_global(
+        &self,
+        initiated_by: Uuid,
+        reason: &str,
+    ) -> Result<GlobalRotation, AdminError> {
+        let rotation =
+            token_version::rotate_global(&*self.store, &self.config, Some(initiated_by), reason)
+                .await?;
+        self.events.emit(&DomainEvent::TokenVersionRotated {
+            scope: "global",
+            user_id: None,
+            previous_version: rotation.previous_version,
+            new_version: rotation.new_version,
+            initiated_by,
+        });
+        Ok(rotation)
+    }
+
+    /// Raises one user's minimum token version, invalidating every refresh token they hold.
+    pub(crate) async fn rotate_user(
+        &self,
+        initiated_by: Uuid,
+        user_id: Uuid,
+        reason: &str,
+    ) -> Result<UserRotation, AdminError> {
+        let rotation = token_version::rotate_user(
+            &*self.store,
+            &self.config,
+            Some(initiated_by),
+            user_id,
+            reason,
+        )
+        .await?;
+        self.events.emit(&DomainEvent::TokenVersionRotated {
+            scope: "user",
+            user_id: Some(rotation.user_id),
+            previous_version: rotation.previous_version,
+            new_version: rotation.new_version,
+            initiated_by,
+        });
+        Ok(rotation)
+    }
+
+    /// The security configuration, created with defaults (version 0, the configured grace)
+    /// when none exists.
+    pub(crate) async fn security_config(&self) -> Result<SecurityConfigRecord, AdminError> {
+        Ok(self
+            .store
+            .ensure_security_config(token_version::seconds(self.config.rotation_grace()), now())
+            .await?)
+    }
+
+    /// The background jobs as their runs are recorded in the store.
+    pub(crate) async fn jobs_status(&self) -> Result<JobsStatus, AdminError> {
+        Ok(crate::jobs::status(&*self.store, &self.config).await?)
+    }
 }

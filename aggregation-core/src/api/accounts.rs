@@ -16,6 +16,7 @@ use crate::app::App;
 use crate::config::Config;
 use crate::problem::{ApiError, ErrorCode};
 use crate::rate_limit::policy::API_READ;
+use crate::records::RecordError;
 use crate::store::{AccountFilter, AccountRecord, AccountType};
 
 pub(crate) const ROUTES: &[Route] = &[
@@ -103,9 +104,17 @@ fn account_list(accounts: &[AccountRecord]) -> ApiResult {
     )
 }
 
-/// 404 for an unknown or foreign account.
-pub(crate) fn account_not_found() -> ApiError {
-    ApiError::new(ErrorCode::NotFound, "Account not found.")
+impl From<RecordError> for ApiError {
+    fn from(error: RecordError) -> Self {
+        match error {
+            RecordError::AccountNotFound
+            | RecordError::TransactionNotFound
+            | RecordError::ConnectionNotFound => {
+                ApiError::new(ErrorCode::NotFound, error.to_string())
+            }
+            RecordError::Store(store) => store.into(),
+        }
+    }
 }
 
 /// The caller's account with this id: 404 for unknown or foreign.
@@ -114,11 +123,7 @@ pub(crate) async fn owned_account(
     user_id: Uuid,
     id: Uuid,
 ) -> Result<AccountRecord, ApiError> {
-    state
-        .store
-        .account_for_user(user_id, id)
-        .await?
-        .ok_or_else(account_not_found)
+    Ok(state.records.account(user_id, id).await?)
 }
 
 /// The `active_only` (default false) and `account_type` filters.
@@ -152,7 +157,7 @@ impl Validate for FilterQuery {
 
 /// `GET /api/v1/accounts`
 async fn list(state: &App, User(claims): User, Query(filter): Query<FilterQuery>) -> ApiResult {
-    let accounts = state.store.accounts_for_user(claims.sub, &filter).await?;
+    let accounts = state.records.accounts(claims.sub, &filter).await?;
     account_list(&accounts)
 }
 
@@ -167,14 +172,11 @@ async fn list_for_connection(
     state: &App,
     User(claims): User,
     PathId(connection_id): PathId,
-    Query(mut filter): Query<FilterQuery>,
+    Query(filter): Query<FilterQuery>,
 ) -> ApiResult {
-    state
-        .store
-        .connection_for_user(claims.sub, connection_id)
-        .await?
-        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "Connection not found."))?;
-    filter.connection_id = Some(connection_id);
-    let accounts = state.store.accounts_for_user(claims.sub, &filter).await?;
+    let accounts = state
+        .records
+        .accounts_of_connection(claims.sub, connection_id, filter)
+        .await?;
     account_list(&accounts)
 }

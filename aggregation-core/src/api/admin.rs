@@ -13,11 +13,10 @@ use super::handler::FromParts;
 use super::routes::{Route, limited, route};
 use super::validate::{AllValid as _, Field, Validate, body};
 use super::{ApiResult, json};
-use crate::admin::{self, AdminError};
+use crate::admin::AdminError;
 use crate::app::App;
 use crate::auth::AccessClaims;
 use crate::config::Config;
-use crate::events::DomainEvent;
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::rate_limit::policy::{API_READ, API_WRITE};
 
@@ -58,7 +57,7 @@ pub(crate) struct Admin(AccessClaims);
 impl FromParts for Admin {
     async fn from_parts(parts: &Parts, state: &App) -> Result<Self, ApiError> {
         let User(claims) = User::from_parts(parts, state).await?;
-        admin::require_admin(&*state.store, claims.sub).await?;
+        state.admin.require_admin(claims.sub).await?;
         Ok(Self(claims))
     }
 }
@@ -99,15 +98,7 @@ async fn rotate_global(
     Admin(claims): Admin,
     Json(reason): Json<ReasonBody>,
 ) -> ApiResult {
-    let rotation =
-        admin::rotate_global(&*state.store, &state.config, Some(claims.sub), &reason).await?;
-    state.events.emit(&DomainEvent::TokenVersionRotated {
-        scope: "global",
-        user_id: None,
-        previous_version: rotation.previous_version,
-        new_version: rotation.new_version,
-        initiated_by: claims.sub,
-    });
+    let rotation = state.admin.rotate_global(claims.sub, &reason).await?;
     json(
         StatusCode::CREATED,
         &GlobalRotationJson {
@@ -138,21 +129,10 @@ async fn rotate_user(
     PathUserId(user_id): PathUserId,
     Json(reason): Json<ReasonBody>,
 ) -> ApiResult {
-    let rotation = admin::rotate_user(
-        &*state.store,
-        &state.config,
-        Some(claims.sub),
-        user_id,
-        &reason,
-    )
-    .await?;
-    state.events.emit(&DomainEvent::TokenVersionRotated {
-        scope: "user",
-        user_id: Some(rotation.user_id),
-        previous_version: rotation.previous_version,
-        new_version: rotation.new_version,
-        initiated_by: claims.sub,
-    });
+    let rotation = state
+        .admin
+        .rotate_user(claims.sub, user_id, &reason)
+        .await?;
     json(
         StatusCode::CREATED,
         &UserRotationJson {
@@ -178,7 +158,7 @@ struct SecurityConfigJson {
 
 /// `GET /api/v1/admin/security/config`
 async fn security_config(state: &App, _: Admin) -> ApiResult {
-    let config = admin::security_config(&*state.store, &state.config).await?;
+    let config = state.admin.security_config().await?;
     json(
         StatusCode::OK,
         &SecurityConfigJson {
@@ -213,7 +193,7 @@ struct JobsJson {
 
 /// `GET /api/v1/admin/jobs`
 async fn jobs_status(state: &App, _: Admin) -> ApiResult {
-    let status = crate::jobs::status(&*state.store, &state.config).await?;
+    let status = state.admin.jobs_status().await?;
     json(
         StatusCode::OK,
         &JobsJson {

@@ -6,7 +6,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::accounts::{account_not_found, sum_by_currency};
+use super::accounts::sum_by_currency;
 use super::extract::{PathId, Query, User};
 use super::routes::{Route, limited, route};
 use super::validate::{AllValid as _, Validate, query};
@@ -133,7 +133,7 @@ fn holding_list(holdings: &[HoldingRecord]) -> ApiResult {
 
 /// `GET /api/v1/holdings`
 async fn list(state: &App, User(claims): User, Query(filter): Query<FilterQuery>) -> ApiResult {
-    let holdings = state.store.holdings_for_user(claims.sub, &filter).await?;
+    let holdings = state.records.holdings(claims.sub, &filter).await?;
     holding_list(&holdings)
 }
 
@@ -146,15 +146,12 @@ async fn list_for_account(
 ) -> ApiResult {
     // The account's listing takes no symbol filter.
     let filter = HoldingFilter {
-        account_id: Some(account_id),
         symbol: None,
         ..filter
     };
-    state
-        .store
-        .account_for_user(claims.sub, account_id)
-        .await?
-        .ok_or_else(account_not_found)?;
-    let holdings = state.store.holdings_for_user(claims.sub, &filter).await?;
+    let holdings = state
+        .records
+        .holdings_of_account(claims.sub, account_id, filter)
+        .await?;
     holding_list(&holdings)
 }

@@ -19,11 +19,12 @@ use super::handler::{FromRequest, ViaBody};
 use super::routes::{Route, limited, route};
 use super::{ApiResult, RequestBody, json};
 use crate::app::App;
-use crate::import::records::{Refusal, import_batch};
-use crate::import::{OfxError, parse_ofx};
+use crate::import::OfxError;
+use crate::import::records::Refusal;
+use crate::import::statement::ImportError;
 use crate::problem::{ApiError, ErrorCode};
 use crate::rate_limit::policy::{API_WRITE, PUBLIC_READ};
-use crate::store::{ImportCounts, now};
+use crate::store::ImportCounts;
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(POST "/api/v1/imports" => import, limited(API_WRITE),
@@ -229,9 +230,6 @@ pub(crate) async fn read_upload(
     ))
 }
 
-/// Files at least this large are parsed on the blocking pool rather than inline.
-const INLINE_PARSE_LIMIT: usize = 64 * 1024;
-
 fn unreadable(error: &OfxError) -> ApiError {
     let detail = match error {
         OfxError::Empty => "The uploaded file is empty.".to_owned(),
@@ -249,6 +247,17 @@ fn refused(refusal: &Refusal) -> ApiError {
         ErrorCode::CommandValidationFailed,
         format!("The file cannot be imported: {refusal}."),
     )
+}
+
+impl From<ImportError> for ApiError {
+    fn from(error: ImportError) -> Self {
+        match error {
+            ImportError::Unreadable(error) => unreadable(&error),
+            ImportError::Refused(refusal) => refused(&refusal),
+            ImportError::Work(error) => error.into(),
+            ImportError::Store(error) => error.into(),
+        }
+    }
 }
 
 fn summary(institution: &str, counts: &ImportCounts) -> String {
@@ -285,33 +294,11 @@ async fn import(state: &App, User(claims): User, upload: Upload) -> ApiResult {
         bytes = upload.bytes.len(),
         "import upload read"
     );
-    let bytes = upload.bytes;
-    let document = if bytes.len() < INLINE_PARSE_LIMIT {
-        parse_ofx(&bytes)
-    } else {
-        state.parsing.run(move || parse_ofx(&bytes)).await?
-    }
-    .map_err(|error| unreadable(&error))?;
-    let at = now();
-    let batch = import_batch(&document, at).map_err(|refusal| refused(&refusal))?;
-    let counts = state.store.apply_import(claims.sub, &batch, at).await?;
-    state
-        .events
-        .emit(&crate::events::DomainEvent::StatementImported {
-            user_id: claims.sub,
-            connection_id: counts.connection_ids.first().copied(),
-            format: upload.format.code(),
-            accounts_created: counts.accounts_created,
-            transactions_created: counts.transactions_created,
-            transactions_updated: counts.transactions_updated,
-            transactions_skipped: counts.transactions_skipped,
-        });
-    let institutions = batch
-        .institutions
-        .iter()
-        .map(|institution| institution.alias.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let imported = state
+        .imports
+        .import(claims.sub, upload.format.code(), upload.bytes)
+        .await?;
+    let (counts, institutions) = (imported.counts, imported.institutions.join(", "));
     json(
         StatusCode::CREATED,
         &ImportJson {

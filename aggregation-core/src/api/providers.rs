@@ -26,11 +26,10 @@ use super::validate::{AllValid as _, Field, Validate, body, query};
 use super::{ApiResult, json, no_content};
 use crate::app::App;
 use crate::config::Config;
-use crate::events::DomainEvent;
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::providers::connections::ConnectionError;
 use crate::rate_limit::policy::{API_READ, API_WRITE, PROVIDER_CALLBACK, PROVIDER_CONNECT};
-use crate::store::{ConnectionRecord, now};
+use crate::store::ConnectionRecord;
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/providers" => list, limited(API_READ),
@@ -206,9 +205,9 @@ impl From<ConnectionError> for ApiError {
     fn from(error: ConnectionError) -> Self {
         let detail = error.to_string();
         match error {
-            ConnectionError::UnknownProvider(_) | ConnectionError::AccountNotInConnection => {
-                ApiError::new(ErrorCode::NotFound, detail)
-            }
+            ConnectionError::UnknownProvider(_)
+            | ConnectionError::NotFound
+            | ConnectionError::AccountNotInConnection => ApiError::new(ErrorCode::NotFound, detail),
             ConnectionError::NoOAuth(_)
             | ConnectionError::InvalidState
             | ConnectionError::MalformedState
@@ -276,30 +275,9 @@ struct ConnectionList<'a> {
     active_count: usize,
 }
 
-/// 404 for an unknown or foreign connection.
-pub(crate) fn connection_not_found() -> ApiError {
-    ApiError::new(ErrorCode::NotFound, "Connection not found.")
-}
-
-/// The caller's connection with this id (already parsed): 404 for unknown or foreign.
-pub(crate) async fn owned_connection(
-    state: &App,
-    user_id: Uuid,
-    id: Uuid,
-) -> Result<ConnectionRecord, ApiError> {
-    state
-        .store
-        .connection_for_user(user_id, id)
-        .await?
-        .ok_or_else(connection_not_found)
-}
-
 /// `GET /api/v1/providers`
 async fn list(state: &App, User(claims): User, Query(active_only): Query<ListQuery>) -> ApiResult {
-    let connections = state
-        .store
-        .connections_for_user(claims.sub, active_only)
-        .await?;
+    let connections = state.connections.list(claims.sub, active_only).await?;
     json(
         StatusCode::OK,
         &ConnectionList {
@@ -315,7 +293,7 @@ async fn list(state: &App, User(claims): User, Query(active_only): Query<ListQue
 
 /// `GET /api/v1/providers/{id}`
 async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult {
-    let connection = owned_connection(state, claims.sub, id).await?;
+    let connection = state.connections.owned(claims.sub, id).await?;
     json(StatusCode::OK, &connection_json(&connection))
 }
 
@@ -379,31 +357,13 @@ async fn update(
     PathId(id): PathId,
     Json(alias): Json<UpdateBody>,
 ) -> ApiResult {
-    let connection = match alias {
-        None => owned_connection(state, claims.sub, id).await?,
-        Some(alias) => {
-            let alias = alias.filter(|alias| !alias.trim().is_empty());
-            state
-                .store
-                .update_connection_alias(claims.sub, id, alias.as_deref(), now())
-                .await?
-                .ok_or_else(connection_not_found)?
-        }
-    };
+    let connection = state.connections.update(claims.sub, id, alias).await?;
     json(StatusCode::OK, &connection_json(&connection))
 }
 
 /// `DELETE /api/v1/providers/{id}`
 async fn disconnect(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult {
-    state
-        .store
-        .disconnect_connection(claims.sub, id, now())
-        .await?
-        .ok_or_else(connection_not_found)?;
-    state.events.emit(&DomainEvent::ProviderDisconnected {
-        user_id: claims.sub,
-        connection_id: id,
-    });
+    state.connections.disconnect(claims.sub, id).await?;
     no_content()
 }
 
@@ -421,8 +381,10 @@ async fn refresh_tokens(
     PathId(id): PathId,
     JsonOrEmpty(force): JsonOrEmpty<ForceBody>,
 ) -> ApiResult {
-    let connection = owned_connection(state, claims.sub, id).await?;
-    let outcome = state.connections.refresh_tokens(&connection, force).await?;
+    let outcome = state
+        .connections
+        .refresh_tokens_for_user(claims.sub, id, force)
+        .await?;
     json(
         StatusCode::CREATED,
         &TokenRefreshJson {

@@ -13,7 +13,8 @@ use crate::app::App;
 use crate::config::Config;
 use crate::problem::{ApiError, ErrorCode};
 use crate::rate_limit::policy::{API_READ, API_WRITE};
-use crate::store::{SessionRecord, now};
+use crate::sessions::SessionError;
+use crate::store::SessionRecord;
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/sessions" => list, limited(API_READ), "List the caller's sessions"),
@@ -91,21 +92,19 @@ struct SessionList<'a> {
     active_count: usize,
 }
 
-fn session_not_found() -> ApiError {
-    ApiError::new(ErrorCode::NotFound, "Session not found.")
+impl From<SessionError> for ApiError {
+    fn from(error: SessionError) -> Self {
+        match error {
+            SessionError::NotFound => ApiError::new(ErrorCode::NotFound, error.to_string()),
+            SessionError::Store(store) => store.into(),
+        }
+    }
 }
 
 /// `GET /api/v1/sessions`
 async fn list(state: &App, User(claims): User, Query(active_only): Query<ListQuery>) -> ApiResult {
-    let at = now();
-    let sessions = state
-        .store
-        .sessions_for_user(claims.sub, active_only, at)
-        .await?;
-    let active_count = sessions
-        .iter()
-        .filter(|session| session.revoked_at.is_none() && session.expires_at > at)
-        .count();
+    let listing = state.sessions.list(claims.sub, active_only).await?;
+    let (sessions, active_count) = (listing.sessions, listing.active_count);
     json(
         StatusCode::OK,
         &SessionList {
@@ -121,11 +120,7 @@ async fn list(state: &App, User(claims): User, Query(active_only): Query<ListQue
 
 /// `GET /api/v1/sessions/{id}`
 async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult {
-    let session = state
-        .store
-        .session_for_user(claims.sub, id)
-        .await?
-        .ok_or_else(session_not_found)?;
+    let session = state.sessions.get(claims.sub, id).await?;
     json(StatusCode::OK, &session_json(&session, claims.session_id))
 }
 
@@ -137,10 +132,9 @@ async fn revoke(
     JsonOrEmpty(reason): JsonOrEmpty<RevokeBody>,
 ) -> ApiResult {
     state
-        .store
-        .revoke_session(claims.sub, id, reason.as_deref().unwrap_or("manual"), now())
-        .await?
-        .ok_or_else(session_not_found)?;
+        .sessions
+        .revoke(claims.sub, id, reason.as_deref())
+        .await?;
     no_content()
 }
 
@@ -157,20 +151,9 @@ async fn revoke_all(
     JsonOrEmpty(reason): JsonOrEmpty<RevokeBody>,
 ) -> ApiResult {
     let revoked_count = state
-        .store
-        .revoke_all_sessions(
-            claims.sub,
-            Some(claims.session_id),
-            reason.as_deref().unwrap_or("logout_all"),
-            now(),
-        )
+        .sessions
+        .revoke_all_but_current(claims.sub, claims.session_id, reason.as_deref())
         .await?;
-    state
-        .events
-        .emit(&crate::events::DomainEvent::SessionsRevoked {
-            user_id: claims.sub,
-            count: revoked_count,
-        });
     json(
         StatusCode::OK,
         &BulkRevoke {

@@ -7,7 +7,6 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::accounts::account_not_found;
 use super::extract::{PathId, Query, User};
 use super::routes::{Route, limited, route};
 use super::validate::{AllValid as _, Validate, query};
@@ -132,7 +131,7 @@ fn source(raw: Option<String>) -> Result<Option<SnapshotSource>, FieldError> {
 
 /// `GET /api/v1/balance-snapshots`
 async fn latest(state: &App, User(claims): User) -> ApiResult {
-    let snapshots = state.store.latest_snapshots_for_user(claims.sub).await?;
+    let snapshots = state.records.latest_snapshots(claims.sub).await?;
     snapshot_list(&snapshots, snapshots.len() as u64)
 }
 
@@ -146,13 +145,8 @@ async fn history(
     PathId(account_id): PathId,
     Query((start, end, source)): Query<HistoryQuery>,
 ) -> ApiResult {
-    state
-        .store
-        .account_for_user(claims.sub, account_id)
-        .await?
-        .ok_or_else(account_not_found)?;
     let snapshots = state
-        .store
+        .records
         .balance_history(claims.sub, account_id, start, end, source)
         .await?;
     snapshot_list(&snapshots, snapshots.len() as u64)
@@ -165,14 +159,9 @@ async fn list_for_account(
     PathId(account_id): PathId,
     Query((limit, source)): Query<ListQuery>,
 ) -> ApiResult {
-    state
-        .store
-        .account_for_user(claims.sub, account_id)
-        .await?
-        .ok_or_else(account_not_found)?;
     let page = state
-        .store
-        .snapshots_for_account(claims.sub, account_id, limit, source)
+        .records
+        .snapshots_of_account(claims.sub, account_id, limit, source)
         .await?;
     snapshot_list(&page.items, page.total_count)
 }

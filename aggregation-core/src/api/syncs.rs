@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::accounts::owned_account;
 use super::extract::{Json, JsonOrEmpty, PathId, User};
-use super::providers::{ForceBody, owned_connection};
+use super::providers::ForceBody;
 use super::routes::{Route, limited, limited_by_body_connection, route};
 use super::validate::{AllValid as _, Field, Validate, body};
 use super::{ApiResult, json};
@@ -24,9 +24,8 @@ use crate::app::App;
 use crate::config::Config;
 use crate::problem::{ApiError, FieldError};
 use crate::providers::SyncItemError;
-use crate::providers::connections::SyncReport;
+use crate::providers::sync::SyncReport;
 use crate::rate_limit::policy::{HOLDINGS_SYNC, PROVIDER_SYNC};
-use crate::store::SnapshotSource;
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(POST "/api/v1/providers/{id}/sync" => connection, limited(PROVIDER_SYNC),
@@ -163,8 +162,10 @@ async fn accounts(
     User(claims): User,
     Json((connection_id, force)): Json<AccountsSyncBody>,
 ) -> ApiResult {
-    let connection = owned_connection(state, claims.sub, connection_id).await?;
-    let report = state.connections.sync_accounts(&connection, force).await?;
+    let report = state
+        .connections
+        .sync_accounts_for_user(claims.sub, connection_id, force)
+        .await?;
     json(StatusCode::CREATED, &statistics("accounts", &report, false))
 }
 
@@ -180,11 +181,9 @@ async fn transactions(
         force,
     }): Json<TransactionsSyncBody>,
 ) -> ApiResult {
-    let connection = owned_connection(state, claims.sub, connection_id).await?;
-    let range = state.connections.transactions_range(start, end);
     let report = state
         .connections
-        .sync_transactions(&connection, account_id, range, force)
+        .sync_transactions_for_user(claims.sub, connection_id, account_id, (start, end), force)
         .await?;
     json(
         StatusCode::CREATED,
@@ -202,10 +201,9 @@ async fn holdings(
     // The body is judged before the path id here.
     let PathId(id) = id?;
     let account = owned_account(state, claims.sub, id).await?;
-    let connection = owned_connection(state, claims.sub, account.connection_id).await?;
     let report = state
         .connections
-        .sync_holdings(&connection, &account, force)
+        .sync_holdings_for_user(claims.sub, &account, force)
         .await?;
     json(StatusCode::CREATED, &statistics("holdings", &report, true))
 }
@@ -225,10 +223,9 @@ async fn connection(
     PathId(id): PathId,
     JsonOrEmpty(force): JsonOrEmpty<ForceBody>,
 ) -> ApiResult {
-    let connection = owned_connection(state, claims.sub, id).await?;
     let report = state
         .connections
-        .sync_connection(&connection, SnapshotSource::ManualSync, force)
+        .sync_connection_for_user(claims.sub, id, force)
         .await?;
     let message = format!(
         "Synced {} accounts, {} transactions and {} holdings.",

@@ -6,14 +6,13 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::accounts::account_not_found;
 use super::extract::{PathId, Query, User};
 use super::routes::{Route, limited, route};
 use super::validate::{AllValid as _, Validate, query};
 use super::{ApiResult, json};
 use crate::app::App;
 use crate::config::Config;
-use crate::problem::{ApiError, ErrorCode};
+use crate::problem::ApiError;
 use crate::rate_limit::policy::API_READ;
 use crate::store::{TransactionQuery, TransactionRecord, TransactionType};
 
@@ -140,11 +139,7 @@ struct TransactionList<'a> {
 
 /// `GET /api/v1/transactions/{id}`
 async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult {
-    let transaction = state
-        .store
-        .transaction_for_user(claims.sub, id)
-        .await?
-        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "Transaction not found."))?;
+    let transaction = state.records.transaction(claims.sub, id).await?;
     json(StatusCode::OK, &transaction_json(&transaction))
 }
 
@@ -160,14 +155,9 @@ async fn list_for_account(
     PathId(account_id): PathId,
     Query(query): Query<ListQuery>,
 ) -> ApiResult {
-    let account = state
-        .store
-        .account_for_user(claims.sub, account_id)
-        .await?
-        .ok_or_else(account_not_found)?;
     let page = state
-        .store
-        .transactions_for_account(claims.sub, account.id, &query)
+        .records
+        .transactions_of_account(claims.sub, account_id, &query)
         .await?;
     let returned = page.items.len() as u64;
     let (limit, offset) = match query {

@@ -43,8 +43,8 @@ use crate::dates;
 use crate::events::{DomainEvent, EventSink};
 use crate::mail::{Email, MailPermit, MailQueue};
 use crate::store::{
-    NewOneTimeToken, NewRefreshToken, NewSession, NewUser, Role, SecurityConfigRecord, Store,
-    StoreError, TokenCheck, TokenPurpose, UserRecord, now,
+    NewOneTimeToken, NewRefreshToken, NewSession, NewUser, Role, Store, StoreError, TokenCheck,
+    TokenPurpose, UserRecord, now,
 };
 
 pub(crate) mod access_token;
@@ -52,6 +52,7 @@ pub mod device;
 mod hashing;
 pub mod password;
 mod throttle;
+pub(crate) mod token_version;
 
 pub use access_token::AccessClaims;
 use access_token::{AccessTokens, SigningError};
@@ -406,7 +407,7 @@ impl Auth {
                     digest: token_digest(&refresh_token),
                     session_id,
                     user_id: user.id,
-                    token_version: token_version_floor(
+                    token_version: token_version::floor(
                         self.store.security_config().await?.as_ref(),
                         &user,
                     ),
@@ -460,33 +461,6 @@ impl Auth {
         })
     }
 
-    /// The grace of a global rotation for a user it raised (they had been rotated individually
-    /// before, so their tokens carried their own minimum): a token at the minimum they had
-    /// just before the rotation passes within the grace period. Asks the store only in that
-    /// case.
-    async fn raised_minimum_in_grace(
-        &self,
-        security: Option<&SecurityConfigRecord>,
-        user: &UserRecord,
-        version: i64,
-        at: DateTime<Utc>,
-    ) -> Result<bool, AuthError> {
-        let Some(config) = security else {
-            return Ok(false);
-        };
-        if !in_rotation_grace(config, at)
-            || user.min_token_version <= config.global_min_token_version
-            || version != user.min_token_version - 1
-        {
-            return Ok(false);
-        }
-        let raised_from = self
-            .store
-            .global_rotation_raised_from(user.id, user.min_token_version)
-            .await?;
-        Ok(raised_from == Some(version))
-    }
-
     pub(crate) async fn refresh(&self, refresh_token: &str) -> Result<IssuedTokens, AuthError> {
         let digest = token_digest(refresh_token);
         let at = now();
@@ -528,10 +502,14 @@ impl Auth {
             return Err(AuthError::InvalidRefreshToken);
         };
         let security = self.store.security_config().await?;
-        if !token_version_accepted(security.as_ref(), &user, record.token_version, at)
-            && !self
-                .raised_minimum_in_grace(security.as_ref(), &user, record.token_version, at)
-                .await?
+        if !token_version::is_current(
+            &*self.store,
+            security.as_ref(),
+            &user,
+            record.token_version,
+            at,
+        )
+        .await?
         {
             return Err(AuthError::InvalidRefreshToken);
         }
@@ -544,7 +522,7 @@ impl Auth {
                     digest: token_digest(&new_refresh_token),
                     session_id: record.session_id,
                     user_id: user.id,
-                    token_version: token_version_floor(security.as_ref(), &user),
+                    token_version: token_version::floor(security.as_ref(), &user),
                     issued_at: at,
                     expires_at: add(at, self.config.refresh_token_ttl()).min(session_ends_at),
                 },
@@ -664,44 +642,6 @@ impl Auth {
     }
 }
 
-/// The version a refresh token issued now is stamped with: max(global minimum, user minimum).
-/// No security configuration yet reads as global minimum 0.
-fn token_version_floor(security: Option<&SecurityConfigRecord>, user: &UserRecord) -> i64 {
-    security
-        .map_or(0, |config| config.global_min_token_version)
-        .max(user.min_token_version)
-}
-
-/// Whether a refresh token stamped `version` still passes at `at`: at or above
-/// max(global, user) minimum; or, within the grace period after the last global rotation,
-/// exactly one global step behind and not below the user's minimum.
-fn token_version_accepted(
-    security: Option<&SecurityConfigRecord>,
-    user: &UserRecord,
-    version: i64,
-    at: DateTime<Utc>,
-) -> bool {
-    if version >= token_version_floor(security, user) {
-        return true;
-    }
-    let Some(config) = security else {
-        return false;
-    };
-    in_rotation_grace(config, at)
-        && version == config.global_min_token_version - 1
-        && version >= user.min_token_version
-}
-
-/// Whether `at` falls within the grace period of the last global rotation.
-fn in_rotation_grace(config: &SecurityConfigRecord, at: DateTime<Utc>) -> bool {
-    config.last_rotation_at.is_some_and(|rotated_at| {
-        at < dates::later(
-            rotated_at,
-            TimeDelta::try_seconds(config.grace_period_seconds).unwrap_or(TimeDelta::MAX),
-        )
-    })
-}
-
 fn token_failure(check: TokenCheck) -> AuthError {
     match check {
         TokenCheck::Expired => AuthError::TokenExpired,
@@ -710,63 +650,5 @@ fn token_failure(check: TokenCheck) -> AuthError {
         TokenCheck::Unknown | TokenCheck::Consumed { .. } | TokenCheck::Valid { .. } => {
             AuthError::TokenNotFound
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn user(min_token_version: i64) -> UserRecord {
-        UserRecord {
-            id: Uuid::nil(),
-            email: "ada@example.com".to_owned(),
-            password_hash: String::new(),
-            email_verified_at: None,
-            min_token_version,
-            created_at: Utc::now(),
-            updated_at: Utc::now(),
-        }
-    }
-
-    fn config(global: i64, rotated_secs_ago: Option<i64>, grace: i64) -> SecurityConfigRecord {
-        SecurityConfigRecord {
-            global_min_token_version: global,
-            grace_period_seconds: grace,
-            last_rotation_at: rotated_secs_ago.map(|ago| Utc::now() - TimeDelta::seconds(ago)),
-            last_rotation_reason: None,
-            updated_at: Utc::now(),
-        }
-    }
-
-    #[test]
-    fn versions_are_stamped_with_the_higher_minimum() {
-        assert_eq!(token_version_floor(None, &user(2)), 2);
-        assert_eq!(
-            token_version_floor(Some(&config(3, None, 300)), &user(2)),
-            3
-        );
-        assert_eq!(
-            token_version_floor(Some(&config(1, None, 300)), &user(2)),
-            2
-        );
-    }
-
-    #[test]
-    fn grace_accepts_exactly_one_global_step_behind() {
-        let at = Utc::now();
-        assert!(token_version_accepted(None, &user(0), 0, at));
-        assert!(!token_version_accepted(None, &user(1), 0, at));
-        let fresh = config(2, Some(10), 300);
-        assert!(token_version_accepted(Some(&fresh), &user(0), 2, at));
-        assert!(token_version_accepted(Some(&fresh), &user(0), 1, at));
-        assert!(!token_version_accepted(Some(&fresh), &user(0), 0, at));
-        // Not below the user's own minimum, even within grace.
-        assert!(!token_version_accepted(Some(&fresh), &user(2), 1, at));
-        let stale = config(2, Some(301), 300);
-        assert!(!token_version_accepted(Some(&stale), &user(0), 1, at));
-        assert!(token_version_accepted(Some(&stale), &user(0), 2, at));
-        let never = config(2, None, 300);
-        assert!(!token_version_accepted(Some(&never), &user(0), 1, at));
     }
 }

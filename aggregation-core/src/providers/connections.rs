@@ -1,31 +1,26 @@
-//! The life of a provider connection: the OAuth flow, encrypted credentials and their refresh,
-//! and syncs of accounts, transactions and holdings into the records.
+//! The life of a provider connection: the OAuth flow, listing, renaming and disconnecting,
+//! and encrypted credentials with their refresh. The syncs that use those credentials are in
+//! [`super::sync`].
 //!
 //! Shared by the HTTP handlers and the background jobs, so both follow the same rules: tokens
-//! are decrypted only in memory, refreshed shortly before they expire, a refused refresh marks
-//! the connection `expired`, and every sync is written in one store transaction.
+//! are decrypted only in memory, refreshed shortly before they expire, and a refused refresh
+//! marks the connection `expired`.
 
 use std::future::Future;
 use std::sync::Arc;
 
-use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
-use rust_decimal::Decimal;
+use chrono::{DateTime, TimeDelta, Utc};
 use uuid::Uuid;
 
 use super::flights::RefreshFlights;
-use super::{
-    AuthorizationRequest, DateRange, Fetched, Provider, ProviderError, ProviderTokens, Providers,
-    SyncItemError,
-};
+use super::{AuthorizationRequest, Provider, ProviderError, ProviderTokens, Providers};
 use crate::config::Config;
 use crate::crypto::{CryptoError, new_pkce_pair, random_urlsafe_token, token_digest};
 use crate::dates;
 use crate::events::{DomainEvent, EventSink};
 use crate::store::{
-    AccountFilter, AccountRecord, AssetType, ConnectionRecord, ConnectionStatus,
-    EncryptedCredentials, FILE_IMPORT_PROVIDER, NewAccount, NewHolding, NewOAuthState,
-    NewTransaction, SnapshotSource, Store, StoreError, SyncAccountData, SyncBatch, SyncClaim,
-    SyncKind, SyncSnapshot, UpsertCounts, now,
+    ConnectionRecord, ConnectionStatus, EncryptedCredentials, FILE_IMPORT_PROVIDER, NewOAuthState,
+    Store, StoreError, now,
 };
 
 /// Access tokens this close to expiry are refreshed before use.
@@ -55,6 +50,8 @@ pub(crate) enum ConnectionError {
     NotSyncable(String),
     #[error("The connection is {0}; connect the provider again.")]
     NeedsReauthentication(ConnectionStatus),
+    #[error("Connection not found.")]
+    NotFound,
     #[error("The account is not part of this connection.")]
     AccountNotInConnection,
     #[error("This was synced less than the cool-down ago; retry later or pass force.")]
@@ -74,22 +71,6 @@ pub(crate) struct Authorization {
     pub(crate) expires_in: u64,
 }
 
-/// What one kind of sync did, with the items the provider answered that could not be used.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct SyncReport {
-    pub(crate) counts: UpsertCounts,
-    pub(crate) deactivated: u64,
-    pub(crate) errors: Vec<SyncItemError>,
-}
-
-/// The three reports of a whole-connection sync.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct ConnectionSyncReport {
-    pub(crate) accounts: SyncReport,
-    pub(crate) transactions: SyncReport,
-    pub(crate) holdings: SyncReport,
-}
-
 /// The outcome of a token refresh request.
 pub(crate) struct TokenRefresh {
     pub(crate) refreshed: bool,
@@ -98,7 +79,7 @@ pub(crate) struct TokenRefresh {
 
 /// Decrypted provider tokens with the stored ciphertext they came from: the version a
 /// refresh compares the stored credentials against.
-struct HeldTokens {
+pub(super) struct HeldTokens {
     tokens: ProviderTokens,
     sealed: Vec<u8>,
 }
@@ -106,14 +87,14 @@ struct HeldTokens {
 /// Everything a connection operation needs; cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Connections {
-    store: Arc<dyn Store>,
+    pub(super) store: Arc<dyn Store>,
     providers: Arc<Providers>,
-    config: Arc<Config>,
-    events: Arc<dyn EventSink>,
+    pub(super) config: Arc<Config>,
+    pub(super) events: Arc<dyn EventSink>,
     flights: RefreshFlights,
 }
 
-fn seconds(duration: std::time::Duration) -> TimeDelta {
+pub(super) fn seconds(duration: std::time::Duration) -> TimeDelta {
     dates::delta(duration)
 }
 
@@ -133,6 +114,77 @@ impl Connections {
         }
     }
 
+    /// The user's connections (only the connected ones with `active_only`).
+    pub(crate) async fn list(
+        &self,
+        user_id: Uuid,
+        active_only: bool,
+    ) -> Result<Vec<ConnectionRecord>, ConnectionError> {
+        Ok(self
+            .store
+            .connections_for_user(user_id, active_only)
+            .await?)
+    }
+
+    /// One of the user's connections.
+    pub(crate) async fn owned(
+        &self,
+        user_id: Uuid,
+        connection_id: Uuid,
+    ) -> Result<ConnectionRecord, ConnectionError> {
+        self.store
+            .connection_for_user(user_id, connection_id)
+            .await?
+            .ok_or(ConnectionError::NotFound)
+    }
+
+    /// Updates one of the user's connections: `alias` absent leaves it, `Some(None)` or a
+    /// blank alias clears it (the interface stores "empty when none").
+    pub(crate) async fn update(
+        &self,
+        user_id: Uuid,
+        connection_id: Uuid,
+        alias: Option<Option<String>>,
+    ) -> Result<ConnectionRecord, ConnectionError> {
+        let Some(alias) = alias else {
+            return self.owned(user_id, connection_id).await;
+        };
+        let alias = alias.filter(|alias| !alias.trim().is_empty());
+        self.store
+            .update_connection_alias(user_id, connection_id, alias.as_deref(), now())
+            .await?
+            .ok_or(ConnectionError::NotFound)
+    }
+
+    /// Disconnects one of the user's connections: its credentials are dropped, its records
+    /// kept.
+    pub(crate) async fn disconnect(
+        &self,
+        user_id: Uuid,
+        connection_id: Uuid,
+    ) -> Result<(), ConnectionError> {
+        self.store
+            .disconnect_connection(user_id, connection_id, now())
+            .await?
+            .ok_or(ConnectionError::NotFound)?;
+        self.events.emit(&DomainEvent::ProviderDisconnected {
+            user_id,
+            connection_id,
+        });
+        Ok(())
+    }
+
+    /// [`refresh_tokens`](Self::refresh_tokens) of one of the user's connections.
+    pub(crate) async fn refresh_tokens_for_user(
+        &self,
+        user_id: Uuid,
+        connection_id: Uuid,
+        force: bool,
+    ) -> Result<TokenRefresh, ConnectionError> {
+        let connection = self.owned(user_id, connection_id).await?;
+        self.refresh_tokens(&connection, force).await
+    }
+
     /// The provider with this slug that connects through OAuth.
     fn oauth_provider(&self, slug: &str) -> Result<Arc<dyn Provider>, ConnectionError> {
         if slug == FILE_IMPORT_PROVIDER {
@@ -149,7 +201,7 @@ impl Connections {
     }
 
     /// The provider behind a connection that can be synced now.
-    fn syncable(
+    pub(super) fn syncable(
         &self,
         connection: &ConnectionRecord,
     ) -> Result<Arc<dyn Provider>, ConnectionError> {
@@ -285,7 +337,7 @@ impl Connections {
     }
 
     /// The connection's tokens, refreshed first when they expire within a minute.
-    async fn usable_tokens(
+    pub(super) async fn usable_tokens(
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
@@ -495,7 +547,7 @@ impl Connections {
 
     /// Calls the provider with the access token; when it refuses the token, refreshes once
     /// and tries again.
-    async fn call<T, F, Fut>(
+    pub(super) async fn call<T, F, Fut>(
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
@@ -513,366 +565,6 @@ impl Connections {
             }
             other => Ok(other?),
         }
-    }
-
-    /// Claims the cool-down of a sync, runs it, and hands the claim back if it fails.
-    async fn claimed<T, Fut>(
-        &self,
-        subject_id: Uuid,
-        kind: SyncKind,
-        force: bool,
-        sync: Fut,
-    ) -> Result<T, ConnectionError>
-    where
-        Fut: Future<Output = Result<T, ConnectionError>>,
-    {
-        let at = now();
-        let cooldown = seconds(self.config.sync_cooldown());
-        let previous = match self
-            .store
-            .claim_sync(subject_id, kind, at, cooldown, force)
-            .await?
-        {
-            SyncClaim::Granted { previous } => previous,
-            SyncClaim::CoolingDown { until } => {
-                let wait = (until - at).num_milliseconds().max(0);
-                let retry_after_secs = u64::try_from(wait).unwrap_or(0).div_ceil(1000).max(1);
-                return Err(ConnectionError::CoolingDown { retry_after_secs });
-            }
-        };
-        let result = sync.await;
-        if result.is_err()
-            && let Err(error) = self
-                .store
-                .release_sync(subject_id, kind, at, previous)
-                .await
-        {
-            tracing::warn!(error = %error, %subject_id, "could not release a failed sync's claim");
-        }
-        result
-    }
-
-    async fn fetch_accounts(
-        &self,
-        connection: &ConnectionRecord,
-        provider: &Arc<dyn Provider>,
-        tokens: &mut HeldTokens,
-    ) -> Result<Fetched<NewAccount>, ConnectionError> {
-        let p = provider.clone();
-        self.call(connection, provider, tokens, move |token| {
-            let p = p.clone();
-            async move { p.accounts(&token).await }
-        })
-        .await
-    }
-
-    async fn fetch_transactions(
-        &self,
-        connection: &ConnectionRecord,
-        provider: &Arc<dyn Provider>,
-        tokens: &mut HeldTokens,
-        account: &str,
-        range: DateRange,
-    ) -> Result<Fetched<NewTransaction>, ConnectionError> {
-        let p = provider.clone();
-        let account = account.to_owned();
-        self.call(connection, provider, tokens, move |token| {
-            let (p, account) = (p.clone(), account.clone());
-            async move { p.transactions(&token, &account, range).await }
-        })
-        .await
-    }
-
-    async fn fetch_holdings(
-        &self,
-        connection: &ConnectionRecord,
-        provider: &Arc<dyn Provider>,
-        tokens: &mut HeldTokens,
-        account: &str,
-    ) -> Result<Fetched<NewHolding>, ConnectionError> {
-        let p = provider.clone();
-        let account = account.to_owned();
-        self.call(connection, provider, tokens, move |token| {
-            let (p, account) = (p.clone(), account.clone());
-            async move { p.holdings(&token, &account).await }
-        })
-        .await
-    }
-
-    /// Accounts sync: upserts the provider's accounts and records a snapshot of each.
-    pub(crate) async fn sync_accounts(
-        &self,
-        connection: &ConnectionRecord,
-        force: bool,
-    ) -> Result<SyncReport, ConnectionError> {
-        let provider = self.syncable(connection)?;
-        self.claimed(connection.id, SyncKind::Accounts, force, async {
-            let mut tokens = self.usable_tokens(connection, &provider).await?;
-            let fetched = self
-                .fetch_accounts(connection, &provider, &mut tokens)
-                .await?;
-            let per_account = fetched
-                .items
-                .iter()
-                .map(|account| SyncAccountData {
-                    provider_account_id: account.provider_account_id.clone(),
-                    transactions: None,
-                    holdings: None,
-                    snapshot: Some(SyncSnapshot {
-                        source: SnapshotSource::AccountSync,
-                        holdings_value: None,
-                        cash_value: None,
-                    }),
-                })
-                .collect();
-            let batch = SyncBatch {
-                accounts: fetched.items,
-                per_account,
-                mark_synced: true,
-            };
-            let counts = self.store.apply_sync(connection.id, &batch, now()).await?;
-            let report = SyncReport {
-                counts: counts.accounts,
-                deactivated: 0,
-                errors: fetched.errors,
-            };
-            self.emit_synced(connection, "accounts", &report);
-            Ok(report)
-        })
-        .await
-    }
-
-    /// The range a transactions sync covers: the given dates, defaulting to the configured
-    /// window back from `end` (or today). A default start never reaches before
-    /// [`dates::EARLIEST_DATE`], however large the window.
-    pub(crate) fn transactions_range(
-        &self,
-        start: Option<NaiveDate>,
-        end: Option<NaiveDate>,
-    ) -> DateRange {
-        let end = end.unwrap_or_else(|| now().date_naive());
-        let window = self.config.transactions_sync_window_days();
-        let start = start.unwrap_or_else(|| dates::days_before(end, window));
-        DateRange { start, end }
-    }
-
-    /// The connection's stored accounts (all of them, or the one asked for).
-    async fn stored_accounts(
-        &self,
-        connection: &ConnectionRecord,
-        only: Option<Uuid>,
-    ) -> Result<Vec<AccountRecord>, ConnectionError> {
-        let accounts = self
-            .store
-            .accounts_for_user(
-                connection.user_id,
-                &AccountFilter {
-                    connection_id: Some(connection.id),
-                    active_only: false,
-                    account_type: None,
-                },
-            )
-            .await?;
-        match only {
-            None => Ok(accounts),
-            Some(id) => {
-                let account = accounts
-                    .into_iter()
-                    .find(|account| account.id == id)
-                    .ok_or(ConnectionError::AccountNotInConnection)?;
-                Ok(vec![account])
-            }
-        }
-    }
-
-    /// Transactions sync: upserts each account's transactions in the range. An account the
-    /// provider fails for is reported in `errors`; the others are still written.
-    pub(crate) async fn sync_transactions(
-        &self,
-        connection: &ConnectionRecord,
-        account_id: Option<Uuid>,
-        range: DateRange,
-        force: bool,
-    ) -> Result<SyncReport, ConnectionError> {
-        let provider = self.syncable(connection)?;
-        let accounts = self.stored_accounts(connection, account_id).await?;
-        self.claimed(connection.id, SyncKind::Transactions, force, async {
-            let mut tokens = self.usable_tokens(connection, &provider).await?;
-            let mut errors = Vec::new();
-            let mut per_account = Vec::new();
-            for account in &accounts {
-                let fetched = self
-                    .fetch_transactions(
-                        connection,
-                        &provider,
-                        &mut tokens,
-                        &account.provider_account_id,
-                        range,
-                    )
-                    .await;
-                if let Some(transactions) = per_item(fetched, &account.id.to_string(), &mut errors)?
-                {
-                    per_account.push(SyncAccountData {
-                        provider_account_id: account.provider_account_id.clone(),
-                        transactions: Some(transactions),
-                        holdings: None,
-                        snapshot: None,
-                    });
-                }
-            }
-            if per_account.is_empty() && !accounts.is_empty() {
-                return Err(ConnectionError::Provider(ProviderError::Http(
-                    "every account's transactions request failed".to_owned(),
-                )));
-            }
-            let batch = SyncBatch {
-                accounts: Vec::new(),
-                per_account,
-                mark_synced: true,
-            };
-            let counts = self.store.apply_sync(connection.id, &batch, now()).await?;
-            let report = SyncReport {
-                counts: counts.transactions,
-                deactivated: 0,
-                errors,
-            };
-            self.emit_synced(connection, "transactions", &report);
-            Ok(report)
-        })
-        .await
-    }
-
-    /// Holdings sync of one account: upserts its positions, deactivates the ones the provider
-    /// no longer lists, and records a snapshot with their market value.
-    pub(crate) async fn sync_holdings(
-        &self,
-        connection: &ConnectionRecord,
-        account: &AccountRecord,
-        force: bool,
-    ) -> Result<SyncReport, ConnectionError> {
-        let provider = self.syncable(connection)?;
-        self.claimed(account.id, SyncKind::Holdings, force, async {
-            let mut tokens = self.usable_tokens(connection, &provider).await?;
-            let fetched = self
-                .fetch_holdings(
-                    connection,
-                    &provider,
-                    &mut tokens,
-                    &account.provider_account_id,
-                )
-                .await?;
-            let snapshot = holdings_snapshot(SnapshotSource::HoldingsSync, &fetched.items);
-            let batch = SyncBatch {
-                accounts: Vec::new(),
-                per_account: vec![SyncAccountData {
-                    provider_account_id: account.provider_account_id.clone(),
-                    transactions: None,
-                    holdings: Some(fetched.items),
-                    snapshot: Some(snapshot),
-                }],
-                mark_synced: true,
-            };
-            let counts = self.store.apply_sync(connection.id, &batch, now()).await?;
-            let report = SyncReport {
-                counts: counts.holdings,
-                deactivated: counts.holdings_deactivated,
-                errors: fetched.errors,
-            };
-            self.emit_synced(connection, "holdings", &report);
-            Ok(report)
-        })
-        .await
-    }
-
-    /// Whole-connection sync: accounts, then each account's transactions and holdings, all
-    /// written in one store transaction with one snapshot per account (`source`).
-    pub(crate) async fn sync_connection(
-        &self,
-        connection: &ConnectionRecord,
-        source: SnapshotSource,
-        force: bool,
-    ) -> Result<ConnectionSyncReport, ConnectionError> {
-        let provider = self.syncable(connection)?;
-        self.claimed(connection.id, SyncKind::Connection, force, async {
-            let mut tokens = self.usable_tokens(connection, &provider).await?;
-            let accounts = self
-                .fetch_accounts(connection, &provider, &mut tokens)
-                .await?;
-            let range = self.transactions_range(None, None);
-            let mut transaction_errors = Vec::new();
-            let mut holding_errors = Vec::new();
-            let mut per_account = Vec::new();
-            for account in &accounts.items {
-                let id = &account.provider_account_id;
-                let transactions = per_item(
-                    self.fetch_transactions(connection, &provider, &mut tokens, id, range)
-                        .await,
-                    id,
-                    &mut transaction_errors,
-                )?;
-                let holdings = per_item(
-                    self.fetch_holdings(connection, &provider, &mut tokens, id)
-                        .await,
-                    id,
-                    &mut holding_errors,
-                )?;
-                let snapshot = match &holdings {
-                    Some(items) => holdings_snapshot(source, items),
-                    None => SyncSnapshot {
-                        source,
-                        holdings_value: None,
-                        cash_value: None,
-                    },
-                };
-                per_account.push(SyncAccountData {
-                    provider_account_id: id.clone(),
-                    transactions,
-                    holdings,
-                    snapshot: Some(snapshot),
-                });
-            }
-            let batch = SyncBatch {
-                accounts: accounts.items,
-                per_account,
-                mark_synced: true,
-            };
-            let counts = self.store.apply_sync(connection.id, &batch, now()).await?;
-            let report = ConnectionSyncReport {
-                accounts: SyncReport {
-                    counts: counts.accounts,
-                    deactivated: 0,
-                    errors: accounts.errors,
-                },
-                transactions: SyncReport {
-                    counts: counts.transactions,
-                    deactivated: 0,
-                    errors: transaction_errors,
-                },
-                holdings: SyncReport {
-                    counts: counts.holdings,
-                    deactivated: counts.holdings_deactivated,
-                    errors: holding_errors,
-                },
-            };
-            self.emit_synced(connection, "accounts", &report.accounts);
-            self.emit_synced(connection, "transactions", &report.transactions);
-            self.emit_synced(connection, "holdings", &report.holdings);
-            Ok(report)
-        })
-        .await
-    }
-
-    fn emit_synced(&self, connection: &ConnectionRecord, kind: &'static str, report: &SyncReport) {
-        self.events.emit(&DomainEvent::ConnectionSynced {
-            user_id: connection.user_id,
-            connection_id: connection.id,
-            kind,
-            created: report.counts.created,
-            updated: report.counts.updated,
-            unchanged: report.counts.unchanged,
-            deactivated: report.deactivated,
-            errors: report.errors.len() as u64,
-        });
     }
 
     /// The background refresh: every active connection whose tokens expire within the margin.
@@ -895,77 +587,6 @@ impl Connections {
             }
         }
         Ok((refreshed, failed))
-    }
-
-    /// The background sync: every active connection not synced within `every`. How many were
-    /// synced and how many failed (a connection synced by its user meanwhile is skipped).
-    pub(crate) async fn sync_due_connections(
-        &self,
-        every: std::time::Duration,
-    ) -> Result<(usize, usize), StoreError> {
-        let due = self
-            .store
-            .connections_due_for_sync(dates::earlier(now(), seconds(every)), 500)
-            .await?;
-        let (mut synced, mut failed) = (0, 0);
-        for connection in &due {
-            match self
-                .sync_connection(connection, SnapshotSource::ScheduledSync, false)
-                .await
-            {
-                Ok(_) => synced += 1,
-                Err(ConnectionError::CoolingDown { .. }) => {}
-                Err(ConnectionError::Store(error)) => return Err(error),
-                Err(error) => {
-                    failed += 1;
-                    tracing::warn!(connection_id = %connection.id, error = %error, "scheduled connection sync failed");
-                }
-            }
-        }
-        Ok((synced, failed))
-    }
-}
-
-/// Sorts a fetch for one account: its items (with their item errors added to `errors`), or
-/// `None` with the failure added to `errors` when it concerns only that account (the provider
-/// failed for it), or the error when it concerns the whole connection.
-fn per_item<T>(
-    fetched: Result<Fetched<T>, ConnectionError>,
-    item: &str,
-    errors: &mut Vec<SyncItemError>,
-) -> Result<Option<Vec<T>>, ConnectionError> {
-    match fetched {
-        Ok(fetched) => {
-            errors.extend(fetched.errors);
-            Ok(Some(fetched.items))
-        }
-        Err(ConnectionError::Provider(
-            error @ (ProviderError::Http(_) | ProviderError::InvalidResponse(_)),
-        )) => {
-            errors.push(SyncItemError {
-                item: item.to_owned(),
-                message: error.to_string(),
-            });
-            Ok(None)
-        }
-        Err(error) => Err(error),
-    }
-}
-
-/// A snapshot carrying the market value of the holdings (and the cash-equivalent part).
-fn holdings_snapshot(source: SnapshotSource, holdings: &[NewHolding]) -> SyncSnapshot {
-    let total = |cash_only: bool| {
-        holdings
-            .iter()
-            .filter(|holding| !cash_only || holding.asset_type == AssetType::CashEquivalent)
-            .fold(Decimal::ZERO, |sum, holding| {
-                sum.saturating_add(holding.market_value)
-            })
-    };
-    SyncSnapshot {
-        source,
-        holdings_value: Some(total(false)),
-        cash_value: Some(total(true)),
     }
 }
 

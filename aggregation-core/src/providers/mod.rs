@@ -61,6 +61,7 @@ use crate::store::{NewAccount, NewHolding, NewTransaction};
 
 pub(crate) mod connections;
 mod flights;
+pub(crate) mod sync;
 
 /// Tokens a provider issued for one connection. Serialized only to be encrypted; `Debug`
 /// never shows the tokens.

@@ -1,0 +1,100 @@
+//! Importing one uploaded statement file: parse it (large files on the parsing
+//! [`WorkGate`]'s own threads), map it to records ([`super::records`]), apply it in one store
+//! transaction, and report it as [`DomainEvent::StatementImported`].
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::ofx::{OfxError, parse_ofx};
+use super::records::{Refusal, import_batch};
+use crate::events::{DomainEvent, EventSink};
+use crate::store::{ImportCounts, Store, StoreError, now};
+use crate::work::{WorkError, WorkGate};
+
+/// Files at least this large are parsed on the parsing gate's threads rather than inline.
+const INLINE_PARSE_LIMIT: usize = 64 * 1024;
+
+/// Why a file was not imported.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ImportError {
+    /// The file is not a readable OFX/QFX statement file.
+    #[error(transparent)]
+    Unreadable(OfxError),
+    /// The file was read but cannot be imported (failed sign-on, no statement).
+    #[error(transparent)]
+    Refused(Refusal),
+    /// The parsing gate is saturated, or parsing failed to run.
+    #[error(transparent)]
+    Work(#[from] WorkError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What an import wrote.
+pub(crate) struct Imported {
+    /// The counts of the store transaction.
+    pub(crate) counts: ImportCounts,
+    /// The institutions of the file, in file order (their connections' aliases).
+    pub(crate) institutions: Vec<String>,
+}
+
+/// The statement-import use case.
+#[derive(Clone)]
+pub(crate) struct Imports {
+    store: Arc<dyn Store>,
+    events: Arc<dyn EventSink>,
+    /// Bounds parsing of large uploads (its own worker threads).
+    parsing: WorkGate,
+}
+
+impl Imports {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        events: Arc<dyn EventSink>,
+        parsing: WorkGate,
+    ) -> Self {
+        Self {
+            store,
+            events,
+            parsing,
+        }
+    }
+
+    /// Imports the file's statements for the user into their `file_import` connection(s).
+    /// `format` is the file's format code (`qfx`, `ofx`), as the event reports it.
+    pub(crate) async fn import(
+        &self,
+        user_id: uuid::Uuid,
+        format: &'static str,
+        bytes: Bytes,
+    ) -> Result<Imported, ImportError> {
+        let document = if bytes.len() < INLINE_PARSE_LIMIT {
+            parse_ofx(&bytes)
+        } else {
+            self.parsing.run(move || parse_ofx(&bytes)).await?
+        }
+        .map_err(ImportError::Unreadable)?;
+        let at = now();
+        let batch = import_batch(&document, at).map_err(ImportError::Refused)?;
+        let counts = self.store.apply_import(user_id, &batch, at).await?;
+        self.events.emit(&DomainEvent::StatementImported {
+            user_id,
+            connection_id: counts.connection_ids.first().copied(),
+            format,
+            accounts_created: counts.accounts_created,
+            transactions_created: counts.transactions_created,
+            transactions_updated: counts.transactions_updated,
+            transactions_skipped: counts.transactions_skipped,
+        });
+        Ok(Imported {
+            counts,
+            institutions: batch
+                .institutions
+                .into_iter()
+                .map(|institution| institution.alias)
+                .collect(),
+        })
+    }
+}

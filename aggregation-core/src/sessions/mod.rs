@@ -1,0 +1,161 @@
+//! A user's sessions: listing them, reading one, revoking one, and revoking all but the
+//! current one (reported as [`DomainEvent::SessionsRevoked`]).
+//!
+//! Sessions are created by login and ended by logout, refresh-token reuse and password reset
+//! (see [`crate::auth`]); this module holds what their owner does with them directly.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::events::{DomainEvent, EventSink};
+use crate::store::{SessionRecord, Store, StoreError, now};
+
+/// The revocation reason recorded when the owner gives none for one session.
+const DEFAULT_REVOKE_REASON: &str = "manual";
+/// The revocation reason recorded when the owner gives none for all other sessions.
+const DEFAULT_REVOKE_ALL_REASON: &str = "logout_all";
+
+/// Why a session operation failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SessionError {
+    /// No session of the user has this id.
+    #[error("Session not found.")]
+    NotFound,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The sessions of a user, as listed.
+pub(crate) struct SessionListing {
+    /// The listed sessions.
+    pub(crate) sessions: Vec<SessionRecord>,
+    /// How many of them are neither revoked nor expired.
+    pub(crate) active_count: usize,
+}
+
+/// Whether a session can still be used at `at`.
+fn is_active(session: &SessionRecord, at: DateTime<Utc>) -> bool {
+    session.revoked_at.is_none() && session.expires_at > at
+}
+
+/// The session use cases over a store.
+#[derive(Clone)]
+pub(crate) struct Sessions {
+    store: Arc<dyn Store>,
+    events: Arc<dyn EventSink>,
+}
+
+impl Sessions {
+    pub(crate) fn new(store: Arc<dyn Store>, events: Arc<dyn EventSink>) -> Self {
+        Self { store, events }
+    }
+
+    /// The user's sessions (only the usable ones with `active_only`).
+    pub(crate) async fn list(
+        &self,
+        user_id: Uuid,
+        active_only: bool,
+    ) -> Result<SessionListing, SessionError> {
+        let at = now();
+        let sessions = self
+            .store
+            .sessions_for_user(user_id, active_only, at)
+            .await?;
+        let active_count = sessions
+            .iter()
+            .filter(|session| is_active(session, at))
+            .count();
+        Ok(SessionListing {
+            sessions,
+            active_count,
+        })
+    }
+
+    /// One of the user's sessions.
+    pub(crate) async fn get(
+        &self,
+        user_id: Uuid,
+        session_id: Uuid,
+    ) -> Result<SessionRecord, SessionError> {
+        self.store
+            .session_for_user(user_id, session_id)
+            .await?
+            .ok_or(SessionError::NotFound)
+    }
+
+    /// Revokes one of the user's sessions (`reason` defaults to `manual`); revoking one
+    /// already revoked is no error.
+    pub(crate) async fn revoke(
+        &self,
+        user_id: Uuid,
+        session_id: Uuid,
+        reason: Option<&str>,
+    ) -> Result<(), SessionError> {
+        self.store
+            .revoke_session(
+                user_id,
+                session_id,
+                reason.unwrap_or(DEFAULT_REVOKE_REASON),
+                now(),
+            )
+            .await?
+            .ok_or(SessionError::NotFound)?;
+        Ok(())
+    }
+
+    /// Revokes every session of the user but `current` (`reason` defaults to `logout_all`);
+    /// how many were revoked.
+    pub(crate) async fn revoke_all_but_current(
+        &self,
+        user_id: Uuid,
+        current: Uuid,
+        reason: Option<&str>,
+    ) -> Result<u64, SessionError> {
+        let count = self
+            .store
+            .revoke_all_sessions(
+                user_id,
+                Some(current),
+                reason.unwrap_or(DEFAULT_REVOKE_ALL_REASON),
+                now(),
+            )
+            .await?;
+        self.events
+            .emit(&DomainEvent::SessionsRevoked { user_id, count });
+        Ok(count)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeDelta;
+
+    use super::*;
+
+    fn session(revoked: bool, expires_in_secs: i64) -> SessionRecord {
+        let at = Utc::now();
+        SessionRecord {
+            id: Uuid::now_v7(),
+            user_id: Uuid::nil(),
+            device_info: None,
+            ip_address: None,
+            location: None,
+            created_at: at,
+            last_activity_at: at,
+            expires_at: at + TimeDelta::seconds(expires_in_secs),
+            revoked_at: revoked.then_some(at),
+            revoked_reason: None,
+        }
+    }
+
+    #[test]
+    fn revoked_and_expired_sessions_are_not_active() {
+        let at = Utc::now();
+        assert!(is_active(&session(false, 60), at));
+        assert!(!is_active(&session(true, 60), at));
+        assert!(!is_active(&session(false, -1), at));
+    }
+}
