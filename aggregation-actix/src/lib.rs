@@ -46,20 +46,6 @@ where
     }
 }
 
-/// The former name of [`router`], kept while the READMEs still show it.
-#[deprecated(note = "renamed `router`, as in aggregation-axum")]
-pub fn configure<S, RB>(service: S) -> impl FnOnce(&mut ServiceConfig) + Clone
-where
-    S: Service<http::Request<RequestBody>, Response = http::Response<RB>, Error = Infallible>
-        + Clone
-        + 'static,
-    S::Future: 'static,
-    RB: Body<Data = Bytes> + 'static,
-    RB::Error: Into<Box<dyn StdError + Send + Sync>>,
-{
-    router(service)
-}
-
 async fn handle<S, RB>(
     mut service: S,
     req: ServiceRequest,

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use actix_web::{App, HttpServer};
-use aggregation_actix::{PeerAddr, RequestBody, router as configure};
+use aggregation_actix::{PeerAddr, RequestBody, router};
 use bytes::Bytes;
 use futures_util::{StreamExt, stream};
 use http::{Request, Response, StatusCode, header};
@@ -44,7 +44,7 @@ where
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         actix_web::rt::System::new().block_on(async move {
-            let server = HttpServer::new(move || App::new().configure(configure(svc.clone())))
+            let server = HttpServer::new(move || App::new().configure(router(svc.clone())))
                 .workers(1)
                 .disable_signals()
                 .bind(("127.0.0.1", 0))
