@@ -22,7 +22,6 @@ use http::request::Parts;
 use http::{HeaderMap, header};
 use http_body_util::{BodyExt as _, Collected, LengthLimitError, Limited};
 use serde_json::{Map, Value};
-use url::form_urlencoded;
 
 use super::handler::{FromParts, FromRequest, ViaBody};
 use super::router::Matched;
