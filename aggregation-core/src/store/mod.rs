@@ -19,8 +19,6 @@ use uuid::Uuid;
 #[cfg(feature = "sqlite")]
 mod import_tests;
 mod imports;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod migrate;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(test)]
@@ -28,13 +26,7 @@ mod postgres;
 mod provider_tests;
 mod providers;
 mod records;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
-mod sql_admin;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod sql_providers;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod sql_records;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
@@ -103,7 +95,7 @@ impl Role {
 }
 
 /// A stored user.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct UserRecord {
     /// Id (UUIDv7).
     pub id: Uuid,
@@ -200,7 +192,7 @@ pub enum TokenCheck {
 }
 
 /// A stored session.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct SessionRecord {
     /// Id.
     pub id: Uuid,
@@ -261,7 +253,7 @@ pub struct NewRefreshToken {
 }
 
 /// A stored refresh token with the state of its session.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RefreshTokenRecord {
     /// Its session.
     pub session_id: Uuid,
@@ -423,7 +415,7 @@ pub trait SessionStore: Send + Sync {
 
 /// The security configuration: the global minimum refresh-token version and the grace period
 /// of the last global rotation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct SecurityConfigRecord {
     /// Refresh tokens stamped below this version are rejected (outside the grace period).
     pub global_min_token_version: i64,
@@ -492,7 +484,7 @@ pub struct RotationOutcome {
 }
 
 /// One audit row of a token rotation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct TokenRotationRecord {
     /// Audit id.
     pub id: Uuid,
@@ -570,7 +562,7 @@ pub trait SecurityStore: Send + Sync {
 }
 
 /// The run record and lease of one background job.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct JobRunRecord {
     /// Job name.
     pub name: String,

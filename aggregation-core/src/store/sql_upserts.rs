@@ -1,0 +1,525 @@
+//! The upserts of the financial records, inside a caller's transaction: single rows, and the
+//! multi-row insert of transaction batches.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use sqlx::QueryBuilder;
+use uuid::Uuid;
+
+use super::records::{
+    CONNECTION_COLUMNS, SELECT_ACCOUNT, SELECT_HOLDING, SELECT_TRANSACTION, insert_connection,
+};
+use super::{Db, Tx};
+use crate::store::sql::{Upserted, currency, optional_text, text};
+use crate::store::{
+    AccountRecord, ConnectionRecord, ConnectionStatus, HoldingRecord, NewAccount, NewConnection,
+    NewHolding, NewSnapshot, NewTransaction, SnapshotRecord, StoreError, TransactionRecord,
+    mask_account_number,
+};
+
+/// Rows per multi-row statement: 18 parameters a row stay below SQLite's 32,766 and
+/// PostgreSQL's 65,535 bound parameters.
+const TRANSACTION_CHUNK: usize = 1_000;
+
+/// Adds newly inserted transactions to the account's stored count (same transaction as the
+/// inserts, so the count never drifts).
+pub(super) async fn add_to_transaction_count(
+    tx: &mut Tx,
+    account_id: Uuid,
+    created: u64,
+) -> Result<(), StoreError> {
+    if created > 0 {
+        sqlx::query("UPDATE accounts SET transaction_count = transaction_count + $2 WHERE id = $1")
+            .bind(account_id)
+            .bind(i64::try_from(created).unwrap_or(i64::MAX))
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Locks the user's row for the rest of the transaction (PostgreSQL) so concurrent transactions
+/// looking up or creating the user's connections see one another's; SQLite's `BEGIN IMMEDIATE`
+/// already serializes writers. [`StoreError::Other`] when the user does not exist.
+pub(super) async fn lock_user_in(tx: &mut Tx, user_id: Uuid) -> Result<(), StoreError> {
+    let locked = sqlx::query("UPDATE users SET updated_at = updated_at WHERE id = $1")
+        .bind(user_id)
+        .execute(&mut **tx)
+        .await?;
+    if locked.rows_affected() == 0 {
+        return Err(StoreError::Other(format!("unknown user {user_id}")));
+    }
+    Ok(())
+}
+
+/// The user's oldest connection with this slug and alias (compared exactly, `None` matching
+/// `None`) that is not disconnected.
+pub(super) async fn live_connection_in(
+    tx: &mut Tx,
+    user_id: Uuid,
+    provider_slug: &str,
+    alias: Option<&str>,
+) -> Result<Option<ConnectionRecord>, StoreError> {
+    let mut query = QueryBuilder::new(format!("SELECT {CONNECTION_COLUMNS} FROM connections"));
+    query
+        .push(" WHERE user_id = ")
+        .push_bind(user_id)
+        .push(" AND provider_slug = ")
+        .push_bind(provider_slug);
+    match alias {
+        Some(alias) => query.push(" AND alias = ").push_bind(alias),
+        None => query.push(" AND alias IS NULL"),
+    };
+    query.push(" AND status <> 'disconnected' ORDER BY created_at, id LIMIT 1");
+    Ok(query.build_query_as().fetch_optional(&mut **tx).await?)
+}
+
+/// The user's connection with this slug and alias that is not disconnected, created (active,
+/// no credentials) when there is none.
+pub(super) async fn find_or_create_connection_in(
+    tx: &mut Tx,
+    user_id: Uuid,
+    provider_slug: &str,
+    alias: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<ConnectionRecord, StoreError> {
+    lock_user_in(tx, user_id).await?;
+    if let Some(existing) = live_connection_in(tx, user_id, provider_slug, alias).await? {
+        return Ok(existing);
+    }
+    let connection = NewConnection {
+        id: Uuid::now_v7(),
+        user_id,
+        provider_slug: provider_slug.to_owned(),
+        alias: alias.map(str::to_owned),
+        status: ConnectionStatus::Active,
+        encrypted_credentials: None,
+        credentials_key_id: None,
+        credentials_expires_at: None,
+        created_at: now,
+    };
+    insert_connection(tx, &connection).await
+}
+
+pub(super) async fn upsert_account_in(
+    tx: &mut Tx,
+    connection_id: Uuid,
+    account: &NewAccount,
+    now: DateTime<Utc>,
+) -> Result<(Uuid, Upserted), StoreError> {
+    let masked = account
+        .account_number
+        .as_deref()
+        .map(str::trim)
+        .filter(|number| !number.is_empty())
+        .map(mask_account_number);
+    let currency = currency(&account.currency);
+    let id = Uuid::now_v7();
+    let inserted = sqlx::query(
+        "INSERT INTO accounts (id, connection_id, provider_account_id, account_number_masked, \
+         name, account_type, currency, balance_amount, available_balance_amount, is_active, \
+         last_synced_at, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $11) \
+         ON CONFLICT (connection_id, provider_account_id) DO NOTHING",
+    )
+    .bind(id)
+    .bind(connection_id)
+    .bind(&account.provider_account_id)
+    .bind(masked.as_deref())
+    .bind(&account.name)
+    .bind(account.account_type.as_str())
+    .bind(&currency)
+    .bind(text(account.balance_amount))
+    .bind(optional_text(account.available_balance_amount))
+    .bind(account.is_active)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    if inserted.rows_affected() == 1 {
+        return Ok((id, Upserted::Created));
+    }
+    let existing = account_in(tx, connection_id, &account.provider_account_id).await?;
+    let Some(existing) = existing else {
+        return Err(StoreError::Other(format!(
+            "account {:?} vanished during its upsert",
+            account.provider_account_id
+        )));
+    };
+    let same = existing.account_number_masked == masked
+        && existing.name == account.name
+        && existing.account_type == account.account_type
+        && existing.currency == currency
+        && existing.balance_amount == account.balance_amount
+        && existing.available_balance_amount == account.available_balance_amount
+        && existing.is_active == account.is_active;
+    if same {
+        sqlx::query("UPDATE accounts SET last_synced_at = $2 WHERE id = $1")
+            .bind(existing.id)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+        return Ok((existing.id, Upserted::Unchanged));
+    }
+    sqlx::query(
+        "UPDATE accounts SET account_number_masked = $2, name = $3, account_type = $4, \
+         currency = $5, balance_amount = $6, available_balance_amount = $7, is_active = $8, \
+         last_synced_at = $9, updated_at = $9 WHERE id = $1",
+    )
+    .bind(existing.id)
+    .bind(masked.as_deref())
+    .bind(&account.name)
+    .bind(account.account_type.as_str())
+    .bind(&currency)
+    .bind(text(account.balance_amount))
+    .bind(optional_text(account.available_balance_amount))
+    .bind(account.is_active)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok((existing.id, Upserted::Updated))
+}
+
+/// The connection's account with this provider id, if any.
+pub(super) async fn account_in(
+    tx: &mut Tx,
+    connection_id: Uuid,
+    provider_account_id: &str,
+) -> Result<Option<AccountRecord>, StoreError> {
+    let sql = format!(
+        "{SELECT_ACCOUNT} FROM accounts a WHERE a.connection_id = $1 AND a.provider_account_id = $2"
+    );
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(connection_id)
+        .bind(provider_account_id)
+        .fetch_optional(&mut **tx)
+        .await?)
+}
+
+/// Upserts a batch of the account's transactions with one multi-row insert per chunk and one
+/// look-up of the rows that already existed, instead of a round trip per row. Same outcomes,
+/// in input order, as upserting row by row.
+pub(super) async fn upsert_transactions_in(
+    tx: &mut Tx,
+    account_id: Uuid,
+    items: &[NewTransaction],
+    now: DateTime<Utc>,
+) -> Result<Vec<(Uuid, Upserted)>, StoreError> {
+    let mut outcomes = Vec::with_capacity(items.len());
+    for chunk in items.chunks(TRANSACTION_CHUNK) {
+        let mut seen = HashSet::with_capacity(chunk.len());
+        let repeats = !chunk
+            .iter()
+            .all(|item| seen.insert(item.provider_transaction_id.as_str()));
+        if repeats {
+            // A provider id twice in one chunk: one row at a time keeps "later wins".
+            for item in chunk {
+                let done = insert_transactions(tx, account_id, std::slice::from_ref(item), now);
+                outcomes.extend(done.await?);
+            }
+        } else {
+            outcomes.extend(insert_transactions(tx, account_id, chunk, now).await?);
+        }
+    }
+    Ok(outcomes)
+}
+
+/// Inserts the rows that are new in one statement, then reads the others in one statement and
+/// updates those that changed. Provider ids must be distinct within `chunk`.
+async fn insert_transactions(
+    tx: &mut Tx,
+    account_id: Uuid,
+    chunk: &[NewTransaction],
+    now: DateTime<Utc>,
+) -> Result<Vec<(Uuid, Upserted)>, StoreError> {
+    let ids: Vec<Uuid> = chunk.iter().map(|_| Uuid::now_v7()).collect();
+    // SQLite binds QueryBuilder's anonymous `?` in order; numbered `$n` would be looked up by a
+    // linear scan each, which makes thousands of them quadratic.
+    let mut insert = QueryBuilder::<Db>::new(
+        "INSERT INTO transactions (id, account_id, provider_transaction_id, transaction_type, \
+         subtype, status, amount, currency, description, symbol, security_name, quantity, \
+         unit_price, commission, transaction_date, settlement_date, created_at, updated_at) ",
+    );
+    insert.push_values(chunk.iter().zip(&ids), |mut row, (item, id)| {
+        row.push_bind(*id)
+            .push_bind(account_id)
+            .push_bind(item.provider_transaction_id.as_str())
+            .push_bind(item.transaction_type.as_str())
+            .push_bind(item.subtype.as_deref())
+            .push_bind(item.status.as_str())
+            .push_bind(text(item.amount))
+            .push_bind(currency(&item.currency))
+            .push_bind(item.description.as_deref())
+            .push_bind(item.symbol.as_deref())
+            .push_bind(item.security_name.as_deref())
+            .push_bind(optional_text(item.quantity))
+            .push_bind(optional_text(item.unit_price))
+            .push_bind(optional_text(item.commission))
+            .push_bind(item.transaction_date)
+            .push_bind(item.settlement_date)
+            .push_bind(now)
+            .push_bind(now);
+    });
+    insert.push(
+        " ON CONFLICT (account_id, provider_transaction_id) DO NOTHING \
+         RETURNING provider_transaction_id",
+    );
+    let inserted: HashSet<String> = insert
+        .build_query_scalar()
+        .fetch_all(&mut **tx)
+        .await?
+        .into_iter()
+        .collect();
+    let mut lookup = QueryBuilder::<Db>::new(SELECT_TRANSACTION);
+    lookup
+        .push(" FROM transactions t WHERE t.account_id = ")
+        .push_bind(account_id)
+        .push(" AND t.provider_transaction_id IN (");
+    let mut existing_ids = lookup.separated(", ");
+    let mut any_existing = false;
+    for item in chunk
+        .iter()
+        .filter(|item| !inserted.contains(&item.provider_transaction_id))
+    {
+        existing_ids.push_bind(item.provider_transaction_id.as_str());
+        any_existing = true;
+    }
+    lookup.push(")");
+    let mut existing = HashMap::new();
+    if any_existing {
+        let rows: Vec<TransactionRecord> = lookup.build_query_as().fetch_all(&mut **tx).await?;
+        for record in rows {
+            existing.insert(record.provider_transaction_id.clone(), record);
+        }
+    }
+    let mut outcomes = Vec::with_capacity(chunk.len());
+    for (item, id) in chunk.iter().zip(ids) {
+        if inserted.contains(&item.provider_transaction_id) {
+            outcomes.push((id, Upserted::Created));
+            continue;
+        }
+        let Some(stored) = existing.get(&item.provider_transaction_id) else {
+            // Neither inserted nor found: another writer removed it meanwhile; trying again
+            // settles it.
+            outcomes.extend(
+                Box::pin(insert_transactions(
+                    tx,
+                    account_id,
+                    std::slice::from_ref(item),
+                    now,
+                ))
+                .await?,
+            );
+            continue;
+        };
+        if transaction_matches(stored, item) {
+            outcomes.push((stored.id, Upserted::Unchanged));
+        } else {
+            update_transaction(tx, stored.id, item, now).await?;
+            outcomes.push((stored.id, Upserted::Updated));
+        }
+    }
+    Ok(outcomes)
+}
+
+/// Whether a stored transaction already holds every field of `item`.
+fn transaction_matches(existing: &TransactionRecord, item: &NewTransaction) -> bool {
+    existing.transaction_type == item.transaction_type
+        && existing.subtype == item.subtype
+        && existing.status == item.status
+        && existing.amount == item.amount
+        && existing.currency == currency(&item.currency)
+        && existing.description == item.description
+        && existing.symbol == item.symbol
+        && existing.security_name == item.security_name
+        && existing.quantity == item.quantity
+        && existing.unit_price == item.unit_price
+        && existing.commission == item.commission
+        && existing.transaction_date == item.transaction_date
+        && existing.settlement_date == item.settlement_date
+}
+
+async fn update_transaction(
+    tx: &mut Tx,
+    id: Uuid,
+    item: &NewTransaction,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE transactions SET transaction_type = $2, subtype = $3, status = $4, \
+         amount = $5, currency = $6, description = $7, symbol = $8, security_name = $9, \
+         quantity = $10, unit_price = $11, commission = $12, transaction_date = $13, \
+         settlement_date = $14, updated_at = $15 WHERE id = $1",
+    )
+    .bind(id)
+    .bind(item.transaction_type.as_str())
+    .bind(item.subtype.as_deref())
+    .bind(item.status.as_str())
+    .bind(text(item.amount))
+    .bind(currency(&item.currency))
+    .bind(item.description.as_deref())
+    .bind(item.symbol.as_deref())
+    .bind(item.security_name.as_deref())
+    .bind(optional_text(item.quantity))
+    .bind(optional_text(item.unit_price))
+    .bind(optional_text(item.commission))
+    .bind(item.transaction_date)
+    .bind(item.settlement_date)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn upsert_holding_in(
+    tx: &mut Tx,
+    account_id: Uuid,
+    item: &NewHolding,
+    now: DateTime<Utc>,
+) -> Result<(Uuid, Upserted), StoreError> {
+    let currency = currency(&item.currency);
+    let id = Uuid::now_v7();
+    let inserted = sqlx::query(
+        "INSERT INTO holdings (id, account_id, provider_holding_id, symbol, security_name, \
+         asset_type, quantity, cost_basis, market_value, currency, average_price, \
+         current_price, unrealized_gain_loss, is_active, last_synced_at, created_at, \
+         updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $15) \
+         ON CONFLICT (account_id, provider_holding_id) DO NOTHING",
+    )
+    .bind(id)
+    .bind(account_id)
+    .bind(&item.provider_holding_id)
+    .bind(&item.symbol)
+    .bind(item.security_name.as_deref())
+    .bind(item.asset_type.as_str())
+    .bind(text(item.quantity))
+    .bind(optional_text(item.cost_basis))
+    .bind(text(item.market_value))
+    .bind(&currency)
+    .bind(optional_text(item.average_price))
+    .bind(optional_text(item.current_price))
+    .bind(optional_text(item.unrealized_gain_loss))
+    .bind(true)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    if inserted.rows_affected() == 1 {
+        return Ok((id, Upserted::Created));
+    }
+    let sql = format!(
+        "{SELECT_HOLDING} FROM holdings h WHERE h.account_id = $1 AND h.provider_holding_id = $2"
+    );
+    let existing: HoldingRecord = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(account_id)
+        .bind(&item.provider_holding_id)
+        .fetch_one(&mut **tx)
+        .await?;
+    let same = existing.symbol == item.symbol
+        && existing.security_name == item.security_name
+        && existing.asset_type == item.asset_type
+        && existing.quantity == item.quantity
+        && existing.cost_basis == item.cost_basis
+        && existing.market_value == item.market_value
+        && existing.currency == currency
+        && existing.average_price == item.average_price
+        && existing.current_price == item.current_price
+        && existing.unrealized_gain_loss == item.unrealized_gain_loss
+        && existing.is_active;
+    if same {
+        sqlx::query("UPDATE holdings SET last_synced_at = $2 WHERE id = $1")
+            .bind(existing.id)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+        return Ok((existing.id, Upserted::Unchanged));
+    }
+    sqlx::query(
+        "UPDATE holdings SET symbol = $2, security_name = $3, asset_type = $4, quantity = $5, \
+         cost_basis = $6, market_value = $7, currency = $8, average_price = $9, \
+         current_price = $10, unrealized_gain_loss = $11, is_active = $12, \
+         last_synced_at = $13, updated_at = $13 WHERE id = $1",
+    )
+    .bind(existing.id)
+    .bind(&item.symbol)
+    .bind(item.security_name.as_deref())
+    .bind(item.asset_type.as_str())
+    .bind(text(item.quantity))
+    .bind(optional_text(item.cost_basis))
+    .bind(text(item.market_value))
+    .bind(&currency)
+    .bind(optional_text(item.average_price))
+    .bind(optional_text(item.current_price))
+    .bind(optional_text(item.unrealized_gain_loss))
+    .bind(true)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok((existing.id, Upserted::Updated))
+}
+
+/// Marks inactive every active holding of the account whose provider id is not in
+/// `keep_provider_ids` (all of them when it is empty), in one statement; the number
+/// deactivated.
+pub(super) async fn deactivate_missing_holdings_in<'c, E>(
+    executor: E,
+    account_id: Uuid,
+    keep_provider_ids: &[String],
+    now: DateTime<Utc>,
+) -> Result<u64, StoreError>
+where
+    E: sqlx::Executor<'c, Database = Db>,
+{
+    let mut query = QueryBuilder::<Db>::new("UPDATE holdings SET is_active = ");
+    query
+        .push_bind(false)
+        .push(", updated_at = ")
+        .push_bind(now)
+        .push(" WHERE account_id = ")
+        .push_bind(account_id)
+        .push(" AND is_active = ")
+        .push_bind(true);
+    if !keep_provider_ids.is_empty() {
+        query.push(" AND provider_holding_id NOT IN (");
+        let mut kept = query.separated(", ");
+        for keep in keep_provider_ids {
+            kept.push_bind(keep.as_str());
+        }
+        query.push(")");
+    }
+    Ok(query.build().execute(executor).await?.rows_affected())
+}
+
+pub(super) async fn insert_snapshot_in(
+    tx: &mut Tx,
+    snapshot: &NewSnapshot,
+) -> Result<SnapshotRecord, StoreError> {
+    let record = SnapshotRecord {
+        id: Uuid::now_v7(),
+        account_id: snapshot.account_id,
+        balance: snapshot.balance,
+        available_balance: snapshot.available_balance,
+        holdings_value: snapshot.holdings_value,
+        cash_value: snapshot.cash_value,
+        currency: currency(&snapshot.currency),
+        source: snapshot.source,
+        captured_at: snapshot.captured_at,
+    };
+    sqlx::query(
+        "INSERT INTO balance_snapshots (id, account_id, balance, available_balance, \
+         holdings_value, cash_value, currency, source, captured_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(record.id)
+    .bind(record.account_id)
+    .bind(text(record.balance))
+    .bind(optional_text(record.available_balance))
+    .bind(optional_text(record.holdings_value))
+    .bind(optional_text(record.cash_value))
+    .bind(&record.currency)
+    .bind(record.source.as_str())
+    .bind(record.captured_at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(record)
+}
