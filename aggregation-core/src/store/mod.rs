@@ -19,6 +19,9 @@ use uuid::Uuid;
 #[cfg(feature = "sqlite")]
 mod import_tests;
 mod imports;
+#[cfg(test)]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod migrate_tests;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(test)]
