@@ -102,6 +102,47 @@ pub(super) async fn find_or_create_connection_in(
     insert_connection(tx, &connection).await
 }
 
+/// Inserts (or, with an `ON CONFLICT ... DO UPDATE` clause as `conflict`, rewrites) one
+/// account; the id of the row written, if any.
+async fn write_account(
+    tx: &mut Tx,
+    connection_id: Uuid,
+    account: &NewAccount,
+    (id, masked, currency): (Uuid, Option<&str>, &str),
+    now: DateTime<Utc>,
+    conflict: &str,
+) -> Result<Option<Uuid>, StoreError> {
+    let sql = format!(
+        "INSERT INTO accounts (id, connection_id, provider_account_id, account_number_masked, \
+         name, account_type, currency, balance_amount, available_balance_amount, is_active, \
+         last_synced_at, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $11) \
+         ON CONFLICT (connection_id, provider_account_id) {conflict} RETURNING id"
+    );
+    Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .bind(connection_id)
+        .bind(&account.provider_account_id)
+        .bind(masked)
+        .bind(&account.name)
+        .bind(account.account_type.as_str())
+        .bind(currency)
+        .bind(text(account.balance_amount))
+        .bind(optional_text(account.available_balance_amount))
+        .bind(account.is_active)
+        .bind(now)
+        .fetch_optional(&mut **tx)
+        .await?)
+}
+
+const REWRITE_ACCOUNT: &str = "DO UPDATE SET \
+     account_number_masked = excluded.account_number_masked, name = excluded.name, \
+     account_type = excluded.account_type, currency = excluded.currency, \
+     balance_amount = excluded.balance_amount, \
+     available_balance_amount = excluded.available_balance_amount, \
+     is_active = excluded.is_active, last_synced_at = excluded.last_synced_at, \
+     updated_at = excluded.updated_at";
+
 pub(super) async fn upsert_account_in(
     tx: &mut Tx,
     connection_id: Uuid,
@@ -115,45 +156,21 @@ pub(super) async fn upsert_account_in(
         .filter(|number| !number.is_empty())
         .map(mask_account_number);
     let currency = currency(&account.currency);
-    let id = Uuid::now_v7();
-    let inserted = sqlx::query(
-        "INSERT INTO accounts (id, connection_id, provider_account_id, account_number_masked, \
-         name, account_type, currency, balance_amount, available_balance_amount, is_active, \
-         last_synced_at, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $11) \
-         ON CONFLICT (connection_id, provider_account_id) DO NOTHING",
-    )
-    .bind(id)
-    .bind(connection_id)
-    .bind(&account.provider_account_id)
-    .bind(masked.as_deref())
-    .bind(&account.name)
-    .bind(account.account_type.as_str())
-    .bind(&currency)
-    .bind(text(account.balance_amount))
-    .bind(optional_text(account.available_balance_amount))
-    .bind(account.is_active)
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
-    if inserted.rows_affected() == 1 {
+    let row = (Uuid::now_v7(), masked.as_deref(), currency.as_str());
+    let new = write_account(tx, connection_id, account, row, now, "DO NOTHING").await?;
+    if let Some(id) = new {
         return Ok((id, Upserted::Created));
     }
     let existing = account_in(tx, connection_id, &account.provider_account_id).await?;
-    let Some(existing) = existing else {
-        return Err(StoreError::Other(format!(
-            "account {:?} vanished during its upsert",
-            account.provider_account_id
-        )));
-    };
-    let same = existing.account_number_masked == masked
-        && existing.name == account.name
-        && existing.account_type == account.account_type
-        && existing.currency == currency
-        && existing.balance_amount == account.balance_amount
-        && existing.available_balance_amount == account.available_balance_amount
-        && existing.is_active == account.is_active;
-    if same {
+    if let Some(existing) = existing.filter(|existing| {
+        existing.account_number_masked == masked
+            && existing.name == account.name
+            && existing.account_type == account.account_type
+            && existing.currency == currency
+            && existing.balance_amount == account.balance_amount
+            && existing.available_balance_amount == account.available_balance_amount
+            && existing.is_active == account.is_active
+    }) {
         sqlx::query("UPDATE accounts SET last_synced_at = $2 WHERE id = $1")
             .bind(existing.id)
             .bind(now)
@@ -161,23 +178,17 @@ pub(super) async fn upsert_account_in(
             .await?;
         return Ok((existing.id, Upserted::Unchanged));
     }
-    sqlx::query(
-        "UPDATE accounts SET account_number_masked = $2, name = $3, account_type = $4, \
-         currency = $5, balance_amount = $6, available_balance_amount = $7, is_active = $8, \
-         last_synced_at = $9, updated_at = $9 WHERE id = $1",
-    )
-    .bind(existing.id)
-    .bind(masked.as_deref())
-    .bind(&account.name)
-    .bind(account.account_type.as_str())
-    .bind(&currency)
-    .bind(text(account.balance_amount))
-    .bind(optional_text(account.available_balance_amount))
-    .bind(account.is_active)
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
-    Ok((existing.id, Upserted::Updated))
+    let written = write_account(tx, connection_id, account, row, now, REWRITE_ACCOUNT).await?;
+    Ok(rewritten(row.0, written))
+}
+
+/// The outcome of a write with an `ON CONFLICT ... DO UPDATE` clause: created when the row
+/// written got the fresh id (another writer had removed the one it conflicted with).
+fn rewritten(fresh_id: Uuid, written: Option<Uuid>) -> (Uuid, Upserted) {
+    match written {
+        Some(id) if id != fresh_id => (id, Upserted::Updated),
+        _ => (fresh_id, Upserted::Created),
+    }
 }
 
 /// The connection's account with this provider id, if any.
@@ -196,9 +207,9 @@ pub(super) async fn account_in(
         .await?)
 }
 
-/// Upserts a batch of the account's transactions with one multi-row insert per chunk and one
-/// look-up of the rows that already existed, instead of a round trip per row. Same outcomes,
-/// in input order, as upserting row by row.
+/// Upserts a batch of the account's transactions with one multi-row insert per chunk, one
+/// look-up of the rows that already existed and one multi-row rewrite of those that changed,
+/// instead of round trips per row. Outcomes in input order.
 pub(super) async fn upsert_transactions_in(
     tx: &mut Tx,
     account_id: Uuid,
@@ -214,25 +225,38 @@ pub(super) async fn upsert_transactions_in(
         if repeats {
             // A provider id twice in one chunk: one row at a time keeps "later wins".
             for item in chunk {
-                let done = insert_transactions(tx, account_id, std::slice::from_ref(item), now);
+                let done =
+                    upsert_transaction_chunk(tx, account_id, std::slice::from_ref(item), now);
                 outcomes.extend(done.await?);
             }
         } else {
-            outcomes.extend(insert_transactions(tx, account_id, chunk, now).await?);
+            outcomes.extend(upsert_transaction_chunk(tx, account_id, chunk, now).await?);
         }
     }
     Ok(outcomes)
 }
 
-/// Inserts the rows that are new in one statement, then reads the others in one statement and
-/// updates those that changed. Provider ids must be distinct within `chunk`.
-async fn insert_transactions(
+const REWRITE_TRANSACTION: &str = "DO UPDATE SET \
+     transaction_type = excluded.transaction_type, subtype = excluded.subtype, \
+     status = excluded.status, amount = excluded.amount, currency = excluded.currency, \
+     description = excluded.description, symbol = excluded.symbol, \
+     security_name = excluded.security_name, quantity = excluded.quantity, \
+     unit_price = excluded.unit_price, commission = excluded.commission, \
+     transaction_date = excluded.transaction_date, settlement_date = excluded.settlement_date, \
+     updated_at = excluded.updated_at";
+
+/// Writes `rows` (fresh id and item) in one statement; `conflict` says what a row that exists
+/// already gets. The provider id and id of each row written.
+async fn write_transactions(
     tx: &mut Tx,
     account_id: Uuid,
-    chunk: &[NewTransaction],
+    rows: &[(Uuid, &NewTransaction)],
     now: DateTime<Utc>,
-) -> Result<Vec<(Uuid, Upserted)>, StoreError> {
-    let ids: Vec<Uuid> = chunk.iter().map(|_| Uuid::now_v7()).collect();
+    conflict: &str,
+) -> Result<HashMap<String, Uuid>, StoreError> {
+    if rows.is_empty() {
+        return Ok(HashMap::new());
+    }
     // SQLite binds QueryBuilder's anonymous `?` in order; numbered `$n` would be looked up by a
     // linear scan each, which makes thousands of them quadratic.
     let mut insert = QueryBuilder::<Db>::new(
@@ -240,7 +264,7 @@ async fn insert_transactions(
          subtype, status, amount, currency, description, symbol, security_name, quantity, \
          unit_price, commission, transaction_date, settlement_date, created_at, updated_at) ",
     );
-    insert.push_values(chunk.iter().zip(&ids), |mut row, (item, id)| {
+    insert.push_values(rows, |mut row, (id, item)| {
         row.push_bind(*id)
             .push_bind(account_id)
             .push_bind(item.provider_transaction_id.as_str())
@@ -260,66 +284,69 @@ async fn insert_transactions(
             .push_bind(now)
             .push_bind(now);
     });
-    insert.push(
-        " ON CONFLICT (account_id, provider_transaction_id) DO NOTHING \
-         RETURNING provider_transaction_id",
-    );
-    let inserted: HashSet<String> = insert
-        .build_query_scalar()
-        .fetch_all(&mut **tx)
-        .await?
-        .into_iter()
-        .collect();
+    insert
+        .push(" ON CONFLICT (account_id, provider_transaction_id) ")
+        .push(conflict)
+        .push(" RETURNING provider_transaction_id, id");
+    let written: Vec<(String, Uuid)> = insert.build_query_as().fetch_all(&mut **tx).await?;
+    Ok(written.into_iter().collect())
+}
+
+/// Inserts the rows that are new, reads the others, and rewrites those that changed (and any
+/// that another writer removed meanwhile). Provider ids must be distinct within `chunk`.
+async fn upsert_transaction_chunk(
+    tx: &mut Tx,
+    account_id: Uuid,
+    chunk: &[NewTransaction],
+    now: DateTime<Utc>,
+) -> Result<Vec<(Uuid, Upserted)>, StoreError> {
+    let fresh: Vec<(Uuid, &NewTransaction)> =
+        chunk.iter().map(|item| (Uuid::now_v7(), item)).collect();
+    let inserted = write_transactions(tx, account_id, &fresh, now, "DO NOTHING").await?;
     let mut lookup = QueryBuilder::<Db>::new(SELECT_TRANSACTION);
     lookup
         .push(" FROM transactions t WHERE t.account_id = ")
         .push_bind(account_id)
         .push(" AND t.provider_transaction_id IN (");
-    let mut existing_ids = lookup.separated(", ");
-    let mut any_existing = false;
-    for item in chunk
-        .iter()
-        .filter(|item| !inserted.contains(&item.provider_transaction_id))
-    {
-        existing_ids.push_bind(item.provider_transaction_id.as_str());
-        any_existing = true;
+    let mut listed = lookup.separated(", ");
+    for (_, item) in &fresh {
+        if !inserted.contains_key(&item.provider_transaction_id) {
+            listed.push_bind(item.provider_transaction_id.as_str());
+        }
     }
     lookup.push(")");
     let mut existing = HashMap::new();
-    if any_existing {
+    if inserted.len() < fresh.len() {
         let rows: Vec<TransactionRecord> = lookup.build_query_as().fetch_all(&mut **tx).await?;
         for record in rows {
             existing.insert(record.provider_transaction_id.clone(), record);
         }
     }
-    let mut outcomes = Vec::with_capacity(chunk.len());
-    for (item, id) in chunk.iter().zip(ids) {
-        if inserted.contains(&item.provider_transaction_id) {
-            outcomes.push((id, Upserted::Created));
-            continue;
-        }
-        let Some(stored) = existing.get(&item.provider_transaction_id) else {
-            // Neither inserted nor found: another writer removed it meanwhile; trying again
-            // settles it.
-            outcomes.extend(
-                Box::pin(insert_transactions(
-                    tx,
-                    account_id,
-                    std::slice::from_ref(item),
-                    now,
-                ))
-                .await?,
-            );
-            continue;
-        };
-        if transaction_matches(stored, item) {
-            outcomes.push((stored.id, Upserted::Unchanged));
+    let changed: Vec<(Uuid, &NewTransaction)> = fresh
+        .iter()
+        .filter(|(_, item)| {
+            let key = &item.provider_transaction_id;
+            !inserted.contains_key(key)
+                && existing
+                    .get(key)
+                    .is_none_or(|stored| !transaction_matches(stored, item))
+        })
+        .copied()
+        .collect();
+    let rewritten_ids =
+        write_transactions(tx, account_id, &changed, now, REWRITE_TRANSACTION).await?;
+    let outcome = |(fresh_id, item): &(Uuid, &NewTransaction)| {
+        let key = &item.provider_transaction_id;
+        if inserted.contains_key(key) {
+            (*fresh_id, Upserted::Created)
+        } else if let Some(id) = rewritten_ids.get(key) {
+            rewritten(*fresh_id, Some(*id))
         } else {
-            update_transaction(tx, stored.id, item, now).await?;
-            outcomes.push((stored.id, Upserted::Updated));
+            let stored = existing.get(key).map_or(*fresh_id, |stored| stored.id);
+            (stored, Upserted::Unchanged)
         }
-    }
-    Ok(outcomes)
+    };
+    Ok(fresh.iter().map(outcome).collect())
 }
 
 /// Whether a stored transaction already holds every field of `item`.
@@ -339,37 +366,51 @@ fn transaction_matches(existing: &TransactionRecord, item: &NewTransaction) -> b
         && existing.settlement_date == item.settlement_date
 }
 
-async fn update_transaction(
+/// Inserts (or, with an `ON CONFLICT ... DO UPDATE` clause as `conflict`, rewrites) one
+/// holding, active; the id of the row written, if any.
+async fn write_holding(
     tx: &mut Tx,
-    id: Uuid,
-    item: &NewTransaction,
+    account_id: Uuid,
+    item: &NewHolding,
+    (id, currency): (Uuid, &str),
     now: DateTime<Utc>,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE transactions SET transaction_type = $2, subtype = $3, status = $4, \
-         amount = $5, currency = $6, description = $7, symbol = $8, security_name = $9, \
-         quantity = $10, unit_price = $11, commission = $12, transaction_date = $13, \
-         settlement_date = $14, updated_at = $15 WHERE id = $1",
-    )
-    .bind(id)
-    .bind(item.transaction_type.as_str())
-    .bind(item.subtype.as_deref())
-    .bind(item.status.as_str())
-    .bind(text(item.amount))
-    .bind(currency(&item.currency))
-    .bind(item.description.as_deref())
-    .bind(item.symbol.as_deref())
-    .bind(item.security_name.as_deref())
-    .bind(optional_text(item.quantity))
-    .bind(optional_text(item.unit_price))
-    .bind(optional_text(item.commission))
-    .bind(item.transaction_date)
-    .bind(item.settlement_date)
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
+    conflict: &str,
+) -> Result<Option<Uuid>, StoreError> {
+    let sql = format!(
+        "INSERT INTO holdings (id, account_id, provider_holding_id, symbol, security_name, \
+         asset_type, quantity, cost_basis, market_value, currency, average_price, \
+         current_price, unrealized_gain_loss, is_active, last_synced_at, created_at, \
+         updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $15) \
+         ON CONFLICT (account_id, provider_holding_id) {conflict} RETURNING id"
+    );
+    Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .bind(account_id)
+        .bind(&item.provider_holding_id)
+        .bind(&item.symbol)
+        .bind(item.security_name.as_deref())
+        .bind(item.asset_type.as_str())
+        .bind(text(item.quantity))
+        .bind(optional_text(item.cost_basis))
+        .bind(text(item.market_value))
+        .bind(currency)
+        .bind(optional_text(item.average_price))
+        .bind(optional_text(item.current_price))
+        .bind(optional_text(item.unrealized_gain_loss))
+        .bind(true)
+        .bind(now)
+        .fetch_optional(&mut **tx)
+        .await?)
 }
+
+const REWRITE_HOLDING: &str = "DO UPDATE SET symbol = excluded.symbol, \
+     security_name = excluded.security_name, asset_type = excluded.asset_type, \
+     quantity = excluded.quantity, cost_basis = excluded.cost_basis, \
+     market_value = excluded.market_value, currency = excluded.currency, \
+     average_price = excluded.average_price, current_price = excluded.current_price, \
+     unrealized_gain_loss = excluded.unrealized_gain_loss, is_active = excluded.is_active, \
+     last_synced_at = excluded.last_synced_at, updated_at = excluded.updated_at";
 
 pub(super) async fn upsert_holding_in(
     tx: &mut Tx,
@@ -378,55 +419,31 @@ pub(super) async fn upsert_holding_in(
     now: DateTime<Utc>,
 ) -> Result<(Uuid, Upserted), StoreError> {
     let currency = currency(&item.currency);
-    let id = Uuid::now_v7();
-    let inserted = sqlx::query(
-        "INSERT INTO holdings (id, account_id, provider_holding_id, symbol, security_name, \
-         asset_type, quantity, cost_basis, market_value, currency, average_price, \
-         current_price, unrealized_gain_loss, is_active, last_synced_at, created_at, \
-         updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $15) \
-         ON CONFLICT (account_id, provider_holding_id) DO NOTHING",
-    )
-    .bind(id)
-    .bind(account_id)
-    .bind(&item.provider_holding_id)
-    .bind(&item.symbol)
-    .bind(item.security_name.as_deref())
-    .bind(item.asset_type.as_str())
-    .bind(text(item.quantity))
-    .bind(optional_text(item.cost_basis))
-    .bind(text(item.market_value))
-    .bind(&currency)
-    .bind(optional_text(item.average_price))
-    .bind(optional_text(item.current_price))
-    .bind(optional_text(item.unrealized_gain_loss))
-    .bind(true)
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
-    if inserted.rows_affected() == 1 {
+    let row = (Uuid::now_v7(), currency.as_str());
+    if let Some(id) = write_holding(tx, account_id, item, row, now, "DO NOTHING").await? {
         return Ok((id, Upserted::Created));
     }
     let sql = format!(
         "{SELECT_HOLDING} FROM holdings h WHERE h.account_id = $1 AND h.provider_holding_id = $2"
     );
-    let existing: HoldingRecord = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let existing: Option<HoldingRecord> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(account_id)
         .bind(&item.provider_holding_id)
-        .fetch_one(&mut **tx)
+        .fetch_optional(&mut **tx)
         .await?;
-    let same = existing.symbol == item.symbol
-        && existing.security_name == item.security_name
-        && existing.asset_type == item.asset_type
-        && existing.quantity == item.quantity
-        && existing.cost_basis == item.cost_basis
-        && existing.market_value == item.market_value
-        && existing.currency == currency
-        && existing.average_price == item.average_price
-        && existing.current_price == item.current_price
-        && existing.unrealized_gain_loss == item.unrealized_gain_loss
-        && existing.is_active;
-    if same {
+    if let Some(existing) = existing.filter(|existing| {
+        existing.symbol == item.symbol
+            && existing.security_name == item.security_name
+            && existing.asset_type == item.asset_type
+            && existing.quantity == item.quantity
+            && existing.cost_basis == item.cost_basis
+            && existing.market_value == item.market_value
+            && existing.currency == currency
+            && existing.average_price == item.average_price
+            && existing.current_price == item.current_price
+            && existing.unrealized_gain_loss == item.unrealized_gain_loss
+            && existing.is_active
+    }) {
         sqlx::query("UPDATE holdings SET last_synced_at = $2 WHERE id = $1")
             .bind(existing.id)
             .bind(now)
@@ -434,28 +451,8 @@ pub(super) async fn upsert_holding_in(
             .await?;
         return Ok((existing.id, Upserted::Unchanged));
     }
-    sqlx::query(
-        "UPDATE holdings SET symbol = $2, security_name = $3, asset_type = $4, quantity = $5, \
-         cost_basis = $6, market_value = $7, currency = $8, average_price = $9, \
-         current_price = $10, unrealized_gain_loss = $11, is_active = $12, \
-         last_synced_at = $13, updated_at = $13 WHERE id = $1",
-    )
-    .bind(existing.id)
-    .bind(&item.symbol)
-    .bind(item.security_name.as_deref())
-    .bind(item.asset_type.as_str())
-    .bind(text(item.quantity))
-    .bind(optional_text(item.cost_basis))
-    .bind(text(item.market_value))
-    .bind(&currency)
-    .bind(optional_text(item.average_price))
-    .bind(optional_text(item.current_price))
-    .bind(optional_text(item.unrealized_gain_loss))
-    .bind(true)
-    .bind(now)
-    .execute(&mut **tx)
-    .await?;
-    Ok((existing.id, Upserted::Updated))
+    let written = write_holding(tx, account_id, item, row, now, REWRITE_HOLDING).await?;
+    Ok(rewritten(row.0, written))
 }
 
 /// Marks inactive every active holding of the account whose provider id is not in
@@ -494,32 +491,21 @@ pub(super) async fn insert_snapshot_in(
     tx: &mut Tx,
     snapshot: &NewSnapshot,
 ) -> Result<SnapshotRecord, StoreError> {
-    let record = SnapshotRecord {
-        id: Uuid::now_v7(),
-        account_id: snapshot.account_id,
-        balance: snapshot.balance,
-        available_balance: snapshot.available_balance,
-        holdings_value: snapshot.holdings_value,
-        cash_value: snapshot.cash_value,
-        currency: currency(&snapshot.currency),
-        source: snapshot.source,
-        captured_at: snapshot.captured_at,
-    };
-    sqlx::query(
+    Ok(sqlx::query_as(
         "INSERT INTO balance_snapshots (id, account_id, balance, available_balance, \
          holdings_value, cash_value, currency, source, captured_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, account_id, balance, \
+         available_balance, holdings_value, cash_value, currency, source, captured_at",
     )
-    .bind(record.id)
-    .bind(record.account_id)
-    .bind(text(record.balance))
-    .bind(optional_text(record.available_balance))
-    .bind(optional_text(record.holdings_value))
-    .bind(optional_text(record.cash_value))
-    .bind(&record.currency)
-    .bind(record.source.as_str())
-    .bind(record.captured_at)
-    .execute(&mut **tx)
-    .await?;
-    Ok(record)
+    .bind(Uuid::now_v7())
+    .bind(snapshot.account_id)
+    .bind(text(snapshot.balance))
+    .bind(optional_text(snapshot.available_balance))
+    .bind(optional_text(snapshot.holdings_value))
+    .bind(optional_text(snapshot.cash_value))
+    .bind(currency(&snapshot.currency))
+    .bind(snapshot.source.as_str())
+    .bind(snapshot.captured_at)
+    .fetch_one(&mut **tx)
+    .await?)
 }
