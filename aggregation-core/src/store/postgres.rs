@@ -40,6 +40,12 @@ mod admin;
     expect(clippy::duplicate_mod, reason = "SQLite includes it too")
 )]
 mod batches;
+#[path = "sql_connections.rs"]
+#[cfg_attr(
+    feature = "sqlite",
+    expect(clippy::duplicate_mod, reason = "SQLite includes it too")
+)]
+mod connections;
 #[path = "sql_migrate.rs"]
 #[cfg_attr(
     feature = "sqlite",

@@ -7,9 +7,10 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
+use super::connections::find_or_create_connection_in;
+use super::records::{deactivate_missing_holdings_in, insert_snapshot_in};
 use super::upserts::{
-    account_in, add_to_transaction_count, deactivate_missing_holdings_in,
-    find_or_create_connection_in, insert_snapshot_in, upsert_account_in, upsert_holding_in,
+    account_in, add_to_transaction_count, upsert_account_in, upsert_holding_in,
     upsert_transactions_in,
 };
 use super::{BEGIN_WRITE, SqlStore, Tx};

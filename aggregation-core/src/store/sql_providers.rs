@@ -5,8 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::records::{CONNECTION_COLUMNS, insert_connection};
-use super::upserts::{live_connection_in, lock_user_in};
+use super::connections::{CONNECTION_COLUMNS, insert_connection, live_connection_in, lock_user_in};
 use super::{BEGIN_WRITE, SqlStore};
 use crate::store::{
     ConnectionRecord, ConnectionStatus, ConnectionStore as _, EncryptedCredentials, NewConnection,

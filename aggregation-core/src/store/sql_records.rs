@@ -2,7 +2,7 @@
 //!
 //! Decimals are stored as text (their `Decimal` string, never a float) in both databases and
 //! compared by value in Rust; every read joins `accounts → connections` to scope rows to the
-//! caller. The upserts live in `sql_upserts.rs`.
+//! caller. The upserts live in `sql_upserts.rs`, connections in `sql_connections.rs`.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -10,22 +10,16 @@ use sqlx::QueryBuilder;
 use uuid::Uuid;
 
 use super::upserts::{
-    add_to_transaction_count, deactivate_missing_holdings_in, find_or_create_connection_in,
-    insert_snapshot_in, upsert_account_in, upsert_holding_in, upsert_transactions_in,
+    add_to_transaction_count, upsert_account_in, upsert_holding_in, upsert_transactions_in,
 };
 use super::{BEGIN_WRITE, Db, SqlStore, Tx};
-use crate::store::sql::{count, tally};
+use crate::store::sql::{count, currency, optional_text, tally, text};
 use crate::store::{
-    AccountFilter, AccountRecord, AccountStore, ConnectionRecord, ConnectionStore, HoldingFilter,
-    HoldingRecord, HoldingStore, NewAccount, NewConnection, NewHolding, NewSnapshot,
-    NewTransaction, Page, SnapshotRecord, SnapshotSource, SnapshotStore, StoreError,
-    TransactionQuery, TransactionRecord, TransactionStore, UpsertCounts, provider_id,
+    AccountFilter, AccountRecord, AccountStore, HoldingFilter, HoldingRecord, HoldingStore,
+    NewAccount, NewHolding, NewSnapshot, NewTransaction, Page, SnapshotRecord, SnapshotSource,
+    SnapshotStore, StoreError, TransactionQuery, TransactionRecord, TransactionStore, UpsertCounts,
 };
 
-/// The columns of [`ConnectionRecord`], for `SELECT` (from `connections c`) and `RETURNING`.
-pub(super) const CONNECTION_COLUMNS: &str = "id, user_id, provider_id, provider_slug, alias, \
-     status, encrypted_credentials, credentials_key_id, credentials_expires_at, connected_at, \
-     last_sync_at, created_at, updated_at";
 pub(super) const SELECT_ACCOUNT: &str = "SELECT a.id, a.connection_id, a.provider_account_id, \
      a.account_number_masked, a.name, a.account_type, a.currency, a.balance_amount, \
      a.available_balance_amount, a.is_active, a.last_synced_at, a.created_at, a.updated_at";
@@ -47,73 +41,6 @@ fn user_accounts(select: &str, user_id: Uuid) -> QueryBuilder<Db> {
         .push(" FROM accounts a JOIN connections c ON c.id = a.connection_id AND c.user_id = ")
         .push_bind(user_id);
     query
-}
-
-pub(super) async fn insert_connection(
-    tx: &mut Tx,
-    connection: &NewConnection,
-) -> Result<ConnectionRecord, StoreError> {
-    let sql = format!(
-        "INSERT INTO connections (id, user_id, provider_id, provider_slug, alias, status, \
-         encrypted_credentials, credentials_key_id, credentials_expires_at, connected_at, \
-         last_sync_at, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, $10, $10) \
-         RETURNING {CONNECTION_COLUMNS}"
-    );
-    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(connection.id)
-        .bind(connection.user_id)
-        .bind(provider_id(&connection.provider_slug))
-        .bind(&connection.provider_slug)
-        .bind(connection.alias.as_deref())
-        .bind(connection.status.as_str())
-        .bind(connection.encrypted_credentials.as_deref())
-        .bind(connection.credentials_key_id.as_deref())
-        .bind(connection.credentials_expires_at)
-        .bind(connection.created_at)
-        .fetch_one(&mut **tx)
-        .await?)
-}
-
-#[async_trait]
-impl ConnectionStore for SqlStore {
-    async fn create_connection(
-        &self,
-        connection: &NewConnection,
-    ) -> Result<ConnectionRecord, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let record = insert_connection(&mut tx, connection).await?;
-        tx.commit().await?;
-        Ok(record)
-    }
-
-    async fn find_or_create_connection(
-        &self,
-        user_id: Uuid,
-        provider_slug: &str,
-        alias: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> Result<ConnectionRecord, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let record =
-            find_or_create_connection_in(&mut tx, user_id, provider_slug, alias, now).await?;
-        tx.commit().await?;
-        Ok(record)
-    }
-
-    async fn connection_for_user(
-        &self,
-        user_id: Uuid,
-        connection_id: Uuid,
-    ) -> Result<Option<ConnectionRecord>, StoreError> {
-        let sql =
-            format!("SELECT {CONNECTION_COLUMNS} FROM connections WHERE id = $1 AND user_id = $2");
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(connection_id)
-            .bind(user_id)
-            .fetch_optional(&self.pool)
-            .await?)
-    }
 }
 
 #[async_trait]
@@ -404,4 +331,59 @@ impl SnapshotStore for SqlStore {
             total_count: count(total),
         })
     }
+}
+
+/// Marks inactive every active holding of the account whose provider id is not in
+/// `keep_provider_ids` (all of them when it is empty), in one statement; the number
+/// deactivated.
+pub(super) async fn deactivate_missing_holdings_in<'c, E>(
+    executor: E,
+    account_id: Uuid,
+    keep_provider_ids: &[String],
+    now: DateTime<Utc>,
+) -> Result<u64, StoreError>
+where
+    E: sqlx::Executor<'c, Database = Db>,
+{
+    let mut query = QueryBuilder::<Db>::new("UPDATE holdings SET is_active = ");
+    query
+        .push_bind(false)
+        .push(", updated_at = ")
+        .push_bind(now)
+        .push(" WHERE account_id = ")
+        .push_bind(account_id)
+        .push(" AND is_active = ")
+        .push_bind(true);
+    if !keep_provider_ids.is_empty() {
+        query.push(" AND provider_holding_id NOT IN (");
+        let mut kept = query.separated(", ");
+        for keep in keep_provider_ids {
+            kept.push_bind(keep.as_str());
+        }
+        query.push(")");
+    }
+    Ok(query.build().execute(executor).await?.rows_affected())
+}
+
+pub(super) async fn insert_snapshot_in(
+    tx: &mut Tx,
+    snapshot: &NewSnapshot,
+) -> Result<SnapshotRecord, StoreError> {
+    Ok(sqlx::query_as(
+        "INSERT INTO balance_snapshots (id, account_id, balance, available_balance, \
+         holdings_value, cash_value, currency, source, captured_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, account_id, balance, \
+         available_balance, holdings_value, cash_value, currency, source, captured_at",
+    )
+    .bind(Uuid::now_v7())
+    .bind(snapshot.account_id)
+    .bind(text(snapshot.balance))
+    .bind(optional_text(snapshot.available_balance))
+    .bind(optional_text(snapshot.holdings_value))
+    .bind(optional_text(snapshot.cash_value))
+    .bind(currency(&snapshot.currency))
+    .bind(snapshot.source.as_str())
+    .bind(snapshot.captured_at)
+    .fetch_one(&mut **tx)
+    .await?)
 }

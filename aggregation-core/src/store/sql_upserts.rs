@@ -7,15 +7,12 @@ use chrono::{DateTime, Utc};
 use sqlx::QueryBuilder;
 use uuid::Uuid;
 
-use super::records::{
-    CONNECTION_COLUMNS, SELECT_ACCOUNT, SELECT_HOLDING, SELECT_TRANSACTION, insert_connection,
-};
+use super::records::{SELECT_ACCOUNT, SELECT_HOLDING, SELECT_TRANSACTION};
 use super::{Db, Tx};
 use crate::store::sql::{Upserted, currency, optional_text, text};
 use crate::store::{
-    AccountRecord, ConnectionRecord, ConnectionStatus, HoldingRecord, NewAccount, NewConnection,
-    NewHolding, NewSnapshot, NewTransaction, SnapshotRecord, StoreError, TransactionRecord,
-    mask_account_number,
+    AccountRecord, HoldingRecord, NewAccount, NewHolding, NewTransaction, StoreError,
+    TransactionRecord, mask_account_number,
 };
 
 /// Rows per multi-row statement: 18 parameters a row stay below SQLite's 32,766 and
@@ -37,69 +34,6 @@ pub(super) async fn add_to_transaction_count(
             .await?;
     }
     Ok(())
-}
-
-/// Locks the user's row for the rest of the transaction (PostgreSQL) so concurrent transactions
-/// looking up or creating the user's connections see one another's; SQLite's `BEGIN IMMEDIATE`
-/// already serializes writers. [`StoreError::Other`] when the user does not exist.
-pub(super) async fn lock_user_in(tx: &mut Tx, user_id: Uuid) -> Result<(), StoreError> {
-    let locked = sqlx::query("UPDATE users SET updated_at = updated_at WHERE id = $1")
-        .bind(user_id)
-        .execute(&mut **tx)
-        .await?;
-    if locked.rows_affected() == 0 {
-        return Err(StoreError::Other(format!("unknown user {user_id}")));
-    }
-    Ok(())
-}
-
-/// The user's oldest connection with this slug and alias (compared exactly, `None` matching
-/// `None`) that is not disconnected.
-pub(super) async fn live_connection_in(
-    tx: &mut Tx,
-    user_id: Uuid,
-    provider_slug: &str,
-    alias: Option<&str>,
-) -> Result<Option<ConnectionRecord>, StoreError> {
-    let mut query = QueryBuilder::new(format!("SELECT {CONNECTION_COLUMNS} FROM connections"));
-    query
-        .push(" WHERE user_id = ")
-        .push_bind(user_id)
-        .push(" AND provider_slug = ")
-        .push_bind(provider_slug);
-    match alias {
-        Some(alias) => query.push(" AND alias = ").push_bind(alias),
-        None => query.push(" AND alias IS NULL"),
-    };
-    query.push(" AND status <> 'disconnected' ORDER BY created_at, id LIMIT 1");
-    Ok(query.build_query_as().fetch_optional(&mut **tx).await?)
-}
-
-/// The user's connection with this slug and alias that is not disconnected, created (active,
-/// no credentials) when there is none.
-pub(super) async fn find_or_create_connection_in(
-    tx: &mut Tx,
-    user_id: Uuid,
-    provider_slug: &str,
-    alias: Option<&str>,
-    now: DateTime<Utc>,
-) -> Result<ConnectionRecord, StoreError> {
-    lock_user_in(tx, user_id).await?;
-    if let Some(existing) = live_connection_in(tx, user_id, provider_slug, alias).await? {
-        return Ok(existing);
-    }
-    let connection = NewConnection {
-        id: Uuid::now_v7(),
-        user_id,
-        provider_slug: provider_slug.to_owned(),
-        alias: alias.map(str::to_owned),
-        status: ConnectionStatus::Active,
-        encrypted_credentials: None,
-        credentials_key_id: None,
-        credentials_expires_at: None,
-        created_at: now,
-    };
-    insert_connection(tx, &connection).await
 }
 
 /// Inserts (or, with an `ON CONFLICT ... DO UPDATE` clause as `conflict`, rewrites) one
@@ -453,59 +387,4 @@ pub(super) async fn upsert_holding_in(
     }
     let written = write_holding(tx, account_id, item, row, now, REWRITE_HOLDING).await?;
     Ok(rewritten(row.0, written))
-}
-
-/// Marks inactive every active holding of the account whose provider id is not in
-/// `keep_provider_ids` (all of them when it is empty), in one statement; the number
-/// deactivated.
-pub(super) async fn deactivate_missing_holdings_in<'c, E>(
-    executor: E,
-    account_id: Uuid,
-    keep_provider_ids: &[String],
-    now: DateTime<Utc>,
-) -> Result<u64, StoreError>
-where
-    E: sqlx::Executor<'c, Database = Db>,
-{
-    let mut query = QueryBuilder::<Db>::new("UPDATE holdings SET is_active = ");
-    query
-        .push_bind(false)
-        .push(", updated_at = ")
-        .push_bind(now)
-        .push(" WHERE account_id = ")
-        .push_bind(account_id)
-        .push(" AND is_active = ")
-        .push_bind(true);
-    if !keep_provider_ids.is_empty() {
-        query.push(" AND provider_holding_id NOT IN (");
-        let mut kept = query.separated(", ");
-        for keep in keep_provider_ids {
-            kept.push_bind(keep.as_str());
-        }
-        query.push(")");
-    }
-    Ok(query.build().execute(executor).await?.rows_affected())
-}
-
-pub(super) async fn insert_snapshot_in(
-    tx: &mut Tx,
-    snapshot: &NewSnapshot,
-) -> Result<SnapshotRecord, StoreError> {
-    Ok(sqlx::query_as(
-        "INSERT INTO balance_snapshots (id, account_id, balance, available_balance, \
-         holdings_value, cash_value, currency, source, captured_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, account_id, balance, \
-         available_balance, holdings_value, cash_value, currency, source, captured_at",
-    )
-    .bind(Uuid::now_v7())
-    .bind(snapshot.account_id)
-    .bind(text(snapshot.balance))
-    .bind(optional_text(snapshot.available_balance))
-    .bind(optional_text(snapshot.holdings_value))
-    .bind(optional_text(snapshot.cash_value))
-    .bind(currency(&snapshot.currency))
-    .bind(snapshot.source.as_str())
-    .bind(snapshot.captured_at)
-    .fetch_one(&mut **tx)
-    .await?)
 }

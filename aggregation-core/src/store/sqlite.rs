@@ -29,6 +29,8 @@ fn migrator() -> sqlx::migrate::Migrator {
 mod admin;
 #[path = "sql_batches.rs"]
 mod batches;
+#[path = "sql_connections.rs"]
+mod connections;
 #[path = "sql_migrate.rs"]
 mod migrate;
 #[path = "sql_providers.rs"]
