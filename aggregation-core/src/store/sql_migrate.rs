@@ -18,6 +18,8 @@ impl SqlStore {
         migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
         // The transaction below serializes migrating processes already.
         migrator.set_locking(false);
+        // As before: a database migrated by a newer release still opens.
+        migrator.set_ignore_missing(true);
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         if let Some(lock) = MIGRATION_LOCK {
             sqlx::raw_sql(lock).execute(&mut *tx).await?;
