@@ -1,6 +1,7 @@
 //! A database migrated by the runner this crate had before `sqlx::migrate!` (table
 //! `aggregation_migrations` with `version, description, applied_at`) upgrades cleanly: its
 //! applied migrations count as applied, the pending ones run, and `migrate` stays repeatable.
+//! Processes migrating one database at once take turns.
 
 /// The migrations the former runner had applied in these tests, with their names there.
 const APPLIED: [(i64, &str); 3] = [(1, "0001_auth"), (2, "0002_records"), (3, "0003_admin")];
@@ -70,6 +71,30 @@ async fn sqlite_database_of_the_former_runner_upgrades() {
             .unwrap()
             .is_none()
     );
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_processes_migrating_at_once_take_turns() {
+    use crate::store::SqliteStore;
+
+    let folder =
+        std::env::temp_dir().join(format!("agg-migrate-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let url = format!("sqlite://{}?mode=rwc", folder.join("shared.db").display());
+    let first = SqliteStore::connect(&url).await.unwrap();
+    let second = SqliteStore::connect(&url).await.unwrap();
+    let (one, two) = tokio::join!(first.migrate(), second.migrate());
+    let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM aggregation_migrations")
+        .fetch_one(first.pool())
+        .await
+        .unwrap();
+    first.pool().close().await;
+    second.pool().close().await;
+    let _ = std::fs::remove_dir_all(folder);
+    one.unwrap();
+    two.unwrap();
+    assert_eq!(applied, 5);
 }
 
 #[cfg(feature = "postgres")]
@@ -155,6 +180,22 @@ async fn postgres_database_of_the_former_runner_upgrades() {
                 .unwrap()
                 .is_none()
         );
+
+        // Processes migrating an empty schema at once take turns.
+        let recreate = format!("DROP SCHEMA {schema} CASCADE; CREATE SCHEMA {schema}");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(recreate))
+            .execute(&pool)
+            .await
+            .unwrap();
+        let other = PostgresStore::new(pool.clone());
+        let (one, two) = tokio::join!(store.migrate(), other.migrate());
+        one.unwrap();
+        two.unwrap();
+        let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM aggregation_migrations")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(applied, 5);
     };
     // Drop the schema also when the case fails.
     let outcome = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(case)).await;
