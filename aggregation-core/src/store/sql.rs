@@ -96,10 +96,10 @@ fn timed_out(error: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
     false
 }
 
-/// Lets rows decode the enums stored by name (as text) directly; an unknown name is a decode
-/// error.
-macro_rules! decode_by_name {
-    ($($name:ty),+ $(,)?) => {$(
+/// Lets rows decode values stored as text: `$parse` turns the column's `&str` (named `$text`)
+/// into the value, or fails the decode.
+macro_rules! stored_as_text {
+    ($($name:ty => |$text:ident| $parse:expr;)+) => {$(
         impl<DB: Database> sqlx::Type<DB> for $name
         where
             str: sqlx::Type<DB>,
@@ -118,51 +118,34 @@ macro_rules! decode_by_name {
             &'r str: sqlx::Decode<'r, DB>,
         {
             fn decode(value: DB::ValueRef<'r>) -> Result<Self, BoxDynError> {
-                let name = <&str as sqlx::Decode<'r, DB>>::decode(value)?;
-                Self::parse(name).ok_or_else(|| format!("unknown value {name:?}").into())
+                let $text = <&str as sqlx::Decode<'r, DB>>::decode(value)?;
+                $parse
             }
         }
     )+};
 }
 
-decode_by_name!(
-    AccountType,
-    AssetType,
-    ConnectionStatus,
-    RotationScope,
-    SnapshotSource,
-    TransactionStatus,
-    TransactionType,
-);
+stored_as_text! {
+    AccountType => |name| by_name(AccountType::parse(name), name);
+    AssetType => |name| by_name(AssetType::parse(name), name);
+    ConnectionStatus => |name| by_name(ConnectionStatus::parse(name), name);
+    RotationScope => |name| by_name(RotationScope::parse(name), name);
+    SnapshotSource => |name| by_name(SnapshotSource::parse(name), name);
+    TransactionStatus => |name| by_name(TransactionStatus::parse(name), name);
+    TransactionType => |name| by_name(TransactionType::parse(name), name);
+    Dec => |text| Decimal::from_str(text)
+        .map(Dec)
+        .map_err(|error| format!("{text:?}: {error}").into());
+}
+
+/// An enum value parsed from its stored name; an unknown name fails the decode.
+fn by_name<T>(value: Option<T>, name: &str) -> Result<T, BoxDynError> {
+    value.ok_or_else(|| format!("unknown value {name:?}").into())
+}
 
 /// A decimal stored as its text (never a float), decoded by value.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Dec(pub(super) Decimal);
-
-impl<DB: Database> sqlx::Type<DB> for Dec
-where
-    str: sqlx::Type<DB>,
-{
-    fn type_info() -> DB::TypeInfo {
-        <str as sqlx::Type<DB>>::type_info()
-    }
-
-    fn compatible(ty: &DB::TypeInfo) -> bool {
-        <str as sqlx::Type<DB>>::compatible(ty)
-    }
-}
-
-impl<'r, DB: Database> sqlx::Decode<'r, DB> for Dec
-where
-    &'r str: sqlx::Decode<'r, DB>,
-{
-    fn decode(value: DB::ValueRef<'r>) -> Result<Self, BoxDynError> {
-        let text = <&str as sqlx::Decode<'r, DB>>::decode(value)?;
-        Decimal::from_str(text)
-            .map(Dec)
-            .map_err(|error| format!("{text:?}: {error}").into())
-    }
-}
 
 impl From<Dec> for Decimal {
     fn from(Dec(value): Dec) -> Self {
@@ -176,20 +159,20 @@ pub(super) struct OptionalDec(Option<Decimal>);
 
 impl<DB: Database> sqlx::Type<DB> for OptionalDec
 where
-    str: sqlx::Type<DB>,
+    Dec: sqlx::Type<DB>,
 {
     fn type_info() -> DB::TypeInfo {
-        <str as sqlx::Type<DB>>::type_info()
+        <Dec as sqlx::Type<DB>>::type_info()
     }
 
     fn compatible(ty: &DB::TypeInfo) -> bool {
-        <str as sqlx::Type<DB>>::compatible(ty)
+        <Dec as sqlx::Type<DB>>::compatible(ty)
     }
 }
 
 impl<'r, DB: Database> sqlx::Decode<'r, DB> for OptionalDec
 where
-    &'r str: sqlx::Decode<'r, DB>,
+    Dec: sqlx::Decode<'r, DB>,
 {
     fn decode(value: DB::ValueRef<'r>) -> Result<Self, BoxDynError> {
         let decimal = <Option<Dec> as sqlx::Decode<'r, DB>>::decode(value)?;
