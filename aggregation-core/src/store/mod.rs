@@ -19,8 +19,9 @@ use uuid::Uuid;
 #[cfg(feature = "sqlite")]
 mod import_tests;
 mod imports;
+#[cfg(test)]
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod migrate;
+mod migrate_tests;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(test)]
@@ -30,12 +31,6 @@ mod providers;
 mod records;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod sql_admin;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod sql_providers;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod sql_records;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
@@ -105,6 +100,7 @@ impl Role {
 
 /// A stored user.
 #[derive(Debug, Clone)]
+#[cfg_attr(sql, derive(sqlx::FromRow))]
 pub struct UserRecord {
     /// Id (UUIDv7).
     pub id: Uuid,
@@ -202,6 +198,7 @@ pub enum TokenCheck {
 
 /// A stored session.
 #[derive(Debug, Clone)]
+#[cfg_attr(sql, derive(sqlx::FromRow))]
 pub struct SessionRecord {
     /// Id.
     pub id: Uuid,
@@ -263,6 +260,7 @@ pub struct NewRefreshToken {
 
 /// A stored refresh token with the state of its session.
 #[derive(Debug, Clone)]
+#[cfg_attr(sql, derive(sqlx::FromRow))]
 pub struct RefreshTokenRecord {
     /// Its session.
     pub session_id: Uuid,
@@ -425,6 +423,7 @@ pub trait SessionStore: Send + Sync {
 /// The security configuration: the global minimum refresh-token version and the grace period
 /// of the last global rotation.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(sql, derive(sqlx::FromRow))]
 pub struct SecurityConfigRecord {
     /// Refresh tokens stamped below this version are rejected (outside the grace period).
     pub global_min_token_version: i64,
@@ -494,6 +493,7 @@ pub struct RotationOutcome {
 
 /// One audit row of a token rotation.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(sql, derive(sqlx::FromRow))]
 pub struct TokenRotationRecord {
     /// Audit id.
     pub id: Uuid,
@@ -572,6 +572,7 @@ pub trait SecurityStore: Send + Sync {
 
 /// The run record and lease of one background job.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(sql, derive(sqlx::FromRow))]
 pub struct JobRunRecord {
     /// Job name.
     pub name: String,

@@ -5,24 +5,83 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-use super::migrate::{Migration, migrations};
-use super::sql::impl_sql_store;
-use super::sql_records::impl_records_store;
+use super::StoreError;
 
-const MIGRATIONS: &[Migration] = migrations!("postgres":
-    1 => "0001_auth",
-    2 => "0002_records",
-    3 => "0003_admin",
-    4 => "0004_transaction_counts",
-    5 => "0005_providers",
-);
-const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS aggregation_migrations (\
-     version BIGINT PRIMARY KEY, description TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL)";
+// The aggregate files below are written against these names; `sqlite.rs` includes the same
+// files with its own (compiled once per backend, like a generic over the two).
+type Db = sqlx::Postgres;
+type Tx = sqlx::Transaction<'static, Db>;
+type SqlStore = PostgresStore;
+/// Starts a transaction that will write; row locks order the writers.
+const BEGIN_WRITE: &str = "BEGIN";
 /// Serializes processes migrating one database at the same time. A migration may rightly run
 /// longer than the store timeout (an index on a large table), so its transaction lifts
 /// `statement_timeout` first.
 const MIGRATION_LOCK: Option<&str> =
     Some("SET LOCAL statement_timeout = 0; SELECT pg_advisory_xact_lock(7243100117)");
+/// Counts the `applied_at` column, which only the former migration runner's table has.
+const LEGACY_MIGRATIONS_PROBE: &str = "SELECT COUNT(*) FROM information_schema.columns \
+     WHERE table_schema = current_schema() AND table_name = 'aggregation_migrations' \
+     AND column_name = 'applied_at'";
+
+fn migrator() -> sqlx::migrate::Migrator {
+    sqlx::migrate!("migrations/postgres")
+}
+
+#[path = "sql_admin.rs"]
+#[cfg_attr(
+    feature = "sqlite",
+    expect(clippy::duplicate_mod, reason = "SQLite includes it too")
+)]
+mod admin;
+#[path = "sql_batches.rs"]
+#[cfg_attr(
+    feature = "sqlite",
+    expect(clippy::duplicate_mod, reason = "SQLite includes it too")
+)]
+mod batches;
+#[path = "sql_connections.rs"]
+#[cfg_attr(
+    feature = "sqlite",
+    expect(clippy::duplicate_mod, reason = "SQLite includes it too")
+)]
+mod connections;
+#[path = "sql_migrate.rs"]
+#[cfg_attr(
+    feature = "sqlite",
+    expect(clippy::duplicate_mod, reason = "SQLite includes it too")
+)]
+mod migrate;
+#[path = "sql_providers.rs"]
+#[cfg_attr(
+    feature = "sqlite",
+    expect(clippy::duplicate_mod, reason = "SQLite includes it too")
+)]
+mod providers;
+#[path = "sql_records.rs"]
+#[cfg_attr(
+    feature = "sqlite",
+    expect(clippy::duplicate_mod, reason = "SQLite includes it too")
+)]
+mod records;
+#[path = "sql_sessions.rs"]
+#[cfg_attr(
+    feature = "sqlite",
+    expect(clippy::duplicate_mod, reason = "SQLite includes it too")
+)]
+mod sessions;
+#[path = "sql_upserts.rs"]
+#[cfg_attr(
+    feature = "sqlite",
+    expect(clippy::duplicate_mod, reason = "SQLite includes it too")
+)]
+mod upserts;
+#[path = "sql_users.rs"]
+#[cfg_attr(
+    feature = "sqlite",
+    expect(clippy::duplicate_mod, reason = "SQLite includes it too")
+)]
+mod users;
 
 /// A store on PostgreSQL through sqlx.
 ///
@@ -56,7 +115,7 @@ impl PostgresStore {
     pub async fn connect_with_timeout(url: &str, timeout: Duration) -> Result<Self, StoreError> {
         // Zero would mean "no limit" to PostgreSQL.
         let millis = timeout.as_millis().max(1);
-        let options = PgConnectOptions::from_str(url).map_err(store_error)?;
+        let options = PgConnectOptions::from_str(url)?;
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(timeout)
@@ -71,12 +130,7 @@ impl PostgresStore {
                 })
             })
             .connect_with(options)
-            .await
-            .map_err(store_error)?;
+            .await?;
         Ok(Self { pool })
     }
 }
-
-impl_sql_store!(PostgresStore, sqlx::Postgres, "BEGIN");
-impl_records_store!(PostgresStore, sqlx::Postgres, "BEGIN");
-super::sql_admin::impl_admin_store!(PostgresStore, sqlx::Postgres, "BEGIN");

@@ -18,6 +18,7 @@ use super::records::{
 
 /// A pending OAuth authorization, stored when a user starts connecting a provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(sql, derive(sqlx::FromRow))]
 pub struct NewOAuthState {
     /// SHA-256 of the state value handed to the provider (the value itself is never stored).
     pub state_digest: Vec<u8>,

@@ -1,465 +1,377 @@
-//! The SQL of provider connections (OAuth states, the connection lifecycle and credentials,
-//! sync cool-downs), shared by both backends like [`super::sql`].
-//!
-//! Expanded inside the records module of [`super::sql_records`], whose row helpers
-//! (`connection_from_row`, `insert_connection`, the user lock) it reuses.
+//! Provider connections: OAuth states, the connection lifecycle and credentials, and sync
+//! cool-downs.
 
-/// Implements [`ProviderConnectionStore`](super::ProviderConnectionStore) for `$store`, a struct
-/// with a `pool: sqlx::Pool<$db>` field. `$begin_write` starts a transaction that will write.
-/// Invoked by `impl_records_store!` inside its module.
-macro_rules! impl_providers_store {
-    ($store:ident, $db:ty, $begin_write:literal) => {
-        mod providers_sql {
-            use super::*;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
 
-            use $crate::store::{
-                EncryptedCredentials, NewOAuthState, OAuthStateRecord, ProviderConnectionStore,
-                SyncClaim, SyncKind,
+use super::connections::{CONNECTION_COLUMNS, insert_connection, live_connection_in, lock_user_in};
+use super::{BEGIN_WRITE, SqlStore};
+use crate::store::{
+    ConnectionRecord, ConnectionStatus, ConnectionStore as _, EncryptedCredentials, NewConnection,
+    NewOAuthState, OAuthStateRecord, ProviderConnectionStore, StoreError, SyncClaim, SyncKind,
+};
+
+impl SqlStore {
+    /// Active connections with credentials matching `condition` (over `$1`), in `order`, at
+    /// most `$2`. The literal status and `IS NOT NULL` let the partial indexes of migration
+    /// 0005 serve the look-up.
+    async fn due_connections(
+        &self,
+        condition: &str,
+        order: &str,
+        bound: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<ConnectionRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {CONNECTION_COLUMNS} FROM connections \
+             WHERE status = 'active' AND encrypted_credentials IS NOT NULL \
+             AND {condition} ORDER BY {order} LIMIT $2"
+        );
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(bound)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?)
+    }
+}
+
+#[async_trait]
+impl ProviderConnectionStore for SqlStore {
+    async fn insert_oauth_state(&self, state: &NewOAuthState) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO oauth_states (state_digest, user_id, provider_slug, alias, \
+             redirect_uri, encrypted_pkce_verifier, pkce_key_id, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(state.state_digest.as_slice())
+        .bind(state.user_id)
+        .bind(&state.provider_slug)
+        .bind(state.alias.as_deref())
+        .bind(&state.redirect_uri)
+        .bind(state.encrypted_pkce_verifier.as_deref())
+        .bind(state.pkce_key_id.as_deref())
+        .bind(state.created_at)
+        .bind(state.expires_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn take_oauth_state(
+        &self,
+        state_digest: &[u8],
+    ) -> Result<Option<OAuthStateRecord>, StoreError> {
+        // One statement: of concurrent deletes of one row only one returns it.
+        Ok(sqlx::query_as(
+            "DELETE FROM oauth_states WHERE state_digest = $1 RETURNING state_digest, user_id, \
+             provider_slug, alias, redirect_uri, encrypted_pkce_verifier, pkce_key_id, \
+             created_at, expires_at",
+        )
+        .bind(state_digest)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    async fn connections_for_user(
+        &self,
+        user_id: Uuid,
+        active_only: bool,
+    ) -> Result<Vec<ConnectionRecord>, StoreError> {
+        let filter = if active_only {
+            " AND status = 'active'"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "SELECT {CONNECTION_COLUMNS} FROM connections WHERE user_id = $1{filter} \
+             ORDER BY created_at DESC, id DESC"
+        );
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(user_id)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    async fn connection_by_id(
+        &self,
+        connection_id: Uuid,
+    ) -> Result<Option<ConnectionRecord>, StoreError> {
+        let sql = format!("SELECT {CONNECTION_COLUMNS} FROM connections WHERE id = $1");
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(connection_id)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    async fn save_authorized_connection(
+        &self,
+        user_id: Uuid,
+        provider_slug: &str,
+        alias: Option<&str>,
+        new_id: Uuid,
+        credentials_for: &(dyn Fn(Uuid) -> Result<EncryptedCredentials, StoreError> + Send + Sync),
+        now: DateTime<Utc>,
+    ) -> Result<(ConnectionRecord, bool), StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        // The user lock makes concurrent callbacks for one slug and alias find one another's
+        // connection instead of creating two.
+        lock_user_in(&mut tx, user_id).await?;
+        let Some(existing) = live_connection_in(&mut tx, user_id, provider_slug, alias).await?
+        else {
+            let credentials = credentials_for(new_id)?;
+            let connection = NewConnection {
+                id: new_id,
+                user_id,
+                provider_slug: provider_slug.to_owned(),
+                alias: alias.map(str::to_owned),
+                status: ConnectionStatus::Active,
+                encrypted_credentials: Some(credentials.ciphertext),
+                credentials_key_id: Some(credentials.key_id),
+                credentials_expires_at: Some(credentials.access_expires_at),
+                created_at: now,
             };
+            let record = insert_connection(&mut tx, &connection).await?;
+            tx.commit().await?;
+            return Ok((record, true));
+        };
+        let credentials = credentials_for(existing.id)?;
+        let sql = format!(
+            "UPDATE connections SET status = $2, encrypted_credentials = $3, \
+             credentials_key_id = $4, credentials_expires_at = $5, connected_at = $6, \
+             updated_at = $6 WHERE id = $1 RETURNING {CONNECTION_COLUMNS}"
+        );
+        let record = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(existing.id)
+            .bind(ConnectionStatus::Active.as_str())
+            .bind(credentials.ciphertext.as_slice())
+            .bind(&credentials.key_id)
+            .bind(credentials.access_expires_at)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok((record, false))
+    }
 
-            const OAUTH_STATE_COLUMNS: &str = "state_digest, user_id, provider_slug, alias, \
-                 redirect_uri, encrypted_pkce_verifier, pkce_key_id, created_at, expires_at";
+    async fn update_connection_alias(
+        &self,
+        user_id: Uuid,
+        connection_id: Uuid,
+        alias: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ConnectionRecord>, StoreError> {
+        // SET expressions read the row as it was, so the CASE sees the old alias.
+        let sql = format!(
+            "UPDATE connections SET alias = $3, updated_at = CASE \
+             WHEN alias IS NOT DISTINCT FROM $3 THEN updated_at ELSE $4 END \
+             WHERE id = $1 AND user_id = $2 RETURNING {CONNECTION_COLUMNS}"
+        );
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(connection_id)
+            .bind(user_id)
+            .bind(alias)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
 
-            fn oauth_state_from_row(row: &DbRow) -> Result<OAuthStateRecord, sqlx::Error> {
-                Ok(OAuthStateRecord {
-                    state_digest: row.try_get("state_digest")?,
-                    user_id: row.try_get("user_id")?,
-                    provider_slug: row.try_get("provider_slug")?,
-                    alias: row.try_get("alias")?,
-                    redirect_uri: row.try_get("redirect_uri")?,
-                    encrypted_pkce_verifier: row.try_get("encrypted_pkce_verifier")?,
-                    pkce_key_id: row.try_get("pkce_key_id")?,
-                    created_at: row.try_get("created_at")?,
-                    expires_at: row.try_get("expires_at")?,
-                })
+    async fn disconnect_connection(
+        &self,
+        user_id: Uuid,
+        connection_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ConnectionRecord>, StoreError> {
+        let sql = format!(
+            "UPDATE connections SET status = 'disconnected', encrypted_credentials = NULL, \
+             credentials_key_id = NULL, credentials_expires_at = NULL, updated_at = $3 \
+             WHERE id = $1 AND user_id = $2 AND status <> 'disconnected' \
+             RETURNING {CONNECTION_COLUMNS}"
+        );
+        let disconnected = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(connection_id)
+            .bind(user_id)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?;
+        if disconnected.is_some() {
+            return Ok(disconnected);
+        }
+        // Unknown, foreign, or disconnected already (a disconnected connection never changes
+        // status again, so this read cannot miss a change).
+        self.connection_for_user(user_id, connection_id).await
+    }
+
+    async fn replace_connection_credentials(
+        &self,
+        connection_id: Uuid,
+        previous: &[u8],
+        credentials: &EncryptedCredentials,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        // One statement: PostgreSQL re-checks the WHERE clause against the latest row version
+        // after waiting for a concurrent writer, SQLite serializes writers. Every write of
+        // credentials uses a fresh nonce, so an equal ciphertext means nobody wrote them
+        // meanwhile. A connection expired from these very credentials (by a refusal that raced
+        // this refresh on another instance) is active again: the refresh proved them good.
+        let done = sqlx::query(
+            "UPDATE connections SET encrypted_credentials = $2, credentials_key_id = $3, \
+             credentials_expires_at = $4, updated_at = $5, \
+             status = CASE WHEN status = 'expired' THEN 'active' ELSE status END \
+             WHERE id = $1 AND status <> 'disconnected' AND encrypted_credentials = $6",
+        )
+        .bind(connection_id)
+        .bind(credentials.ciphertext.as_slice())
+        .bind(&credentials.key_id)
+        .bind(credentials.access_expires_at)
+        .bind(now)
+        .bind(previous)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn expire_connection_credentials(
+        &self,
+        connection_id: Uuid,
+        previous: &[u8],
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE connections SET status = 'expired', updated_at = $2 \
+             WHERE id = $1 AND status = 'active' AND encrypted_credentials = $3",
+        )
+        .bind(connection_id)
+        .bind(now)
+        .bind(previous)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn set_connection_status(
+        &self,
+        connection_id: Uuid,
+        status: ConnectionStatus,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        // Disconnecting this way clears the credentials too, as `disconnect_connection` does,
+        // so no disconnected row keeps them.
+        let done = sqlx::query(
+            "UPDATE connections SET status = $2, \
+             encrypted_credentials = CASE WHEN $3 THEN NULL ELSE encrypted_credentials END, \
+             credentials_key_id = CASE WHEN $3 THEN NULL ELSE credentials_key_id END, \
+             credentials_expires_at = CASE WHEN $3 THEN NULL ELSE credentials_expires_at END, \
+             updated_at = CASE WHEN status = $2 THEN updated_at ELSE $4 END \
+             WHERE id = $1 AND status <> 'disconnected'",
+        )
+        .bind(connection_id)
+        .bind(status.as_str())
+        .bind(status == ConnectionStatus::Disconnected)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn connections_due_for_token_refresh(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<ConnectionRecord>, StoreError> {
+        let condition = "credentials_expires_at <= $1";
+        let order = "credentials_expires_at, id";
+        self.due_connections(condition, order, before, limit).await
+    }
+
+    async fn connections_due_for_sync(
+        &self,
+        synced_before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<ConnectionRecord>, StoreError> {
+        let condition = "(last_sync_at IS NULL OR last_sync_at < $1)";
+        let order = "last_sync_at NULLS FIRST, id";
+        self.due_connections(condition, order, synced_before, limit)
+            .await
+    }
+
+    async fn claim_sync(
+        &self,
+        subject_id: Uuid,
+        kind: SyncKind,
+        now: DateTime<Utc>,
+        cooldown: chrono::TimeDelta,
+        force: bool,
+    ) -> Result<SyncClaim, StoreError> {
+        let due_before = now.checked_sub_signed(cooldown).unwrap_or(now);
+        // A refused claim reads the recorded start; when a concurrent release removed or moved
+        // it meanwhile, claiming again settles it.
+        for _ in 0..3 {
+            // One statement: PostgreSQL re-checks the WHERE clause against the latest row
+            // version after waiting for a concurrent claim, SQLite serializes writers; SET
+            // reads the row as it was, so `previous_started_at` gets the start this claim
+            // replaces.
+            let granted: Option<Option<DateTime<Utc>>> = sqlx::query_scalar(
+                "INSERT INTO sync_claims (subject_id, kind, last_started_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (subject_id, kind) DO UPDATE SET \
+                 previous_started_at = sync_claims.last_started_at, \
+                 last_started_at = excluded.last_started_at \
+                 WHERE $4 OR sync_claims.last_started_at <= $5 \
+                 RETURNING previous_started_at",
+            )
+            .bind(subject_id)
+            .bind(kind.as_str())
+            .bind(now)
+            .bind(force)
+            .bind(due_before)
+            .fetch_optional(&self.pool)
+            .await?;
+            if let Some(previous) = granted {
+                return Ok(SyncClaim::Granted { previous });
             }
-
-            fn optional_connection(
-                row: Option<DbRow>,
-            ) -> Result<Option<ConnectionRecord>, StoreError> {
-                row.as_ref()
-                    .map(connection_from_row)
-                    .transpose()
-                    .map_err(store_error)
-            }
-
-            /// Active connections with credentials matching `condition` (over `$1`), in
-            /// `order`, at most `$2`. The literal status and `IS NOT NULL` let the partial
-            /// indexes of migration 0005 serve the look-up.
-            async fn due_connections(
-                pool: &sqlx::Pool<$db>,
-                condition: &str,
-                order: &str,
-                bound: DateTime<Utc>,
-                limit: u32,
-            ) -> Result<Vec<ConnectionRecord>, StoreError> {
-                let sql = format!(
-                    "SELECT {CONNECTION_COLUMNS} FROM connections c \
-                     WHERE c.status = 'active' AND c.encrypted_credentials IS NOT NULL \
-                     AND {condition} ORDER BY {order} LIMIT $2"
-                );
-                let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(bound)
-                    .bind(i64::from(limit))
-                    .fetch_all(pool)
-                    .await
-                    .map_err(store_error)?;
-                rows_to(&rows, connection_from_row)
-            }
-
-            #[async_trait::async_trait]
-            impl ProviderConnectionStore for $store {
-                async fn insert_oauth_state(
-                    &self,
-                    state: &NewOAuthState,
-                ) -> Result<(), StoreError> {
-                    sqlx::query(
-                        "INSERT INTO oauth_states (state_digest, user_id, provider_slug, alias, \
-                         redirect_uri, encrypted_pkce_verifier, pkce_key_id, created_at, \
-                         expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                    )
-                    .bind(state.state_digest.as_slice())
-                    .bind(state.user_id)
-                    .bind(&state.provider_slug)
-                    .bind(state.alias.as_deref())
-                    .bind(&state.redirect_uri)
-                    .bind(state.encrypted_pkce_verifier.as_deref())
-                    .bind(state.pkce_key_id.as_deref())
-                    .bind(state.created_at)
-                    .bind(state.expires_at)
-                    .execute(&self.pool)
-                    .await
-                    .map_err(store_error)?;
-                    Ok(())
-                }
-
-                async fn take_oauth_state(
-                    &self,
-                    state_digest: &[u8],
-                ) -> Result<Option<OAuthStateRecord>, StoreError> {
-                    // One statement: of concurrent deletes of one row only one returns it.
-                    let sql = format!(
-                        "DELETE FROM oauth_states WHERE state_digest = $1 \
-                         RETURNING {OAUTH_STATE_COLUMNS}"
-                    );
-                    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                        .bind(state_digest)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(store_error)?;
-                    row.as_ref()
-                        .map(oauth_state_from_row)
-                        .transpose()
-                        .map_err(store_error)
-                }
-
-                async fn connections_for_user(
-                    &self,
-                    user_id: Uuid,
-                    active_only: bool,
-                ) -> Result<Vec<ConnectionRecord>, StoreError> {
-                    let filter = if active_only {
-                        " AND c.status = 'active'"
-                    } else {
-                        ""
-                    };
-                    let sql = format!(
-                        "SELECT {CONNECTION_COLUMNS} FROM connections c \
-                         WHERE c.user_id = $1{filter} ORDER BY c.created_at DESC, c.id DESC"
-                    );
-                    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-                        .bind(user_id)
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(store_error)?;
-                    rows_to(&rows, connection_from_row)
-                }
-
-                async fn connection_by_id(
-                    &self,
-                    connection_id: Uuid,
-                ) -> Result<Option<ConnectionRecord>, StoreError> {
-                    let sql =
-                        format!("SELECT {CONNECTION_COLUMNS} FROM connections c WHERE c.id = $1");
-                    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                        .bind(connection_id)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(store_error)?;
-                    optional_connection(row)
-                }
-
-                async fn save_authorized_connection(
-                    &self,
-                    user_id: Uuid,
-                    provider_slug: &str,
-                    alias: Option<&str>,
-                    new_id: Uuid,
-                    credentials_for: &(dyn Fn(Uuid) -> Result<EncryptedCredentials, StoreError>
-                          + Send
-                          + Sync),
-                    now: DateTime<Utc>,
-                ) -> Result<(ConnectionRecord, bool), StoreError> {
-                    let mut tx = self.pool.begin_with($begin_write).await.map_err(store_error)?;
-                    // The user lock makes concurrent callbacks for one slug and alias find one
-                    // another's connection instead of creating two.
-                    lock_user_in(&mut tx, user_id).await?;
-                    let existing =
-                        live_connection_in(&mut tx, user_id, provider_slug, alias).await?;
-                    let Some(existing) = existing else {
-                        let credentials = credentials_for(new_id)?;
-                        let record = insert_connection(
-                            &mut tx,
-                            &NewConnection {
-                                id: new_id,
-                                user_id,
-                                provider_slug: provider_slug.to_owned(),
-                                alias: alias.map(str::to_owned),
-                                status: ConnectionStatus::Active,
-                                encrypted_credentials: Some(credentials.ciphertext),
-                                credentials_key_id: Some(credentials.key_id),
-                                credentials_expires_at: Some(credentials.access_expires_at),
-                                created_at: now,
-                            },
-                        )
-                        .await
-                        .map_err(store_error)?;
-                        tx.commit().await.map_err(store_error)?;
-                        return Ok((record, true));
-                    };
-                    let credentials = credentials_for(existing.id)?;
-                    let sql = format!(
-                        "UPDATE connections SET status = $2, encrypted_credentials = $3, \
-                         credentials_key_id = $4, credentials_expires_at = $5, \
-                         connected_at = $6, updated_at = $6 WHERE id = $1 \
-                         RETURNING {CONNECTION_RETURNING}"
-                    );
-                    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                        .bind(existing.id)
-                        .bind(ConnectionStatus::Active.as_str())
-                        .bind(credentials.ciphertext.as_slice())
-                        .bind(&credentials.key_id)
-                        .bind(credentials.access_expires_at)
-                        .bind(now)
-                        .fetch_one(&mut *tx)
-                        .await
-                        .map_err(store_error)?;
-                    let record = connection_from_row(&row).map_err(store_error)?;
-                    tx.commit().await.map_err(store_error)?;
-                    Ok((record, false))
-                }
-
-                async fn update_connection_alias(
-                    &self,
-                    user_id: Uuid,
-                    connection_id: Uuid,
-                    alias: Option<&str>,
-                    now: DateTime<Utc>,
-                ) -> Result<Option<ConnectionRecord>, StoreError> {
-                    // SET expressions read the row as it was, so the CASE sees the old alias.
-                    let sql = format!(
-                        "UPDATE connections SET alias = $3, updated_at = CASE \
-                         WHEN alias IS NOT DISTINCT FROM $3 THEN updated_at ELSE $4 END \
-                         WHERE id = $1 AND user_id = $2 RETURNING {CONNECTION_RETURNING}"
-                    );
-                    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                        .bind(connection_id)
-                        .bind(user_id)
-                        .bind(alias)
-                        .bind(now)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(store_error)?;
-                    optional_connection(row)
-                }
-
-                async fn disconnect_connection(
-                    &self,
-                    user_id: Uuid,
-                    connection_id: Uuid,
-                    now: DateTime<Utc>,
-                ) -> Result<Option<ConnectionRecord>, StoreError> {
-                    let sql = format!(
-                        "UPDATE connections SET status = 'disconnected', \
-                         encrypted_credentials = NULL, credentials_key_id = NULL, \
-                         credentials_expires_at = NULL, updated_at = $3 \
-                         WHERE id = $1 AND user_id = $2 AND status <> 'disconnected' \
-                         RETURNING {CONNECTION_RETURNING}"
-                    );
-                    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                        .bind(connection_id)
-                        .bind(user_id)
-                        .bind(now)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(store_error)?;
-                    if row.is_some() {
-                        return optional_connection(row);
-                    }
-                    // Unknown, foreign, or disconnected already (a disconnected connection
-                    // never changes status again, so this read cannot miss a change).
-                    self.connection_for_user(user_id, connection_id).await
-                }
-
-                async fn replace_connection_credentials(
-                    &self,
-                    connection_id: Uuid,
-                    previous: &[u8],
-                    credentials: &EncryptedCredentials,
-                    now: DateTime<Utc>,
-                ) -> Result<bool, StoreError> {
-                    // One statement: PostgreSQL re-checks the WHERE clause against the latest
-                    // row version after waiting for a concurrent writer, SQLite serializes
-                    // writers. Every write of credentials uses a fresh nonce, so an equal
-                    // ciphertext means nobody wrote them meanwhile.
-                    // A connection expired from these very credentials (by a refusal that
-                    // raced this refresh on another instance) is active again: the refresh
-                    // proved them good.
-                    let done = sqlx::query(
-                        "UPDATE connections SET encrypted_credentials = $2, \
-                         credentials_key_id = $3, credentials_expires_at = $4, updated_at = $5, \
-                         status = CASE WHEN status = 'expired' THEN 'active' ELSE status END \
-                         WHERE id = $1 AND status <> 'disconnected' \
-                         AND encrypted_credentials = $6",
-                    )
-                    .bind(connection_id)
-                    .bind(credentials.ciphertext.as_slice())
-                    .bind(&credentials.key_id)
-                    .bind(credentials.access_expires_at)
-                    .bind(now)
-                    .bind(previous)
-                    .execute(&self.pool)
-                    .await
-                    .map_err(store_error)?;
-                    Ok(done.rows_affected() == 1)
-                }
-
-                async fn expire_connection_credentials(
-                    &self,
-                    connection_id: Uuid,
-                    previous: &[u8],
-                    now: DateTime<Utc>,
-                ) -> Result<bool, StoreError> {
-                    let done = sqlx::query(
-                        "UPDATE connections SET status = 'expired', updated_at = $2 \
-                         WHERE id = $1 AND status = 'active' AND encrypted_credentials = $3",
-                    )
-                    .bind(connection_id)
-                    .bind(now)
-                    .bind(previous)
-                    .execute(&self.pool)
-                    .await
-                    .map_err(store_error)?;
-                    Ok(done.rows_affected() == 1)
-                }
-
-                async fn set_connection_status(
-                    &self,
-                    connection_id: Uuid,
-                    status: ConnectionStatus,
-                    now: DateTime<Utc>,
-                ) -> Result<bool, StoreError> {
-                    // Disconnecting this way clears the credentials too, as
-                    // `disconnect_connection` does, so no disconnected row keeps them.
-                    let done = sqlx::query(
-                        "UPDATE connections SET status = $2, \
-                         encrypted_credentials = CASE WHEN $3 THEN NULL \
-                             ELSE encrypted_credentials END, \
-                         credentials_key_id = CASE WHEN $3 THEN NULL \
-                             ELSE credentials_key_id END, \
-                         credentials_expires_at = CASE WHEN $3 THEN NULL \
-                             ELSE credentials_expires_at END, \
-                         updated_at = CASE WHEN status = $2 THEN updated_at ELSE $4 END \
-                         WHERE id = $1 AND status <> 'disconnected'",
-                    )
-                    .bind(connection_id)
-                    .bind(status.as_str())
-                    .bind(status == ConnectionStatus::Disconnected)
-                    .bind(now)
-                    .execute(&self.pool)
-                    .await
-                    .map_err(store_error)?;
-                    Ok(done.rows_affected() == 1)
-                }
-
-                async fn connections_due_for_token_refresh(
-                    &self,
-                    before: DateTime<Utc>,
-                    limit: u32,
-                ) -> Result<Vec<ConnectionRecord>, StoreError> {
-                    due_connections(
-                        &self.pool,
-                        "c.credentials_expires_at <= $1",
-                        "c.credentials_expires_at, c.id",
-                        before,
-                        limit,
-                    )
-                    .await
-                }
-
-                async fn connections_due_for_sync(
-                    &self,
-                    synced_before: DateTime<Utc>,
-                    limit: u32,
-                ) -> Result<Vec<ConnectionRecord>, StoreError> {
-                    due_connections(
-                        &self.pool,
-                        "(c.last_sync_at IS NULL OR c.last_sync_at < $1)",
-                        "c.last_sync_at NULLS FIRST, c.id",
-                        synced_before,
-                        limit,
-                    )
-                    .await
-                }
-
-                async fn claim_sync(
-                    &self,
-                    subject_id: Uuid,
-                    kind: SyncKind,
-                    now: DateTime<Utc>,
-                    cooldown: chrono::TimeDelta,
-                    force: bool,
-                ) -> Result<SyncClaim, StoreError> {
-                    let due_before = now.checked_sub_signed(cooldown).unwrap_or(now);
-                    // A refused claim reads the recorded start; when a concurrent release
-                    // removed or moved it meanwhile, claiming again settles it.
-                    for _ in 0..3 {
-                        // One statement: PostgreSQL re-checks the WHERE clause against the
-                        // latest row version after waiting for a concurrent claim, SQLite
-                        // serializes writers; SET reads the row as it was, so
-                        // `previous_started_at` gets the start this claim replaces.
-                        let granted = sqlx::query(
-                            "INSERT INTO sync_claims (subject_id, kind, last_started_at) \
-                             VALUES ($1, $2, $3) \
-                             ON CONFLICT (subject_id, kind) DO UPDATE SET \
-                             previous_started_at = sync_claims.last_started_at, \
-                             last_started_at = excluded.last_started_at \
-                             WHERE $4 OR sync_claims.last_started_at <= $5 \
-                             RETURNING previous_started_at",
-                        )
-                        .bind(subject_id)
-                        .bind(kind.as_str())
-                        .bind(now)
-                        .bind(force)
-                        .bind(due_before)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(store_error)?;
-                        if let Some(row) = granted {
-                            let previous: Option<DateTime<Utc>> =
-                                row.try_get("previous_started_at").map_err(store_error)?;
-                            return Ok(SyncClaim::Granted { previous });
-                        }
-                        let last: Option<DateTime<Utc>> = sqlx::query_scalar(
-                            "SELECT last_started_at FROM sync_claims \
-                             WHERE subject_id = $1 AND kind = $2",
-                        )
-                        .bind(subject_id)
-                        .bind(kind.as_str())
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(store_error)?;
-                        if let Some(last) = last.filter(|last| *last > due_before) {
-                            let until = last.checked_add_signed(cooldown).unwrap_or(last);
-                            return Ok(SyncClaim::CoolingDown { until });
-                        }
-                    }
-                    Err(StoreError::Other(format!(
-                        "the {} sync claim of {subject_id} kept changing",
-                        kind.as_str()
-                    )))
-                }
-
-                async fn release_sync(
-                    &self,
-                    subject_id: Uuid,
-                    kind: SyncKind,
-                    claimed_at: DateTime<Utc>,
-                    previous: Option<DateTime<Utc>>,
-                ) -> Result<(), StoreError> {
-                    let query = match previous {
-                        Some(previous) => sqlx::query(
-                            "UPDATE sync_claims SET last_started_at = $4, \
-                             previous_started_at = NULL \
-                             WHERE subject_id = $1 AND kind = $2 AND last_started_at = $3",
-                        )
-                        .bind(subject_id)
-                        .bind(kind.as_str())
-                        .bind(claimed_at)
-                        .bind(previous),
-                        None => sqlx::query(
-                            "DELETE FROM sync_claims \
-                             WHERE subject_id = $1 AND kind = $2 AND last_started_at = $3",
-                        )
-                        .bind(subject_id)
-                        .bind(kind.as_str())
-                        .bind(claimed_at),
-                    };
-                    query.execute(&self.pool).await.map_err(store_error)?;
-                    Ok(())
-                }
+            let last: Option<DateTime<Utc>> = sqlx::query_scalar(
+                "SELECT last_started_at FROM sync_claims WHERE subject_id = $1 AND kind = $2",
+            )
+            .bind(subject_id)
+            .bind(kind.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+            if let Some(last) = last.filter(|last| *last > due_before) {
+                let until = last.checked_add_signed(cooldown).unwrap_or(last);
+                return Ok(SyncClaim::CoolingDown { until });
             }
         }
-    };
+        Err(StoreError::Other(format!(
+            "the {} sync claim of {subject_id} kept changing",
+            kind.as_str()
+        )))
+    }
+
+    async fn release_sync(
+        &self,
+        subject_id: Uuid,
+        kind: SyncKind,
+        claimed_at: DateTime<Utc>,
+        previous: Option<DateTime<Utc>>,
+    ) -> Result<(), StoreError> {
+        let query = match previous {
+            Some(previous) => sqlx::query(
+                "UPDATE sync_claims SET last_started_at = $4, previous_started_at = NULL \
+                 WHERE subject_id = $1 AND kind = $2 AND last_started_at = $3",
+            )
+            .bind(subject_id)
+            .bind(kind.as_str())
+            .bind(claimed_at)
+            .bind(previous),
+            None => sqlx::query(
+                "DELETE FROM sync_claims \
+                 WHERE subject_id = $1 AND kind = $2 AND last_started_at = $3",
+            )
+            .bind(subject_id)
+            .bind(kind.as_str())
+            .bind(claimed_at),
+        };
+        query.execute(&self.pool).await?;
+        Ok(())
+    }
 }
-pub(crate) use impl_providers_store;

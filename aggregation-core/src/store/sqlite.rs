@@ -5,21 +5,44 @@ use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use super::migrate::{Migration, migrations};
-use super::sql::impl_sql_store;
-use super::sql_records::impl_records_store;
+use super::StoreError;
 
-const MIGRATIONS: &[Migration] = migrations!("sqlite":
-    1 => "0001_auth",
-    2 => "0002_records",
-    3 => "0003_admin",
-    4 => "0004_transaction_counts",
-    5 => "0005_providers",
-);
-const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS aggregation_migrations (\
-     version INTEGER PRIMARY KEY NOT NULL, description TEXT NOT NULL, applied_at TEXT NOT NULL)";
+// The aggregate files below are written against these names; `postgres.rs` includes the same
+// files with its own.
+type Db = sqlx::Sqlite;
+type Tx = sqlx::Transaction<'static, Db>;
+type SqlStore = SqliteStore;
+/// Starts a transaction that will write. `BEGIN IMMEDIATE` takes the write lock at once, so a
+/// read-then-write transaction cannot fail to upgrade its lock.
+const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
 /// `BEGIN IMMEDIATE` already serializes migrating processes on SQLite.
 const MIGRATION_LOCK: Option<&str> = None;
+/// Counts the `applied_at` column, which only the former migration runner's table has.
+const LEGACY_MIGRATIONS_PROBE: &str = "SELECT COUNT(*) FROM pragma_table_info('aggregation_migrations') \
+     WHERE name = 'applied_at'";
+
+fn migrator() -> sqlx::migrate::Migrator {
+    sqlx::migrate!("migrations/sqlite")
+}
+
+#[path = "sql_admin.rs"]
+mod admin;
+#[path = "sql_batches.rs"]
+mod batches;
+#[path = "sql_connections.rs"]
+mod connections;
+#[path = "sql_migrate.rs"]
+mod migrate;
+#[path = "sql_providers.rs"]
+mod providers;
+#[path = "sql_records.rs"]
+mod records;
+#[path = "sql_sessions.rs"]
+mod sessions;
+#[path = "sql_upserts.rs"]
+mod upserts;
+#[path = "sql_users.rs"]
+mod users;
 
 /// A store on SQLite through sqlx.
 ///
@@ -52,8 +75,7 @@ impl SqliteStore {
     /// Like [`SqliteStore::connect`], with `timeout` bounding both the wait for a pooled
     /// connection and the wait for a lock held by another writer.
     pub async fn connect_with_timeout(url: &str, timeout: Duration) -> Result<Self, StoreError> {
-        let options = SqliteConnectOptions::from_str(url)
-            .map_err(store_error)?
+        let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
@@ -63,17 +85,14 @@ impl SqliteStore {
             .max_connections(8)
             .acquire_timeout(timeout)
             .connect_with(options)
-            .await
-            .map_err(store_error)?;
+            .await?;
         Ok(Self { pool })
     }
 
     /// A fresh private in-memory database, migrated. One pinned connection keeps it alive and
     /// serializes access, which is what tests want.
     pub async fn in_memory() -> Result<Self, StoreError> {
-        let options = SqliteConnectOptions::from_str("sqlite::memory:")
-            .map_err(store_error)?
-            .foreign_keys(true);
+        let options = SqliteConnectOptions::from_str("sqlite::memory:")?.foreign_keys(true);
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
@@ -81,14 +100,9 @@ impl SqliteStore {
             .max_lifetime(None)
             .acquire_timeout(Self::DEFAULT_TIMEOUT)
             .connect_with(options)
-            .await
-            .map_err(store_error)?;
+            .await?;
         let store = Self { pool };
         store.migrate().await?;
         Ok(store)
     }
 }
-
-impl_sql_store!(SqliteStore, sqlx::Sqlite, "BEGIN IMMEDIATE");
-impl_records_store!(SqliteStore, sqlx::Sqlite, "BEGIN IMMEDIATE");
-super::sql_admin::impl_admin_store!(SqliteStore, sqlx::Sqlite, "BEGIN IMMEDIATE");

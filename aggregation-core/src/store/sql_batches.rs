@@ -1,0 +1,244 @@
+//! File imports and provider syncs: many records written as one transaction.
+
+use std::borrow::Cow;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use uuid::Uuid;
+
+use super::connections::find_or_create_connection_in;
+use super::records::{deactivate_missing_holdings_in, insert_snapshot_in};
+use super::upserts::{
+    account_in, add_to_transaction_count, upsert_account_in, upsert_holding_in,
+    upsert_transactions_in,
+};
+use super::{BEGIN_WRITE, SqlStore, Tx};
+use crate::store::sql::{OptionalDec, Upserted, tally};
+use crate::store::{
+    FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportSnapshot, ImportStore,
+    NewSnapshot, SnapshotSource, StoreError, SyncAccountData, SyncBatch, SyncCounts, SyncStore,
+};
+
+/// Moves the connection's last sync (and last change) to `now`.
+async fn mark_synced(
+    tx: &mut Tx,
+    connection_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE connections SET last_sync_at = $2, updated_at = $2 WHERE id = $1")
+        .bind(connection_id)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Whether the account has a `file_import` snapshot captured at the same instant with the same
+/// figures.
+async fn has_import_snapshot(
+    tx: &mut Tx,
+    account_id: Uuid,
+    snapshot: &ImportSnapshot,
+) -> Result<bool, StoreError> {
+    let stored: Vec<(
+        crate::store::sql::Dec,
+        OptionalDec,
+        OptionalDec,
+        OptionalDec,
+    )> = sqlx::query_as(
+        "SELECT balance, available_balance, holdings_value, cash_value \
+             FROM balance_snapshots WHERE account_id = $1 AND source = $2 AND captured_at = $3",
+    )
+    .bind(account_id)
+    .bind(SnapshotSource::FileImport.as_str())
+    .bind(snapshot.captured_at)
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(stored
+        .into_iter()
+        .any(|(balance, available, holdings, cash)| {
+            Decimal::from(balance) == snapshot.balance
+                && Option::<Decimal>::from(available) == snapshot.available_balance
+                && Option::<Decimal>::from(holdings) == snapshot.holdings_value
+                && Option::<Decimal>::from(cash) == snapshot.cash_value
+        }))
+}
+
+/// Writes one account of an import with its transactions, holdings and snapshot.
+async fn import_account(
+    tx: &mut Tx,
+    connection_id: Uuid,
+    item: &ImportAccount,
+    now: DateTime<Utc>,
+    counts: &mut ImportCounts,
+) -> Result<(), StoreError> {
+    let mut account = Cow::Borrowed(&item.account);
+    if !item.balance_reported {
+        // A file without a balance keeps the stored one.
+        if let Some(stored) = account_in(tx, connection_id, &account.provider_account_id).await? {
+            let account = account.to_mut();
+            account.balance_amount = stored.balance_amount;
+            account.available_balance_amount = stored.available_balance_amount;
+        }
+    }
+    let (account_id, outcome) = upsert_account_in(tx, connection_id, &account, now).await?;
+    match outcome {
+        Upserted::Created => counts.accounts_created += 1,
+        Upserted::Updated => counts.accounts_updated += 1,
+        Upserted::Unchanged => counts.accounts_unchanged += 1,
+    }
+    let mut created = 0;
+    for (_, outcome) in upsert_transactions_in(tx, account_id, &item.transactions, now).await? {
+        match outcome {
+            Upserted::Created => created += 1,
+            Upserted::Updated => counts.transactions_updated += 1,
+            Upserted::Unchanged => counts.transactions_skipped += 1,
+        }
+    }
+    add_to_transaction_count(tx, account_id, created).await?;
+    counts.transactions_created += created;
+    for holding in &item.holdings {
+        match upsert_holding_in(tx, account_id, holding, now).await?.1 {
+            Upserted::Created => counts.holdings_created += 1,
+            Upserted::Updated => counts.holdings_updated += 1,
+            Upserted::Unchanged => counts.holdings_unchanged += 1,
+        }
+    }
+    if let Some(snapshot) = &item.snapshot
+        && !has_import_snapshot(tx, account_id, snapshot).await?
+    {
+        let snapshot = NewSnapshot {
+            account_id,
+            balance: snapshot.balance,
+            available_balance: snapshot.available_balance,
+            holdings_value: snapshot.holdings_value,
+            cash_value: snapshot.cash_value,
+            currency: account.currency.clone(),
+            source: SnapshotSource::FileImport,
+            captured_at: snapshot.captured_at,
+        };
+        insert_snapshot_in(tx, &snapshot).await?;
+        counts.snapshots_created += 1;
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl ImportStore for SqlStore {
+    async fn apply_import(
+        &self,
+        user_id: Uuid,
+        batch: &ImportBatch,
+        now: DateTime<Utc>,
+    ) -> Result<ImportCounts, StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut counts = ImportCounts::default();
+        for institution in &batch.institutions {
+            let alias = Some(institution.alias.as_str());
+            let connection =
+                find_or_create_connection_in(&mut tx, user_id, FILE_IMPORT_PROVIDER, alias, now)
+                    .await?;
+            counts.connection_ids.push(connection.id);
+            for item in &institution.accounts {
+                import_account(&mut tx, connection.id, item, now, &mut counts).await?;
+            }
+            mark_synced(&mut tx, connection.id, now).await?;
+        }
+        tx.commit().await?;
+        Ok(counts)
+    }
+}
+
+/// Writes one account's part of a sync batch.
+async fn sync_account(
+    tx: &mut Tx,
+    connection_id: Uuid,
+    item: &SyncAccountData,
+    now: DateTime<Utc>,
+    counts: &mut SyncCounts,
+) -> Result<(), StoreError> {
+    let Some(account) = account_in(tx, connection_id, &item.provider_account_id).await? else {
+        return Err(StoreError::Other(format!(
+            "unknown account {:?} in connection {connection_id}",
+            item.provider_account_id
+        )));
+    };
+    if let Some(transactions) = &item.transactions {
+        let mut created = 0;
+        for done in upsert_transactions_in(tx, account.id, transactions, now).await? {
+            if done.1 == Upserted::Created {
+                created += 1;
+            }
+            tally(&mut counts.transactions, done);
+        }
+        add_to_transaction_count(tx, account.id, created).await?;
+    }
+    if let Some(holdings) = &item.holdings {
+        for holding in holdings {
+            tally(
+                &mut counts.holdings,
+                upsert_holding_in(tx, account.id, holding, now).await?,
+            );
+        }
+        let keep: Vec<String> = holdings
+            .iter()
+            .map(|holding| holding.provider_holding_id.clone())
+            .collect();
+        counts.holdings_deactivated +=
+            deactivate_missing_holdings_in(&mut **tx, account.id, &keep, now).await?;
+    }
+    if let Some(snapshot) = &item.snapshot {
+        let snapshot = NewSnapshot {
+            account_id: account.id,
+            balance: account.balance_amount,
+            available_balance: account.available_balance_amount,
+            holdings_value: snapshot.holdings_value,
+            cash_value: snapshot.cash_value,
+            currency: account.currency.clone(),
+            source: snapshot.source,
+            captured_at: now,
+        };
+        insert_snapshot_in(tx, &snapshot).await?;
+        counts.snapshots_created += 1;
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl SyncStore for SqlStore {
+    async fn apply_sync(
+        &self,
+        connection_id: Uuid,
+        batch: &SyncBatch,
+        now: DateTime<Utc>,
+    ) -> Result<SyncCounts, StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        // Locks the connection's row (PostgreSQL) so syncs of one connection are applied one
+        // after the other; SQLite's BEGIN IMMEDIATE serializes writers.
+        let locked = sqlx::query("UPDATE connections SET updated_at = updated_at WHERE id = $1")
+            .bind(connection_id)
+            .execute(&mut *tx)
+            .await?;
+        if locked.rows_affected() == 0 {
+            return Err(StoreError::Other(format!(
+                "unknown connection {connection_id}"
+            )));
+        }
+        let mut counts = SyncCounts::default();
+        for account in &batch.accounts {
+            tally(
+                &mut counts.accounts,
+                upsert_account_in(&mut tx, connection_id, account, now).await?,
+            );
+        }
+        for item in &batch.per_account {
+            sync_account(&mut tx, connection_id, item, now, &mut counts).await?;
+        }
+        if batch.mark_synced {
+            mark_synced(&mut tx, connection_id, now).await?;
+        }
+        tx.commit().await?;
+        Ok(counts)
+    }
+}

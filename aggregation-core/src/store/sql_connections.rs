@@ -1,0 +1,146 @@
+//! Provider connections as records: creation, the user's connection of a slug and alias, and
+//! the look-ups the other aggregates share.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::QueryBuilder;
+use uuid::Uuid;
+
+use super::{BEGIN_WRITE, SqlStore, Tx};
+use crate::store::{
+    ConnectionRecord, ConnectionStatus, ConnectionStore, NewConnection, StoreError, provider_id,
+};
+
+/// The columns of [`ConnectionRecord`], for `SELECT` and `RETURNING`.
+pub(super) const CONNECTION_COLUMNS: &str = "id, user_id, provider_id, provider_slug, alias, \
+     status, encrypted_credentials, credentials_key_id, credentials_expires_at, connected_at, \
+     last_sync_at, created_at, updated_at";
+pub(super) async fn insert_connection(
+    tx: &mut Tx,
+    connection: &NewConnection,
+) -> Result<ConnectionRecord, StoreError> {
+    let sql = format!(
+        "INSERT INTO connections (id, user_id, provider_id, provider_slug, alias, status, \
+         encrypted_credentials, credentials_key_id, credentials_expires_at, connected_at, \
+         last_sync_at, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, $10, $10) \
+         RETURNING {CONNECTION_COLUMNS}"
+    );
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(connection.id)
+        .bind(connection.user_id)
+        .bind(provider_id(&connection.provider_slug))
+        .bind(&connection.provider_slug)
+        .bind(connection.alias.as_deref())
+        .bind(connection.status.as_str())
+        .bind(connection.encrypted_credentials.as_deref())
+        .bind(connection.credentials_key_id.as_deref())
+        .bind(connection.credentials_expires_at)
+        .bind(connection.created_at)
+        .fetch_one(&mut **tx)
+        .await?)
+}
+
+#[async_trait]
+impl ConnectionStore for SqlStore {
+    async fn create_connection(
+        &self,
+        connection: &NewConnection,
+    ) -> Result<ConnectionRecord, StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let record = insert_connection(&mut tx, connection).await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    async fn find_or_create_connection(
+        &self,
+        user_id: Uuid,
+        provider_slug: &str,
+        alias: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<ConnectionRecord, StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let record =
+            find_or_create_connection_in(&mut tx, user_id, provider_slug, alias, now).await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    async fn connection_for_user(
+        &self,
+        user_id: Uuid,
+        connection_id: Uuid,
+    ) -> Result<Option<ConnectionRecord>, StoreError> {
+        let sql =
+            format!("SELECT {CONNECTION_COLUMNS} FROM connections WHERE id = $1 AND user_id = $2");
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(connection_id)
+            .bind(user_id)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+}
+
+/// Locks the user's row for the rest of the transaction (PostgreSQL) so concurrent transactions
+/// looking up or creating the user's connections see one another's; SQLite's `BEGIN IMMEDIATE`
+/// already serializes writers. [`StoreError::Other`] when the user does not exist.
+pub(super) async fn lock_user_in(tx: &mut Tx, user_id: Uuid) -> Result<(), StoreError> {
+    let locked = sqlx::query("UPDATE users SET updated_at = updated_at WHERE id = $1")
+        .bind(user_id)
+        .execute(&mut **tx)
+        .await?;
+    if locked.rows_affected() == 0 {
+        return Err(StoreError::Other(format!("unknown user {user_id}")));
+    }
+    Ok(())
+}
+
+/// The user's oldest connection with this slug and alias (compared exactly, `None` matching
+/// `None`) that is not disconnected.
+pub(super) async fn live_connection_in(
+    tx: &mut Tx,
+    user_id: Uuid,
+    provider_slug: &str,
+    alias: Option<&str>,
+) -> Result<Option<ConnectionRecord>, StoreError> {
+    let mut query = QueryBuilder::new(format!("SELECT {CONNECTION_COLUMNS} FROM connections"));
+    query
+        .push(" WHERE user_id = ")
+        .push_bind(user_id)
+        .push(" AND provider_slug = ")
+        .push_bind(provider_slug);
+    match alias {
+        Some(alias) => query.push(" AND alias = ").push_bind(alias),
+        None => query.push(" AND alias IS NULL"),
+    };
+    query.push(" AND status <> 'disconnected' ORDER BY created_at, id LIMIT 1");
+    Ok(query.build_query_as().fetch_optional(&mut **tx).await?)
+}
+
+/// The user's connection with this slug and alias that is not disconnected, created (active,
+/// no credentials) when there is none.
+pub(super) async fn find_or_create_connection_in(
+    tx: &mut Tx,
+    user_id: Uuid,
+    provider_slug: &str,
+    alias: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<ConnectionRecord, StoreError> {
+    lock_user_in(tx, user_id).await?;
+    if let Some(existing) = live_connection_in(tx, user_id, provider_slug, alias).await? {
+        return Ok(existing);
+    }
+    let connection = NewConnection {
+        id: Uuid::now_v7(),
+        user_id,
+        provider_slug: provider_slug.to_owned(),
+        alias: alias.map(str::to_owned),
+        status: ConnectionStatus::Active,
+        encrypted_credentials: None,
+        credentials_key_id: None,
+        credentials_expires_at: None,
+        created_at: now,
+    };
+    insert_connection(tx, &connection).await
+}

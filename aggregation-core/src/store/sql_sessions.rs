@@ -1,0 +1,272 @@
+//! Sessions and their refresh tokens.
+//!
+//! Every writer here takes the session row before its tokens, so that on PostgreSQL a refresh
+//! racing a revocation waits for it instead of deadlocking.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{BEGIN_WRITE, SqlStore, Tx};
+use crate::store::{
+    NewRefreshToken, NewSession, RefreshTokenRecord, SessionRecord, SessionStore, StoreError,
+};
+
+const SELECT_SESSION: &str = "SELECT id, user_id, device_info, ip_address, location, \
+     created_at, last_activity_at, expires_at, revoked_at, revoked_reason FROM sessions";
+
+/// Revokes the user's sessions other than `keep` and their refresh tokens; the number of live
+/// sessions revoked.
+pub(super) async fn revoke_user_sessions(
+    tx: &mut Tx,
+    user_id: Uuid,
+    keep: Uuid,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> Result<u64, StoreError> {
+    // Sessions before their tokens (see the module documentation).
+    let live = sqlx::query(
+        "UPDATE sessions SET revoked_at = $3, revoked_reason = $4 \
+         WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL AND expires_at > $3",
+    )
+    .bind(user_id)
+    .bind(keep)
+    .bind(now)
+    .bind(reason)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    // Expired sessions are closed too, so none of them can come back, but only live ones count
+    // as revoked.
+    sqlx::query(
+        "UPDATE sessions SET revoked_at = $3, revoked_reason = $4 \
+         WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL",
+    )
+    .bind(user_id)
+    .bind(keep)
+    .bind(now)
+    .bind(reason)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query(
+        "UPDATE refresh_tokens SET revoked_at = $3 \
+         WHERE revoked_at IS NULL AND user_id = $1 AND session_id <> $2",
+    )
+    .bind(user_id)
+    .bind(keep)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(live)
+}
+
+async fn revoke_one_session(
+    tx: &mut Tx,
+    session_id: Uuid,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE sessions SET revoked_at = $2, revoked_reason = $3 \
+         WHERE id = $1 AND revoked_at IS NULL",
+    )
+    .bind(session_id)
+    .bind(now)
+    .bind(reason)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query(
+        "UPDATE refresh_tokens SET revoked_at = $2 WHERE session_id = $1 AND revoked_at IS NULL",
+    )
+    .bind(session_id)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn insert_refresh_token(tx: &mut Tx, token: &NewRefreshToken) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO refresh_tokens (digest, session_id, user_id, token_version, \
+         issued_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(token.digest.as_slice())
+    .bind(token.session_id)
+    .bind(token.user_id)
+    .bind(token.token_version)
+    .bind(token.issued_at)
+    .bind(token.expires_at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl SessionStore for SqlStore {
+    async fn create_session(
+        &self,
+        session: &NewSession,
+        token: &NewRefreshToken,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        sqlx::query(
+            "INSERT INTO sessions (id, user_id, device_info, ip_address, user_agent, \
+             created_at, last_activity_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $6, $7)",
+        )
+        .bind(session.id)
+        .bind(session.user_id)
+        .bind(session.device_info.as_deref())
+        .bind(session.ip_address.as_deref())
+        .bind(session.user_agent.as_deref())
+        .bind(session.created_at)
+        .bind(session.expires_at)
+        .execute(&mut *tx)
+        .await?;
+        insert_refresh_token(&mut tx, token).await?;
+        Ok(tx.commit().await?)
+    }
+
+    async fn refresh_token(&self, digest: &[u8]) -> Result<Option<RefreshTokenRecord>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT t.session_id, t.user_id, t.token_version, t.expires_at, \
+             t.rotated_at, t.revoked_at, s.revoked_at AS session_revoked_at, \
+             s.created_at AS session_created_at \
+             FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id \
+             WHERE t.digest = $1",
+        )
+        .bind(digest)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    async fn rotate_refresh_token(
+        &self,
+        old_digest: &[u8],
+        new_token: &NewRefreshToken,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        // The session row first, then its tokens: the order revocations take too, so a logout
+        // racing this refresh on PostgreSQL waits for it instead of deadlocking. Nothing is
+        // kept unless the token rotates below.
+        let live_session = sqlx::query(
+            "UPDATE sessions SET last_activity_at = $2, expires_at = $3 \
+             WHERE id = $1 AND revoked_at IS NULL",
+        )
+        .bind(new_token.session_id)
+        .bind(now)
+        .bind(new_token.expires_at)
+        .execute(&mut *tx)
+        .await?;
+        if live_session.rows_affected() != 1 {
+            return Ok(false);
+        }
+        let rotated = sqlx::query(
+            "UPDATE refresh_tokens SET rotated_at = $2 \
+             WHERE digest = $1 AND rotated_at IS NULL AND revoked_at IS NULL \
+             AND expires_at > $2 AND session_id = $3",
+        )
+        .bind(old_digest)
+        .bind(now)
+        .bind(new_token.session_id)
+        .execute(&mut *tx)
+        .await?;
+        if rotated.rows_affected() != 1 {
+            return Ok(false);
+        }
+        insert_refresh_token(&mut tx, new_token).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn revoke_session(
+        &self,
+        user_id: Uuid,
+        session_id: Uuid,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<bool>, StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let revoked_at: Option<Option<DateTime<Utc>>> =
+            sqlx::query_scalar("SELECT revoked_at FROM sessions WHERE id = $1 AND user_id = $2")
+                .bind(session_id)
+                .bind(user_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        match revoked_at {
+            None => return Ok(None),
+            Some(Some(_)) => return Ok(Some(false)),
+            Some(None) => {}
+        }
+        revoke_one_session(&mut tx, session_id, reason, now).await?;
+        tx.commit().await?;
+        Ok(Some(true))
+    }
+
+    async fn revoke_session_by_token(
+        &self,
+        user_id: Uuid,
+        digest: &[u8],
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let session_id: Option<Uuid> = sqlx::query_scalar(
+            "SELECT session_id FROM refresh_tokens WHERE digest = $1 AND user_id = $2",
+        )
+        .bind(digest)
+        .bind(user_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(session_id) = session_id else {
+            return Ok(false);
+        };
+        revoke_one_session(&mut tx, session_id, reason, now).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn revoke_all_sessions(
+        &self,
+        user_id: Uuid,
+        keep: Option<Uuid>,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let keep = keep.unwrap_or_else(Uuid::nil);
+        let count = revoke_user_sessions(&mut tx, user_id, keep, reason, now).await?;
+        tx.commit().await?;
+        Ok(count)
+    }
+
+    async fn sessions_for_user(
+        &self,
+        user_id: Uuid,
+        active_only: bool,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        let mut query = sqlx::QueryBuilder::new(SELECT_SESSION);
+        query.push(" WHERE user_id = ").push_bind(user_id);
+        if active_only {
+            query
+                .push(" AND revoked_at IS NULL AND expires_at > ")
+                .push_bind(now);
+        }
+        query.push(" ORDER BY created_at DESC, id DESC");
+        Ok(query.build_query_as().fetch_all(&self.pool).await?)
+    }
+
+    async fn session_for_user(
+        &self,
+        user_id: Uuid,
+        session_id: Uuid,
+    ) -> Result<Option<SessionRecord>, StoreError> {
+        let sql = format!("{SELECT_SESSION} WHERE id = $1 AND user_id = $2");
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(session_id)
+            .bind(user_id)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+}

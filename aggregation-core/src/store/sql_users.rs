@@ -1,0 +1,271 @@
+//! Users, their roles, and single-use email tokens (verification and password reset).
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::sessions::revoke_user_sessions;
+use super::{BEGIN_WRITE, Db, SqlStore, Tx};
+use crate::store::{
+    NewOneTimeToken, NewUser, OneTimeTokenStore, Role, StoreError, TokenCheck, TokenPurpose,
+    UserRecord, UserStore,
+};
+
+const SELECT_USER: &str = "SELECT id, email, password_hash, email_verified_at, \
+     min_token_version, created_at, updated_at FROM users";
+
+#[async_trait]
+impl UserStore for SqlStore {
+    async fn create_user(&self, user: &NewUser) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        sqlx::query(
+            "INSERT INTO users (id, email, email_normalized, password_hash, \
+             min_token_version, created_at, updated_at) VALUES ($1, $2, $3, $4, 0, $5, $5)",
+        )
+        .bind(user.id)
+        .bind(&user.email)
+        .bind(&user.email_normalized)
+        .bind(&user.password_hash)
+        .bind(user.created_at)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("INSERT INTO user_roles (user_id, role, granted_at) VALUES ($1, $2, $3)")
+            .bind(user.id)
+            .bind(Role::User.as_str())
+            .bind(user.created_at)
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx.commit().await?)
+    }
+
+    async fn user_by_email(
+        &self,
+        email_normalized: &str,
+    ) -> Result<Option<UserRecord>, StoreError> {
+        let sql = format!("{SELECT_USER} WHERE email_normalized = $1");
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(email_normalized)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    async fn user_by_id(&self, id: Uuid) -> Result<Option<UserRecord>, StoreError> {
+        let sql = format!("{SELECT_USER} WHERE id = $1");
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    async fn user_roles(&self, id: Uuid) -> Result<Vec<Role>, StoreError> {
+        let names: Vec<String> =
+            sqlx::query_scalar("SELECT role FROM user_roles WHERE user_id = $1")
+                .bind(id)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(names.iter().filter_map(|name| Role::parse(name)).collect())
+    }
+
+    async fn grant_role(
+        &self,
+        id: Uuid,
+        role: Role,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let inserted = sqlx::query(
+            "INSERT INTO user_roles (user_id, role, granted_at) \
+             SELECT id, $2, $3 FROM users WHERE id = $1 \
+             ON CONFLICT (user_id, role) DO NOTHING",
+        )
+        .bind(id)
+        .bind(role.as_str())
+        .bind(at)
+        .execute(&self.pool)
+        .await?;
+        Ok(inserted.rows_affected() == 1)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}
+
+/// A token's user, expiry and use, and whether its user still exists.
+type TokenState = (Uuid, DateTime<Utc>, Option<DateTime<Utc>>, Option<Uuid>);
+
+/// Classifies a token that could not be consumed.
+async fn classify_one_time_token<'c, E>(
+    executor: E,
+    digest: &[u8],
+    purpose: TokenPurpose,
+    now: DateTime<Utc>,
+) -> Result<TokenCheck, StoreError>
+where
+    E: sqlx::Executor<'c, Database = Db>,
+{
+    let row: Option<TokenState> = sqlx::query_as(
+        "SELECT t.user_id, t.expires_at, t.used_at, u.id AS existing_user \
+         FROM one_time_tokens t LEFT JOIN users u ON u.id = t.user_id \
+         WHERE t.digest = $1 AND t.purpose = $2",
+    )
+    .bind(digest)
+    .bind(purpose.as_str())
+    .fetch_optional(executor)
+    .await?;
+    Ok(match row {
+        None => TokenCheck::Unknown,
+        Some((_, _, Some(_), _)) => TokenCheck::AlreadyUsed,
+        Some((_, expires_at, None, _)) if expires_at <= now => TokenCheck::Expired,
+        Some((_, _, None, None)) => TokenCheck::UnknownUser,
+        Some((user_id, _, None, Some(_))) => TokenCheck::Valid { user_id },
+    })
+}
+
+/// Claims a live token inside a transaction; the user id when claimed.
+async fn claim_one_time_token(
+    tx: &mut Tx,
+    digest: &[u8],
+    purpose: TokenPurpose,
+    now: DateTime<Utc>,
+) -> Result<Result<Uuid, TokenCheck>, StoreError> {
+    let claimed: Option<Uuid> = sqlx::query_scalar(
+        "UPDATE one_time_tokens SET used_at = $3 \
+         WHERE digest = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > $3 \
+         RETURNING user_id",
+    )
+    .bind(digest)
+    .bind(purpose.as_str())
+    .bind(now)
+    .fetch_optional(&mut **tx)
+    .await?;
+    match claimed {
+        Some(user_id) => Ok(Ok(user_id)),
+        None => Ok(Err(classify_one_time_token(
+            &mut **tx, digest, purpose, now,
+        )
+        .await?)),
+    }
+}
+
+async fn insert_one_time_token<'c, E>(
+    executor: E,
+    token: &NewOneTimeToken,
+) -> Result<(), StoreError>
+where
+    E: sqlx::Executor<'c, Database = Db>,
+{
+    sqlx::query(
+        "INSERT INTO one_time_tokens (digest, purpose, user_id, created_at, \
+         expires_at, ip_address, user_agent) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(token.digest.as_slice())
+    .bind(token.purpose.as_str())
+    .bind(token.user_id)
+    .bind(token.created_at)
+    .bind(token.expires_at)
+    .bind(token.ip_address.as_deref())
+    .bind(token.user_agent.as_deref())
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl OneTimeTokenStore for SqlStore {
+    async fn insert_one_time_token(&self, token: &NewOneTimeToken) -> Result<(), StoreError> {
+        insert_one_time_token(&self.pool, token).await
+    }
+
+    async fn insert_one_time_token_capped(
+        &self,
+        token: &NewOneTimeToken,
+        cap: u64,
+        since: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        // Locks the user's row (PostgreSQL) so concurrent requests count one by one; SQLite's
+        // BEGIN IMMEDIATE already serializes writers.
+        sqlx::query("UPDATE users SET updated_at = updated_at WHERE id = $1")
+            .bind(token.user_id)
+            .execute(&mut *tx)
+            .await?;
+        let issued: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM one_time_tokens \
+             WHERE user_id = $1 AND purpose = $2 AND created_at > $3",
+        )
+        .bind(token.user_id)
+        .bind(token.purpose.as_str())
+        .bind(since)
+        .fetch_one(&mut *tx)
+        .await?;
+        if u64::try_from(issued).unwrap_or(u64::MAX) >= cap {
+            return Ok(false);
+        }
+        insert_one_time_token(&mut *tx, token).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn check_one_time_token(
+        &self,
+        digest: &[u8],
+        purpose: TokenPurpose,
+        now: DateTime<Utc>,
+    ) -> Result<TokenCheck, StoreError> {
+        classify_one_time_token(&self.pool, digest, purpose, now).await
+    }
+
+    async fn verify_email(
+        &self,
+        digest: &[u8],
+        now: DateTime<Utc>,
+    ) -> Result<TokenCheck, StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let purpose = TokenPurpose::EmailVerification;
+        let user_id = match claim_one_time_token(&mut tx, digest, purpose, now).await? {
+            Ok(user_id) => user_id,
+            Err(check) => return Ok(check),
+        };
+        let updated = sqlx::query(
+            "UPDATE users SET email_verified_at = COALESCE(email_verified_at, $2), \
+             updated_at = $2 WHERE id = $1",
+        )
+        .bind(user_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() == 0 {
+            return Ok(TokenCheck::UnknownUser);
+        }
+        tx.commit().await?;
+        Ok(TokenCheck::Consumed { user_id })
+    }
+
+    async fn reset_password(
+        &self,
+        digest: &[u8],
+        password_hash: &str,
+        now: DateTime<Utc>,
+    ) -> Result<TokenCheck, StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let purpose = TokenPurpose::PasswordReset;
+        let user_id = match claim_one_time_token(&mut tx, digest, purpose, now).await? {
+            Ok(user_id) => user_id,
+            Err(check) => return Ok(check),
+        };
+        let updated =
+            sqlx::query("UPDATE users SET password_hash = $2, updated_at = $3 WHERE id = $1")
+                .bind(user_id)
+                .bind(password_hash)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+        if updated.rows_affected() == 0 {
+            return Ok(TokenCheck::UnknownUser);
+        }
+        revoke_user_sessions(&mut tx, user_id, Uuid::nil(), "password_reset", now).await?;
+        tx.commit().await?;
+        Ok(TokenCheck::Consumed { user_id })
+    }
+}
