@@ -65,7 +65,7 @@ pub(crate) mod holdings;
 pub(crate) mod imports;
 pub(crate) mod providers;
 pub(crate) mod router;
-pub mod routes;
+pub(crate) mod routes;
 pub(crate) mod sessions;
 pub(crate) mod snapshots;
 pub(crate) mod syncs;
