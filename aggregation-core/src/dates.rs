@@ -9,18 +9,6 @@
 //!
 //! Timestamps computed from configured durations (token lifetimes, job intervals) saturate at
 //! [`FAR_FUTURE`] and [`FAR_PAST`] instead of overflowing, however large the duration.
-//!
-//! ```
-//! use aggregation_core::dates::{EARLIEST_DATE, LATEST_DATE, is_accepted_date};
-//! use chrono::NaiveDate;
-//!
-//! assert_eq!(EARLIEST_DATE.to_string(), "1900-01-01");
-//! assert_eq!(LATEST_DATE.to_string(), "2200-12-31");
-//! let leap_day = NaiveDate::from_ymd_opt(2024, 2, 29).expect("a real day");
-//! assert!(is_accepted_date(leap_day));
-//! let too_early = NaiveDate::from_ymd_opt(1899, 12, 31).expect("a real day");
-//! assert!(!is_accepted_date(too_early));
-//! ```
 
 use chrono::{DateTime, NaiveDate, NaiveTime, TimeDelta, Utc};
 
@@ -109,6 +97,18 @@ pub(crate) fn days_before(day: NaiveDate, days: u32) -> NaiveDate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn module_example_holds() {
+        use chrono::NaiveDate;
+
+        assert_eq!(EARLIEST_DATE.to_string(), "1900-01-01");
+        assert_eq!(LATEST_DATE.to_string(), "2200-12-31");
+        let leap_day = NaiveDate::from_ymd_opt(2024, 2, 29).expect("a real day");
+        assert!(is_accepted_date(leap_day));
+        let too_early = NaiveDate::from_ymd_opt(1899, 12, 31).expect("a real day");
+        assert!(!is_accepted_date(too_early));
+    }
 
     #[test]
     fn bounds_are_the_documented_ones() {

@@ -1,10 +1,4 @@
 //! RFC 9457 problem details: the one error shape every failure of the API takes.
-//!
-//! ```
-//! use aggregation_core::problem::{ApiError, ErrorCode};
-//! let error = ApiError::new(ErrorCode::NotFound, "Session not found.");
-//! assert_eq!(error.status().as_u16(), 404);
-//! ```
 
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
@@ -313,4 +307,15 @@ pub(crate) struct ProblemBody<'a> {
     /// Seconds to wait, on 429 only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_example_holds() {
+        let error = ApiError::new(ErrorCode::NotFound, "Session not found.");
+        assert_eq!(error.status().as_u16(), 404);
+    }
 }
