@@ -40,9 +40,9 @@
 //! on one instance (sticky routing) if your provider behaves so.
 
 #[cfg(feature = "sandbox")]
-pub mod sandbox;
+mod sandbox;
 #[cfg(feature = "schwab")]
-pub mod schwab;
+mod schwab;
 
 #[cfg(feature = "sandbox")]
 pub use sandbox::SchwabSandbox;
