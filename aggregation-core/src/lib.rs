@@ -7,6 +7,7 @@ pub(crate) mod auth;
 pub(crate) mod config;
 pub mod crypto;
 pub(crate) mod dates;
+mod enums;
 pub mod events;
 pub mod import;
 pub mod jobs;
