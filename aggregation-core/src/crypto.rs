@@ -13,25 +13,25 @@ pub fn token_digest(token: &str) -> Vec<u8> {
 }
 
 /// 32 random bytes, base64url without padding (43 characters): refresh tokens and OAuth states.
-pub fn random_urlsafe_token() -> String {
+pub(crate) fn random_urlsafe_token() -> String {
     let bytes: [u8; 32] = rand::rng().random();
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// 32 random bytes as 64 lowercase hex characters: verification and reset tokens.
-pub fn random_hex_token() -> String {
+pub(crate) fn random_hex_token() -> String {
     let bytes: [u8; 32] = rand::rng().random();
     hex::encode(bytes)
 }
 
 /// 16 random bytes as 32 hex characters: trace ids.
-pub fn random_trace_id() -> String {
+pub(crate) fn random_trace_id() -> String {
     let bytes: [u8; 16] = rand::rng().random();
     hex::encode(bytes)
 }
 
 /// 8 random bytes as 16 hex characters: span ids of `traceparent`.
-pub fn random_span_id() -> String {
+pub(crate) fn random_span_id() -> String {
     let bytes: [u8; 8] = rand::rng().random();
     hex::encode(bytes)
 }
@@ -158,7 +158,7 @@ impl Keyring {
 }
 
 /// The PKCE S256 challenge of a verifier: base64url (no padding) of its SHA-256.
-pub fn pkce_challenge(verifier: &str) -> String {
+pub(crate) fn pkce_challenge(verifier: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
 }
 

@@ -9,18 +9,6 @@
 //!
 //! Timestamps computed from configured durations (token lifetimes, job intervals) saturate at
 //! [`FAR_FUTURE`] and [`FAR_PAST`] instead of overflowing, however large the duration.
-//!
-//! ```
-//! use aggregation_core::dates::{EARLIEST_DATE, LATEST_DATE, is_accepted_date};
-//! use chrono::NaiveDate;
-//!
-//! assert_eq!(EARLIEST_DATE.to_string(), "1900-01-01");
-//! assert_eq!(LATEST_DATE.to_string(), "2200-12-31");
-//! let leap_day = NaiveDate::from_ymd_opt(2024, 2, 29).expect("a real day");
-//! assert!(is_accepted_date(leap_day));
-//! let too_early = NaiveDate::from_ymd_opt(1899, 12, 31).expect("a real day");
-//! assert!(!is_accepted_date(too_early));
-//! ```
 
 use chrono::{DateTime, NaiveDate, NaiveTime, TimeDelta, Utc};
 
@@ -35,16 +23,16 @@ macro_rules! constant {
 }
 
 /// The first day a request may name: 1900-01-01.
-pub const EARLIEST_DATE: NaiveDate = constant!(NaiveDate::from_ymd_opt(1900, 1, 1));
+pub(crate) const EARLIEST_DATE: NaiveDate = constant!(NaiveDate::from_ymd_opt(1900, 1, 1));
 
 /// The last day a request may name: 2200-12-31.
-pub const LATEST_DATE: NaiveDate = constant!(NaiveDate::from_ymd_opt(2200, 12, 31));
+pub(crate) const LATEST_DATE: NaiveDate = constant!(NaiveDate::from_ymd_opt(2200, 12, 31));
 
 /// The first instant a request may name: 1900-01-01T00:00:00Z.
-pub const EARLIEST_INSTANT: DateTime<Utc> = EARLIEST_DATE.and_time(NaiveTime::MIN).and_utc();
+pub(crate) const EARLIEST_INSTANT: DateTime<Utc> = EARLIEST_DATE.and_time(NaiveTime::MIN).and_utc();
 
 /// The last instant a request may name: 2200-12-31T23:59:59.999999999Z.
-pub const LATEST_INSTANT: DateTime<Utc> = LATEST_DATE
+pub(crate) const LATEST_INSTANT: DateTime<Utc> = LATEST_DATE
     .and_time(constant!(NaiveTime::from_hms_nano_opt(
         23,
         59,
@@ -54,25 +42,25 @@ pub const LATEST_INSTANT: DateTime<Utc> = LATEST_DATE
     .and_utc();
 
 /// The earliest instant a computed timestamp takes: 0001-01-01T00:00:00Z.
-pub const FAR_PAST: DateTime<Utc> = constant!(NaiveDate::from_ymd_opt(1, 1, 1))
+pub(crate) const FAR_PAST: DateTime<Utc> = constant!(NaiveDate::from_ymd_opt(1, 1, 1))
     .and_time(NaiveTime::MIN)
     .and_utc();
 
 /// The latest instant a computed timestamp takes: 9999-12-31T23:59:59.999999Z, the last one
 /// both stores keep and order correctly.
-pub const FAR_FUTURE: DateTime<Utc> = constant!(NaiveDate::from_ymd_opt(9999, 12, 31))
+pub(crate) const FAR_FUTURE: DateTime<Utc> = constant!(NaiveDate::from_ymd_opt(9999, 12, 31))
     .and_time(constant!(NaiveTime::from_hms_micro_opt(
         23, 59, 59, 999_999
     )))
     .and_utc();
 
 /// Whether a request may carry this date (years 1900 to 2200).
-pub fn is_accepted_date(date: NaiveDate) -> bool {
+pub(crate) fn is_accepted_date(date: NaiveDate) -> bool {
     (EARLIEST_DATE..=LATEST_DATE).contains(&date)
 }
 
 /// Whether a request may carry this instant (years 1900 to 2200 in UTC).
-pub fn is_accepted_instant(at: DateTime<Utc>) -> bool {
+pub(crate) fn is_accepted_instant(at: DateTime<Utc>) -> bool {
     (EARLIEST_INSTANT..=LATEST_INSTANT).contains(&at)
 }
 
@@ -109,6 +97,18 @@ pub(crate) fn days_before(day: NaiveDate, days: u32) -> NaiveDate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn module_example_holds() {
+        use chrono::NaiveDate;
+
+        assert_eq!(EARLIEST_DATE.to_string(), "1900-01-01");
+        assert_eq!(LATEST_DATE.to_string(), "2200-12-31");
+        let leap_day = NaiveDate::from_ymd_opt(2024, 2, 29).expect("a real day");
+        assert!(is_accepted_date(leap_day));
+        let too_early = NaiveDate::from_ymd_opt(1899, 12, 31).expect("a real day");
+        assert!(!is_accepted_date(too_early));
+    }
 
     #[test]
     fn bounds_are_the_documented_ones() {

@@ -3,22 +3,23 @@
 pub mod admin;
 pub mod api;
 pub(crate) mod app;
-pub mod auth;
-pub mod config;
+pub(crate) mod auth;
+pub(crate) mod config;
 pub mod crypto;
-pub mod dates;
+pub(crate) mod dates;
+mod enums;
 pub mod events;
 pub mod import;
 pub mod jobs;
 pub mod mail;
-pub mod problem;
+pub(crate) mod problem;
 pub mod providers;
 pub mod rate_limit;
 pub(crate) mod records;
-pub mod service;
+pub(crate) mod service;
 pub(crate) mod sessions;
 pub mod store;
-pub mod work;
+pub(crate) mod work;
 
 // What an embedder names to build, configure and run the service, in one place.
 

@@ -1,21 +1,15 @@
 //! RFC 9457 problem details: the one error shape every failure of the API takes.
-//!
-//! ```
-//! use aggregation_core::problem::{ApiError, ErrorCode};
-//! let error = ApiError::new(ErrorCode::NotFound, "Session not found.");
-//! assert_eq!(error.status().as_u16(), 404);
-//! ```
 
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 
 /// Media type of every problem body.
-pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+pub(crate) const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 
 /// The application error codes of `decisions.md`, each with its status and title.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ErrorCode {
+pub(crate) enum ErrorCode {
     /// 422: anything wrong that the request alone shows.
     ValidationFailed,
     /// 400: a well-formed request that the current state rejects.
@@ -46,7 +40,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// The snake_case code that ends the problem `type`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::ValidationFailed => "validation_failed",
             Self::CommandValidationFailed => "command_validation_failed",
@@ -65,7 +59,7 @@ impl ErrorCode {
     }
 
     /// The HTTP status of the code.
-    pub fn status(self) -> StatusCode {
+    pub(crate) fn status(self) -> StatusCode {
         match self {
             Self::ValidationFailed => StatusCode::UNPROCESSABLE_ENTITY,
             Self::CommandValidationFailed => StatusCode::BAD_REQUEST,
@@ -84,7 +78,7 @@ impl ErrorCode {
     }
 
     /// The problem `title`.
-    pub fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             Self::ValidationFailed => "Validation Failed",
             Self::CommandValidationFailed => "Command Validation Failed",
@@ -105,7 +99,7 @@ impl ErrorCode {
 
 /// One entry of a problem's `errors` list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FieldError {
+pub(crate) struct FieldError {
     /// The body field name (`password`), or `query.limit`, `path.id`, `header.content-type`.
     pub field: String,
     /// A short machine-readable reason (`required`, `too_short`, `invalid_format`, ...).
@@ -116,7 +110,11 @@ pub struct FieldError {
 
 impl FieldError {
     /// Builds a field error.
-    pub fn new(field: impl Into<String>, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        field: impl Into<String>,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
         Self {
             field: field.into(),
             code,
@@ -127,7 +125,7 @@ impl FieldError {
 
 /// A failure on its way to becoming a problem-details response.
 #[derive(Debug, Clone)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     code: ErrorCode,
     detail: String,
     errors: Vec<FieldError>,
@@ -137,7 +135,7 @@ pub struct ApiError {
 
 impl ApiError {
     /// A problem with a code and a detail sentence.
-    pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
         let mut error = Self {
             code,
             detail: detail.into(),
@@ -152,7 +150,7 @@ impl ApiError {
     }
 
     /// 422 with a list of field errors.
-    pub fn validation(errors: Vec<FieldError>) -> Self {
+    pub(crate) fn validation(errors: Vec<FieldError>) -> Self {
         let detail = match errors.as_slice() {
             [only] => only.message.clone(),
             _ => format!("The request has {} invalid fields.", errors.len()),
@@ -164,12 +162,16 @@ impl ApiError {
     }
 
     /// 422 for a single field.
-    pub fn field(field: impl Into<String>, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn field(
+        field: impl Into<String>,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
         Self::validation(vec![FieldError::new(field, code, message)])
     }
 
     /// 401 with the spec's detail.
-    pub fn unauthorized() -> Self {
+    pub(crate) fn unauthorized() -> Self {
         Self::new(
             ErrorCode::Unauthorized,
             "A valid authorization token is required.",
@@ -177,7 +179,7 @@ impl ApiError {
     }
 
     /// 500 that says nothing about its cause; the cause is logged by the caller.
-    pub fn internal() -> Self {
+    pub(crate) fn internal() -> Self {
         Self::new(
             ErrorCode::CommandExecutionFailed,
             "The request could not be completed.",
@@ -185,7 +187,7 @@ impl ApiError {
     }
 
     /// 429 with `Retry-After` and the body's `retry_after`.
-    pub fn rate_limited(retry_after_seconds: u64) -> Self {
+    pub(crate) fn rate_limited(retry_after_seconds: u64) -> Self {
         let seconds = retry_after_seconds.max(1);
         Self::rate_limited_because(
             seconds,
@@ -194,7 +196,10 @@ impl ApiError {
     }
 
     /// 429 with `Retry-After`, the body's `retry_after`, and a detail of its own.
-    pub fn rate_limited_because(retry_after_seconds: u64, detail: impl Into<String>) -> Self {
+    pub(crate) fn rate_limited_because(
+        retry_after_seconds: u64,
+        detail: impl Into<String>,
+    ) -> Self {
         let seconds = retry_after_seconds.max(1);
         let mut error = Self::new(ErrorCode::RateLimitExceeded, detail)
             .with_header(header::RETRY_AFTER, HeaderValue::from(seconds));
@@ -203,7 +208,7 @@ impl ApiError {
     }
 
     /// 503 with `Retry-After`: heavy work (hashing, parsing) is saturated; retrying shortly works.
-    pub fn busy(retry_after_seconds: u64) -> Self {
+    pub(crate) fn busy(retry_after_seconds: u64) -> Self {
         Self::new(
             ErrorCode::ServiceUnavailable,
             "The service is busy. Try again shortly.",
@@ -215,38 +220,46 @@ impl ApiError {
     }
 
     /// Adds a response header (`Allow`, `Retry-After`, ...).
-    pub fn with_header(mut self, name: header::HeaderName, value: HeaderValue) -> Self {
+    pub(crate) fn with_header(mut self, name: header::HeaderName, value: HeaderValue) -> Self {
         self.headers.push((name, value));
         self
     }
 
     /// The error code.
-    pub fn code(&self) -> ErrorCode {
+    #[cfg(test)]
+    pub(crate) fn code(&self) -> ErrorCode {
         self.code
     }
 
     /// The HTTP status.
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         self.code.status()
     }
 
     /// The detail sentence.
-    pub fn detail(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn detail(&self) -> &str {
         &self.detail
     }
 
     /// The field errors.
-    pub fn errors(&self) -> &[FieldError] {
+    #[cfg(test)]
+    pub(crate) fn errors(&self) -> &[FieldError] {
         &self.errors
     }
 
     /// Extra headers that go with the response.
-    pub fn headers(&self) -> &[(header::HeaderName, HeaderValue)] {
+    pub(crate) fn headers(&self) -> &[(header::HeaderName, HeaderValue)] {
         &self.headers
     }
 
     /// Renders the problem body for a request path and trace id.
-    pub fn to_body(&self, base_url: &str, instance: &str, trace_id: &str) -> ProblemBody<'_> {
+    pub(crate) fn to_body(
+        &self,
+        base_url: &str,
+        instance: &str,
+        trace_id: &str,
+    ) -> ProblemBody<'_> {
         ProblemBody {
             kind: format!(
                 "{}/errors/{}",
@@ -274,7 +287,7 @@ impl std::error::Error for ApiError {}
 
 /// The serialized problem-details body.
 #[derive(Debug, Serialize)]
-pub struct ProblemBody<'a> {
+pub(crate) struct ProblemBody<'a> {
     /// `{base_url}/errors/{code}`.
     #[serde(rename = "type")]
     pub kind: String,
@@ -294,4 +307,15 @@ pub struct ProblemBody<'a> {
     /// Seconds to wait, on 429 only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_example_holds() {
+        let error = ApiError::new(ErrorCode::NotFound, "Session not found.");
+        assert_eq!(error.status().as_u16(), 404);
+    }
 }

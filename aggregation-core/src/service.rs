@@ -173,9 +173,8 @@ impl AggregationServiceBuilder {
         self
     }
 
-    /// Where rate-limit buckets live (default: in process). Use
-    /// [`RedisRateLimitStore`](crate::rate_limit::RedisRateLimitStore) to share limits across
-    /// instances. The per-account failed-login throttle
+    /// Where rate-limit buckets live (default: in process). Use `RedisRateLimitStore`
+    /// (feature `redis`) to share limits across instances. The per-account failed-login throttle
     /// ([`Config::with_login_failure_limit`]) keeps its buckets here too.
     pub fn rate_limit_store(mut self, store: Arc<dyn RateLimitStore>) -> Self {
         self.rate_limit_store = Some(store);
@@ -189,8 +188,8 @@ impl AggregationServiceBuilder {
         self
     }
 
-    /// Offers a provider (replacing one with the same slug), such as
-    /// [`SchwabProvider`](crate::providers::SchwabProvider) or your own.
+    /// Offers a provider (replacing one with the same slug), such as `SchwabProvider`
+    /// (feature `schwab`) or your own.
     pub fn provider(mut self, provider: impl Provider) -> Self {
         self.providers.insert(Arc::new(provider));
         self

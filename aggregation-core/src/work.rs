@@ -21,7 +21,7 @@ use crate::config::WorkLimits;
 /// Why heavy work did not run to completion.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum WorkError {
+pub(crate) enum WorkError {
     /// As many jobs as allowed are running and waiting already.
     #[error("too much {0} is running or waiting already")]
     Busy(&'static str),

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::auth::token_version::{self, RotationError};
-pub use crate::auth::token_version::{GlobalRotation, UserRotation};
+pub(crate) use crate::auth::token_version::{GlobalRotation, UserRotation};
 use crate::config::Config;
 use crate::events::{DomainEvent, EventSink};
 use crate::jobs::JobsStatus;

@@ -19,6 +19,7 @@ use super::handler::{FromRequest, ViaBody};
 use super::routes::{Route, limited, route};
 use super::{ApiResult, RequestBody, json};
 use crate::app::App;
+use crate::enums::string_enum;
 use crate::import::OfxError;
 use crate::import::records::Refusal;
 use crate::import::statement::ImportError;
@@ -36,33 +37,21 @@ pub(crate) const ROUTES: &[Route] = &[
 /// Room allowed for multipart framing (boundaries, part headers) on top of the file limit.
 const MULTIPART_OVERHEAD: usize = 64 * 1024;
 
-/// A supported import format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ImportFormat {
-    /// Quicken Financial Exchange (`.qfx`).
-    Qfx,
-    /// Open Financial Exchange (`.ofx`).
-    Ofx,
+string_enum! {
+    /// A supported import format.
+    pub(crate) enum ImportFormat {
+        /// Quicken Financial Exchange (`.qfx`).
+        Qfx => "qfx",
+        /// Open Financial Exchange (`.ofx`).
+        Ofx => "ofx",
+    }
 }
 
 impl ImportFormat {
-    const ALL: [Self; 2] = [Self::Qfx, Self::Ofx];
-
     /// The format of a file name, by the extension after its last dot, case-insensitively.
     pub(crate) fn from_file_name(name: &str) -> Option<Self> {
         let (_, extension) = name.rsplit_once('.')?;
-        match extension.to_ascii_lowercase().as_str() {
-            "qfx" => Some(Self::Qfx),
-            "ofx" => Some(Self::Ofx),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn code(self) -> &'static str {
-        match self {
-            Self::Qfx => "qfx",
-            Self::Ofx => "ofx",
-        }
+        Self::parse(&extension.to_ascii_lowercase())
     }
 
     fn name(self) -> &'static str {
@@ -105,7 +94,7 @@ async fn formats(state: &App) -> ApiResult {
             formats: ImportFormat::ALL
                 .iter()
                 .map(|format| FormatJson {
-                    format: format.code(),
+                    format: format.as_str(),
                     name: format.name(),
                     extensions: [format.extension()],
                     provider_slugs: [FILE_IMPORT_SLUG],
@@ -290,13 +279,13 @@ struct ImportJson {
 /// `POST /api/v1/imports`
 async fn import(state: &App, User(claims): User, upload: Upload) -> ApiResult {
     tracing::debug!(
-        format = upload.format.code(),
+        format = upload.format.as_str(),
         bytes = upload.bytes.len(),
         "import upload read"
     );
     let imported = state
         .imports
-        .import(claims.sub, upload.format.code(), upload.bytes)
+        .import(claims.sub, upload.format.as_str(), upload.bytes)
         .await?;
     let (counts, institutions) = (imported.counts, imported.institutions.join(", "));
     json(

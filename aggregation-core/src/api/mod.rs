@@ -38,9 +38,9 @@
 //! - `balance-history` takes RFC 3339 date-times or plain dates; a plain `start_date` starts at
 //!   its midnight UTC and a plain `end_date` covers its whole day (UTC).
 //! - Every date and date-time a request carries, in the query or the body, lies within the
-//!   years 1900 to 2200 ([`crate::dates::EARLIEST_DATE`] to [`crate::dates::LATEST_DATE`]; a
-//!   date-time compared in UTC). Anything else is 422 `validation_failed` with an `errors`
-//!   entry naming the field (`query.start_date`, `end_date`) and code `out_of_range`.
+//!   years 1900 to 2200 (a date-time compared in UTC). Anything else is 422
+//!   `validation_failed` with an `errors` entry naming the field (`query.start_date`,
+//!   `end_date`) and code `out_of_range`.
 //! - `GET /accounts/{id}/balance-snapshots` reports in `total_count` every snapshot matching
 //!   the `source` filter, not only the `limit` newest returned.
 
@@ -65,7 +65,7 @@ pub(crate) mod holdings;
 pub(crate) mod imports;
 pub(crate) mod providers;
 pub(crate) mod router;
-pub mod routes;
+pub(crate) mod routes;
 pub(crate) mod sessions;
 pub(crate) mod snapshots;
 pub(crate) mod syncs;

@@ -9,7 +9,7 @@ use crate::config::Config;
 
 /// The claims of an access token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AccessClaims {
+pub(crate) struct AccessClaims {
     /// The user id.
     pub sub: Uuid,
     /// The user's email.
@@ -33,7 +33,7 @@ pub struct AccessClaims {
 /// Why an access token could not be issued.
 #[derive(Debug, thiserror::Error)]
 #[error("access token could not be signed: {0}")]
-pub struct SigningError(String);
+pub(crate) struct SigningError(String);
 
 /// Signs and verifies access tokens.
 #[derive(Clone)]

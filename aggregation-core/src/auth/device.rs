@@ -5,7 +5,7 @@ const MAX_DEVICE_INFO_CHARS: usize = 255;
 
 /// "Firefox 128 on Linux" from a User-Agent; the raw value (cut to 255 characters) when no
 /// known browser or system is found; `None` for an empty header.
-pub fn device_info(user_agent: &str) -> Option<String> {
+pub(crate) fn device_info(user_agent: &str) -> Option<String> {
     let user_agent = user_agent.trim();
     if user_agent.is_empty() {
         return None;

@@ -48,13 +48,13 @@ use crate::store::{
 };
 
 pub(crate) mod access_token;
-pub mod device;
+pub(crate) mod device;
 mod hashing;
-pub mod password;
+pub(crate) mod password;
 mod throttle;
 pub(crate) mod token_version;
 
-pub use access_token::AccessClaims;
+pub(crate) use access_token::AccessClaims;
 use access_token::{AccessTokens, SigningError};
 use hashing::PasswordHasher;
 use password::PasswordError;
@@ -63,7 +63,7 @@ use throttle::LoginThrottle;
 /// Why an authentication operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum AuthError {
+pub(crate) enum AuthError {
     /// Unknown email or wrong password (the two are indistinguishable on purpose).
     #[error("Email or password is incorrect.")]
     InvalidCredentials,
@@ -101,7 +101,7 @@ pub enum AuthError {
 
 /// Who is making a request, as recorded on sessions and tokens.
 #[derive(Debug, Clone, Default)]
-pub struct ClientInfo {
+pub(crate) struct ClientInfo {
     /// Client IP address.
     pub ip_address: Option<String>,
     /// Raw User-Agent header.
@@ -110,7 +110,7 @@ pub struct ClientInfo {
 
 /// A registered user.
 #[derive(Debug, Clone)]
-pub struct Registration {
+pub(crate) struct Registration {
     /// The new user's id.
     pub user_id: Uuid,
     /// The email as given.
@@ -119,7 +119,7 @@ pub struct Registration {
 
 /// Tokens handed out by login and refresh.
 #[derive(Debug, Clone)]
-pub struct IssuedTokens {
+pub(crate) struct IssuedTokens {
     /// JWT access token.
     pub access_token: String,
     /// Opaque refresh token.
@@ -129,7 +129,7 @@ pub struct IssuedTokens {
 }
 
 /// Trims and lowercases an email: the key under which accounts are unique.
-pub fn normalize_email(email: &str) -> String {
+pub(crate) fn normalize_email(email: &str) -> String {
     email.trim().to_lowercase()
 }
 

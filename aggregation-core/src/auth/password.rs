@@ -6,14 +6,14 @@ use std::sync::OnceLock;
 use crate::problem::FieldError;
 
 /// Shortest accepted password, in Unicode characters.
-pub const MIN_PASSWORD_CHARS: usize = 8;
+pub(crate) const MIN_PASSWORD_CHARS: usize = 8;
 /// Longest accepted password, in Unicode characters; never truncated.
-pub const MAX_PASSWORD_CHARS: usize = 128;
+pub(crate) const MAX_PASSWORD_CHARS: usize = 128;
 
 /// Why hashing failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum PasswordError {
+pub(crate) enum PasswordError {
     /// The hasher failed.
     #[error("password hashing failed: {0}")]
     Hashing(String),
@@ -27,7 +27,7 @@ pub enum PasswordError {
 const COMMON_PASSWORDS: &str = include_str!("common-passwords.txt");
 
 /// Whether `password`, compared case-insensitively, is one of [`COMMON_PASSWORDS`].
-pub fn is_common_password(password: &str) -> bool {
+pub(crate) fn is_common_password(password: &str) -> bool {
     static COMMON: OnceLock<HashSet<&'static str>> = OnceLock::new();
     let common = COMMON.get_or_init(|| COMMON_PASSWORDS.lines().collect());
     common.contains(password.to_lowercase().as_str())
@@ -36,7 +36,7 @@ pub fn is_common_password(password: &str) -> bool {
 /// The spec's password rule: 8..128 characters with an upper-case letter, a lower-case letter,
 /// a digit and a character that is neither letter nor digit, and not one of the 10,000 most
 /// common passwords (case-insensitively). `None` when the password passes.
-pub fn check_password_rule(field: &str, password: &str) -> Option<FieldError> {
+pub(crate) fn check_password_rule(field: &str, password: &str) -> Option<FieldError> {
     let length = password.chars().count();
     if length < MIN_PASSWORD_CHARS {
         return Some(FieldError::new(

@@ -34,7 +34,7 @@ use crate::store::{NewTokenRotation, SecurityConfigRecord, Store, StoreError, Us
 
 /// The result of a global rotation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GlobalRotation {
+pub(crate) struct GlobalRotation {
     /// Global minimum before.
     pub previous_version: i64,
     /// Global minimum after.
@@ -45,7 +45,7 @@ pub struct GlobalRotation {
 
 /// The result of a user rotation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UserRotation {
+pub(crate) struct UserRotation {
     /// The user.
     pub user_id: Uuid,
     /// The user's minimum before.

@@ -40,9 +40,9 @@
 //! on one instance (sticky routing) if your provider behaves so.
 
 #[cfg(feature = "sandbox")]
-pub mod sandbox;
+mod sandbox;
 #[cfg(feature = "schwab")]
-pub mod schwab;
+mod schwab;
 
 #[cfg(feature = "sandbox")]
 pub use sandbox::SchwabSandbox;
@@ -220,7 +220,7 @@ pub trait Provider: Send + Sync + 'static {
 
 /// The providers a service offers, by slug.
 #[derive(Clone, Default)]
-pub struct Providers {
+pub(crate) struct Providers {
     by_slug: BTreeMap<String, Arc<dyn Provider>>,
 }
 
@@ -232,27 +232,17 @@ impl fmt::Debug for Providers {
 
 impl Providers {
     /// No providers.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Adds a provider, replacing one with the same slug.
-    pub fn insert(&mut self, provider: Arc<dyn Provider>) {
+    pub(crate) fn insert(&mut self, provider: Arc<dyn Provider>) {
         self.by_slug.insert(provider.slug().to_owned(), provider);
     }
 
     /// The provider with this slug.
-    pub fn get(&self, slug: &str) -> Option<&Arc<dyn Provider>> {
+    pub(crate) fn get(&self, slug: &str) -> Option<&Arc<dyn Provider>> {
         self.by_slug.get(slug)
-    }
-
-    /// Every slug, sorted.
-    pub fn slugs(&self) -> impl Iterator<Item = &str> {
-        self.by_slug.keys().map(String::as_str)
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.by_slug.is_empty()
     }
 }

@@ -1,31 +1,6 @@
 //! A Schwab-compatible sandbox: the OAuth endpoints and the three Trader API endpoints the
 //! [`SchwabProvider`](super::SchwabProvider) uses, over deterministic demo data, as a
 //! `tower::Service`. For tests and demos; it never talks to Schwab.
-//!
-//! Paths are relative to the sandbox's root, so a host may mount it under a prefix that it
-//! strips. The service never fails: every problem is a JSON error answer.
-//!
-//! ```no_run
-//! use aggregation_core::providers::{SchwabProvider, SchwabSandbox};
-//!
-//! let sandbox = SchwabSandbox::new();
-//! // Serve `sandbox.clone()` at http://127.0.0.1:8081, then:
-//! let provider = SchwabProvider::new(sandbox.config("http://127.0.0.1:8081"))?;
-//! # let _ = provider;
-//! # Ok::<(), aggregation_core::providers::ProviderError>(())
-//! ```
-//!
-//! Endpoints:
-//!
-//! - `GET /v1/oauth/authorize?response_type=code&client_id&redirect_uri&state[&code_challenge
-//!   &code_challenge_method=S256]` consents at once: `302` to `redirect_uri?code=…&state=…`.
-//! - `POST /v1/oauth/token` (form body, HTTP Basic client authentication) for the
-//!   `authorization_code` (single-use codes, valid 10 minutes, redirect URI and S256 verifier
-//!   checked) and `refresh_token` grants. Refresh tokens rotate: each refresh answers a new
-//!   one and the presented one is spent, so presenting it again is `invalid_grant`.
-//! - `GET /trader/v1/accounts/accountNumbers`, `GET /trader/v1/accounts[?fields=positions]`,
-//!   `GET /trader/v1/accounts/{hashValue}/transactions?startDate&endDate[&types]`, with a
-//!   bearer access token (valid 30 minutes).
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -182,6 +157,31 @@ struct State {
 /// A Schwab-compatible fake API with deterministic demo data, served as a
 /// `tower::Service<http::Request<B>>`. Cheap to clone; clones share their state. For tests and
 /// demos.
+///
+/// Paths are relative to the sandbox's root, so a host may mount it under a prefix that it
+/// strips. The service never fails: every problem is a JSON error answer.
+///
+/// ```no_run
+/// use aggregation_core::providers::{SchwabProvider, SchwabSandbox};
+///
+/// let sandbox = SchwabSandbox::new();
+/// // Serve `sandbox.clone()` at http://127.0.0.1:8081, then:
+/// let provider = SchwabProvider::new(sandbox.config("http://127.0.0.1:8081"))?;
+/// # let _ = provider;
+/// # Ok::<(), aggregation_core::providers::ProviderError>(())
+/// ```
+///
+/// Endpoints:
+///
+/// - `GET /v1/oauth/authorize?response_type=code&client_id&redirect_uri&state[&code_challenge
+///   &code_challenge_method=S256]` consents at once: `302` to `redirect_uri?code=…&state=…`.
+/// - `POST /v1/oauth/token` (form body, HTTP Basic client authentication) for the
+///   `authorization_code` (single-use codes, valid 10 minutes, redirect URI and S256 verifier
+///   checked) and `refresh_token` grants. Refresh tokens rotate: each refresh answers a new
+///   one and the presented one is spent, so presenting it again is `invalid_grant`.
+/// - `GET /trader/v1/accounts/accountNumbers`, `GET /trader/v1/accounts[?fields=positions]`,
+///   `GET /trader/v1/accounts/{hashValue}/transactions?startDate&endDate[&types]`, with a
+///   bearer access token (valid 30 minutes).
 #[derive(Clone)]
 pub struct SchwabSandbox {
     state: Arc<Mutex<State>>,

@@ -1,43 +1,4 @@
 //! The Charles Schwab Trader API (v1) as a [`Provider`].
-//!
-//! OAuth 2.0 authorization-code flow (with PKCE S256 unless turned off) at `{base}/v1/oauth/authorize` and
-//! `{base}/v1/oauth/token` with HTTP Basic client authentication; accounts, positions and
-//! transactions from `{base}/trader/v1/accounts…` with the bearer access token.
-//!
-//! ```no_run
-//! # fn demo() -> Result<(), aggregation_core::providers::ProviderError> {
-//! use aggregation_core::providers::{AuthorizationRequest, Provider, SchwabConfig, SchwabProvider};
-//!
-//! let provider = SchwabProvider::new(SchwabConfig::new(
-//!     "https://api.schwabapi.com",
-//!     "my-app-key",
-//!     "my-app-secret",
-//! ))?;
-//! let address = provider.authorization_url(&AuthorizationRequest {
-//!     state: "anti-forgery-state",
-//!     redirect_uri: "https://127.0.0.1/callback",
-//!     pkce_challenge: None,
-//! })?;
-//! # let _ = address;
-//! # Ok(()) }
-//! ```
-//!
-//! What the answers become:
-//!
-//! - Accounts: `provider_account_id` is the account's `hashValue` (joined from
-//!   `accountNumbers` on `accountNumber`), the balance is `currentBalances.liquidationValue`
-//!   (else the aggregated liquidation value, else `cashBalance`) and the available balance
-//!   `availableFunds` (else `cashAvailableForTrading`). `CASH` and `MARGIN` accounts are
-//!   brokerage accounts; IRA-like types map to `ira` / `roth_ira`.
-//! - Holdings: one per position, keyed by CUSIP (else symbol); quantity is long minus short;
-//!   cost basis is average price × quantity; the current price is market value / quantity
-//!   (rounded to 6 places).
-//! - Transactions: keyed by `activityId`; `TRADE` is a trade (subtype `BUY` / `SELL`),
-//!   `DIVIDEND_OR_INTEREST` income, money movements transfers, an activity made only of fee
-//!   lines a fee; the amount is `netAmount`; the commission is the sum of the fee lines' costs.
-//!
-//! Limitation: option positions are mapped as reported; the cost basis does not apply the
-//! contract multiplier.
 
 mod mapping;
 #[cfg(test)]
@@ -136,6 +97,45 @@ type OAuthClient =
 
 /// The Charles Schwab Trader API v1. Holds one HTTP client (no redirects followed, 10-second
 /// timeouts), so build it once and share it. `Debug` never shows the client secret.
+///
+/// OAuth 2.0 authorization-code flow (with PKCE S256 unless turned off) at `{base}/v1/oauth/authorize` and
+/// `{base}/v1/oauth/token` with HTTP Basic client authentication; accounts, positions and
+/// transactions from `{base}/trader/v1/accounts…` with the bearer access token.
+///
+/// ```no_run
+/// # fn demo() -> Result<(), aggregation_core::providers::ProviderError> {
+/// use aggregation_core::providers::{AuthorizationRequest, Provider, SchwabConfig, SchwabProvider};
+///
+/// let provider = SchwabProvider::new(SchwabConfig::new(
+///     "https://api.schwabapi.com",
+///     "my-app-key",
+///     "my-app-secret",
+/// ))?;
+/// let address = provider.authorization_url(&AuthorizationRequest {
+///     state: "anti-forgery-state",
+///     redirect_uri: "https://127.0.0.1/callback",
+///     pkce_challenge: None,
+/// })?;
+/// # let _ = address;
+/// # Ok(()) }
+/// ```
+///
+/// What the answers become:
+///
+/// - Accounts: `provider_account_id` is the account's `hashValue` (joined from
+///   `accountNumbers` on `accountNumber`), the balance is `currentBalances.liquidationValue`
+///   (else the aggregated liquidation value, else `cashBalance`) and the available balance
+///   `availableFunds` (else `cashAvailableForTrading`). `CASH` and `MARGIN` accounts are
+///   brokerage accounts; IRA-like types map to `ira` / `roth_ira`.
+/// - Holdings: one per position, keyed by CUSIP (else symbol); quantity is long minus short;
+///   cost basis is average price × quantity; the current price is market value / quantity
+///   (rounded to 6 places).
+/// - Transactions: keyed by `activityId`; `TRADE` is a trade (subtype `BUY` / `SELL`),
+///   `DIVIDEND_OR_INTEREST` income, money movements transfers, an activity made only of fee
+///   lines a fee; the amount is `netAmount`; the commission is the sum of the fee lines' costs.
+///
+/// Limitation: option positions are mapped as reported; the cost basis does not apply the
+/// contract multiplier.
 pub struct SchwabProvider {
     config: SchwabConfig,
     /// The API root without a trailing slash.

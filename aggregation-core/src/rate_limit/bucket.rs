@@ -18,22 +18,6 @@
 //! the time stored in the state (clock skew between instances, or two threads that read the
 //! clock in one order and take the lock in the other), the stored time is used: time never
 //! runs backwards for a bucket, and no refill is counted twice.
-//!
-//! ```
-//! use aggregation_core::rate_limit::bucket::{check, BucketPolicy};
-//!
-//! let login = BucketPolicy::new(5.0, 5.0, 1).unwrap();
-//! let mut state = None;
-//! for _ in 0..5 {
-//!     let (next, decision) = check(state, 0.0, &login);
-//!     assert!(decision.allowed);
-//!     state = Some(next);
-//! }
-//! let (_, sixth) = check(state, 0.0, &login);
-//! assert!(!sixth.allowed);
-//! assert_eq!(sixth.retry_after_secs, 12.0);
-//! assert_eq!(sixth.retry_after_header(), 12);
-//! ```
 
 use serde::{Deserialize, Serialize};
 
@@ -117,13 +101,13 @@ impl BucketPolicy {
 }
 
 /// Seconds until a bucket holding `tokens` is full again if untouched (`0` when it is full).
-pub fn secs_to_full(tokens: f64, policy: &BucketPolicy) -> f64 {
+pub(crate) fn secs_to_full(tokens: f64, policy: &BucketPolicy) -> f64 {
     policy.secs_to_refill(policy.max_tokens - tokens).max(0.0)
 }
 
 /// What is stored per bucket between checks.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct BucketState {
+pub(crate) struct BucketState {
     /// Tokens left after the last check (fractional).
     pub tokens: f64,
     /// Clock reading (seconds) of the last check.
@@ -171,7 +155,7 @@ impl Decision {
 /// records (`max(now, state.updated_at)`).
 ///
 /// A missing state is a full bucket.
-pub fn available_tokens(
+pub(crate) fn available_tokens(
     state: Option<BucketState>,
     now_secs: f64,
     policy: &BucketPolicy,
@@ -192,7 +176,7 @@ pub fn available_tokens(
 ///
 /// Shared by every store: the Redis script computes `available` atomically on the server
 /// with the same formula as [`available_tokens`] and this function derives the rest.
-pub fn decide(available: f64, policy: &BucketPolicy) -> (f64, Decision) {
+pub(crate) fn decide(available: f64, policy: &BucketPolicy) -> (f64, Decision) {
     let cost = f64::from(policy.cost);
     let allowed = available >= cost;
     let left = if allowed { available - cost } else { available };
@@ -218,7 +202,7 @@ pub fn decide(available: f64, policy: &BucketPolicy) -> (f64, Decision) {
 /// The decision a request would get given the tokens available now, **without paying**: for
 /// [`RateLimitStore::peek`](super::RateLimitStore::peek). `remaining` is the tokens available
 /// (rounded down), `reset_after_secs` the time until the bucket is full from there.
-pub fn peek(available: f64, policy: &BucketPolicy) -> Decision {
+pub(crate) fn peek(available: f64, policy: &BucketPolicy) -> Decision {
     let cost = f64::from(policy.cost);
     let allowed = available >= cost;
     Decision {
@@ -238,7 +222,7 @@ pub fn peek(available: f64, policy: &BucketPolicy) -> Decision {
 ///
 /// `state` is what the store held for this bucket (`None` when it had nothing, or the state
 /// had expired), `now_secs` the clock reading in seconds.
-pub fn check(
+pub(crate) fn check(
     state: Option<BucketState>,
     now_secs: f64,
     policy: &BucketPolicy,
@@ -257,6 +241,21 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn module_example_holds() {
+        let login = BucketPolicy::new(5.0, 5.0, 1).unwrap();
+        let mut state = None;
+        for _ in 0..5 {
+            let (next, decision) = check(state, 0.0, &login);
+            assert!(decision.allowed);
+            state = Some(next);
+        }
+        let (_, sixth) = check(state, 0.0, &login);
+        assert!(!sixth.allowed);
+        assert_eq!(sixth.retry_after_secs, 12.0);
+        assert_eq!(sixth.retry_after_header(), 12);
+    }
 
     fn login() -> BucketPolicy {
         BucketPolicy::new(5.0, 5.0, 1).unwrap()

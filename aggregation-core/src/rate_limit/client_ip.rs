@@ -9,20 +9,6 @@
 //!
 //! IPv4-mapped IPv6 addresses (`::ffff:10.0.0.1`, as a dual-stack listener reports IPv4
 //! peers) are treated as the IPv4 address they carry, both for matching and in the result.
-//!
-//! ```
-//! use std::net::IpAddr;
-//! use aggregation_core::rate_limit::client_ip::{client_ip, parse_cidr_list};
-//!
-//! let trusted = parse_cidr_list("10.0.0.0/8, fd00::/8").unwrap();
-//! let proxy: IpAddr = "10.0.0.5".parse().unwrap();
-//! let xff = ["198.51.100.7, 203.0.113.9, 10.0.0.2"];
-//! // 10.0.0.2 is a trusted proxy, 203.0.113.9 is the first other address from the right.
-//! assert_eq!(client_ip(Some(proxy), &xff, &trusted), Some("203.0.113.9".parse().unwrap()));
-//! // The same header from an untrusted peer is ignored.
-//! let peer: IpAddr = "192.0.2.1".parse().unwrap();
-//! assert_eq!(client_ip(Some(peer), &xff, &trusted), Some(peer));
-//! ```
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::str::FromStr;
@@ -121,7 +107,7 @@ fn parse_forwarded_entry(entry: &str) -> Option<IpAddr> {
 /// then the result is `None`, whatever the headers say). `x_forwarded_for` holds every
 /// `X-Forwarded-For` header value in the order received; each may list several
 /// comma-separated addresses. `trusted` are the proxies whose header is believed.
-pub fn client_ip(
+pub(crate) fn client_ip(
     peer: Option<IpAddr>,
     x_forwarded_for: &[&str],
     trusted: &[IpNet],
@@ -154,6 +140,23 @@ pub fn client_ip(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn module_example_holds() {
+        use std::net::IpAddr;
+
+        let trusted = parse_cidr_list("10.0.0.0/8, fd00::/8").unwrap();
+        let proxy: IpAddr = "10.0.0.5".parse().unwrap();
+        let xff = ["198.51.100.7, 203.0.113.9, 10.0.0.2"];
+        // 10.0.0.2 is a trusted proxy, 203.0.113.9 is the first other address from the right.
+        assert_eq!(
+            client_ip(Some(proxy), &xff, &trusted),
+            Some("203.0.113.9".parse().unwrap())
+        );
+        // The same header from an untrusted peer is ignored.
+        let peer: IpAddr = "192.0.2.1".parse().unwrap();
+        assert_eq!(client_ip(Some(peer), &xff, &trusted), Some(peer));
+    }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()

@@ -1,7 +1,7 @@
 //! The spec's three rate-limit domain events and where they go.
 //!
 //! ```
-//! use aggregation_core::rate_limit::events::RateLimitEvent;
+//! use aggregation_core::rate_limit::RateLimitEvent;
 //!
 //! let e = RateLimitEvent::Attempted {
 //!     endpoint: "POST /api/v1/sessions".into(),
@@ -12,7 +12,7 @@
 //! assert_eq!(e.name(), "RateLimitCheckAttempted");
 //! ```
 
-#[cfg(feature = "testing")]
+#[cfg(test)]
 use std::sync::Mutex;
 
 use serde::Serialize;
@@ -79,14 +79,14 @@ impl RateLimitEvent {
 
 /// Receives rate-limit events. Called inline on the request path: keep it cheap and never
 /// block.
-pub trait RateLimitEvents: Send + Sync {
+pub(crate) trait RateLimitEvents: Send + Sync {
     /// Handle one event.
     fn emit(&self, event: &RateLimitEvent);
 }
 
 /// Writes every event with `tracing` at debug level.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct TracingEvents;
+pub(crate) struct TracingEvents;
 
 impl RateLimitEvents for TracingEvents {
     fn emit(&self, event: &RateLimitEvent) {
@@ -136,35 +136,37 @@ impl RateLimitEvents for TracingEvents {
 }
 
 /// Drops every event (benchmarks, or when events are not wanted).
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct NoopEvents;
+pub(crate) struct NoopEvents;
 
+#[cfg(test)]
 impl RateLimitEvents for NoopEvents {
     fn emit(&self, _event: &RateLimitEvent) {}
 }
 
 /// Keeps every event in memory, for tests.
-#[cfg(feature = "testing")]
+#[cfg(test)]
 #[derive(Debug, Default)]
-pub struct RecordingEvents {
+pub(crate) struct RecordingEvents {
     events: Mutex<Vec<RateLimitEvent>>,
 }
 
-#[cfg(feature = "testing")]
+#[cfg(test)]
 impl RecordingEvents {
     /// An empty recorder.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Take the events recorded so far, oldest first.
-    pub fn take(&self) -> Vec<RateLimitEvent> {
+    pub(crate) fn take(&self) -> Vec<RateLimitEvent> {
         let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
         std::mem::take(&mut *events)
     }
 }
 
-#[cfg(feature = "testing")]
+#[cfg(test)]
 impl RateLimitEvents for RecordingEvents {
     fn emit(&self, event: &RateLimitEvent) {
         self.events

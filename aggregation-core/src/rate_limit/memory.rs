@@ -1,50 +1,4 @@
 //! In-process bucket storage: one instance of the service, no shared state.
-//!
-//! Buckets live in a fixed number of shards, each a `std::sync::Mutex<HashMap>` held only for
-//! the few arithmetic operations of one check (never across an `.await`). A check is atomic
-//! per bucket.
-//!
-//! # Memory
-//!
-//! A bucket whose TTL has passed is treated as absent (a full bucket, which is what it would
-//! hold by then anyway) and is removed by an amortised sweep. Each shard sweeps itself once it
-//! has served as many checks as its last sweep left buckets (at least 64), so a sweep costs
-//! O(1) per check on average, and a shard at most doubles between sweeps.
-//!
-//! On top of that the store holds at most [`InMemoryRateLimitStore::max_buckets`] buckets
-//! (default [`DEFAULT_MAX_BUCKETS`], 100 000, some 20 MB; set it with
-//! [`InMemoryRateLimitStore::with_max_buckets`]), split evenly across the shards, so a flood of
-//! distinct clients cannot grow the process without bound. When a new bucket finds its shard
-//! full:
-//!
-//! 1. every bucket of the shard that has expired **or is already full again** is removed.
-//!    Neither loses anything: a missing bucket reads as full;
-//! 2. if the shard is still full, the buckets that would be **full again soonest** are evicted
-//!    (1/64 of the shard at once, at least one, so the search is amortised over the next
-//!    inserts). Among the buckets still holding back a client, these are the ones whose limit
-//!    would have lapsed first by itself, so evicting them forgives the least. Least recently
-//!    used is nearly the same order for buckets of one policy, but would evict a long-lived
-//!    bucket (a slow refill, a throttled login) before a fast one that is about to refill.
-//!
-//! An evicted bucket reads as full at its next check: that is a **fail-open of one bucket**
-//! (its client gets its whole burst again). It only happens while the store is at its cap,
-//! i.e. under a flood of distinct keys, and is counted by
-//! [`InMemoryRateLimitStore::evictions`]. Deployments that must never forget a bucket size the
-//! cap for their peak or use the Redis store.
-//!
-//! ```
-//! use aggregation_core::rate_limit::{bucket::BucketPolicy, ManualClock, InMemoryRateLimitStore, RateLimitStore};
-//!
-//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-//! let clock = ManualClock::new(0.0);
-//! let store = InMemoryRateLimitStore::with_clock(clock.clock());
-//! let policy = BucketPolicy::new(1.0, 6.0, 1).unwrap();
-//! assert!(store.check("k", &policy).await.unwrap().allowed);
-//! assert!(!store.check("k", &policy).await.unwrap().allowed);
-//! clock.advance(10.0); // 6 per minute = one token every 10 s
-//! assert!(store.check("k", &policy).await.unwrap().allowed);
-//! # });
-//! ```
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -64,7 +18,7 @@ const MIN_SWEEP_INTERVAL: usize = 64;
 const EVICTION_BATCH_DIVISOR: usize = 64;
 
 /// Default cap on the buckets held by an [`InMemoryRateLimitStore`].
-pub const DEFAULT_MAX_BUCKETS: usize = 100_000;
+pub(crate) const DEFAULT_MAX_BUCKETS: usize = 100_000;
 
 #[derive(Debug, Clone, Copy)]
 struct Slot {
@@ -169,8 +123,54 @@ impl Shard {
     }
 }
 
-/// Token buckets in this process's memory, at most [`Self::max_buckets`] of them (see the
-/// [module docs](self) for what happens at the cap).
+/// Token buckets in this process's memory, at most [`Self::max_buckets`] of them: one instance
+/// of the service, no shared state.
+///
+/// Buckets live in a fixed number of shards, each a `std::sync::Mutex<HashMap>` held only for
+/// the few arithmetic operations of one check (never across an `.await`). A check is atomic
+/// per bucket.
+///
+/// # Memory
+///
+/// A bucket whose TTL has passed is treated as absent (a full bucket, which is what it would
+/// hold by then anyway) and is removed by an amortised sweep. Each shard sweeps itself once it
+/// has served as many checks as its last sweep left buckets (at least 64), so a sweep costs
+/// O(1) per check on average, and a shard at most doubles between sweeps.
+///
+/// On top of that the store holds at most [`InMemoryRateLimitStore::max_buckets`] buckets
+/// (default 100 000, some 20 MB; set it with
+/// [`InMemoryRateLimitStore::with_max_buckets`]), split evenly across the shards, so a flood of
+/// distinct clients cannot grow the process without bound. When a new bucket finds its shard
+/// full:
+///
+/// 1. every bucket of the shard that has expired **or is already full again** is removed.
+///    Neither loses anything: a missing bucket reads as full;
+/// 2. if the shard is still full, the buckets that would be **full again soonest** are evicted
+///    (1/64 of the shard at once, at least one, so the search is amortised over the next
+///    inserts). Among the buckets still holding back a client, these are the ones whose limit
+///    would have lapsed first by itself, so evicting them forgives the least. Least recently
+///    used is nearly the same order for buckets of one policy, but would evict a long-lived
+///    bucket (a slow refill, a throttled login) before a fast one that is about to refill.
+///
+/// An evicted bucket reads as full at its next check: that is a **fail-open of one bucket**
+/// (its client gets its whole burst again). It only happens while the store is at its cap,
+/// i.e. under a flood of distinct keys, and is counted by
+/// [`InMemoryRateLimitStore::evictions`]. Deployments that must never forget a bucket size the
+/// cap for their peak or use the Redis store.
+///
+/// ```
+/// use aggregation_core::rate_limit::{BucketPolicy, InMemoryRateLimitStore, ManualClock, RateLimitStore};
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let clock = ManualClock::new(0.0);
+/// let store = InMemoryRateLimitStore::with_clock(clock.clock());
+/// let policy = BucketPolicy::new(1.0, 6.0, 1).unwrap();
+/// assert!(store.check("k", &policy).await.unwrap().allowed);
+/// assert!(!store.check("k", &policy).await.unwrap().allowed);
+/// clock.advance(10.0); // 6 per minute = one token every 10 s
+/// assert!(store.check("k", &policy).await.unwrap().allowed);
+/// # });
+/// ```
 pub struct InMemoryRateLimitStore {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
@@ -195,14 +195,12 @@ impl Default for InMemoryRateLimitStore {
 }
 
 impl InMemoryRateLimitStore {
-    /// A store on the process's monotonic clock ([`monotonic_clock`]) holding at most
-    /// [`DEFAULT_MAX_BUCKETS`] buckets.
+    /// A store on the process's monotonic clock holding at most 100 000 buckets.
     pub fn new() -> Self {
         Self::with_clock(monotonic_clock())
     }
 
-    /// A store reading time (seconds) from `clock`, holding at most [`DEFAULT_MAX_BUCKETS`]
-    /// buckets; tests pass a `ManualClock` (feature `testing`).
+    /// A store reading time (seconds) from `clock`, holding at most 100 000 buckets; tests pass a `ManualClock` (feature `testing`).
     pub fn with_clock(clock: Clock) -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
@@ -234,7 +232,7 @@ impl InMemoryRateLimitStore {
     }
 
     /// Buckets evicted so far while not yet full, because their shard was at its cap: each
-    /// was a fail-open of one bucket (see the [module docs](self)).
+    /// was a fail-open of one bucket (see [`InMemoryRateLimitStore`], "Memory").
     pub fn evictions(&self) -> u64 {
         self.evictions.load(Ordering::Relaxed)
     }

@@ -1,46 +1,23 @@
 //! Rate limiting: token buckets per endpoint, scoped by client IP, user, user and provider,
 //! user and account, or globally.
 //!
-//! * [`bucket`]: the spec's arithmetic as pure functions over an injected time.
-//! * [`policy`]: [`Scope`], [`Policy`], the built-in [`PolicyTable`] and its TOML overrides
+//! * [`Policy`], [`Scope`], the built-in [`PolicyTable`] and its TOML overrides
 //!   (`AGG_RATE_LIMITS`).
 //! * [`RateLimitStore`]: where bucket states live: [`InMemoryRateLimitStore`] (default) or
-//!   [`RedisRateLimitStore`] (feature `redis`, `AGG_REDIS_URL`).
-//! * [`client_ip`](mod@client_ip): the client address behind trusted proxies
-//!   (`AGG_TRUSTED_PROXIES`).
-//! * [`events`]: the spec's `RateLimitCheck*` events.
-//! * [`RateLimiter`] ties them together: policy lookup, bucket key, store, events, fail-open.
+//!   `RedisRateLimitStore` (feature `redis`, `AGG_REDIS_URL`).
+//! * [`parse_cidr_list`]: the trusted proxies (`AGG_TRUSTED_PROXIES`); only behind them is the
+//!   client address read from `X-Forwarded-For`.
+//! * [`RateLimitEvent`]: the spec's `RateLimitCheck*` events, delivered to the service's
+//!   [`EventSink`](crate::EventSink) as [`DomainEvent::RateLimit`](crate::DomainEvent::RateLimit).
+//!
+//! The service's limiter ties them together: policy lookup, bucket key, store, events, and
+//! fail-open (a store that fails allows the request).
 //!
 //! The limiter decides; the HTTP layer renders. For a limited endpoint it gets a
 //! [`Decision`] and sets `X-RateLimit-Limit` = [`Decision::limit`],
 //! `X-RateLimit-Remaining` = [`Decision::remaining`], `X-RateLimit-Reset` =
 //! [`Decision::reset_after_secs`]; when denied, 429 with `Retry-After` and the body's
 //! `retry_after` = [`Decision::retry_after_header`].
-//!
-//! ```
-//! use std::sync::Arc;
-//! use aggregation_core::rate_limit::{
-//!     InMemoryRateLimitStore, PolicyTable, RateLimiter, RequestIdentity, TracingEvents,
-//! };
-//!
-//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-//! let limiter = RateLimiter::new(
-//!     PolicyTable::builtin(),
-//!     Arc::new(InMemoryRateLimitStore::new()),
-//!     Arc::new(TracingEvents),
-//! );
-//! let who = RequestIdentity { client_ip: Some("203.0.113.9".parse().unwrap()), ..Default::default() };
-//! for _ in 0..5 {
-//!     let d = limiter.check("POST", "/api/v1/sessions", "/api/v1/sessions", &who).await.unwrap();
-//!     assert!(d.allowed);
-//! }
-//! let sixth = limiter.check("POST", "/api/v1/sessions", "/api/v1/sessions", &who).await.unwrap();
-//! assert!(!sixth.allowed);
-//! assert_eq!(sixth.retry_after_header(), 12);
-//! // Not limited: no policy.
-//! assert!(limiter.check("GET", "/health", "/health", &who).await.is_none());
-//! # });
-//! ```
 
 use std::net::IpAddr;
 #[cfg(feature = "testing")]
@@ -51,19 +28,22 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use ipnet::Ipv6Net;
 
-pub mod bucket;
-pub mod client_ip;
-pub mod events;
-pub mod memory;
-pub mod policy;
+mod bucket;
+pub(crate) mod client_ip;
+mod events;
+mod memory;
+pub(crate) mod policy;
 #[cfg(feature = "redis")]
-pub mod redis;
+mod redis;
 
-pub use bucket::{BucketPolicy, BucketState, Decision};
+pub use bucket::{BucketPolicy, Decision};
 pub use client_ip::{CidrError, parse_cidr, parse_cidr_list};
-#[cfg(feature = "testing")]
-pub use events::RecordingEvents;
-pub use events::{NoopEvents, RateLimitEvent, RateLimitEvents, TracingEvents};
+#[cfg(test)]
+pub(crate) use events::NoopEvents;
+pub use events::RateLimitEvent;
+#[cfg(test)]
+pub(crate) use events::RecordingEvents;
+pub(crate) use events::{RateLimitEvents, TracingEvents};
 #[doc(no_inline)]
 pub use ipnet::IpNet;
 pub use memory::InMemoryRateLimitStore;
@@ -76,7 +56,7 @@ pub type Clock = Arc<dyn Fn() -> f64 + Send + Sync>;
 
 /// Seconds since the first call in this process, from [`Instant`]: never jumps. The
 /// in-memory store's default.
-pub fn monotonic_clock() -> Clock {
+pub(crate) fn monotonic_clock() -> Clock {
     static START: OnceLock<Instant> = OnceLock::new();
     let start = *START.get_or_init(Instant::now);
     Arc::new(move || start.elapsed().as_secs_f64())
@@ -160,8 +140,9 @@ pub enum RateLimitStoreError {
 /// Where bucket states live.
 ///
 /// `check` is the whole operation for one request and must be **atomic per key**: read the
-/// state (a missing or expired state is a full bucket), apply [`bucket::check`] for the
-/// store's current time, write the new state with a time to live of
+/// state (a missing or expired state is a full bucket), refill it for the store's current
+/// time and take `policy.cost()` tokens when there are that many (the spec's token bucket, as
+/// the built-in stores compute it), write the new state with a time to live of
 /// [`BucketPolicy::ttl_secs`], and return the decision. Concurrent checks of one key must
 /// behave as if run one after the other. An error means nothing is known (the limiter then
 /// allows the request); a store must bound how long it can take.
@@ -175,7 +156,7 @@ pub trait RateLimitStore: Send + Sync + 'static {
     ) -> Result<Decision, RateLimitStoreError>;
 
     /// The decision a check of the bucket `key` would get now, **consuming nothing** and
-    /// leaving the stored state as it is ([`bucket::peek`] of the tokens available now; a
+    /// leaving the stored state as it is (the decision for the tokens available now; a
     /// missing or expired state is a full bucket). The per-account login throttle uses it to
     /// ask whether an account may log in without charging successful logins.
     ///
@@ -194,17 +175,17 @@ pub trait RateLimitStore: Send + Sync + 'static {
 
 /// Who is making a request, as far as rate limiting needs to know.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RequestIdentity {
+pub(crate) struct RequestIdentity {
     /// The client address (see [`client_ip::client_ip`]); `None` when unknown.
-    pub client_ip: Option<IpAddr>,
+    pub(crate) client_ip: Option<IpAddr>,
     /// The user id (token subject), set **only** from a token whose signature verified: the
     /// caller guarantees it. `None` for anonymous or invalid-token requests.
-    pub user_id: Option<String>,
+    pub(crate) user_id: Option<String>,
     /// The provider connection id or account id the request is about (from the path, or the
     /// body for the bulk sync endpoints), for the `UserProvider` and `UserAccount` scopes.
     /// Only a UUID counts, in any spelling [`canonical_id`] accepts; anything else is treated
     /// as `None`.
-    pub provider_or_account_id: Option<String>,
+    pub(crate) provider_or_account_id: Option<String>,
 }
 
 /// The provider connection named by the body of a bulk sync (`POST /api/v1/accounts/syncs`,
@@ -215,19 +196,7 @@ pub struct RequestIdentity {
 /// one UUID that the handler accepts cannot open fresh buckets. `None` when the body is not a
 /// JSON object, has no string `connection_id`, or the string is not a UUID: the request is
 /// then keyed by the user alone (and the handler rejects it).
-///
-/// ```
-/// use aggregation_core::rate_limit::body_connection_id;
-///
-/// let body = br#"{"connection_id": "0192F3C4-0000-7000-8000-00000000000A", "force": true}"#;
-/// assert_eq!(
-///     body_connection_id(body).as_deref(),
-///     Some("0192f3c4-0000-7000-8000-00000000000a")
-/// );
-/// assert_eq!(body_connection_id(br#"{"connection_id": 7}"#), None);
-/// assert_eq!(body_connection_id(b"[]"), None);
-/// ```
-pub fn body_connection_id(body: &[u8]) -> Option<String> {
+pub(crate) fn body_connection_id(body: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Probe {
         connection_id: Option<serde_json::Value>,
@@ -243,22 +212,7 @@ pub fn body_connection_id(body: &[u8]) -> Option<String> {
 ///
 /// Bucket keys and identifiers only ever hold this form, so other spellings of one id
 /// cannot open fresh buckets.
-///
-/// ```
-/// use aggregation_core::rate_limit::canonical_id;
-///
-/// let id = "0192f3c4-0000-7000-8000-00000000000a";
-/// for spelling in [
-///     "0192F3C4-0000-7000-8000-00000000000A",
-///     "0192f3c400007000800000000000000a",
-///     "urn:uuid:0192f3c4-0000-7000-8000-00000000000a",
-///     "{0192f3c4-0000-7000-8000-00000000000a}",
-/// ] {
-///     assert_eq!(canonical_id(spelling).as_deref(), Some(id));
-/// }
-/// assert_eq!(canonical_id("p:9"), None);
-/// ```
-pub fn canonical_id(raw: &str) -> Option<String> {
+pub(crate) fn canonical_id(raw: &str) -> Option<String> {
     let id = uuid::Uuid::try_parse(raw).ok()?;
     Some(id.hyphenated().to_string())
 }
@@ -272,19 +226,7 @@ pub fn canonical_id(raw: &str) -> Option<String> {
 /// handlers refuse anyway) all share the one bucket of the template: a client cannot open an
 /// unbounded number of buckets by varying the path. A `path` whose segments do not line up
 /// with the template gives the template itself. Applying it to its own output changes nothing.
-///
-/// ```
-/// use aggregation_core::rate_limit::keyed_path;
-///
-/// let template = "/api/v1/accounts/{id}/transactions";
-/// assert_eq!(
-///     keyed_path(template, "/api/v1/accounts/urn:uuid:0192F3C4-0000-7000-8000-00000000000A/transactions?limit=5"),
-///     "/api/v1/accounts/0192f3c4-0000-7000-8000-00000000000a/transactions"
-/// );
-/// assert_eq!(keyed_path(template, "/api/v1/accounts/junk/transactions"), template);
-/// assert_eq!(keyed_path("/api/v1/sessions", "/api/v1/sessions"), "/api/v1/sessions");
-/// ```
-pub fn keyed_path(route_template: &str, path: &str) -> String {
+pub(crate) fn keyed_path(route_template: &str, path: &str) -> String {
     let path = path.split(['?', '#']).next().unwrap_or(path);
     if !route_template.contains('{') {
         return route_template.to_owned();
@@ -310,7 +252,7 @@ pub fn keyed_path(route_template: &str, path: &str) -> String {
 }
 
 /// Identifier used when the client IP is unknown: all such requests share a bucket.
-pub const UNKNOWN_IP: &str = "unknown";
+pub(crate) const UNKNOWN_IP: &str = "unknown";
 
 /// Escape `%` and `:` so a caller-influenced part cannot mimic a key separator.
 fn escape_key_part(part: &str) -> std::borrow::Cow<'_, str> {
@@ -324,20 +266,12 @@ fn escape_key_part(part: &str) -> std::borrow::Cow<'_, str> {
 /// Length in bits of the prefix that keys an IPv6 client: a /64 is the smallest network
 /// normally assigned to one subscriber or LAN, and a client holding one can pick any of its
 /// 2^64 addresses, so keying by the full address would give it unlimited buckets.
-pub const IPV6_CLIENT_PREFIX_LEN: u8 = 64;
+pub(crate) const IPV6_CLIENT_PREFIX_LEN: u8 = 64;
 
 /// The identifier of a client address under the `Ip` scope: an IPv4 address as itself (an
 /// IPv4-mapped IPv6 address as the IPv4 address it carries), any other IPv6 address as its
 /// [`IPV6_CLIENT_PREFIX_LEN`] network in CIDR notation (`2001:db8:1:2::/64`).
-///
-/// ```
-/// use aggregation_core::rate_limit::ip_identifier;
-///
-/// assert_eq!(ip_identifier("203.0.113.9".parse().unwrap()), "203.0.113.9");
-/// assert_eq!(ip_identifier("::ffff:203.0.113.9".parse().unwrap()), "203.0.113.9");
-/// assert_eq!(ip_identifier("2001:db8:1:2:aaaa::7".parse().unwrap()), "2001:db8:1:2::/64");
-/// ```
-pub fn ip_identifier(ip: IpAddr) -> String {
+pub(crate) fn ip_identifier(ip: IpAddr) -> String {
     match ip.to_canonical() {
         IpAddr::V4(v4) => v4.to_string(),
         IpAddr::V6(v6) => Ipv6Net::new_assert(v6, IPV6_CLIENT_PREFIX_LEN)
@@ -357,7 +291,7 @@ pub fn ip_identifier(ip: IpAddr) -> String {
 /// * `Global`: `global`.
 ///
 /// User ids have `%` and `:` percent-escaped.
-pub fn resolve_identifier(scope: Scope, identity: &RequestIdentity) -> (Scope, String) {
+pub(crate) fn resolve_identifier(scope: Scope, identity: &RequestIdentity) -> (Scope, String) {
     let ip = || {
         (
             Scope::Ip,
@@ -395,7 +329,7 @@ pub fn resolve_identifier(scope: Scope, identity: &RequestIdentity) -> (Scope, S
 /// scope in lower case ([`Scope::key_str`]), the query (and any fragment) of `path` dropped.
 ///
 /// `path` should be the keyed path ([`keyed_path`]): [`RateLimiter::check`] passes it so.
-pub fn bucket_key(scope: Scope, identifier: &str, method: &str, path: &str) -> String {
+pub(crate) fn bucket_key(scope: Scope, identifier: &str, method: &str, path: &str) -> String {
     let path = path.split(['?', '#']).next().unwrap_or(path);
     format!(
         "rl:{}:{identifier}:{}:{path}",
@@ -408,7 +342,7 @@ pub fn bucket_key(scope: Scope, identifier: &str, method: &str, path: &str) -> S
 ///
 /// Cheap to clone (shares everything).
 #[derive(Clone)]
-pub struct RateLimiter {
+pub(crate) struct RateLimiter {
     policies: Arc<PolicyTable>,
     store: Arc<dyn RateLimitStore>,
     events: Arc<dyn RateLimitEvents>,
@@ -424,7 +358,7 @@ impl std::fmt::Debug for RateLimiter {
 
 impl RateLimiter {
     /// A limiter applying `policies` with bucket states in `store`, reporting to `events`.
-    pub fn new(
+    pub(crate) fn new(
         policies: PolicyTable,
         store: Arc<dyn RateLimitStore>,
         events: Arc<dyn RateLimitEvents>,
@@ -437,7 +371,7 @@ impl RateLimiter {
     }
 
     /// The policies applied.
-    pub fn policies(&self) -> &PolicyTable {
+    pub(crate) fn policies(&self) -> &PolicyTable {
         &self.policies
     }
 
@@ -458,7 +392,7 @@ impl RateLimiter {
     /// `reset_after_secs = 0`, see [`Decision::fail_open`]), an error is logged with
     /// `endpoint`, `identifier`, `error`, `layer = "rate_limit"` and `result = "fail_open"`,
     /// and `RateLimitCheckAllowed` is emitted as for any allowed request.
-    pub async fn check(
+    pub(crate) async fn check(
         &self,
         method: &str,
         route_template: &str,
@@ -519,5 +453,7 @@ impl RateLimiter {
     }
 }
 
+#[cfg(test)]
+mod redis_tests;
 #[cfg(test)]
 mod tests;

@@ -1,47 +1,4 @@
 //! Policies: which bucket applies to which endpoint, the built-in table and TOML overrides.
-//!
-//! An endpoint is a method plus a route template (`"GET"`, `"/api/v1/accounts/{id}"`): the
-//! template the router matched, not the path as requested. Every endpoint of the service has a
-//! built-in policy except `GET /health`; [`PolicyTable::with_overrides_toml`] changes them.
-//!
-//! # Override file (`AGG_RATE_LIMITS=/path/to/file.toml`)
-//!
-//! ```toml
-//! # One [[policy]] table per endpoint to change. `method` and `route` name an endpoint of the
-//! # built-in table (an unknown one is an error); every other key is optional and keeps the
-//! # built-in value when left out.
-//! [[policy]]
-//! method = "POST"
-//! route = "/api/v1/sessions"
-//! max_tokens = 10      # capacity and burst (number >= 1)
-//! refill_rate = 2.5    # tokens per minute (number > 0, fractions allowed)
-//! scope = "ip"         # ip | user | user_provider | user_account | global
-//! cost = 1             # tokens per request (integer, 1..=max_tokens)
-//! enabled = true       # false: the endpoint is not limited
-//!
-//! [[policy]]
-//! method = "GET"
-//! route = "/api/v1/accounts"
-//! enabled = false
-//! ```
-//!
-//! Unknown keys, a duplicate endpoint and invalid numbers are errors naming the endpoint.
-//!
-//! ```
-//! use aggregation_core::rate_limit::policy::{PolicyTable, Scope};
-//!
-//! let table = PolicyTable::builtin()
-//!     .with_overrides_toml(r#"
-//!         [[policy]]
-//!         method = "POST"
-//!         route = "/api/v1/sessions"
-//!         max_tokens = 10
-//!     "#)
-//!     .unwrap();
-//! let login = table.get("POST", "/api/v1/sessions").unwrap();
-//! assert_eq!((login.max_tokens, login.refill_rate, login.scope), (10.0, 5.0, Scope::Ip));
-//! assert!(table.get("GET", "/health").is_none());
-//! ```
 
 use std::collections::HashMap;
 use std::fmt;
@@ -86,7 +43,7 @@ pub enum PolicyError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum Scope {
-    /// The client IP address (see [`client_ip`](super::client_ip::client_ip)).
+    /// The client IP address (behind trusted proxies, see [`parse_cidr_list`](super::parse_cidr_list)).
     #[serde(rename(serialize = "IP", deserialize = "ip"), alias = "IP")]
     Ip,
     /// The authenticated user; the client IP when the request carries no verified token.
@@ -183,7 +140,51 @@ struct Entry {
     bucket: BucketPolicy,
 }
 
-/// Policies keyed by (method, route template).
+/// Policies keyed by (method, route template): which bucket applies to which endpoint, the
+/// built-in table and TOML overrides.
+///
+/// An endpoint is a method plus a route template (`"GET"`, `"/api/v1/accounts/{id}"`): the
+/// template the router matched, not the path as requested. Every endpoint of the service has a
+/// built-in policy except `GET /health`; [`PolicyTable::with_overrides_toml`] changes them.
+///
+/// # Override file (`AGG_RATE_LIMITS=/path/to/file.toml`)
+///
+/// ```toml
+/// # One [[policy]] table per endpoint to change. `method` and `route` name an endpoint of the
+/// # built-in table (an unknown one is an error); every other key is optional and keeps the
+/// # built-in value when left out.
+/// [[policy]]
+/// method = "POST"
+/// route = "/api/v1/sessions"
+/// max_tokens = 10      # capacity and burst (number >= 1)
+/// refill_rate = 2.5    # tokens per minute (number > 0, fractions allowed)
+/// scope = "ip"         # ip | user | user_provider | user_account | global
+/// cost = 1             # tokens per request (integer, 1..=max_tokens)
+/// enabled = true       # false: the endpoint is not limited
+///
+/// [[policy]]
+/// method = "GET"
+/// route = "/api/v1/accounts"
+/// enabled = false
+/// ```
+///
+/// Unknown keys, a duplicate endpoint and invalid numbers are errors naming the endpoint.
+///
+/// ```
+/// use aggregation_core::rate_limit::{PolicyTable, Scope};
+///
+/// let table = PolicyTable::builtin()
+///     .with_overrides_toml(r#"
+///         [[policy]]
+///         method = "POST"
+///         route = "/api/v1/sessions"
+///         max_tokens = 10
+///     "#)
+///     .unwrap();
+/// let login = table.get("POST", "/api/v1/sessions").unwrap();
+/// assert_eq!((login.max_tokens, login.refill_rate, login.scope), (10.0, 5.0, Scope::Ip));
+/// assert!(table.get("GET", "/health").is_none());
+/// ```
 ///
 /// Lookups take the method case-insensitively and the route template exactly, and do not
 /// allocate.
@@ -193,39 +194,32 @@ pub struct PolicyTable {
 }
 
 /// `POST /api/v1/sessions`: 5 tokens, 5 per minute, per IP.
-pub const AUTH_LOGIN: Policy = Policy::new(5.0, 5.0, Scope::Ip);
+pub(crate) const AUTH_LOGIN: Policy = Policy::new(5.0, 5.0, Scope::Ip);
 /// `POST /api/v1/users`: 3 tokens, 3 per minute, per IP.
-pub const AUTH_REGISTER: Policy = Policy::new(3.0, 3.0, Scope::Ip);
+pub(crate) const AUTH_REGISTER: Policy = Policy::new(3.0, 3.0, Scope::Ip);
 /// Password reset and email verification: 3 tokens, 1 per minute, per IP.
-pub const AUTH_EMAIL_FLOW: Policy = Policy::new(3.0, 1.0, Scope::Ip);
+pub(crate) const AUTH_EMAIL_FLOW: Policy = Policy::new(3.0, 1.0, Scope::Ip);
 /// `POST /api/v1/tokens` (refresh): 10 tokens, 10 per minute, per IP.
-pub const AUTH_TOKEN_REFRESH: Policy = Policy::new(10.0, 10.0, Scope::Ip);
+pub(crate) const AUTH_TOKEN_REFRESH: Policy = Policy::new(10.0, 10.0, Scope::Ip);
 /// `POST /api/v1/providers` (connect): 5 tokens, 5 per minute, per user.
-pub const PROVIDER_CONNECT: Policy = Policy::new(5.0, 5.0, Scope::User);
+pub(crate) const PROVIDER_CONNECT: Policy = Policy::new(5.0, 5.0, Scope::User);
 /// `POST /api/v1/providers/callback`: 5 tokens, 5 per minute, per IP.
-pub const PROVIDER_CALLBACK: Policy = Policy::new(5.0, 5.0, Scope::Ip);
+pub(crate) const PROVIDER_CALLBACK: Policy = Policy::new(5.0, 5.0, Scope::Ip);
 /// Connection and account/transaction syncs: 10 tokens, 5 per minute, per user and provider.
-pub const PROVIDER_SYNC: Policy = Policy::new(10.0, 5.0, Scope::UserProvider);
+pub(crate) const PROVIDER_SYNC: Policy = Policy::new(10.0, 5.0, Scope::UserProvider);
 /// Holdings sync: 10 tokens, 5 per minute, per user and account.
-pub const HOLDINGS_SYNC: Policy = Policy::new(10.0, 5.0, Scope::UserAccount);
+pub(crate) const HOLDINGS_SYNC: Policy = Policy::new(10.0, 5.0, Scope::UserAccount);
 /// Reads: 100 tokens, 100 per minute, per user.
-pub const API_READ: Policy = Policy::new(100.0, 100.0, Scope::User);
+pub(crate) const API_READ: Policy = Policy::new(100.0, 100.0, Scope::User);
 /// Public reads: 100 tokens, 100 per minute, per IP.
-pub const PUBLIC_READ: Policy = Policy::new(100.0, 100.0, Scope::Ip);
+pub(crate) const PUBLIC_READ: Policy = Policy::new(100.0, 100.0, Scope::Ip);
 /// Other writes: 50 tokens, 50 per minute, per user.
-pub const API_WRITE: Policy = Policy::new(50.0, 50.0, Scope::User);
+pub(crate) const API_WRITE: Policy = Policy::new(50.0, 50.0, Scope::User);
 
 /// The built-in policy of every endpoint, as (method, route template, policy): the rate limit
-/// of each row of the route table ([`crate::api::routes`]). `GET /health` is deliberately
+/// of each row of the route table ([`crate::api::routes()`]). `GET /health` is deliberately
 /// absent (never limited).
-///
-/// ```
-/// use aggregation_core::rate_limit::policy::{AUTH_LOGIN, builtin_policies};
-///
-/// assert!(builtin_policies().any(|endpoint| endpoint == ("POST", "/api/v1/sessions", AUTH_LOGIN)));
-/// assert!(builtin_policies().all(|(_, route, _)| route != "/health"));
-/// ```
-pub fn builtin_policies() -> impl Iterator<Item = (&'static str, &'static str, Policy)> {
+pub(crate) fn builtin_policies() -> impl Iterator<Item = (&'static str, &'static str, Policy)> {
     crate::api::routes().filter_map(|route| {
         let limit = route.rate_limit()?;
         Some((route.method().as_str(), route.template(), limit.policy))
@@ -237,7 +231,8 @@ fn endpoint_name(method: &str, route: &str) -> String {
 }
 
 impl PolicyTable {
-    /// The built-in policies ([`builtin_policies`]).
+    /// The built-in policies: the rate limit of each row of the route table
+    /// ([`routes()`](crate::api::routes())).
     pub fn builtin() -> Self {
         let mut table = Self::default();
         for (method, route, policy) in builtin_policies() {
@@ -323,7 +318,7 @@ impl PolicyTable {
         self.len() == 0
     }
 
-    /// Apply an override file (format in the [module docs](self)) on top of this table.
+    /// Apply an override file (format in the [type docs](Self)) on top of this table.
     ///
     /// All or nothing: on error the table is not returned.
     ///
@@ -381,6 +376,14 @@ struct Override {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn builtin_policies_example_holds() {
+        assert!(
+            builtin_policies().any(|endpoint| endpoint == ("POST", "/api/v1/sessions", AUTH_LOGIN))
+        );
+        assert!(builtin_policies().all(|(_, route, _)| route != "/health"));
+    }
 
     #[test]
     fn builtin_table_is_complete_and_valid() {

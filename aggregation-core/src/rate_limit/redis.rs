@@ -1,52 +1,4 @@
 //! Bucket storage in Redis, shared by every instance of the service (`AGG_REDIS_URL`).
-//!
-//! Each check is one Lua script run atomically by Redis: `HMGET` the bucket's `tokens` and
-//! `ts`, refill with the spec's formula, take the cost if there is enough, `HSET` the new
-//! state and `EXPIRE` it after the policy's TTL. The script returns the tokens that were
-//! available before the request paid; the decision's other numbers are derived from that in
-//! Rust by [`bucket::decide`], the same code the in-memory store uses. Numbers cross the wire
-//! as strings written with 17 significant digits, so no precision is lost on the way.
-//!
-//! A peek ([`RateLimitStore::peek`]) is a second, read-only script with the same refill
-//! formula: it writes nothing and leaves the key's TTL alone. Bucket keys expire through the
-//! check script's `EXPIRE` after the policy's TTL, so Redis needs no cap of its own.
-//!
-//! The scripts are sent once and then called by their SHA-1 (`EVALSHA`); when Redis answers
-//! `NOSCRIPT` (after a restart or `SCRIPT FLUSH`) [`redis::Script`] loads it again and retries.
-//!
-//! # Time
-//! By default the script reads the **Redis server's clock** (`TIME`), so instances whose
-//! clocks disagree still share consistent buckets. Scripts that call `TIME` and then write
-//! need effect replication: the default from Redis 5 on, and the script calls
-//! `redis.replicate_commands()` first for Redis 3.2–4 (a no-op on 7). With
-//! [`RedisRateLimitStore::with_client_clock`] the caller's clock is passed as an argument
-//! instead (tests use this to compare with the in-memory store under a fake clock). Either
-//! way a bucket's time never goes backwards (see [`bucket`]).
-//!
-//! # Failure
-//! Creating the store never touches the network: the connection
-//! ([`redis::aio::ConnectionManager`]) is opened on the first check and re-opened by itself
-//! after a failure. Every check (connection included) is bounded by the store's timeout
-//! (default [`RedisRateLimitStore::DEFAULT_TIMEOUT`], 100 ms); when Redis is down, slow or
-//! answers nonsense the check returns an error, which [`RateLimiter`](super::RateLimiter)
-//! turns into fail-open. A check cut off by the timeout may still have run on the server
-//! (one token taken while the request was let through). Checks must run inside a Tokio
-//! runtime with time enabled.
-//!
-//! ```no_run
-//! use std::time::Duration;
-//! use aggregation_core::rate_limit::{RedisRateLimitStore, bucket::BucketPolicy, RateLimitStore};
-//!
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let store = RedisRateLimitStore::from_url(
-//!     "redis://127.0.0.1:6379",
-//!     "agg:".to_owned(),
-//!     RedisRateLimitStore::DEFAULT_TIMEOUT,
-//! )?;
-//! let login = BucketPolicy::new(5.0, 5.0, 1)?;
-//! let decision = store.check("rl:ip:203.0.113.9:POST:/api/v1/sessions", &login).await?;
-//! # Ok(()) }
-//! ```
 
 use std::time::Duration;
 
@@ -68,6 +20,54 @@ const CHECK_SCRIPT: &str = include_str!("check.lua");
 const PEEK_SCRIPT: &str = include_str!("peek.lua");
 
 /// Token buckets in Redis, shared by every instance pointing at the same server and prefix.
+///
+/// Each check is one Lua script run atomically by Redis: `HMGET` the bucket's `tokens` and
+/// `ts`, refill with the spec's formula, take the cost if there is enough, `HSET` the new
+/// state and `EXPIRE` it after the policy's TTL. The script returns the tokens that were
+/// available before the request paid; the decision's other numbers are derived from that in
+/// Rust by the same code the in-memory store uses. Numbers cross the wire
+/// as strings written with 17 significant digits, so no precision is lost on the way.
+///
+/// A peek ([`RateLimitStore::peek`]) is a second, read-only script with the same refill
+/// formula: it writes nothing and leaves the key's TTL alone. Bucket keys expire through the
+/// check script's `EXPIRE` after the policy's TTL, so Redis needs no cap of its own.
+///
+/// The scripts are sent once and then called by their SHA-1 (`EVALSHA`); when Redis answers
+/// `NOSCRIPT` (after a restart or `SCRIPT FLUSH`) [`redis::Script`] loads it again and retries.
+///
+/// # Time
+/// By default the script reads the **Redis server's clock** (`TIME`), so instances whose
+/// clocks disagree still share consistent buckets. Scripts that call `TIME` and then write
+/// need effect replication: the default from Redis 5 on, and the script calls
+/// `redis.replicate_commands()` first for Redis 3.2–4 (a no-op on 7). With
+/// [`RedisRateLimitStore::with_client_clock`] the caller's clock is passed as an argument
+/// instead (tests use this to compare with the in-memory store under a fake clock). Either
+/// way a bucket's time never goes backwards.
+///
+/// # Failure
+/// Creating the store never touches the network: the connection
+/// ([`redis::aio::ConnectionManager`]) is opened on the first check and re-opened by itself
+/// after a failure. Every check (connection included) is bounded by the store's timeout
+/// (default [`RedisRateLimitStore::DEFAULT_TIMEOUT`], 100 ms); when Redis is down, slow or
+/// answers nonsense the check returns an error, which the service's limiter turns into
+/// fail-open. A check cut off by the timeout may still have run on the server
+/// (one token taken while the request was let through). Checks must run inside a Tokio
+/// runtime with time enabled.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use aggregation_core::rate_limit::{BucketPolicy, RateLimitStore, RedisRateLimitStore};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = RedisRateLimitStore::from_url(
+///     "redis://127.0.0.1:6379",
+///     "agg:".to_owned(),
+///     RedisRateLimitStore::DEFAULT_TIMEOUT,
+/// )?;
+/// let login = BucketPolicy::new(5.0, 5.0, 1)?;
+/// let decision = store.check("rl:ip:203.0.113.9:POST:/api/v1/sessions", &login).await?;
+/// # Ok(()) }
+/// ```
 pub struct RedisRateLimitStore {
     client: redis::Client,
     connection: OnceCell<ConnectionManager>,
@@ -100,7 +100,7 @@ impl RedisRateLimitStore {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 
     /// A store on `client`, prefixing every key with `key_prefix` (e.g. `"agg:"`), each check
-    /// bounded by `timeout`. Does not connect: see the [module docs](self).
+    /// bounded by `timeout`. Does not connect (see "Failure" in the [type docs](Self)).
     pub fn new(client: redis::Client, key_prefix: String, timeout: Duration) -> Self {
         Self {
             client,

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use proptest::prelude::*;
 
+use super::bucket::BucketState;
 use super::*;
 
 // ---------------------------------------------------------------------------------------
@@ -850,4 +851,101 @@ fn connection_ids_are_read_from_json_objects_only() {
     ] {
         assert_eq!(body_connection_id(body.as_bytes()), None, "{body}");
     }
+}
+
+#[test]
+fn module_example_holds() {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let limiter = RateLimiter::new(
+                PolicyTable::builtin(),
+                Arc::new(InMemoryRateLimitStore::new()),
+                Arc::new(TracingEvents),
+            );
+            let who = RequestIdentity {
+                client_ip: Some("203.0.113.9".parse().unwrap()),
+                ..Default::default()
+            };
+            for _ in 0..5 {
+                let d = limiter
+                    .check("POST", "/api/v1/sessions", "/api/v1/sessions", &who)
+                    .await
+                    .unwrap();
+                assert!(d.allowed);
+            }
+            let sixth = limiter
+                .check("POST", "/api/v1/sessions", "/api/v1/sessions", &who)
+                .await
+                .unwrap();
+            assert!(!sixth.allowed);
+            assert_eq!(sixth.retry_after_header(), 12);
+            // Not limited: no policy.
+            assert!(
+                limiter
+                    .check("GET", "/health", "/health", &who)
+                    .await
+                    .is_none()
+            );
+        });
+}
+
+#[test]
+fn body_connection_id_example_holds() {
+    let body = br#"{"connection_id": "0192F3C4-0000-7000-8000-00000000000A", "force": true}"#;
+    assert_eq!(
+        body_connection_id(body).as_deref(),
+        Some("0192f3c4-0000-7000-8000-00000000000a")
+    );
+    assert_eq!(body_connection_id(br#"{"connection_id": 7}"#), None);
+    assert_eq!(body_connection_id(b"[]"), None);
+}
+
+#[test]
+fn canonical_id_example_holds() {
+    let id = "0192f3c4-0000-7000-8000-00000000000a";
+    for spelling in [
+        "0192F3C4-0000-7000-8000-00000000000A",
+        "0192f3c400007000800000000000000a",
+        "urn:uuid:0192f3c4-0000-7000-8000-00000000000a",
+        "{0192f3c4-0000-7000-8000-00000000000a}",
+    ] {
+        assert_eq!(canonical_id(spelling).as_deref(), Some(id));
+    }
+    assert_eq!(canonical_id("p:9"), None);
+}
+
+#[test]
+fn keyed_path_example_holds() {
+    let template = "/api/v1/accounts/{id}/transactions";
+    assert_eq!(
+        keyed_path(
+            template,
+            "/api/v1/accounts/urn:uuid:0192F3C4-0000-7000-8000-00000000000A/transactions?limit=5"
+        ),
+        "/api/v1/accounts/0192f3c4-0000-7000-8000-00000000000a/transactions"
+    );
+    assert_eq!(
+        keyed_path(template, "/api/v1/accounts/junk/transactions"),
+        template
+    );
+    assert_eq!(
+        keyed_path("/api/v1/sessions", "/api/v1/sessions"),
+        "/api/v1/sessions"
+    );
+}
+
+#[test]
+fn ip_identifier_example_holds() {
+    assert_eq!(ip_identifier("203.0.113.9".parse().unwrap()), "203.0.113.9");
+    assert_eq!(
+        ip_identifier("::ffff:203.0.113.9".parse().unwrap()),
+        "203.0.113.9"
+    );
+    assert_eq!(
+        ip_identifier("2001:db8:1:2:aaaa::7".parse().unwrap()),
+        "2001:db8:1:2::/64"
+    );
 }

@@ -25,47 +25,7 @@ use rust_decimal::Decimal;
 use uuid::Uuid;
 
 use super::StoreError;
-
-/// Declares a closed set of lowercase string values with `as_str`, `parse` and `ALL`.
-macro_rules! string_enum {
-    (
-        $(#[$meta:meta])*
-        $name:ident { $($(#[$variant_meta:meta])* $variant:ident => $text:literal),+ $(,)? }
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        #[non_exhaustive]
-        pub enum $name {
-            $($(#[$variant_meta])* $variant),+
-        }
-
-        impl $name {
-            /// Every value, in declaration order.
-            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
-
-            /// The value's name in JSON, query strings and the store.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $(Self::$variant => $text),+
-                }
-            }
-
-            /// Parses a name (exact, lowercase); `None` for an unknown one.
-            pub fn parse(name: &str) -> Option<Self> {
-                match name {
-                    $($text => Some(Self::$variant),)+
-                    _ => None,
-                }
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
+use crate::enums::string_enum;
 
 string_enum! {
     /// The state of a provider connection.
