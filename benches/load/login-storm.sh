@@ -11,7 +11,8 @@
 #   * GET /api/v1/accounts p99 alone and during the storm (and their ratio), 4 connections each
 #     pausing READ_DELAY_MS (10) between requests;
 #   * how many logins were refused with 503 (the bounded hashing queue).
-# Extra server settings pass through the environment (AGG_HASH_CONCURRENCY, AGG_HASH_QUEUE...).
+# Extra server settings pass through the environment (AGG_HASH_CONCURRENCY, AGG_HASH_QUEUE...);
+# STORM_BINARY runs an already built server instead of building this checkout's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -26,8 +27,10 @@ EMAIL='storm@example.com'
 if ! command -v wrk >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq wrk
 fi
-cargo build --release -q -p aggregation-examples
-BINARY="$PWD/target/release/aggregation-server"
+if [[ -z "${STORM_BINARY:-}" ]]; then
+    cargo build --release -q -p aggregation-examples
+fi
+BINARY="${STORM_BINARY:-$PWD/target/release/aggregation-server}"
 
 WORK="$(mktemp -d)"
 LUA="$WORK/lua"
