@@ -66,7 +66,7 @@ impl Mount {
 /// into your app; your routes and your fallback answer every other path. Serve with
 /// `into_make_service_with_connect_info::<SocketAddr>()` so the core sees each client's
 /// address (as a [`PeerAddr`] request extension): without it every client shares one
-/// rate-limit bucket.
+/// rate-limit bucket (the core warns once, at the first request without it).
 pub fn router<S, B>(service: S) -> Router
 where
     S: Service<http::Request<RequestBody>, Response = http::Response<B>, Error = Infallible>
