@@ -11,7 +11,8 @@ use actix_http::body::{BodySize, MessageBody};
 use actix_http::error::PayloadError;
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse, fn_service};
 use actix_web::http::{Version as ActixVersion, header as actix_header};
-use actix_web::{HttpRequest, HttpResponse, web::ServiceConfig};
+use actix_web::web::{self, ServiceConfig};
+use actix_web::{HttpRequest, HttpResponse};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::future::{Either, select};
@@ -25,8 +26,52 @@ pub use aggregation_core::{AggregationService, AggregationServiceBuilder, Config
 /// Number of payload chunks that may wait between actix and the service.
 const CHANNEL_CAPACITY: usize = 2;
 
-/// Mounts `service` as the default (catch-all) service of an actix-web app or scope:
-/// `App::new().configure(router(service))` sends every path and method to it.
+/// The API's path prefix: the service routes on the full path, which actix passes unchanged.
+const API_PREFIX: &str = "/api/v1";
+
+/// Which paths [`router_with`] hands to the service.
+///
+/// [`Mount::api`] (what [`router`] mounts) is `/api/v1` and every path under it; the host app
+/// keeps every other path, its own default service included.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mount {
+    health: bool,
+    fallback: bool,
+}
+
+impl Mount {
+    /// `/api/v1` and every path under it.
+    #[must_use]
+    pub const fn api() -> Self {
+        Self {
+            health: false,
+            fallback: false,
+        }
+    }
+
+    /// Also `/health`, the service's store check.
+    #[must_use]
+    pub const fn with_health(self) -> Self {
+        Self {
+            health: true,
+            ..self
+        }
+    }
+
+    /// Also every path no other service of the app matches, answered with the service's own
+    /// 404 problem (the app's default service): for an app that serves the API and little else.
+    #[must_use]
+    pub const fn with_fallback(self) -> Self {
+        Self {
+            fallback: true,
+            ..self
+        }
+    }
+}
+
+/// Mounts `service` under `/api/v1` in an actix-web app or scope: [`router_with`] and
+/// [`Mount::api`]. `App::new().configure(router(service))` sends every method on those paths
+/// to it; the app's other services and its default service answer the rest.
 ///
 /// `service` is an [`AggregationService`], possibly wrapped in tower layers. The core sees each
 /// client's address as a [`PeerAddr`] request extension.
@@ -39,10 +84,48 @@ where
     RB: Body<Data = Bytes> + 'static,
     RB::Error: Into<Box<dyn StdError + Send + Sync>>,
 {
+    router_with(service, Mount::api())
+}
+
+/// Mounts `service` on the paths `mount` names, for `App::configure`. The service sees each
+/// request's full path.
+///
+/// ```
+/// # fn demo(service: aggregation_core::AggregationService) {
+/// use aggregation_actix::{Mount, router_with};
+///
+/// let app = actix_web::App::new()
+///     .route("/", actix_web::web::get().to(|| async { "my app" }))
+///     .configure(router_with(service, Mount::api().with_health()))
+///     .default_service(actix_web::web::to(|| async {
+///         actix_web::HttpResponse::NotFound().body("not here")
+///     }));
+/// # drop(app);
+/// # }
+/// ```
+pub fn router_with<S, RB>(service: S, mount: Mount) -> impl FnOnce(&mut ServiceConfig) + Clone
+where
+    S: Service<http::Request<RequestBody>, Response = http::Response<RB>, Error = Infallible>
+        + Clone
+        + 'static,
+    S::Future: 'static,
+    RB: Body<Data = Bytes> + 'static,
+    RB::Error: Into<Box<dyn StdError + Send + Sync>>,
+{
     move |cfg: &mut ServiceConfig| {
-        cfg.default_service(fn_service(move |req: ServiceRequest| {
-            handle(service.clone(), req)
-        }));
+        let to_service =
+            |service: S| fn_service(move |req: ServiceRequest| handle(service.clone(), req));
+        // A resource without routes hands every method to its default service.
+        cfg.service(
+            web::resource([API_PREFIX.to_owned(), format!("{API_PREFIX}/{{path:.*}}")])
+                .default_service(to_service(service.clone())),
+        );
+        if mount.health {
+            cfg.service(web::resource("/health").default_service(to_service(service.clone())));
+        }
+        if mount.fallback {
+            cfg.default_service(to_service(service));
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use actix_web::{App, HttpServer};
-use aggregation_actix::{PeerAddr, RequestBody, router};
+use aggregation_actix::{Mount, PeerAddr, RequestBody, router_with};
 use bytes::Bytes;
 use futures_util::{StreamExt, stream};
 use http::{Request, Response, StatusCode, header};
@@ -32,7 +32,8 @@ type TestBody = BoxBody<Bytes, BoxError>;
 const MIB: usize = 1024 * 1024;
 const LIMIT: Duration = Duration::from_secs(20);
 
-/// Runs an actix server (1 worker) mounting `svc` in a background thread; returns its address.
+/// Runs an actix server (1 worker) handing every path to `svc` in a background thread; returns
+/// its address.
 fn serve<S>(svc: S) -> SocketAddr
 where
     S: tower::Service<Request<RequestBody>, Response = Response<TestBody>, Error = Infallible>
@@ -44,11 +45,13 @@ where
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         actix_web::rt::System::new().block_on(async move {
-            let server = HttpServer::new(move || App::new().configure(router(svc.clone())))
-                .workers(1)
-                .disable_signals()
-                .bind(("127.0.0.1", 0))
-                .unwrap();
+            let server = HttpServer::new(move || {
+                App::new().configure(router_with(svc.clone(), Mount::api().with_fallback()))
+            })
+            .workers(1)
+            .disable_signals()
+            .bind(("127.0.0.1", 0))
+            .unwrap();
             tx.send(server.addrs()[0]).unwrap();
             server.run().await.unwrap();
         });

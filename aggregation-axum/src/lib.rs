@@ -16,11 +16,57 @@ pub use aggregation_core::{AggregationService, AggregationServiceBuilder, Config
 /// The request body [`router`] hands to the service: axum's own.
 pub type RequestBody = axum::body::Body;
 
-/// An axum [`Router`] that serves the whole API (every path under `/api/v1`, and `/health`).
+/// The API's path prefix: the service routes on the full path, so the adapter never strips it.
+const API_PREFIX: &str = "/api/v1";
+
+/// Which paths [`router_with`] hands to the service.
+///
+/// [`Mount::api`] (what [`router`] mounts) is `/api/v1` and every path under it; the host app
+/// keeps every other path, its own fallback included.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mount {
+    health: bool,
+    fallback: bool,
+}
+
+impl Mount {
+    /// `/api/v1` and every path under it.
+    #[must_use]
+    pub const fn api() -> Self {
+        Self {
+            health: false,
+            fallback: false,
+        }
+    }
+
+    /// Also `GET /health`, the service's store check.
+    #[must_use]
+    pub const fn with_health(self) -> Self {
+        Self {
+            health: true,
+            ..self
+        }
+    }
+
+    /// Also every path no other route of the app matches, answered with the service's own
+    /// 404 problem: for an app that serves the API and little else (the reference server). The
+    /// router then has a fallback, so it cannot be merged with a router that has one.
+    #[must_use]
+    pub const fn with_fallback(self) -> Self {
+        Self {
+            fallback: true,
+            ..self
+        }
+    }
+}
+
+/// An axum [`Router`] that serves the API under `/api/v1`: [`router_with`] and [`Mount::api`].
 ///
 /// `service` is an [`AggregationService`], possibly wrapped in tower layers. Merge the router
-/// into your app, or nest it. Serve with `into_make_service_with_connect_info::<SocketAddr>()`
-/// so the core sees each client's address (as a [`PeerAddr`] request extension).
+/// into your app; your routes and your fallback answer every other path. Serve with
+/// `into_make_service_with_connect_info::<SocketAddr>()` so the core sees each client's
+/// address (as a [`PeerAddr`] request extension): without it every client shares one
+/// rate-limit bucket (the core warns once, at the first request without it).
 pub fn router<S, B>(service: S) -> Router
 where
     S: Service<http::Request<RequestBody>, Response = http::Response<B>, Error = Infallible>
@@ -32,18 +78,56 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn StdError + Send + Sync>>,
 {
-    Router::new().fallback_service(
-        tower::ServiceBuilder::new()
-            .map_request(|mut request: Request| {
-                let peer = request
-                    .extensions()
-                    .get::<ConnectInfo<SocketAddr>>()
-                    .map(|ConnectInfo(address)| PeerAddr(*address));
-                if let Some(peer) = peer {
-                    request.extensions_mut().insert(peer);
-                }
-                request
-            })
-            .service(service),
-    )
+    router_with(service, Mount::api())
+}
+
+/// An axum [`Router`] that hands the paths `mount` names to `service`, with their full path
+/// (the service routes on `/api/v1/...`, so nothing is stripped).
+///
+/// ```
+/// # fn demo(service: aggregation_core::AggregationService) -> axum::Router {
+/// use aggregation_axum::{Mount, router_with};
+///
+/// axum::Router::new()
+///     .route("/", axum::routing::get(|| async { "my app" }))
+///     .merge(router_with(service, Mount::api().with_health()))
+///     .fallback(|| async { (http::StatusCode::NOT_FOUND, "not here") })
+/// # }
+/// ```
+pub fn router_with<S, B>(service: S, mount: Mount) -> Router
+where
+    S: Service<http::Request<RequestBody>, Response = http::Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn StdError + Send + Sync>>,
+{
+    let service = tower::ServiceBuilder::new()
+        .map_request(|mut request: Request| {
+            let peer = request
+                .extensions()
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(address)| PeerAddr(*address));
+            if let Some(peer) = peer {
+                request.extensions_mut().insert(peer);
+            }
+            request
+        })
+        .service(service);
+    // `route_service` keeps the request's path; `nest_service` would strip the prefix. A
+    // wildcard needs at least one character, hence the trailing-slash route.
+    let mut router = Router::new()
+        .route_service(API_PREFIX, service.clone())
+        .route_service(&format!("{API_PREFIX}/"), service.clone())
+        .route_service(&format!("{API_PREFIX}/{{*path}}"), service.clone());
+    if mount.health {
+        router = router.route_service("/health", service.clone());
+    }
+    if mount.fallback {
+        router = router.fallback_service(service);
+    }
+    router
 }

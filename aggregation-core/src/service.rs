@@ -46,7 +46,8 @@ use rate_limit::{RateLimit, RateLimitLayer};
 use trace::{Trace, TraceLayer};
 
 /// The client's socket address, put into request extensions by the host (the adapters do it).
-/// Without it, rate limiting by IP treats all such requests as one client.
+/// Without it, rate limiting by IP treats all such requests as one client (the first such
+/// request logs a warning).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerAddr(pub SocketAddr);
 

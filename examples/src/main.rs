@@ -412,7 +412,8 @@ async fn run(cli: Cli) -> Result<(), StartError> {
     let jobs = service.jobs().spawn();
     let mail = service.mail_queue();
     tracing::info!("listening on http://{address}");
-    let mut router = aggregation_axum::router(service);
+    let mut router =
+        aggregation_axum::router_with(service, aggregation_axum::Mount::api().with_fallback());
     if let Some((sandbox, _)) = sandbox {
         router = router
             .nest_service(SANDBOX_PREFIX, sandbox)

@@ -32,7 +32,11 @@ pub(crate) async fn start_axum(service: AggregationService) -> (String, ServerGu
         .await
         .expect("bind loopback");
     let address = listener.local_addr().expect("local address");
-    let app = aggregation_axum::router(service).into_make_service_with_connect_info::<SocketAddr>();
+    // The suite also sends `/health` and paths outside `/api/v1` (expecting the service's 404
+    // problem), so the service answers every path, as in the reference server.
+    let mount = aggregation_axum::Mount::api().with_fallback();
+    let app = aggregation_axum::router_with(service, mount)
+        .into_make_service_with_connect_info::<SocketAddr>();
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
@@ -62,7 +66,10 @@ pub(crate) fn start_actix(service: AggregationService) -> (String, ServerGuard) 
         let system = actix_web::rt::System::new();
         system.block_on(async move {
             let server = actix_web::HttpServer::new(move || {
-                actix_web::App::new().configure(aggregation_actix::router(service.clone()))
+                // Every path, as for axum above.
+                let mount = aggregation_actix::Mount::api().with_fallback();
+                actix_web::App::new()
+                    .configure(aggregation_actix::router_with(service.clone(), mount))
             })
             .workers(1)
             .disable_signals()

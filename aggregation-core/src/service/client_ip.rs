@@ -2,8 +2,12 @@
 //! extensions, and `X-Forwarded-For` only behind the configured trusted proxies (see
 //! [`crate::rate_limit::client_ip`]). The result goes into the extensions as [`ClientIp`] for
 //! the rate limiter, sessions and emails.
+//!
+//! A request without a [`PeerAddr`] has no client address, so every such client shares one
+//! rate-limit bucket: the first one in the process logs a warning that says how to pass it.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use http::Request;
@@ -12,6 +16,25 @@ use super::PeerAddr;
 use crate::api::extract::ClientIp;
 use crate::config::Config;
 use crate::rate_limit::client_ip::client_ip;
+
+/// Set once a request without a [`PeerAddr`] has been warned about, by any service of the
+/// process: a host that forgets the address forgets it for every request.
+static MISSING_PEER_WARNED: AtomicBool = AtomicBool::new(false);
+
+/// Logs the missing-[`PeerAddr`] warning unless `warned` says it was logged already; whether it
+/// logged now.
+fn warn_missing_peer_once(warned: &AtomicBool) -> bool {
+    if warned.swap(true, Ordering::Relaxed) {
+        return false;
+    }
+    tracing::warn!(
+        "a request arrived without the client's address (no aggregation_core::PeerAddr \
+         extension), so every such client shares one rate-limit bucket; with axum serve the \
+         app with `into_make_service_with_connect_info::<std::net::SocketAddr>()`, with other \
+         hosts insert `aggregation_core::PeerAddr` into each request's extensions (logged once)"
+    );
+    true
+}
 
 /// See the [module docs](self).
 #[derive(Debug, Clone)]
@@ -67,6 +90,9 @@ where
             .extensions()
             .get::<PeerAddr>()
             .map(|peer| peer.0.ip());
+        if peer.is_none() {
+            warn_missing_peer_once(&MISSING_PEER_WARNED);
+        }
         let ip = client_ip(peer, &forwarded, self.config.trusted_proxies());
         request.extensions_mut().insert(ClientIp(ip));
         self.inner.call(request)
@@ -112,6 +138,75 @@ mod tests {
 
     fn ip(text: &str) -> Option<IpAddr> {
         Some(text.parse().expect("ip"))
+    }
+
+    /// Collects what the tracing events of this thread write.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .map_err(|_| std::io::Error::other("poisoned"))?
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Captured {
+        fn lines(&self) -> Vec<String> {
+            let bytes = self.0.lock().expect("captured log").clone();
+            String::from_utf8(bytes)
+                .expect("utf-8 log")
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_missing_peer_address_is_warned_about_once_with_the_fix() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        // A flag of its own: the process-wide one may have been set by any other test.
+        let warned = AtomicBool::new(false);
+        let logged = tracing::subscriber::with_default(subscriber, || {
+            [
+                warn_missing_peer_once(&warned),
+                warn_missing_peer_once(&warned),
+                warn_missing_peer_once(&warned),
+            ]
+        });
+        assert_eq!(logged, [true, false, false]);
+        let lines = captured.lines();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("WARN"), "{}", lines[0]);
+        assert!(
+            lines[0].contains("into_make_service_with_connect_info::<std::net::SocketAddr>()"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].contains("aggregation_core::PeerAddr"),
+            "{}",
+            lines[0]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_without_a_peer_sets_the_process_wide_flag() {
+        let served = service("10.0.0.0/8").oneshot(request(None, None)).await;
+        assert!(matches!(served, Ok(Some(ClientIp(None)))));
+        assert!(MISSING_PEER_WARNED.load(Ordering::Relaxed));
     }
 
     #[tokio::test]
