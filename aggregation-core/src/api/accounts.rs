@@ -20,15 +20,15 @@ use crate::records::RecordError;
 use crate::store::{AccountFilter, AccountRecord, AccountType};
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(GET "/api/v1/accounts" => list, limited(API_READ), "List the caller's accounts"),
+    route!(GET "/api/v1/accounts" => list, limited(API_READ), "List the caller's accounts", [200: AccountList<'static>]),
     route!(GET "/api/v1/accounts/{id}" => get, limited(API_READ),
-        "Read one of the caller's accounts"),
+        "Read one of the caller's accounts", [200: AccountJson<'static>]),
     route!(GET "/api/v1/providers/{id}/accounts" => list_for_connection, limited(API_READ),
-        "List the accounts of one of the caller's connections"),
+        "List the accounts of one of the caller's connections", [200: AccountList<'static>]),
 ];
 
 /// An account as the API shows it.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct AccountJson<'a> {
     id: Uuid,
     connection_id: Uuid,
@@ -65,7 +65,7 @@ fn account_json(account: &AccountRecord) -> AccountJson<'_> {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct AccountList<'a> {
     accounts: Vec<AccountJson<'a>>,
     total_count: usize,
@@ -127,7 +127,7 @@ pub(crate) async fn owned_account(
 }
 
 /// The `active_only` (default false) and `account_type` filters.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct FilterQuery {
     active_only: Option<String>,
     account_type: Option<String>,

@@ -63,6 +63,7 @@ pub(crate) mod handler;
 pub(crate) mod health;
 pub(crate) mod holdings;
 pub(crate) mod imports;
+pub(crate) mod openapi;
 pub(crate) mod providers;
 pub(crate) mod router;
 pub(crate) mod routes;
@@ -94,12 +95,24 @@ const ROUTE_TABLES: &[&[Route]] = &[
     holdings::ROUTES,
     snapshots::ROUTES,
     imports::ROUTES,
+    openapi::ROUTES,
 ];
 
 /// Every endpoint of the API, one [`Route`] each: what the router serves and where the
 /// built-in rate-limit policies come from.
 pub fn routes() -> impl Iterator<Item = &'static Route> {
     ROUTE_TABLES.iter().flat_map(|table| table.iter())
+}
+
+/// The OpenAPI 3.1 document of [`routes()`], pretty-printed, its server at `base_url` (what
+/// `GET /api/v1/openapi.json` serves, compact, for a service configured with that base URL).
+///
+/// ```
+/// let document = aggregation_core::api::openapi_json("https://api.example.com").unwrap();
+/// assert!(document.contains("\"openapi\": \"3.1.0\""));
+/// ```
+pub fn openapi_json(base_url: &str) -> Result<String, serde_json::Error> {
+    openapi::document(base_url).to_pretty_json()
 }
 
 /// A JSON response.

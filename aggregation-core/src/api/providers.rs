@@ -33,19 +33,19 @@ use crate::store::ConnectionRecord;
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/providers" => list, limited(API_READ),
-        "List the caller's provider connections"),
+        "List the caller's provider connections", [200: ConnectionList<'static>]),
     route!(POST "/api/v1/providers" => connect, limited(PROVIDER_CONNECT),
-        "Start connecting a provider (OAuth authorization URL)"),
+        "Start connecting a provider (OAuth authorization URL)", [201: AuthorizationJson; NotFound, CommandValidationFailed, ProviderError]),
     route!(POST "/api/v1/providers/callback" => callback, limited(PROVIDER_CALLBACK),
-        "Complete connecting a provider with the OAuth code and state"),
+        "Complete connecting a provider with the OAuth code and state", [201: ConnectionJson<'static>; NotFound, CommandValidationFailed, ProviderError]),
     route!(GET "/api/v1/providers/{id}" => get, limited(API_READ),
-        "Read one of the caller's connections"),
+        "Read one of the caller's connections", [200: ConnectionJson<'static>]),
     route!(PATCH "/api/v1/providers/{id}" => update, limited(API_WRITE),
-        "Change a connection's alias"),
+        "Change a connection's alias", [200: ConnectionJson<'static>]),
     route!(DELETE "/api/v1/providers/{id}" => disconnect, limited(API_WRITE),
-        "Disconnect a provider connection"),
+        "Disconnect a provider connection", [204]),
     route!(POST "/api/v1/providers/{id}/token-refreshes" => refresh_tokens, limited(API_WRITE),
-        "Refresh a connection's provider tokens"),
+        "Refresh a connection's provider tokens", [201: TokenRefreshJson; CommandValidationFailed, ProviderError]),
 ];
 
 /// Longest alias.
@@ -54,7 +54,7 @@ const MAX_ALIAS_CHARS: usize = 100;
 const MAX_CALLBACK_PARAM_CHARS: usize = 2048;
 
 /// `?active_only` (default false) of the connection list.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct ListQuery {
     active_only: Option<String>,
 }
@@ -69,11 +69,14 @@ impl Validate for ListQuery {
 
 /// `{provider_slug, alias?, redirect_uri?}` of a connect; the redirect URI must be one of the
 /// configured ones, the first being the default.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct ConnectBody {
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 100, example = "schwab")]
     provider_slug: Field,
+    #[schema(value_type = Option<String>, max_length = 100, example = "Brokerage")]
     alias: Field,
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 2048)]
     redirect_uri: Field,
 }
 
@@ -122,7 +125,7 @@ impl Validate for ConnectBody {
 }
 
 /// `?code&state` of an OAuth callback.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct CallbackQuery {
     code: Option<String>,
     state: Option<String>,
@@ -172,9 +175,10 @@ impl FromParts for CallbackCaller {
 }
 
 /// `{alias}` of a PATCH: `null` clears it, an absent field leaves it.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct UpdateBody {
+    #[schema(value_type = Option<String>, max_length = 100, example = "Retirement")]
     alias: Field,
 }
 
@@ -187,9 +191,10 @@ impl Validate for UpdateBody {
 }
 
 /// `{force?}` of a body that may be absent.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct ForceBody {
+    #[schema(value_type = Option<bool>)]
     force: Field,
 }
 
@@ -235,7 +240,7 @@ impl From<ConnectionError> for ApiError {
 }
 
 /// A connection as the API shows it.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct ConnectionJson<'a> {
     id: Uuid,
     user_id: Uuid,
@@ -268,7 +273,7 @@ pub(crate) fn connection_json(connection: &ConnectionRecord) -> ConnectionJson<'
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct ConnectionList<'a> {
     connections: Vec<ConnectionJson<'a>>,
     total_count: usize,
@@ -297,7 +302,7 @@ async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult {
     json(StatusCode::OK, &connection_json(&connection))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct AuthorizationJson {
     authorization_url: String,
     state: String,
@@ -367,7 +372,7 @@ async fn disconnect(state: &App, User(claims): User, PathId(id): PathId) -> ApiR
     no_content()
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct TokenRefreshJson {
     success: bool,
     message: &'static str,

@@ -18,9 +18,9 @@ use crate::store::{TransactionQuery, TransactionRecord, TransactionType};
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/transactions/{id}" => get, limited(API_READ),
-        "Read one of the caller's transactions"),
+        "Read one of the caller's transactions", [200: TransactionJson<'static>]),
     route!(GET "/api/v1/accounts/{id}/transactions" => list_for_account, limited(API_READ),
-        "List the transactions of one of the caller's accounts"),
+        "List the transactions of one of the caller's accounts", [200: TransactionList<'static>]),
 ];
 
 /// Page size bounds and default of the by-account listing.
@@ -29,7 +29,7 @@ const DEFAULT_LIMIT: u32 = 50;
 
 /// `limit`, `offset`, `transaction_type`, `start_date` and `end_date` of the by-account
 /// listing.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct ListQuery {
     limit: Option<String>,
     offset: Option<String>,
@@ -79,7 +79,7 @@ impl Validate for ListQuery {
 }
 
 /// A transaction as the API shows it.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct TransactionJson<'a> {
     id: Uuid,
     account_id: Uuid,
@@ -128,7 +128,7 @@ fn transaction_json(transaction: &TransactionRecord) -> TransactionJson<'_> {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct TransactionList<'a> {
     transactions: Vec<TransactionJson<'a>>,
     total_count: u64,
