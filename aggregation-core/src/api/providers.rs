@@ -84,36 +84,17 @@ pub(crate) struct ConnectBody {
 pub(crate) struct Connect {
     slug: String,
     alias: Option<String>,
-    redirect_uri: String,
+    redirect_uri: Option<String>,
 }
 
 impl Validate for ConnectBody {
     type Valid = Connect;
 
-    fn validate(self, config: &Config) -> Result<Self::Valid, ApiError> {
-        let requested = body::optional_string("redirect_uri", self.redirect_uri, 1, 2048);
-        let allowed = config.oauth_redirect_uris();
-        // An unusable redirect_uri is reported, and the default is still checked.
-        let redirect_uri = match requested.as_ref().ok().and_then(Option::as_ref) {
-            Some(uri) if allowed.contains(uri) => Ok(uri.clone()),
-            Some(_) => Err(FieldError::new(
-                "redirect_uri",
-                "not_allowed",
-                "Must be one of the configured redirect URIs.",
-            )),
-            None => allowed.first().cloned().ok_or_else(|| {
-                FieldError::new(
-                    "redirect_uri",
-                    "not_configured",
-                    "No redirect URI is configured on this server.",
-                )
-            }),
-        };
-        let (slug, alias, _, redirect_uri) = (
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        let (slug, alias, redirect_uri) = (
             body::string("provider_slug", self.provider_slug, 1, 100),
             body::optional_string("alias", self.alias, 0, MAX_ALIAS_CHARS),
-            requested,
-            redirect_uri,
+            body::optional_string("redirect_uri", self.redirect_uri, 1, 2048),
         )
             .all_valid()?;
         Ok(Connect {
@@ -121,6 +102,28 @@ impl Validate for ConnectBody {
             alias,
             redirect_uri,
         })
+    }
+}
+
+/// The redirect URI of a connect: the requested one if the server allows it, else the first
+/// configured. Judged only once the provider is known to be offered (an unknown one is 404
+/// whatever the server's redirect configuration).
+fn allowed_redirect_uri(config: &Config, requested: Option<String>) -> Result<String, ApiError> {
+    let allowed = config.oauth_redirect_uris();
+    match requested {
+        Some(uri) if allowed.contains(&uri) => Ok(uri),
+        Some(_) => Err(ApiError::field(
+            "redirect_uri",
+            "not_allowed",
+            "Must be one of the configured redirect URIs.",
+        )),
+        None => allowed.first().cloned().ok_or_else(|| {
+            ApiError::field(
+                "redirect_uri",
+                "not_configured",
+                "No redirect URI is configured on this server.",
+            )
+        }),
     }
 }
 
@@ -319,6 +322,8 @@ async fn connect(
         redirect_uri,
     }): Json<ConnectBody>,
 ) -> ApiResult {
+    state.connections.offers_oauth(&slug)?;
+    let redirect_uri = allowed_redirect_uri(&state.config, redirect_uri)?;
     // An empty alias means none, as the interface stores "empty when none".
     let alias = alias.filter(|alias| !alias.trim().is_empty());
     let authorization = state
