@@ -35,6 +35,7 @@ struct AccountJson<'a> {
     provider_account_id: &'a str,
     account_number_masked: Option<&'a str>,
     name: &'a str,
+    #[schema(value_type = AccountType)]
     account_type: &'static str,
     currency: &'a str,
     #[serde(with = "rust_decimal::serde::str")]
@@ -129,7 +130,9 @@ pub(crate) async fn owned_account(
 /// The `active_only` (default false) and `account_type` filters.
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct FilterQuery {
+    #[param(value_type = Option<bool>)]
     active_only: Option<String>,
+    #[param(value_type = Option<AccountType>, inline)]
     account_type: Option<String>,
 }
 

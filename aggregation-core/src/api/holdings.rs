@@ -28,7 +28,9 @@ pub(crate) const ROUTES: &[Route] = &[
 /// case-insensitively) across accounts.
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct FilterQuery {
+    #[param(value_type = Option<bool>)]
     active_only: Option<String>,
+    #[param(value_type = Option<AssetType>, inline)]
     asset_type: Option<String>,
     symbol: Option<String>,
 }
@@ -64,6 +66,7 @@ struct HoldingJson<'a> {
     provider_holding_id: &'a str,
     symbol: &'a str,
     security_name: Option<&'a str>,
+    #[schema(value_type = AssetType)]
     asset_type: &'static str,
     #[serde(with = "rust_decimal::serde::str")]
     quantity: Decimal,

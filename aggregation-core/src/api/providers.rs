@@ -56,6 +56,7 @@ const MAX_CALLBACK_PARAM_CHARS: usize = 2048;
 /// `?active_only` (default false) of the connection list.
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct ListQuery {
+    #[param(value_type = Option<bool>)]
     active_only: Option<String>,
 }
 
@@ -130,7 +131,9 @@ fn allowed_redirect_uri(config: &Config, requested: Option<String>) -> Result<St
 /// `?code&state` of an OAuth callback.
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct CallbackQuery {
+    #[param(value_type = String, required = true, min_length = 1, max_length = 2048)]
     code: Option<String>,
+    #[param(value_type = String, required = true, min_length = 1, max_length = 2048)]
     state: Option<String>,
 }
 
@@ -250,6 +253,7 @@ pub(crate) struct ConnectionJson<'a> {
     provider_id: Uuid,
     provider_slug: &'a str,
     alias: Option<&'a str>,
+    #[schema(value_type = crate::store::ConnectionStatus)]
     status: &'static str,
     is_connected: bool,
     needs_reauthentication: bool,

@@ -32,6 +32,7 @@ const MAX_REASON_CHARS: usize = 255;
 /// `?active_only` (default true) of the session list.
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct ListQuery {
+    #[param(value_type = Option<bool>)]
     active_only: Option<String>,
 }
 

@@ -33,8 +33,13 @@ const DEFAULT_LIMIT: u32 = 30;
 /// `start_date`, `end_date` (both required) and `source` of the balance history.
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct HistoryQuery {
+    /// A date-time (RFC 3339) or a date (`YYYY-MM-DD`, from its midnight UTC).
+    #[param(value_type = String, required = true, example = "2026-01-01")]
     start_date: Option<String>,
+    /// A date-time (RFC 3339) or a date (`YYYY-MM-DD`, to its end, UTC).
+    #[param(value_type = String, required = true, example = "2026-01-31")]
     end_date: Option<String>,
+    #[param(value_type = Option<SnapshotSource>, inline)]
     source: Option<String>,
 }
 
@@ -61,7 +66,9 @@ impl Validate for HistoryQuery {
 /// `limit` and `source` of the per-account listing.
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct ListQuery {
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 100)]
     limit: Option<String>,
+    #[param(value_type = Option<SnapshotSource>, inline)]
     source: Option<String>,
 }
 
@@ -91,6 +98,7 @@ struct SnapshotJson<'a> {
     #[serde(with = "rust_decimal::serde::str_option")]
     cash_value: Option<Decimal>,
     currency: &'a str,
+    #[schema(value_type = SnapshotSource)]
     source: &'static str,
     captured_at: DateTime<Utc>,
 }

@@ -31,10 +31,15 @@ const DEFAULT_LIMIT: u32 = 50;
 /// listing.
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct ListQuery {
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 100)]
     limit: Option<String>,
+    #[param(value_type = Option<i64>, minimum = 0)]
     offset: Option<String>,
+    #[param(value_type = Option<TransactionType>, inline)]
     transaction_type: Option<String>,
+    #[param(value_type = Option<String>, format = Date, example = "2026-01-01")]
     start_date: Option<String>,
+    #[param(value_type = Option<String>, format = Date, example = "2026-01-31")]
     end_date: Option<String>,
 }
 
@@ -84,8 +89,10 @@ struct TransactionJson<'a> {
     id: Uuid,
     account_id: Uuid,
     provider_transaction_id: &'a str,
+    #[schema(value_type = TransactionType)]
     transaction_type: &'static str,
     subtype: Option<&'a str>,
+    #[schema(value_type = crate::store::TransactionStatus)]
     status: &'static str,
     #[serde(with = "rust_decimal::serde::str")]
     amount: Decimal,
