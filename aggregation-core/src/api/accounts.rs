@@ -29,6 +29,7 @@ pub(crate) const ROUTES: &[Route] = &[
 
 /// An account as the API shows it.
 #[derive(Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"id": "0192f3a4-5b6c-7d8e-9f00-112233445566", "connection_id": "0192f3a4-0000-7d8e-9f00-112233445566", "provider_account_id": "8821-4410", "account_number_masked": "****4410", "name": "Individual Brokerage", "account_type": "brokerage", "currency": "USD", "balance_amount": "15234.50", "available_balance_amount": "1200.00", "is_active": true, "last_synced_at": "2026-01-31T14:05:00Z", "created_at": "2026-01-02T09:00:00Z", "updated_at": "2026-01-31T14:05:00Z"}))]
 struct AccountJson<'a> {
     id: Uuid,
     connection_id: Uuid,

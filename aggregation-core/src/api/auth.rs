@@ -167,6 +167,7 @@ fn message(status: StatusCode, text: &str) -> ApiResult {
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"id": "0192f3a4-5b6c-7d8e-9f00-112233445566", "email": "ada@example.com", "message": "Registration successful. A verification email has been sent."}))]
 struct RegistrationResponse<'a> {
     id: Uuid,
     email: &'a str,
@@ -174,6 +175,7 @@ struct RegistrationResponse<'a> {
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"access_token": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIuLi4ifQ.c2lnbmF0dXJl", "refresh_token": "Q2hhbmdlZCBvbiBldmVyeSByZWZyZXNo", "token_type": "bearer", "expires_in": 900}))]
 struct TokensResponse<'a> {
     access_token: &'a str,
     refresh_token: &'a str,
