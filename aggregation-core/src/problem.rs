@@ -285,8 +285,7 @@ impl std::fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
-/// The serialized problem-details body.
-/// RFC 9457 problem details.
+/// The serialized problem-details body (RFC 9457), `Problem` in the OpenAPI document.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[schema(as = Problem)]
 pub(crate) struct ProblemBody<'a> {
