@@ -6,17 +6,21 @@
 //! One row in the `ROUTES` table of its resource module and one function beside it:
 //!
 //! ```text
-//! route!(GET "/api/v1/sessions/{id}" => get, limited(API_READ), "Read one of the caller's sessions"),
+//! route!(GET "/api/v1/sessions/{id}" => get, limited(API_READ), "Read one of the caller's sessions",
+//!     [200: SessionJson<'static>]),
 //!
 //! async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult { ... }
 //! ```
 //!
 //! The row is the endpoint's method, path template, built-in rate limit (read by
-//! [`PolicyTable::builtin`](crate::rate_limit::PolicyTable::builtin)) and summary, listed by
-//! [`routes()`]. The handler's arguments are extractors (`extract.rs`): the caller, path ids,
-//! the query and the body as serde types checked by a `Validate` implementation
-//! (`validate.rs`), every field error in one 422. A new resource module adds its table to
-//! `ROUTE_TABLES`.
+//! [`PolicyTable::builtin`](crate::rate_limit::PolicyTable::builtin)), summary and answers
+//! (success statuses with their `#[derive(Serialize, utoipa::ToSchema)]` body, then the
+//! problems the handler itself answers), listed by [`routes()`]; the OpenAPI document
+//! ([`openapi_json`]) is generated from the rows and the handlers' argument types. The
+//! handler's arguments are extractors (`extract.rs`): the caller, path ids, the query and the
+//! body as serde types checked by a `Validate` implementation (`validate.rs`), every field
+//! error in one 422; each also says what it documents (`openapi/describe.rs`). A new resource
+//! module adds its table to `ROUTE_TABLES`.
 //!
 //! # Record reads
 //!

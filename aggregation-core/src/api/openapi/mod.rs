@@ -1,8 +1,8 @@
 //! The OpenAPI 3.1 document of the API, generated from the route rows: each row's handler
 //! arguments (extractors) give its security, parameters, request body and the problems they
 //! answer; the row's response list gives its answers per status; the rate limit gives 429 and
-//! the `X-RateLimit-*` headers. Nothing here names an endpoint.
-
+//! the `X-RateLimit-*` headers. Apart from the document's own path, nothing here names an
+//! endpoint.
 //!
 //! `describe.rs`: what handler arguments and route rows document; `serve.rs`: the endpoint
 //! serving the document.
