@@ -28,6 +28,8 @@ pub(crate) struct App {
     pub(crate) imports: Imports,
     pub(crate) admin: Admin,
     pub(crate) records: Records,
+    /// The OpenAPI document, built on its first request.
+    pub(crate) openapi: std::sync::OnceLock<crate::api::openapi::Published>,
 }
 
 impl App {
@@ -62,6 +64,7 @@ impl App {
             imports,
             admin,
             records,
+            openapi: std::sync::OnceLock::new(),
         }
     }
 

@@ -1,8 +1,8 @@
 //! `string_enum!`: closed sets of string values (a record's type, a connection's state, an
 //! upload format) declared once, with their names in one place.
 
-/// Declares a closed set of lowercase string values with `as_str`, `parse` and `ALL`, and a
-/// `Display` that writes the name.
+/// Declares a closed set of lowercase string values with `as_str`, `parse` and `ALL`, a
+/// `Display` that writes the name, and its schema (a string enum) for the OpenAPI document.
 ///
 /// `Name { Variant => "name", … }` declares a `pub` enum (the store's record types);
 /// `pub(crate) enum Name { … }` (any visibility, with `enum`) declares one of that visibility,
@@ -40,6 +40,18 @@ macro_rules! string_enum {
                 }
             }
         }
+
+        /// A string restricted to the names (in the OpenAPI document).
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some([$($text),+]))
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
 
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -98,7 +98,7 @@ impl ErrorCode {
 }
 
 /// One entry of a problem's `errors` list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub(crate) struct FieldError {
     /// The body field name (`password`), or `query.limit`, `path.id`, `header.content-type`.
     pub field: String,
@@ -285,8 +285,9 @@ impl std::fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
-/// The serialized problem-details body.
-#[derive(Debug, Serialize)]
+/// The serialized problem-details body (RFC 9457), `Problem` in the OpenAPI document.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = Problem)]
 pub(crate) struct ProblemBody<'a> {
     /// `{base_url}/errors/{code}`.
     #[serde(rename = "type")]

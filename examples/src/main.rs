@@ -217,6 +217,10 @@ struct Cli {
 enum Command {
     /// Serve the API (the default).
     Serve,
+    /// Print the OpenAPI 3.1 document to stdout (no database, no listener):
+    /// `aggregation-server openapi > openapi.json`. Its server is AGG_BASE_URL (default
+    /// http://{AGG_BIND}).
+    Openapi,
     /// Grant the admin role to the user registered with EMAIL.
     GrantAdmin {
         /// The user's email.
@@ -275,6 +279,9 @@ fn setting(variable: &'static str, message: impl std::fmt::Display) -> StartErro
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Openapi) = cli.command {
+        return print_openapi(&cli);
+    }
     // Logging is not set up yet, so this one failure goes to stderr directly.
     let filter = match tracing_subscriber::EnvFilter::try_new(&cli.log) {
         Ok(filter) => filter,
@@ -312,11 +319,30 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// Writes the OpenAPI document for the configured base URL to stdout.
+fn print_openapi(cli: &Cli) -> std::process::ExitCode {
+    use std::io::Write as _;
+    let base_url = cli
+        .base_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", cli.bind));
+    let written = aggregation_core::api::openapi_json(&base_url)
+        .map_err(std::io::Error::from)
+        .and_then(|document| writeln!(std::io::stdout().lock(), "{document}"));
+    match written {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("openapi: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 async fn run(cli: Cli) -> Result<(), StartError> {
     let store = open_store(cli.database_url.as_deref()).await?;
     match &cli.command {
         Some(Command::GrantAdmin { email }) => return grant_admin(store.as_ref(), email).await,
-        Some(Command::Serve) | None => {}
+        Some(Command::Serve | Command::Openapi) | None => {}
     }
     // Validated whichever mailer is used, so that a typo is found before the first email.
     cli.mail_from

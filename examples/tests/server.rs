@@ -371,6 +371,30 @@ fn help_lists_every_setting() {
         );
     }
     assert!(help.contains("grant-admin"), "the subcommand is listed");
+    assert!(help.contains("openapi"), "the subcommand is listed");
+}
+
+#[test]
+fn openapi_prints_the_document_and_starts_nothing() {
+    let workspace = Workspace::new();
+    let output = workspace.run(
+        &[
+            ("AGG_BASE_URL", "https://api.example.com"),
+            // Never opened: the document needs no database.
+            ("AGG_DATABASE_URL", "postgres://nobody@127.0.0.1:1/none"),
+        ],
+        &["openapi"],
+    );
+    assert!(output.status.success(), "{output:?}");
+    let document: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("stdout is the JSON document");
+    assert_eq!(document["openapi"], "3.1.0");
+    assert_eq!(document["servers"][0]["url"], "https://api.example.com");
+    assert!(document["paths"]["/api/v1/openapi.json"]["get"].is_object());
+    assert!(
+        !workspace.path().join("data").exists(),
+        "no secrets generated"
+    );
 }
 
 #[test]

@@ -20,21 +20,23 @@ use crate::records::RecordError;
 use crate::store::{AccountFilter, AccountRecord, AccountType};
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(GET "/api/v1/accounts" => list, limited(API_READ), "List the caller's accounts"),
+    route!(GET "/api/v1/accounts" => list, limited(API_READ), "List the caller's accounts", [200: AccountList<'static>]),
     route!(GET "/api/v1/accounts/{id}" => get, limited(API_READ),
-        "Read one of the caller's accounts"),
+        "Read one of the caller's accounts", [200: AccountJson<'static>]),
     route!(GET "/api/v1/providers/{id}/accounts" => list_for_connection, limited(API_READ),
-        "List the accounts of one of the caller's connections"),
+        "List the accounts of one of the caller's connections", [200: AccountList<'static>]),
 ];
 
 /// An account as the API shows it.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"id": "0192f3a4-5b6c-7d8e-9f00-112233445566", "connection_id": "0192f3a4-0000-7d8e-9f00-112233445566", "provider_account_id": "8821-4410", "account_number_masked": "****4410", "name": "Individual Brokerage", "account_type": "brokerage", "currency": "USD", "balance_amount": "15234.50", "available_balance_amount": "1200.00", "is_active": true, "last_synced_at": "2026-01-31T14:05:00Z", "created_at": "2026-01-02T09:00:00Z", "updated_at": "2026-01-31T14:05:00Z"}))]
 struct AccountJson<'a> {
     id: Uuid,
     connection_id: Uuid,
     provider_account_id: &'a str,
     account_number_masked: Option<&'a str>,
     name: &'a str,
+    #[schema(value_type = AccountType)]
     account_type: &'static str,
     currency: &'a str,
     #[serde(with = "rust_decimal::serde::str")]
@@ -65,7 +67,7 @@ fn account_json(account: &AccountRecord) -> AccountJson<'_> {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct AccountList<'a> {
     accounts: Vec<AccountJson<'a>>,
     total_count: usize,
@@ -127,9 +129,11 @@ pub(crate) async fn owned_account(
 }
 
 /// The `active_only` (default false) and `account_type` filters.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct FilterQuery {
+    #[param(value_type = Option<bool>)]
     active_only: Option<String>,
+    #[param(value_type = Option<AccountType>, inline)]
     account_type: Option<String>,
 }
 

@@ -22,13 +22,13 @@ use crate::rate_limit::policy::{API_READ, API_WRITE};
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(POST "/api/v1/admin/security/rotations" => rotate_global, limited(API_WRITE),
-        "Raise the global minimum token version"),
+        "Raise the global minimum token version", [201: GlobalRotationJson]),
     route!(POST "/api/v1/admin/users/{user_id}/rotations" => rotate_user, limited(API_WRITE),
-        "Raise one user's minimum token version"),
+        "Raise one user's minimum token version", [201: UserRotationJson]),
     route!(GET "/api/v1/admin/security/config" => security_config, limited(API_READ),
-        "The token security configuration"),
+        "The token security configuration", [200: SecurityConfigJson]),
     route!(GET "/api/v1/admin/jobs" => jobs_status, limited(API_READ),
-        "The status of the background jobs"),
+        "The status of the background jobs", [200: JobsJson]),
 ];
 
 /// Longest rotation reason.
@@ -63,9 +63,10 @@ impl FromParts for Admin {
 }
 
 /// The required `reason` of a rotation: 1..500 characters, not only whitespace.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct ReasonBody {
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 500, example = "Suspected token leak")]
     reason: Field,
 }
 
@@ -84,7 +85,7 @@ impl Validate for ReasonBody {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct GlobalRotationJson {
     previous_version: i64,
     new_version: i64,
@@ -114,7 +115,7 @@ async fn rotate_global(
     )
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct UserRotationJson {
     user_id: Uuid,
     previous_version: i64,
@@ -148,7 +149,7 @@ async fn rotate_user(
     )
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct SecurityConfigJson {
     global_min_token_version: i64,
     grace_period_seconds: i64,
@@ -170,7 +171,7 @@ async fn security_config(state: &App, _: Admin) -> ApiResult {
     )
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct JobJson {
     name: String,
     enabled: bool,
@@ -185,7 +186,7 @@ struct JobJson {
     next_run_at: Option<DateTime<Utc>>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct JobsJson {
     healthy: bool,
     jobs: Vec<JobJson>,

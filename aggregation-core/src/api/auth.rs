@@ -18,20 +18,20 @@ use crate::rate_limit::policy::{
 };
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(POST "/api/v1/users" => register, limited(AUTH_REGISTER), "Register an account"),
+    route!(POST "/api/v1/users" => register, limited(AUTH_REGISTER), "Register an account", [201: RegistrationResponse<'static>; Conflict]),
     route!(POST "/api/v1/email-verifications" => verify_email, limited(AUTH_EMAIL_FLOW),
-        "Verify an email address with the emailed token"),
+        "Verify an email address with the emailed token", [201: Message<'static>; CommandValidationFailed, NotFound]),
     route!(POST "/api/v1/email-verification-tokens" => resend_verification,
-        limited(AUTH_EMAIL_FLOW), "Send the verification email again"),
-    route!(POST "/api/v1/sessions" => login, limited(AUTH_LOGIN), "Log in"),
+        limited(AUTH_EMAIL_FLOW), "Send the verification email again", [201: Message<'static>]),
+    route!(POST "/api/v1/sessions" => login, limited(AUTH_LOGIN), "Log in", [201: TokensResponse<'static>; Unauthorized, Forbidden]),
     route!(POST "/api/v1/tokens" => refresh, limited(AUTH_TOKEN_REFRESH),
-        "Exchange a refresh token for new tokens"),
+        "Exchange a refresh token for new tokens", [201: TokensResponse<'static>; Unauthorized]),
     route!(DELETE "/api/v1/sessions/current" => logout, limited(API_WRITE),
-        "Log out of the current session"),
+        "Log out of the current session", [204]),
     route!(POST "/api/v1/password-reset-tokens" => request_password_reset, limited(AUTH_EMAIL_FLOW),
-        "Email a password reset link"),
+        "Email a password reset link", [201: Message<'static>]),
     route!(POST "/api/v1/password-resets" => reset_password, limited(AUTH_EMAIL_FLOW),
-        "Set a new password with the emailed token"),
+        "Set a new password with the emailed token", [201: Message<'static>; CommandValidationFailed, NotFound]),
 ];
 
 /// A new password: any string (`name` is the field), then the password rule.
@@ -44,10 +44,12 @@ fn new_password(name: &str, field: Field) -> Result<String, FieldError> {
 }
 
 /// `{email, password}` of a registration.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct RegisterBody {
+    #[schema(value_type = String, required = true, format = Email, example = "ada@example.com")]
     email: Field,
+    #[schema(value_type = String, required = true, min_length = 8, max_length = 128, format = Password, example = "correct horse battery staple")]
     password: Field,
 }
 
@@ -64,9 +66,10 @@ impl Validate for RegisterBody {
 }
 
 /// `{token}` of an email verification.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct TokenBody {
+    #[schema(value_type = String, required = true, pattern = "^[0-9a-fA-F]{64}$", example = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")]
     token: Field,
 }
 
@@ -79,9 +82,10 @@ impl Validate for TokenBody {
 }
 
 /// `{email}` of a request for an email.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct EmailBody {
+    #[schema(value_type = String, required = true, format = Email, example = "ada@example.com")]
     email: Field,
 }
 
@@ -94,10 +98,12 @@ impl Validate for EmailBody {
 }
 
 /// `{email, password}` of a login.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct LoginBody {
+    #[schema(value_type = String, required = true, format = Email, example = "ada@example.com")]
     email: Field,
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 128, format = Password, example = "correct horse battery staple")]
     password: Field,
 }
 
@@ -114,9 +120,10 @@ impl Validate for LoginBody {
 }
 
 /// `{refresh_token}` of a refresh or a logout.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct RefreshTokenBody {
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 4096)]
     refresh_token: Field,
 }
 
@@ -129,10 +136,12 @@ impl Validate for RefreshTokenBody {
 }
 
 /// `{token, new_password}` of a password reset.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct ResetPasswordBody {
+    #[schema(value_type = String, required = true, pattern = "^[0-9a-fA-F]{64}$")]
     token: Field,
+    #[schema(value_type = String, required = true, min_length = 8, max_length = 128, format = Password)]
     new_password: Field,
 }
 
@@ -148,7 +157,7 @@ impl Validate for ResetPasswordBody {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct Message<'a> {
     message: &'a str,
 }
@@ -157,14 +166,16 @@ fn message(status: StatusCode, text: &str) -> ApiResult {
     json(status, &Message { message: text })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"id": "0192f3a4-5b6c-7d8e-9f00-112233445566", "email": "ada@example.com", "message": "Registration successful. A verification email has been sent."}))]
 struct RegistrationResponse<'a> {
     id: Uuid,
     email: &'a str,
     message: &'a str,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"access_token": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIuLi4ifQ.c2lnbmF0dXJl", "refresh_token": "Q2hhbmdlZCBvbiBldmVyeSByZWZyZXNo", "token_type": "bearer", "expires_in": 900}))]
 struct TokensResponse<'a> {
     access_token: &'a str,
     refresh_token: &'a str,

@@ -7,10 +7,11 @@ use super::routes::{Route, UNLIMITED, route};
 use super::{ApiResult, json};
 use crate::app::App;
 
-pub(crate) const ROUTES: &[Route] =
-    &[route!(GET "/health" => health, UNLIMITED, "Whether the service and its store answer")];
+pub(crate) const ROUTES: &[Route] = &[
+    route!(GET "/health" => health, UNLIMITED, "Whether the service and its store answer", [200: Health]),
+];
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct Health {
     status: &'static str,
 }

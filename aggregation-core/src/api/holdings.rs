@@ -19,16 +19,18 @@ use crate::store::{AssetType, HoldingFilter, HoldingRecord};
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/holdings" => list, limited(API_READ),
-        "List the holdings across the caller's accounts"),
+        "List the holdings across the caller's accounts", [200: HoldingList<'static>]),
     route!(GET "/api/v1/accounts/{id}/holdings" => list_for_account, limited(API_READ),
-        "List the holdings of one of the caller's accounts"),
+        "List the holdings of one of the caller's accounts", [200: HoldingList<'static>]),
 ];
 
 /// The `active_only` (default true) and `asset_type` filters, and `symbol` (matched
 /// case-insensitively) across accounts.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct FilterQuery {
+    #[param(value_type = Option<bool>)]
     active_only: Option<String>,
+    #[param(value_type = Option<AssetType>, inline)]
     asset_type: Option<String>,
     symbol: Option<String>,
 }
@@ -57,13 +59,14 @@ impl Validate for FilterQuery {
 }
 
 /// A holding as the API shows it.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct HoldingJson<'a> {
     id: Uuid,
     account_id: Uuid,
     provider_holding_id: &'a str,
     symbol: &'a str,
     security_name: Option<&'a str>,
+    #[schema(value_type = AssetType)]
     asset_type: &'static str,
     #[serde(with = "rust_decimal::serde::str")]
     quantity: Decimal,
@@ -106,7 +109,7 @@ fn holding_json(holding: &HoldingRecord) -> HoldingJson<'_> {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct HoldingList<'a> {
     holdings: Vec<HoldingJson<'a>>,
     total_count: usize,

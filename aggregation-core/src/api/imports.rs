@@ -29,9 +29,9 @@ use crate::store::ImportCounts;
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(POST "/api/v1/imports" => import, limited(API_WRITE),
-        "Import an OFX or QFX statement file"),
+        "Import an OFX or QFX statement file", [201: ImportJson; CommandValidationFailed]),
     route!(GET "/api/v1/imports/formats" => formats, limited(PUBLIC_READ),
-        "The supported import formats"),
+        "The supported import formats", [200: FormatList]),
 ];
 
 /// Room allowed for multipart framing (boundaries, part headers) on top of the file limit.
@@ -72,7 +72,7 @@ impl ImportFormat {
 /// The provider slug of file imports.
 pub(crate) const FILE_IMPORT_SLUG: &str = crate::store::FILE_IMPORT_PROVIDER;
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct FormatJson {
     format: &'static str,
     name: &'static str,
@@ -81,7 +81,7 @@ struct FormatJson {
     max_size_bytes: usize,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct FormatList {
     formats: Vec<FormatJson>,
 }
@@ -263,7 +263,7 @@ fn summary(institution: &str, counts: &ImportCounts) -> String {
     )
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct ImportJson {
     connection_id: Option<uuid::Uuid>,
     accounts_created: u64,

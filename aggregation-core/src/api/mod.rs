@@ -6,17 +6,21 @@
 //! One row in the `ROUTES` table of its resource module and one function beside it:
 //!
 //! ```text
-//! route!(GET "/api/v1/sessions/{id}" => get, limited(API_READ), "Read one of the caller's sessions"),
+//! route!(GET "/api/v1/sessions/{id}" => get, limited(API_READ), "Read one of the caller's sessions",
+//!     [200: SessionJson<'static>]),
 //!
 //! async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult { ... }
 //! ```
 //!
 //! The row is the endpoint's method, path template, built-in rate limit (read by
-//! [`PolicyTable::builtin`](crate::rate_limit::PolicyTable::builtin)) and summary, listed by
-//! [`routes()`]. The handler's arguments are extractors (`extract.rs`): the caller, path ids,
-//! the query and the body as serde types checked by a `Validate` implementation
-//! (`validate.rs`), every field error in one 422. A new resource module adds its table to
-//! `ROUTE_TABLES`.
+//! [`PolicyTable::builtin`](crate::rate_limit::PolicyTable::builtin)), summary and answers
+//! (success statuses with their `#[derive(Serialize, utoipa::ToSchema)]` body, then the
+//! problems the handler itself answers), listed by [`routes()`]; the OpenAPI document
+//! ([`openapi_json`]) is generated from the rows and the handlers' argument types. The
+//! handler's arguments are extractors (`extract.rs`): the caller, path ids, the query and the
+//! body as serde types checked by a `Validate` implementation (`validate.rs`), every field
+//! error in one 422; each also says what it documents (`openapi/describe.rs`). A new resource
+//! module adds its table to `ROUTE_TABLES`.
 //!
 //! # Record reads
 //!
@@ -63,6 +67,7 @@ pub(crate) mod handler;
 pub(crate) mod health;
 pub(crate) mod holdings;
 pub(crate) mod imports;
+pub(crate) mod openapi;
 pub(crate) mod providers;
 pub(crate) mod router;
 pub(crate) mod routes;
@@ -94,12 +99,24 @@ const ROUTE_TABLES: &[&[Route]] = &[
     holdings::ROUTES,
     snapshots::ROUTES,
     imports::ROUTES,
+    openapi::ROUTES,
 ];
 
 /// Every endpoint of the API, one [`Route`] each: what the router serves and where the
 /// built-in rate-limit policies come from.
 pub fn routes() -> impl Iterator<Item = &'static Route> {
     ROUTE_TABLES.iter().flat_map(|table| table.iter())
+}
+
+/// The OpenAPI 3.1 document of [`routes()`], pretty-printed, its server at `base_url` (what
+/// `GET /api/v1/openapi.json` serves, compact, for a service configured with that base URL).
+///
+/// ```
+/// let document = aggregation_core::api::openapi_json("https://api.example.com").unwrap();
+/// assert!(document.contains("\"openapi\": \"3.1.0\""));
+/// ```
+pub fn openapi_json(base_url: &str) -> Result<String, serde_json::Error> {
+    openapi::document(base_url).to_pretty_json()
 }
 
 /// A JSON response.

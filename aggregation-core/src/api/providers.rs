@@ -33,19 +33,19 @@ use crate::store::ConnectionRecord;
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/providers" => list, limited(API_READ),
-        "List the caller's provider connections"),
+        "List the caller's provider connections", [200: ConnectionList<'static>]),
     route!(POST "/api/v1/providers" => connect, limited(PROVIDER_CONNECT),
-        "Start connecting a provider (OAuth authorization URL)"),
+        "Start connecting a provider (OAuth authorization URL)", [201: AuthorizationJson; NotFound, CommandValidationFailed, ProviderError]),
     route!(POST "/api/v1/providers/callback" => callback, limited(PROVIDER_CALLBACK),
-        "Complete connecting a provider with the OAuth code and state"),
+        "Complete connecting a provider with the OAuth code and state", [201: ConnectionJson<'static>; NotFound, CommandValidationFailed, ProviderError]),
     route!(GET "/api/v1/providers/{id}" => get, limited(API_READ),
-        "Read one of the caller's connections"),
+        "Read one of the caller's connections", [200: ConnectionJson<'static>]),
     route!(PATCH "/api/v1/providers/{id}" => update, limited(API_WRITE),
-        "Change a connection's alias"),
+        "Change a connection's alias", [200: ConnectionJson<'static>]),
     route!(DELETE "/api/v1/providers/{id}" => disconnect, limited(API_WRITE),
-        "Disconnect a provider connection"),
+        "Disconnect a provider connection", [204]),
     route!(POST "/api/v1/providers/{id}/token-refreshes" => refresh_tokens, limited(API_WRITE),
-        "Refresh a connection's provider tokens"),
+        "Refresh a connection's provider tokens", [201: TokenRefreshJson; CommandValidationFailed, ProviderError]),
 ];
 
 /// Longest alias.
@@ -54,8 +54,9 @@ const MAX_ALIAS_CHARS: usize = 100;
 const MAX_CALLBACK_PARAM_CHARS: usize = 2048;
 
 /// `?active_only` (default false) of the connection list.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct ListQuery {
+    #[param(value_type = Option<bool>)]
     active_only: Option<String>,
 }
 
@@ -69,11 +70,14 @@ impl Validate for ListQuery {
 
 /// `{provider_slug, alias?, redirect_uri?}` of a connect; the redirect URI must be one of the
 /// configured ones, the first being the default.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct ConnectBody {
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 100, example = "schwab")]
     provider_slug: Field,
+    #[schema(value_type = Option<String>, max_length = 100, example = "Brokerage")]
     alias: Field,
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 2048)]
     redirect_uri: Field,
 }
 
@@ -81,36 +85,17 @@ pub(crate) struct ConnectBody {
 pub(crate) struct Connect {
     slug: String,
     alias: Option<String>,
-    redirect_uri: String,
+    redirect_uri: Option<String>,
 }
 
 impl Validate for ConnectBody {
     type Valid = Connect;
 
-    fn validate(self, config: &Config) -> Result<Self::Valid, ApiError> {
-        let requested = body::optional_string("redirect_uri", self.redirect_uri, 1, 2048);
-        let allowed = config.oauth_redirect_uris();
-        // An unusable redirect_uri is reported, and the default is still checked.
-        let redirect_uri = match requested.as_ref().ok().and_then(Option::as_ref) {
-            Some(uri) if allowed.contains(uri) => Ok(uri.clone()),
-            Some(_) => Err(FieldError::new(
-                "redirect_uri",
-                "not_allowed",
-                "Must be one of the configured redirect URIs.",
-            )),
-            None => allowed.first().cloned().ok_or_else(|| {
-                FieldError::new(
-                    "redirect_uri",
-                    "not_configured",
-                    "No redirect URI is configured on this server.",
-                )
-            }),
-        };
-        let (slug, alias, _, redirect_uri) = (
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        let (slug, alias, redirect_uri) = (
             body::string("provider_slug", self.provider_slug, 1, 100),
             body::optional_string("alias", self.alias, 0, MAX_ALIAS_CHARS),
-            requested,
-            redirect_uri,
+            body::optional_string("redirect_uri", self.redirect_uri, 1, 2048),
         )
             .all_valid()?;
         Ok(Connect {
@@ -121,10 +106,34 @@ impl Validate for ConnectBody {
     }
 }
 
+/// The redirect URI of a connect: the requested one if the server allows it, else the first
+/// configured. Judged only once the provider is known to be offered (an unknown one is 404
+/// whatever the server's redirect configuration).
+fn allowed_redirect_uri(config: &Config, requested: Option<String>) -> Result<String, ApiError> {
+    let allowed = config.oauth_redirect_uris();
+    match requested {
+        Some(uri) if allowed.contains(&uri) => Ok(uri),
+        Some(_) => Err(ApiError::field(
+            "redirect_uri",
+            "not_allowed",
+            "Must be one of the configured redirect URIs.",
+        )),
+        None => allowed.first().cloned().ok_or_else(|| {
+            ApiError::field(
+                "redirect_uri",
+                "not_configured",
+                "No redirect URI is configured on this server.",
+            )
+        }),
+    }
+}
+
 /// `?code&state` of an OAuth callback.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct CallbackQuery {
+    #[param(value_type = String, required = true, min_length = 1, max_length = 2048)]
     code: Option<String>,
+    #[param(value_type = String, required = true, min_length = 1, max_length = 2048)]
     state: Option<String>,
 }
 
@@ -172,9 +181,10 @@ impl FromParts for CallbackCaller {
 }
 
 /// `{alias}` of a PATCH: `null` clears it, an absent field leaves it.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct UpdateBody {
+    #[schema(value_type = Option<String>, max_length = 100, example = "Retirement")]
     alias: Field,
 }
 
@@ -187,9 +197,10 @@ impl Validate for UpdateBody {
 }
 
 /// `{force?}` of a body that may be absent.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct ForceBody {
+    #[schema(value_type = Option<bool>)]
     force: Field,
 }
 
@@ -235,13 +246,14 @@ impl From<ConnectionError> for ApiError {
 }
 
 /// A connection as the API shows it.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct ConnectionJson<'a> {
     id: Uuid,
     user_id: Uuid,
     provider_id: Uuid,
     provider_slug: &'a str,
     alias: Option<&'a str>,
+    #[schema(value_type = crate::store::ConnectionStatus)]
     status: &'static str,
     is_connected: bool,
     needs_reauthentication: bool,
@@ -268,7 +280,7 @@ pub(crate) fn connection_json(connection: &ConnectionRecord) -> ConnectionJson<'
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct ConnectionList<'a> {
     connections: Vec<ConnectionJson<'a>>,
     total_count: usize,
@@ -297,7 +309,7 @@ async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult {
     json(StatusCode::OK, &connection_json(&connection))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct AuthorizationJson {
     authorization_url: String,
     state: String,
@@ -314,6 +326,8 @@ async fn connect(
         redirect_uri,
     }): Json<ConnectBody>,
 ) -> ApiResult {
+    state.connections.offers_oauth(&slug)?;
+    let redirect_uri = allowed_redirect_uri(&state.config, redirect_uri)?;
     // An empty alias means none, as the interface stores "empty when none".
     let alias = alias.filter(|alias| !alias.trim().is_empty());
     let authorization = state
@@ -367,7 +381,7 @@ async fn disconnect(state: &App, User(claims): User, PathId(id): PathId) -> ApiR
     no_content()
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct TokenRefreshJson {
     success: bool,
     message: &'static str,

@@ -13,6 +13,7 @@
 use http::Method;
 
 use super::handler::HandlerFn;
+use super::openapi::OperationDoc;
 use crate::rate_limit::Policy;
 
 /// Where a request names the provider connection or account its rate-limit bucket is keyed
@@ -64,6 +65,7 @@ pub struct Route {
     summary: &'static str,
     rate_limit: Option<RateLimit>,
     handler: HandlerFn,
+    describe: fn(&mut OperationDoc),
 }
 
 impl std::fmt::Debug for Route {
@@ -85,6 +87,7 @@ impl Route {
         handler: HandlerFn,
         rate_limit: Option<RateLimit>,
         summary: &'static str,
+        describe: fn(&mut OperationDoc),
     ) -> Self {
         Self {
             method,
@@ -92,6 +95,7 @@ impl Route {
             summary,
             rate_limit,
             handler,
+            describe,
         }
     }
 
@@ -119,12 +123,24 @@ impl Route {
     pub(crate) fn handler(&self) -> HandlerFn {
         self.handler
     }
+
+    /// Documents the operation: its extractors' parameters, body and problems, and its
+    /// answers.
+    pub(crate) fn describe(&self) -> fn(&mut OperationDoc) {
+        self.describe
+    }
 }
 
-/// A route row: `route!(METHOD "/template" => handler, rate_limit, "summary")`, `handler`
-/// being an `async fn(&App, extractors...) -> ApiResult` (see [`super::handler`]).
+/// A route row:
+/// `route!(METHOD "/template" => handler, rate_limit, "summary", [answers])`, `handler` being
+/// an `async fn(&App, extractors...) -> ApiResult` (see [`super::handler`]). `answers` lists
+/// the success statuses with their JSON body type (`200: AccountList<'static>`, `204`), then,
+/// after `;`, the [`ErrorCode`](crate::problem::ErrorCode)s the handler itself answers beyond
+/// those of its extractors and rate limit (`Conflict`). The OpenAPI document is built from
+/// these rows.
 macro_rules! route {
-    ($method:ident $template:literal => $handler:path, $rate_limit:expr, $summary:literal) => {
+    ($method:ident $template:literal => $handler:path, $rate_limit:expr, $summary:literal,
+        [$($status:literal $(: $body:ty)?),+ $(; $($code:ident),+)?]) => {
         $crate::api::routes::Route::new(
             ::http::Method::$method,
             $template,
@@ -135,7 +151,18 @@ macro_rules! route {
             },
             $rate_limit,
             $summary,
+            |doc| {
+                $crate::api::openapi::describe_handler($handler, doc);
+                $($crate::api::routes::route!(@answer doc, $status $(: $body)?);)+
+                $($(doc.error($crate::problem::ErrorCode::$code);)+)?
+            },
         )
+    };
+    (@answer $doc:ident, $status:literal: $body:ty) => {
+        $doc.json_response::<$body>($status)
+    };
+    (@answer $doc:ident, $status:literal) => {
+        $doc.empty_response($status)
     };
 }
 

@@ -17,21 +17,22 @@ use crate::sessions::SessionError;
 use crate::store::SessionRecord;
 
 pub(crate) const ROUTES: &[Route] = &[
-    route!(GET "/api/v1/sessions" => list, limited(API_READ), "List the caller's sessions"),
+    route!(GET "/api/v1/sessions" => list, limited(API_READ), "List the caller's sessions", [200: SessionList<'static>]),
     route!(GET "/api/v1/sessions/{id}" => get, limited(API_READ),
-        "Read one of the caller's sessions"),
+        "Read one of the caller's sessions", [200: SessionJson<'static>]),
     route!(DELETE "/api/v1/sessions/{id}" => revoke, limited(API_WRITE),
-        "Revoke one of the caller's sessions"),
+        "Revoke one of the caller's sessions", [204]),
     route!(DELETE "/api/v1/sessions" => revoke_all, limited(API_WRITE),
-        "Revoke every session of the caller but the current one"),
+        "Revoke every session of the caller but the current one", [200: BulkRevoke]),
 ];
 
 /// Longest revoke reason.
 const MAX_REASON_CHARS: usize = 255;
 
 /// `?active_only` (default true) of the session list.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct ListQuery {
+    #[param(value_type = Option<bool>)]
     active_only: Option<String>,
 }
 
@@ -44,9 +45,10 @@ impl Validate for ListQuery {
 }
 
 /// `{reason?}` of a revocation, the body itself optional.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct RevokeBody {
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 255)]
     reason: Field,
 }
 
@@ -58,7 +60,7 @@ impl Validate for RevokeBody {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct SessionJson<'a> {
     id: Uuid,
     device_info: Option<&'a str>,
@@ -85,7 +87,7 @@ fn session_json(session: &SessionRecord, current: Uuid) -> SessionJson<'_> {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct SessionList<'a> {
     sessions: Vec<SessionJson<'a>>,
     total_count: usize,
@@ -138,7 +140,7 @@ async fn revoke(
     no_content()
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct BulkRevoke {
     revoked_count: u64,
     message: String,

@@ -19,11 +19,11 @@ use crate::store::{SnapshotRecord, SnapshotSource};
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/balance-snapshots" => latest, limited(API_READ),
-        "The latest balance snapshot of each of the caller's accounts"),
+        "The latest balance snapshot of each of the caller's accounts", [200: SnapshotList<'static>]),
     route!(GET "/api/v1/accounts/{id}/balance-history" => history, limited(API_READ),
-        "The balance snapshots of an account over a period"),
+        "The balance snapshots of an account over a period", [200: SnapshotList<'static>]),
     route!(GET "/api/v1/accounts/{id}/balance-snapshots" => list_for_account, limited(API_READ),
-        "The newest balance snapshots of an account"),
+        "The newest balance snapshots of an account", [200: SnapshotList<'static>]),
 ];
 
 /// Bounds and default of the per-account listing.
@@ -31,10 +31,15 @@ const MAX_LIMIT: i64 = 100;
 const DEFAULT_LIMIT: u32 = 30;
 
 /// `start_date`, `end_date` (both required) and `source` of the balance history.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct HistoryQuery {
+    /// A date-time (RFC 3339) or a date (`YYYY-MM-DD`, from its midnight UTC).
+    #[param(value_type = String, required = true, example = "2026-01-01")]
     start_date: Option<String>,
+    /// A date-time (RFC 3339) or a date (`YYYY-MM-DD`, to its end, UTC).
+    #[param(value_type = String, required = true, example = "2026-01-31")]
     end_date: Option<String>,
+    #[param(value_type = Option<SnapshotSource>, inline)]
     source: Option<String>,
 }
 
@@ -59,9 +64,11 @@ impl Validate for HistoryQuery {
 }
 
 /// `limit` and `source` of the per-account listing.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct ListQuery {
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 100)]
     limit: Option<String>,
+    #[param(value_type = Option<SnapshotSource>, inline)]
     source: Option<String>,
 }
 
@@ -78,7 +85,7 @@ impl Validate for ListQuery {
 }
 
 /// A snapshot as the API shows it.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct SnapshotJson<'a> {
     id: Uuid,
     account_id: Uuid,
@@ -91,6 +98,7 @@ struct SnapshotJson<'a> {
     #[serde(with = "rust_decimal::serde::str_option")]
     cash_value: Option<Decimal>,
     currency: &'a str,
+    #[schema(value_type = SnapshotSource)]
     source: &'static str,
     captured_at: DateTime<Utc>,
 }
@@ -109,7 +117,7 @@ fn snapshot_json(snapshot: &SnapshotRecord) -> SnapshotJson<'_> {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct SnapshotList<'a> {
     snapshots: Vec<SnapshotJson<'a>>,
     total_count: u64,

@@ -29,20 +29,22 @@ use crate::rate_limit::policy::{HOLDINGS_SYNC, PROVIDER_SYNC};
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(POST "/api/v1/providers/{id}/sync" => connection, limited(PROVIDER_SYNC),
-        "Sync a connection's accounts, transactions and holdings"),
+        "Sync a connection's accounts, transactions and holdings", [201: ConnectionSyncJson<'static>; CommandValidationFailed, ProviderError]),
     route!(POST "/api/v1/accounts/syncs" => accounts, limited_by_body_connection(PROVIDER_SYNC),
-        "Sync the accounts of a connection"),
+        "Sync the accounts of a connection", [201: Statistics<'static>; NotFound, CommandValidationFailed, ProviderError]),
     route!(POST "/api/v1/transactions/syncs" => transactions,
-        limited_by_body_connection(PROVIDER_SYNC), "Sync the transactions of a connection"),
+        limited_by_body_connection(PROVIDER_SYNC), "Sync the transactions of a connection", [201: Statistics<'static>; NotFound, CommandValidationFailed, ProviderError]),
     route!(POST "/api/v1/accounts/{id}/holdings/syncs" => holdings, limited(HOLDINGS_SYNC),
-        "Sync the holdings of an account"),
+        "Sync the holdings of an account", [201: Statistics<'static>; CommandValidationFailed, ProviderError]),
 ];
 
 /// `{connection_id, force?}` of an accounts sync.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct AccountsSyncBody {
+    #[schema(value_type = String, required = true, format = Uuid)]
     connection_id: Field,
+    #[schema(value_type = Option<bool>)]
     force: Field,
 }
 
@@ -59,13 +61,18 @@ impl Validate for AccountsSyncBody {
 }
 
 /// `{connection_id, account_id?, start_date?, end_date?, force?}` of a transactions sync.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct TransactionsSyncBody {
+    #[schema(value_type = String, required = true, format = Uuid)]
     connection_id: Field,
+    #[schema(value_type = Option<String>, format = Uuid)]
     account_id: Field,
+    #[schema(value_type = Option<String>, format = Date, example = "2026-01-01")]
     start_date: Field,
+    #[schema(value_type = Option<String>, format = Date, example = "2026-01-31")]
     end_date: Field,
+    #[schema(value_type = Option<bool>)]
     force: Field,
 }
 
@@ -112,7 +119,7 @@ impl Validate for TransactionsSyncBody {
 }
 
 /// Sync statistics with the interface's prefixed aliases (`accounts_created`, ...).
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct Statistics<'a> {
     created: u64,
     updated: u64,
@@ -208,7 +215,7 @@ async fn holdings(
     json(StatusCode::CREATED, &statistics("holdings", &report, true))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct ConnectionSyncJson<'a> {
     accounts: Statistics<'a>,
     transactions: Statistics<'a>,

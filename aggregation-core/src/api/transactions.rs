@@ -18,9 +18,9 @@ use crate::store::{TransactionQuery, TransactionRecord, TransactionType};
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/transactions/{id}" => get, limited(API_READ),
-        "Read one of the caller's transactions"),
+        "Read one of the caller's transactions", [200: TransactionJson<'static>]),
     route!(GET "/api/v1/accounts/{id}/transactions" => list_for_account, limited(API_READ),
-        "List the transactions of one of the caller's accounts"),
+        "List the transactions of one of the caller's accounts", [200: TransactionList<'static>]),
 ];
 
 /// Page size bounds and default of the by-account listing.
@@ -29,12 +29,17 @@ const DEFAULT_LIMIT: u32 = 50;
 
 /// `limit`, `offset`, `transaction_type`, `start_date` and `end_date` of the by-account
 /// listing.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct ListQuery {
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 100)]
     limit: Option<String>,
+    #[param(value_type = Option<i64>, minimum = 0)]
     offset: Option<String>,
+    #[param(value_type = Option<TransactionType>, inline)]
     transaction_type: Option<String>,
+    #[param(value_type = Option<String>, format = Date, example = "2026-01-01")]
     start_date: Option<String>,
+    #[param(value_type = Option<String>, format = Date, example = "2026-01-31")]
     end_date: Option<String>,
 }
 
@@ -79,13 +84,16 @@ impl Validate for ListQuery {
 }
 
 /// A transaction as the API shows it.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"id": "0192f3a4-1111-7d8e-9f00-112233445566", "account_id": "0192f3a4-5b6c-7d8e-9f00-112233445566", "provider_transaction_id": "T-20260115-001", "transaction_type": "trade", "subtype": "buy", "status": "settled", "amount": "-1523.40", "currency": "USD", "description": "Bought 10 VTI", "symbol": "VTI", "security_name": "Vanguard Total Stock Market ETF", "quantity": "10", "unit_price": "152.34", "commission": "0.00", "transaction_date": "2026-01-15", "settlement_date": "2026-01-16", "created_at": "2026-01-15T21:00:00Z", "updated_at": "2026-01-15T21:00:00Z"}))]
 struct TransactionJson<'a> {
     id: Uuid,
     account_id: Uuid,
     provider_transaction_id: &'a str,
+    #[schema(value_type = TransactionType)]
     transaction_type: &'static str,
     subtype: Option<&'a str>,
+    #[schema(value_type = crate::store::TransactionStatus)]
     status: &'static str,
     #[serde(with = "rust_decimal::serde::str")]
     amount: Decimal,
@@ -128,7 +136,7 @@ fn transaction_json(transaction: &TransactionRecord) -> TransactionJson<'_> {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct TransactionList<'a> {
     transactions: Vec<TransactionJson<'a>>,
     total_count: u64,

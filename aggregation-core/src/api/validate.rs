@@ -92,6 +92,32 @@ pub(crate) enum Field {
     Value(Value),
 }
 
+/// Any JSON value: the body rules, not the shape, judge a field (422 names the field).
+impl utoipa::PartialSchema for Field {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::SchemaType::AnyValue)
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Field {
+    fn name() -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("AnyValue")
+    }
+}
+
+/// Only the schema derive serializes a field (for the `default` of `#[serde(default)]`
+/// bodies): absent is `null`.
+impl serde::Serialize for Field {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Absent | Self::Null => serializer.serialize_unit(),
+            Self::Value(value) => value.serialize(serializer),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Field {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         Ok(match Value::deserialize(deserializer)? {

@@ -185,6 +185,11 @@ impl Connections {
         self.refresh_tokens(&connection, force).await
     }
 
+    /// Whether the server offers a provider with this slug that connects through OAuth.
+    pub(crate) fn offers_oauth(&self, slug: &str) -> Result<(), ConnectionError> {
+        self.oauth_provider(slug).map(drop)
+    }
+
     /// The provider with this slug that connects through OAuth.
     fn oauth_provider(&self, slug: &str) -> Result<Arc<dyn Provider>, ConnectionError> {
         if slug == FILE_IMPORT_PROVIDER {

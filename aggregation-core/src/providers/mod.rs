@@ -112,7 +112,7 @@ pub struct DateRange {
 }
 
 /// One item a provider answered that could not be used, reported in the sync statistics.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct SyncItemError {
     /// Which item (a provider id, or an account).
     pub item: String,

@@ -1,0 +1,267 @@
+//! What a route row documents of its operation: its handler's arguments (extractors) give the
+//! security, parameters, request body and the problems they answer; the row adds its answers.
+
+use std::collections::BTreeMap;
+
+use utoipa::openapi::content::ContentBuilder;
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::request_body::{RequestBody, RequestBodyBuilder};
+use utoipa::openapi::response::{Response, ResponseBuilder};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaFormat, Type};
+use utoipa::openapi::{KnownFormat, Ref, RefOr, Required};
+use utoipa::{IntoParams, ToSchema};
+
+use super::status_description;
+use crate::api::admin::Admin;
+use crate::api::extract::{Caller, Json, JsonOrEmpty, PathId, PathUserId, Query, User};
+use crate::api::handler::Handler;
+use crate::api::imports::Upload;
+use crate::api::providers::CallbackCaller;
+use crate::api::validate::Validate;
+use crate::auth::ClientInfo;
+use crate::problem::ErrorCode;
+
+/// What one route row documents of its operation, filled by its extractors and its responses.
+#[derive(Default)]
+pub(crate) struct OperationDoc {
+    pub(super) parameters: Vec<Parameter>,
+    pub(super) request_body: Option<RequestBody>,
+    pub(super) responses: BTreeMap<u16, Response>,
+    pub(super) errors: Vec<ErrorCode>,
+    pub(super) secured: bool,
+    pub(super) schemas: Vec<(String, RefOr<Schema>)>,
+}
+
+impl OperationDoc {
+    /// A reference to `T`'s schema, registering it (and the schemas it names) as components.
+    fn schema_ref<T: ToSchema>(&mut self) -> RefOr<Schema> {
+        let name = T::name().into_owned();
+        self.schemas.push((name.clone(), T::schema()));
+        T::schemas(&mut self.schemas);
+        RefOr::Ref(Ref::from_schema_name(name))
+    }
+
+    /// The problem with this code is a possible answer.
+    pub(crate) fn error(&mut self, code: ErrorCode) {
+        if !self.errors.contains(&code) {
+            self.errors.push(code);
+        }
+    }
+
+    /// A JSON answer with `T`'s shape.
+    pub(crate) fn json_response<T: ToSchema>(&mut self, status: u16) {
+        let schema = self.schema_ref::<T>();
+        let response = ResponseBuilder::new()
+            .description(status_description(status))
+            .content(
+                "application/json",
+                ContentBuilder::new().schema(Some(schema)).build(),
+            )
+            .build();
+        self.responses.insert(status, response);
+    }
+
+    /// An answer without a body.
+    pub(crate) fn empty_response(&mut self, status: u16) {
+        self.responses
+            .insert(status, Response::new(status_description(status)));
+    }
+
+    /// A required path parameter holding a UUID (422 otherwise, 404 when unknown or foreign).
+    fn path_uuid(&mut self, name: &str) {
+        self.parameters.push(
+            ParameterBuilder::new()
+                .name(name)
+                .parameter_in(ParameterIn::Path)
+                .required(Required::True)
+                .schema(Some(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid))),
+                ))
+                .build(),
+        );
+        self.error(ErrorCode::ValidationFailed);
+        self.error(ErrorCode::NotFound);
+    }
+
+    /// A JSON object body with `T`'s shape.
+    fn json_body<T: ToSchema>(&mut self, required: bool) {
+        let schema = self.schema_ref::<T>();
+        // `#[serde(default)]` bodies hold absent fields as `Field::Absent`, which the schema
+        // derive would publish as a `null` default: absent means absent, not null.
+        let name = T::name();
+        for (_, body) in self
+            .schemas
+            .iter_mut()
+            .filter(|(schema, _)| *schema == name)
+        {
+            let RefOr::T(Schema::Object(body)) = body else {
+                continue;
+            };
+            for property in body.properties.values_mut() {
+                if let RefOr::T(Schema::Object(property)) = property
+                    && property.default == Some(serde_json::Value::Null)
+                {
+                    property.default = None;
+                }
+            }
+        }
+        self.request_body = Some(
+            RequestBodyBuilder::new()
+                .required(Some(if required {
+                    Required::True
+                } else {
+                    Required::False
+                }))
+                .content(
+                    "application/json",
+                    ContentBuilder::new().schema(Some(schema)).build(),
+                )
+                .build(),
+        );
+        self.error(ErrorCode::PayloadTooLarge);
+        self.error(ErrorCode::ValidationFailed);
+    }
+
+    fn bearer(&mut self) {
+        self.secured = true;
+        self.error(ErrorCode::Unauthorized);
+    }
+}
+
+/// What a handler argument documents of its operation.
+pub(crate) trait DescribeArg {
+    /// Adds the argument's parameters, body, security and problems.
+    fn describe(doc: &mut OperationDoc);
+}
+
+impl DescribeArg for User {
+    fn describe(doc: &mut OperationDoc) {
+        doc.bearer();
+    }
+}
+
+impl DescribeArg for Admin {
+    fn describe(doc: &mut OperationDoc) {
+        doc.bearer();
+        doc.error(ErrorCode::Forbidden);
+    }
+}
+
+/// Anonymous callers are welcome; a token, when sent, must be valid.
+impl DescribeArg for Caller {
+    fn describe(doc: &mut OperationDoc) {
+        doc.error(ErrorCode::Unauthorized);
+    }
+}
+
+/// The token is required only when the server says so; documented as optional.
+impl DescribeArg for CallbackCaller {
+    fn describe(doc: &mut OperationDoc) {
+        doc.error(ErrorCode::Unauthorized);
+    }
+}
+
+impl DescribeArg for ClientInfo {
+    fn describe(_: &mut OperationDoc) {}
+}
+
+impl DescribeArg for PathId {
+    fn describe(doc: &mut OperationDoc) {
+        doc.path_uuid("id");
+    }
+}
+
+impl DescribeArg for PathUserId {
+    fn describe(doc: &mut OperationDoc) {
+        doc.path_uuid("user_id");
+    }
+}
+
+impl<T: Validate + IntoParams> DescribeArg for Query<T> {
+    fn describe(doc: &mut OperationDoc) {
+        doc.parameters
+            .extend(T::into_params(|| Some(ParameterIn::Query)));
+        doc.error(ErrorCode::ValidationFailed);
+    }
+}
+
+impl<T: Validate + ToSchema> DescribeArg for Json<T> {
+    fn describe(doc: &mut OperationDoc) {
+        doc.json_body::<T>(true);
+    }
+}
+
+impl<T: Validate + ToSchema> DescribeArg for JsonOrEmpty<T> {
+    fn describe(doc: &mut OperationDoc) {
+        doc.json_body::<T>(false);
+    }
+}
+
+impl DescribeArg for Upload {
+    fn describe(doc: &mut OperationDoc) {
+        let file = ObjectBuilder::new()
+            .property(
+                "file",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .content_media_type("application/octet-stream")
+                    .description(Some("The OFX or QFX statement file (`.ofx`, `.qfx`).")),
+            )
+            .required("file");
+        doc.request_body = Some(
+            RequestBodyBuilder::new()
+                .required(Some(Required::True))
+                .content(
+                    "multipart/form-data",
+                    ContentBuilder::new().schema(Some(file)).build(),
+                )
+                .build(),
+        );
+        doc.error(ErrorCode::PayloadTooLarge);
+        doc.error(ErrorCode::UnsupportedMediaType);
+        doc.error(ErrorCode::ValidationFailed);
+    }
+}
+
+/// A check whose failure the handler reports in its own time documents the same problems.
+impl<T: DescribeArg> DescribeArg for Result<T, crate::problem::ApiError> {
+    fn describe(doc: &mut OperationDoc) {
+        T::describe(doc);
+    }
+}
+
+/// The arguments of a handler, as [`Handler`] sees them.
+pub(crate) trait DescribeArgs {
+    /// Each argument in turn.
+    fn describe(doc: &mut OperationDoc);
+}
+
+impl DescribeArgs for () {
+    fn describe(_: &mut OperationDoc) {}
+}
+
+macro_rules! describe_args {
+    ($($arg:ident),+) => {
+        impl<Via, $($arg: DescribeArg),+> DescribeArgs for (Via, $($arg,)+) {
+            fn describe(doc: &mut OperationDoc) {
+                $($arg::describe(doc);)+
+            }
+        }
+    };
+}
+
+describe_args!(T1);
+describe_args!(T1, T2);
+describe_args!(T1, T2, T3);
+describe_args!(T1, T2, T3, T4);
+
+/// Documents a handler from the types of its arguments (called by [`route!`](super::routes)).
+pub(crate) fn describe_handler<'a, F, Args>(_: F, doc: &mut OperationDoc)
+where
+    F: Handler<'a, Args>,
+    Args: DescribeArgs,
+{
+    Args::describe(doc);
+}
