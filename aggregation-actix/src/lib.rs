@@ -21,53 +21,14 @@ use tokio::sync::mpsc;
 use tower::{Service, ServiceExt};
 
 #[doc(no_inline)]
-pub use aggregation_core::{AggregationService, AggregationServiceBuilder, Config, PeerAddr};
+pub use aggregation_core::{
+    AggregationService, AggregationServiceBuilder, Config, Mount, PeerAddr,
+};
 
 /// Number of payload chunks that may wait between actix and the service.
 const CHANNEL_CAPACITY: usize = 2;
 
-/// The API's path prefix: the service routes on the full path, which actix passes unchanged.
-const API_PREFIX: &str = "/api/v1";
-
-/// Which paths [`router_with`] hands to the service.
-///
-/// [`Mount::api`] (what [`router`] mounts) is `/api/v1` and every path under it; the host app
-/// keeps every other path, its own default service included.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Mount {
-    health: bool,
-    fallback: bool,
-}
-
-impl Mount {
-    /// `/api/v1` and every path under it.
-    #[must_use]
-    pub const fn api() -> Self {
-        Self {
-            health: false,
-            fallback: false,
-        }
-    }
-
-    /// Also `/health`, the service's store check.
-    #[must_use]
-    pub const fn with_health(self) -> Self {
-        Self {
-            health: true,
-            ..self
-        }
-    }
-
-    /// Also every path no other service of the app matches, answered with the service's own
-    /// 404 problem (the app's default service): for an app that serves the API and little else.
-    #[must_use]
-    pub const fn with_fallback(self) -> Self {
-        Self {
-            fallback: true,
-            ..self
-        }
-    }
-}
+const API_PREFIX: &str = Mount::API_PREFIX;
 
 /// Mounts `service` under `/api/v1` in an actix-web app or scope: [`router_with`] and
 /// [`Mount::api`]. `App::new().configure(router(service))` sends every method on those paths
@@ -120,10 +81,10 @@ where
             web::resource([API_PREFIX.to_owned(), format!("{API_PREFIX}/{{path:.*}}")])
                 .default_service(to_service(service.clone())),
         );
-        if mount.health {
+        if mount.health() {
             cfg.service(web::resource("/health").default_service(to_service(service.clone())));
         }
-        if mount.fallback {
+        if mount.fallback() {
             cfg.default_service(to_service(service));
         }
     }

@@ -11,54 +11,14 @@ use http_body::Body;
 use tower::Service;
 
 #[doc(no_inline)]
-pub use aggregation_core::{AggregationService, AggregationServiceBuilder, Config, PeerAddr};
+pub use aggregation_core::{
+    AggregationService, AggregationServiceBuilder, Config, Mount, PeerAddr,
+};
 
 /// The request body [`router`] hands to the service: axum's own.
 pub type RequestBody = axum::body::Body;
 
-/// The API's path prefix: the service routes on the full path, so the adapter never strips it.
-const API_PREFIX: &str = "/api/v1";
-
-/// Which paths [`router_with`] hands to the service.
-///
-/// [`Mount::api`] (what [`router`] mounts) is `/api/v1` and every path under it; the host app
-/// keeps every other path, its own fallback included.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Mount {
-    health: bool,
-    fallback: bool,
-}
-
-impl Mount {
-    /// `/api/v1` and every path under it.
-    #[must_use]
-    pub const fn api() -> Self {
-        Self {
-            health: false,
-            fallback: false,
-        }
-    }
-
-    /// Also `GET /health`, the service's store check.
-    #[must_use]
-    pub const fn with_health(self) -> Self {
-        Self {
-            health: true,
-            ..self
-        }
-    }
-
-    /// Also every path no other route of the app matches, answered with the service's own
-    /// 404 problem: for an app that serves the API and little else (the reference server). The
-    /// router then has a fallback, so it cannot be merged with a router that has one.
-    #[must_use]
-    pub const fn with_fallback(self) -> Self {
-        Self {
-            fallback: true,
-            ..self
-        }
-    }
-}
+const API_PREFIX: &str = Mount::API_PREFIX;
 
 /// An axum [`Router`] that serves the API under `/api/v1`: [`router_with`] and [`Mount::api`].
 ///
@@ -123,10 +83,10 @@ where
         .route_service(API_PREFIX, service.clone())
         .route_service(&format!("{API_PREFIX}/"), service.clone())
         .route_service(&format!("{API_PREFIX}/{{*path}}"), service.clone());
-    if mount.health {
+    if mount.health() {
         router = router.route_service("/health", service.clone());
     }
-    if mount.fallback {
+    if mount.fallback() {
         router = router.fallback_service(service);
     }
     router

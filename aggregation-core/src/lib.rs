@@ -12,6 +12,7 @@ pub mod events;
 pub mod import;
 pub mod jobs;
 pub mod mail;
+mod mount;
 pub(crate) mod problem;
 pub mod providers;
 pub mod rate_limit;
@@ -40,6 +41,8 @@ pub use mail::SmtpMailer;
 pub use mail::{
     Email, MailError, MailQueueHandle, MailShutdownError, Mailer, MemoryMailer, OutboxMailer,
 };
+#[doc(inline)]
+pub use mount::Mount;
 #[doc(inline)]
 #[cfg(feature = "sandbox")]
 pub use providers::SchwabSandbox;
