@@ -22,7 +22,7 @@ use uuid::Uuid;
 use super::extract::{Caller, Json, JsonOrEmpty, PathId, Query, User};
 use super::handler::FromParts;
 use super::routes::{Route, limited, route};
-use super::validate::{AllValid as _, Field, Validate, body, query};
+use super::validate::{ActiveOnlyQuery, AllValid as _, Field, Validate, body, query};
 use super::{ApiResult, json, no_content};
 use crate::app::App;
 use crate::config::Config;
@@ -52,21 +52,6 @@ pub(crate) const ROUTES: &[Route] = &[
 const MAX_ALIAS_CHARS: usize = 100;
 /// Longest authorization code or state accepted on a callback.
 const MAX_CALLBACK_PARAM_CHARS: usize = 2048;
-
-/// `?active_only` (default false) of the connection list.
-#[derive(Deserialize, utoipa::IntoParams)]
-pub(crate) struct ListQuery {
-    #[param(value_type = Option<bool>)]
-    active_only: Option<String>,
-}
-
-impl Validate for ListQuery {
-    type Valid = bool;
-
-    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        query::flag("active_only", self.active_only, false).all_valid()
-    }
-}
 
 /// `{provider_slug, alias?, redirect_uri?}` of a connect; the redirect URI must be one of the
 /// configured ones, the first being the default.
@@ -288,7 +273,11 @@ struct ConnectionList<'a> {
 }
 
 /// `GET /api/v1/providers`
-async fn list(state: &App, User(claims): User, Query(active_only): Query<ListQuery>) -> ApiResult {
+async fn list(
+    state: &App,
+    User(claims): User,
+    Query(active_only): Query<ActiveOnlyQuery<false>>,
+) -> ApiResult {
     let connections = state.connections.list(claims.sub, active_only).await?;
     json(
         StatusCode::OK,

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::extract::{JsonOrEmpty, PathId, Query, User};
 use super::routes::{Route, limited, route};
-use super::validate::{AllValid as _, Field, Validate, body, query};
+use super::validate::{ActiveOnlyQuery, AllValid as _, Field, Validate, body};
 use super::{ApiResult, json, no_content};
 use crate::app::App;
 use crate::config::Config;
@@ -28,21 +28,6 @@ pub(crate) const ROUTES: &[Route] = &[
 
 /// Longest revoke reason.
 const MAX_REASON_CHARS: usize = 255;
-
-/// `?active_only` (default true) of the session list.
-#[derive(Deserialize, utoipa::IntoParams)]
-pub(crate) struct ListQuery {
-    #[param(value_type = Option<bool>)]
-    active_only: Option<String>,
-}
-
-impl Validate for ListQuery {
-    type Valid = bool;
-
-    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        query::flag("active_only", self.active_only, true).all_valid()
-    }
-}
 
 /// `{reason?}` of a revocation, the body itself optional.
 #[derive(Deserialize, Default, utoipa::ToSchema)]
@@ -104,7 +89,11 @@ impl From<SessionError> for ApiError {
 }
 
 /// `GET /api/v1/sessions`
-async fn list(state: &App, User(claims): User, Query(active_only): Query<ListQuery>) -> ApiResult {
+async fn list(
+    state: &App,
+    User(claims): User,
+    Query(active_only): Query<ActiveOnlyQuery<true>>,
+) -> ApiResult {
     let listing = state.sessions.list(claims.sub, active_only).await?;
     let (sessions, active_count) = (listing.sessions, listing.active_count);
     json(

@@ -355,6 +355,21 @@ pub(crate) mod body {
 
 /// Rules for query parameters, each given the last value sent for its name; errors name the
 /// parameter `query.{name}`.
+/// `?active_only` of a list (sessions, connections), `DEFAULT` when absent.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+pub(crate) struct ActiveOnlyQuery<const DEFAULT: bool> {
+    #[param(value_type = Option<bool>)]
+    active_only: Option<String>,
+}
+
+impl<const DEFAULT: bool> Validate for ActiveOnlyQuery<DEFAULT> {
+    type Valid = bool;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        query::flag("active_only", self.active_only, DEFAULT).all_valid()
+    }
+}
+
 pub(crate) mod query {
     use super::{DateTime, FieldError, NaiveDate, Utc};
 
