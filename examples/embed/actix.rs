@@ -19,30 +19,20 @@ use aggregation_actix::{AggregationService, Mount, router_with};
 
 mod service;
 
-use service::{HostError, MAIL_DRAIN_TIMEOUT, Settings, build_service, connected_page};
+use service::{HostError, Settings, connected_page, exit_code, start, stop};
 
 #[actix_web::main]
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt().init();
-    match run().await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!("{error}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    exit_code(run().await)
 }
 
 async fn run() -> Result<(), HostError> {
-    // Once, before any TLS client starts (SMTP, PostgreSQL, provider APIs): the crates use
-    // rustls with aws-lc-rs and do not pick a provider themselves.
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let settings = Settings::from_env()?;
-    // Built on the main thread's runtime, which runs until the server has stopped: the mail
+    // Started on the main thread's runtime, which runs until the server has stopped: the mail
     // queue and the jobs live there, and every worker shares them through its clone.
-    let service = build_service(&settings).await?;
-    let jobs = service.jobs().spawn();
-    let mail = service.mail_queue();
+    let started = start(&settings).await?;
+    let service = started.service;
     let origins = settings.cors_origins.clone();
     tracing::info!("listening on http://{}", settings.bind);
     // actix hands each client's address to the adapter itself; nothing to add for it. It also
@@ -51,10 +41,7 @@ async fn run() -> Result<(), HostError> {
         .bind(settings.bind)?
         .run()
         .await?;
-    // No request is in flight any more: let a running job finish, then send what is queued.
-    jobs.shutdown().await;
-    mail.shutdown(MAIL_DRAIN_TIMEOUT).await?;
-    Ok(())
+    stop(started.jobs, started.mail).await
 }
 
 /// The host's app: its own pages and default service, the API, and CORS for its front ends.
@@ -141,10 +128,8 @@ mod tests {
     async fn the_host_app_serves_its_pages_the_api_and_drains_mail_at_shutdown() {
         let dir = tempfile::tempdir().expect("temp dir");
         let settings = test_settings(dir.path());
-        let service = build_service(&settings).await.expect("service");
-        let jobs = service.jobs().spawn();
-        let mail = service.mail_queue();
-        let app = test::init_service(app(service, cors(&settings.cors_origins))).await;
+        let started = start(&settings).await.expect("service");
+        let app = test::init_service(app(started.service, cors(&settings.cors_origins))).await;
 
         let (status, _, body) = send(&app, TestRequest::get().uri("/")).await;
         assert_eq!(
@@ -192,10 +177,9 @@ mod tests {
         );
 
         drop(app);
-        jobs.shutdown().await;
-        mail.shutdown(MAIL_DRAIN_TIMEOUT)
+        stop(started.jobs, started.mail)
             .await
-            .expect("mail drained");
+            .expect("jobs stopped, mail drained");
         assert_eq!(sent_emails(&settings), 1, "the verification email was sent");
     }
 }

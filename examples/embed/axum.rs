@@ -21,31 +21,18 @@ use tower_http::cors::CorsLayer;
 
 mod service;
 
-use service::{HostError, MAIL_DRAIN_TIMEOUT, Settings, build_service, connected_page};
+use service::{HostError, Settings, connected_page, exit_code, start, stop};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt().init();
-    match run().await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!("{error}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    exit_code(run().await)
 }
 
 async fn run() -> Result<(), HostError> {
-    // Once, before any TLS client starts (SMTP, PostgreSQL, provider APIs): the crates use
-    // rustls with aws-lc-rs and do not pick a provider themselves.
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let settings = Settings::from_env()?;
-    let service = build_service(&settings).await?;
-    // Token refreshes of provider connections and the purge of expired tokens run here;
-    // instances sharing a database share one schedule.
-    let jobs = service.jobs().spawn();
-    let mail = service.mail_queue();
-    let app = app(service, &settings.cors_origins)?;
+    let started = start(&settings).await?;
+    let app = app(started.service, &settings.cors_origins)?;
     let listener = tokio::net::TcpListener::bind(settings.bind).await?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
     // Connect info hands each client's address to the core; without it every client shares
@@ -56,10 +43,7 @@ async fn run() -> Result<(), HostError> {
     )
     .with_graceful_shutdown(shutdown_signal())
     .await?;
-    // No request is in flight any more: let a running job finish, then send what is queued.
-    jobs.shutdown().await;
-    mail.shutdown(MAIL_DRAIN_TIMEOUT).await?;
-    Ok(())
+    stop(started.jobs, started.mail).await
 }
 
 /// The host's router: its own pages and fallback, the API, and CORS for its front ends.
@@ -100,25 +84,19 @@ fn cors(origins: &[String]) -> Result<CorsLayer, HostError> {
         ]))
 }
 
+/// Ctrl-C, or SIGTERM (what container runtimes and systemd send).
 async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+    if let Ok(mut terminate) =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
+        return;
     }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 #[cfg(test)]
@@ -158,10 +136,8 @@ mod tests {
     async fn the_host_app_serves_its_pages_the_api_and_drains_mail_at_shutdown() {
         let dir = tempfile::tempdir().expect("temp dir");
         let settings = test_settings(dir.path());
-        let service = build_service(&settings).await.expect("service");
-        let jobs = service.jobs().spawn();
-        let mail = service.mail_queue();
-        let app = app(service, &settings.cors_origins).expect("router");
+        let started = start(&settings).await.expect("service");
+        let app = app(started.service, &settings.cors_origins).expect("router");
 
         let (status, _, body) = send(&app, get("/")).await;
         assert_eq!(
@@ -209,10 +185,9 @@ mod tests {
         );
 
         drop(app);
-        jobs.shutdown().await;
-        mail.shutdown(MAIL_DRAIN_TIMEOUT)
+        stop(started.jobs, started.mail)
             .await
-            .expect("mail drained");
+            .expect("jobs stopped, mail drained");
         assert_eq!(sent_emails(&settings), 1, "the verification email was sent");
     }
 }

@@ -7,13 +7,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use aggregation_core::{
-    AggregationService, BuildError, Config, ConfigError, CryptoError, Keyring, MailError,
-    MailShutdownError, OutboxMailer, SmtpMailer, SqliteStore, StoreError,
+    AggregationService, BuildError, Config, ConfigError, CryptoError, JobsHandle, Keyring,
+    MailError, MailQueueHandle, MailShutdownError, OutboxMailer, SmtpMailer, SqliteStore,
+    StoreError,
 };
 use base64::Engine as _;
 
 /// How long a shutdown waits for queued emails (verification, password reset) to be sent.
-pub(crate) const MAIL_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+const MAIL_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the host could not start or stop cleanly; each setting error names its variable.
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +90,7 @@ impl Settings {
             .map_err(|e| invalid("AGG_BIND", e))?;
         let base_url = var("AGG_BASE_URL").unwrap_or_else(|| format!("http://{bind}"));
         let redirect_uris = match var("AGG_OAUTH_REDIRECT_URIS") {
-            Some(list) => split_list(&list),
+            Some(list) => items(&list).map(str::to_owned).collect(),
             None => vec![format!("{base_url}/connected")],
         };
         Ok(Self {
@@ -114,19 +115,17 @@ impl Settings {
     }
 }
 
-fn split_list(list: &str) -> Vec<String> {
+/// The non-empty items of a comma-separated list.
+fn items(list: &str) -> impl Iterator<Item = &str> {
     list.split(',')
         .map(str::trim)
         .filter(|item| !item.is_empty())
-        .map(str::to_owned)
-        .collect()
 }
 
 /// `https://app.example.com,http://localhost:5173`: each origin named (no wildcard), so that
 /// the CORS layers of both frameworks accept it.
 fn parse_origins(list: &str) -> Result<Vec<String>, HostError> {
-    split_list(list)
-        .into_iter()
+    items(list)
         .map(|origin| {
             let host = origin
                 .strip_prefix("https://")
@@ -134,7 +133,7 @@ fn parse_origins(list: &str) -> Result<Vec<String>, HostError> {
                 .unwrap_or_default();
             let plain = |c: char| c.is_ascii_graphic() && !matches!(c, '/' | '*' | '"');
             if !host.is_empty() && host.chars().all(plain) {
-                Ok(origin)
+                Ok(origin.to_owned())
             } else {
                 Err(invalid(
                     "APP_CORS_ORIGINS",
@@ -147,8 +146,7 @@ fn parse_origins(list: &str) -> Result<Vec<String>, HostError> {
 
 /// `k2:BASE64,k1:BASE64` into key-ring entries, the encrypting key first.
 fn parse_keys(list: &str) -> Result<Vec<(String, Vec<u8>)>, HostError> {
-    split_list(list)
-        .iter()
+    items(list)
         .map(|entry| {
             let (id, key) = entry
                 .split_once(':')
@@ -161,9 +159,55 @@ fn parse_keys(list: &str) -> Result<Vec<(String, Vec<u8>)>, HostError> {
         .collect()
 }
 
+/// The service, and what runs beside it until the server has stopped.
+pub(crate) struct Started {
+    /// What the framework mounts.
+    pub(crate) service: AggregationService,
+    /// The background jobs: provider token refreshes, the purge of expired tokens and old
+    /// sessions, and background syncs when configured. Instances sharing a database share one
+    /// schedule.
+    pub(crate) jobs: JobsHandle,
+    /// The queue that sends emails off the request path.
+    pub(crate) mail: MailQueueHandle,
+}
+
+/// Everything before serving: the TLS provider, the service, its jobs.
+pub(crate) async fn start(settings: &Settings) -> Result<Started, HostError> {
+    // Once, before any TLS client starts (SMTP, PostgreSQL, provider APIs): with a second
+    // provider in the build (a dependency bringing ring), rustls cannot pick one itself.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let service = build_service(settings).await?;
+    let jobs = service.jobs().spawn();
+    let mail = service.mail_queue();
+    Ok(Started {
+        service,
+        jobs,
+        mail,
+    })
+}
+
+/// Everything after serving, once no request is in flight any more: lets a running job
+/// finish, then sends what is queued (emails still queued would otherwise be lost).
+pub(crate) async fn stop(jobs: JobsHandle, mail: MailQueueHandle) -> Result<(), HostError> {
+    jobs.shutdown().await;
+    mail.shutdown(MAIL_DRAIN_TIMEOUT).await?;
+    Ok(())
+}
+
+/// The process's exit code, with the failure logged.
+pub(crate) fn exit_code(outcome: Result<(), HostError>) -> std::process::ExitCode {
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Opens (and migrates) the store and assembles the service. Must run inside the Tokio
 /// runtime that keeps running while the host serves: the mail queue's task lives on it.
-pub(crate) async fn build_service(settings: &Settings) -> Result<AggregationService, HostError> {
+async fn build_service(settings: &Settings) -> Result<AggregationService, HostError> {
     let store = SqliteStore::connect(&settings.database_url).await?;
     store.migrate().await?;
     let keyring = Keyring::new(settings.encryption_keys.clone())
