@@ -26,6 +26,8 @@ WORK=$(mktemp -d)
 FAILURES=0
 # Job interval for the lease check: short, so that several runs happen during the script.
 SYNC_INTERVAL=2
+# The jobs runner logs at debug level when another instance holds a job's lease.
+LOG_FILTER=info,aggregation_core::jobs=debug
 EMAIL="ada-$$-$RANDOM@example.com"
 PASSWORD='Corr3ct-Horse!'
 # Every instance signs with the same secret and decrypts with the same keys.
@@ -122,7 +124,7 @@ stop_instances() {
 }
 
 start_compose() {
-    export AGG_ADMIN_EMAILS=$EMAIL AGG_SYNC_INTERVAL_SECONDS=$SYNC_INTERVAL
+    export AGG_ADMIN_EMAILS=$EMAIL AGG_SYNC_INTERVAL_SECONDS=$SYNC_INTERVAL AGG_LOG=$LOG_FILTER
     echo "mode: docker compose (deploy/compose.yaml: nginx, api-a, api-b, postgres, redis)"
     "${COMPOSE[@]}" up --detach --build --wait
     A=http://127.0.0.1:8081
@@ -189,7 +191,7 @@ start_processes() {
                 AGG_ADMIN_EMAILS="$EMAIL" \
                 AGG_SYNC_INTERVAL_SECONDS=$SYNC_INTERVAL \
                 AGG_OUTBOX_DIR="$WORK/outbox" \
-                AGG_LOG=info \
+                AGG_LOG="$LOG_FILTER" \
                 NO_COLOR=1 \
                 "$binary" >"$WORK/$instance.log" 2>&1
         ) &
@@ -316,6 +318,15 @@ for job in purge_expired refresh_provider_tokens sync_connections; do
         pass "$job: $recorded runs recorded, each started by one instance (A $on_a, B $on_b)"
     else
         fail "$job: $recorded runs recorded, but A started $on_a and B $on_b"
+    fi
+done
+for instance in a b; do
+    started=$(instance_log $instance | grep -c "job started" || true)
+    skipped=$(instance_log $instance | grep -c "job skipped" || true)
+    if ((started + skipped > 0)); then
+        pass "the runner of ${instance^^} was active: $started runs started, $skipped skipped (leased elsewhere or not due)"
+    else
+        fail "the runner of ${instance^^} neither started nor skipped a job"
     fi
 done
 SYNC_RUNS=$(sql "SELECT runs FROM job_runs WHERE name = 'sync_connections'")
