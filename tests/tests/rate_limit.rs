@@ -1,14 +1,22 @@
 //! Conformance: rate limiting with the built-in policies, in process.
 
 use aggregation_core::events::DomainEvent;
-use aggregation_core::rate_limit::{PolicyTable, RateLimitEvent};
+use std::sync::Arc;
+
+use aggregation_core::rate_limit::{
+    InMemoryRateLimitStore, ManualClock, PolicyTable, RateLimitEvent,
+};
 use aggregation_tests::{Setup, TestApp, conformance};
 use http::{Method, Request, header};
 use serde_json::json;
 
+/// Built-in policies over buckets whose clock stands still: no token refills while a slow
+/// machine sends the requests, so the figures these cases assert are exact.
 fn limited() -> Setup {
+    let frozen = ManualClock::new(1_000.0);
     Setup {
         policies: PolicyTable::builtin(),
+        rate_limit_store: Some(Arc::new(InMemoryRateLimitStore::with_clock(frozen.clock()))),
         ..Setup::default()
     }
 }
