@@ -126,12 +126,6 @@ impl std::str::FromStr for SchemaName {
     }
 }
 
-impl std::fmt::Display for SchemaName {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(&self.0)
-    }
-}
-
 /// A store on PostgreSQL through sqlx.
 ///
 /// Every store call is bounded by the store timeout ([`PostgresStore::DEFAULT_TIMEOUT`] unless

@@ -33,8 +33,8 @@ pub(super) trait Upsert: Sync {
     /// The parent id and provider id columns: the unique key.
     const PARENT: &str;
     const KEY: &str;
-    /// The columns [`Upsert::bind`] fills, in order.
-    const COLUMNS: &[&str];
+    /// The columns [`Upsert::bind`] fills, in order, separated by `, `.
+    const COLUMNS: &str;
     /// The `SELECT` list of [`Upsert::Stored`].
     const SELECT: &str;
     /// Whether rows carry `last_synced_at`, moved by every upsert, even one that changed nothing.
@@ -66,15 +66,8 @@ impl Upsert for NewAccount {
     const ALIAS: &str = "a";
     const PARENT: &str = "connection_id";
     const KEY: &str = "provider_account_id";
-    const COLUMNS: &[&str] = &[
-        "account_number_masked",
-        "name",
-        "account_type",
-        "currency",
-        "balance_amount",
-        "available_balance_amount",
-        "is_active",
-    ];
+    const COLUMNS: &str = "account_number_masked, name, account_type, currency, balance_amount, \
+         available_balance_amount, is_active";
     const SELECT: &str = SELECT_ACCOUNT;
     const SYNCED: bool = true;
 
@@ -113,19 +106,8 @@ impl Upsert for NewHolding {
     const ALIAS: &str = "h";
     const PARENT: &str = "account_id";
     const KEY: &str = "provider_holding_id";
-    const COLUMNS: &[&str] = &[
-        "symbol",
-        "security_name",
-        "asset_type",
-        "quantity",
-        "cost_basis",
-        "market_value",
-        "currency",
-        "average_price",
-        "current_price",
-        "unrealized_gain_loss",
-        "is_active",
-    ];
+    const COLUMNS: &str = "symbol, security_name, asset_type, quantity, cost_basis, market_value, \
+         currency, average_price, current_price, unrealized_gain_loss, is_active";
     const SELECT: &str = SELECT_HOLDING;
     const SYNCED: bool = true;
 
@@ -173,21 +155,9 @@ impl Upsert for NewTransaction {
     const ALIAS: &str = "t";
     const PARENT: &str = "account_id";
     const KEY: &str = "provider_transaction_id";
-    const COLUMNS: &[&str] = &[
-        "transaction_type",
-        "subtype",
-        "status",
-        "amount",
-        "currency",
-        "description",
-        "symbol",
-        "security_name",
-        "quantity",
-        "unit_price",
-        "commission",
-        "transaction_date",
-        "settlement_date",
-    ];
+    const COLUMNS: &str = "transaction_type, subtype, status, amount, currency, description, \
+         symbol, security_name, quantity, unit_price, commission, transaction_date, \
+         settlement_date";
     const SELECT: &str = SELECT_TRANSACTION;
     const SYNCED: bool = false;
 
@@ -304,8 +274,8 @@ async fn write_rows<T: Upsert>(
     if rows.is_empty() {
         return Ok(HashMap::new());
     }
-    let synced: &[&str] = if T::SYNCED { &["last_synced_at"] } else { &[] };
-    let columns = [T::COLUMNS, synced].concat();
+    let synced = if T::SYNCED { ", last_synced_at" } else { "" };
+    let columns = format!("{}{synced}", T::COLUMNS);
     // SQLite binds QueryBuilder's anonymous `?` in order; numbered `$n` would be looked up by a
     // linear scan each, which makes thousands of them quadratic.
     let mut insert = QueryBuilder::<Db>::new(format!(
@@ -313,7 +283,7 @@ async fn write_rows<T: Upsert>(
         T::TABLE,
         T::PARENT,
         T::KEY,
-        columns.join(", ")
+        columns
     ));
     insert.push_values(rows, |mut row, (id, item)| {
         row.push_bind(*id).push_bind(parent).push_bind(item.key());
@@ -326,8 +296,8 @@ async fn write_rows<T: Upsert>(
     insert.push(format_args!(" ON CONFLICT ({}, {}) ", T::PARENT, T::KEY));
     if rewrite {
         let set: Vec<String> = columns
-            .iter()
-            .chain(&["updated_at"])
+            .split(", ")
+            .chain(["updated_at"])
             .map(|column| format!("{column} = excluded.{column}"))
             .collect();
         insert.push(format_args!("DO UPDATE SET {}", set.join(", ")));
