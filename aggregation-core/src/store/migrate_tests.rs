@@ -111,28 +111,19 @@ async fn postgres_database_of_the_former_runner_upgrades() {
         include_str!("../../migrations/postgres/0002_records.sql"),
         include_str!("../../migrations/postgres/0003_admin.sql"),
     ];
-    let Some(url) = std::env::var("AGG_TEST_DATABASE_URL")
-        .ok()
-        .filter(|url| !url.trim().is_empty())
-    else {
-        eprintln!("skipping PostgreSQL case: AGG_TEST_DATABASE_URL is not set");
+    let Some(url) = postgres_test_url() else {
         return;
     };
     let schema = format!("agg_migrate_{}", uuid::Uuid::new_v4().simple());
-    let admin = sqlx::PgPool::connect(&url).await.unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&admin)
-        .await
-        .unwrap();
     let options = PgConnectOptions::from_str(&url)
         .unwrap()
         .options([("search_path", schema.as_str())]);
-    let pool = PgPoolOptions::new()
-        .max_connections(2)
-        .connect_with(options)
-        .await
-        .unwrap();
     let case = async {
+        let pool = PgPoolOptions::new()
+            .max_connections(2)
+            .connect_with(options)
+            .await
+            .unwrap();
         sqlx::raw_sql(
             "CREATE TABLE aggregation_migrations (version BIGINT PRIMARY KEY, \
              description TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL)",
@@ -196,25 +187,56 @@ async fn postgres_database_of_the_former_runner_upgrades() {
             .await
             .unwrap();
         assert_eq!(applied, 5);
+        pool.close().await;
     };
-    // Drop the schema also when the case fails.
+    with_scratch(
+        &url,
+        format!("CREATE SCHEMA {schema}"),
+        format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
+        case,
+    )
+    .await;
+}
+
+/// `AGG_TEST_DATABASE_URL`; `None`, after saying the case is skipped, when it is unset.
+#[cfg(feature = "postgres")]
+pub(super) fn postgres_test_url() -> Option<String> {
+    let url = std::env::var("AGG_TEST_DATABASE_URL")
+        .ok()
+        .filter(|url| !url.trim().is_empty());
+    if url.is_none() {
+        eprintln!("skipping PostgreSQL case: AGG_TEST_DATABASE_URL is not set");
+    }
+    url
+}
+
+/// Runs `create` through `url`, then `case`, then `drop`, also when the case panics: the scratch
+/// schema or database of one PostgreSQL case.
+#[cfg(feature = "postgres")]
+pub(super) async fn with_scratch(
+    url: &str,
+    create: String,
+    drop: String,
+    case: impl std::future::Future<Output = ()>,
+) {
+    let admin = sqlx::PgPool::connect(url).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(create))
+        .execute(&admin)
+        .await
+        .unwrap();
     let outcome = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(case)).await;
-    pool.close().await;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP SCHEMA IF EXISTS {schema} CASCADE"
-    )))
-    .execute(&admin)
-    .await
-    .unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(drop))
+        .execute(&admin)
+        .await
+        .unwrap();
     admin.close().await;
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }
 }
 
-/// Runs `case` with the URL of a fresh PostgreSQL database, dropped after it (also when the case
-/// fails); skips when `AGG_TEST_DATABASE_URL` is unset. The schema tests need whole databases:
-/// the default schema and `public` are per database.
+/// Runs `case` with the URL of a fresh PostgreSQL database, dropped after it. The schema tests
+/// need whole databases: the default schema and `public` are per database.
 #[cfg(feature = "postgres")]
 async fn with_fresh_database<F, Fut>(case: F)
 where
@@ -226,36 +248,22 @@ where
     use sqlx::ConnectOptions as _;
     use sqlx::postgres::PgConnectOptions;
 
-    let Some(url) = std::env::var("AGG_TEST_DATABASE_URL")
-        .ok()
-        .filter(|url| !url.trim().is_empty())
-    else {
-        eprintln!("skipping PostgreSQL case: AGG_TEST_DATABASE_URL is not set");
+    let Some(url) = postgres_test_url() else {
         return;
     };
     let name = format!("agg_schema_{}", uuid::Uuid::new_v4().simple());
-    let admin = sqlx::PgPool::connect(&url).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&admin)
-        .await
-        .unwrap();
     let fresh = PgConnectOptions::from_str(&url)
         .unwrap()
         .database(&name)
         .to_url_lossy()
         .to_string();
-    let outcome =
-        futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(case(fresh))).await;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&admin)
-    .await
-    .unwrap();
-    admin.close().await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+    with_scratch(
+        &url,
+        format!("CREATE DATABASE {name}"),
+        format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+        case(fresh),
+    )
+    .await;
 }
 
 #[cfg(feature = "postgres")]

@@ -69,7 +69,7 @@ mod users;
 /// The PostgreSQL schema holding the store's tables and its migration table
 /// (`aggregation_migrations`): 1 to 63 characters of `a-z`, `0-9` and `_`, not starting with a
 /// digit or `pg_`, so it is always a plain identifier and never carries SQL. SQLite has no such
-/// option: a [`SqliteStore`](crate::store::SqliteStore) keeps its tables in its own file.
+/// option: a `SqliteStore` keeps its tables in its own file.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SchemaName(String);
 
@@ -141,7 +141,7 @@ impl std::str::FromStr for SchemaName {
 /// A database migrated by a release before the schema option keeps its tables in `public`:
 /// when the schema was not chosen explicitly, `aggregation` does not exist yet and
 /// `public.aggregation_migrations` does, the store stays in `public` (and logs it). SQLite has
-/// no schemas: a [`SqliteStore`](crate::store::SqliteStore) keeps its tables in its own file.
+/// no schemas: a `SqliteStore` keeps its tables in its own file.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: sqlx::PgPool,
