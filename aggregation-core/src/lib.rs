@@ -64,11 +64,11 @@ pub use rate_limit::{
 #[doc(inline)]
 pub use service::{AggregationService, AggregationServiceBuilder, BuildError, PeerAddr};
 #[doc(inline)]
-#[cfg(feature = "postgres")]
-pub use store::PostgresStore;
-#[doc(inline)]
 #[cfg(feature = "sqlite")]
 pub use store::SqliteStore;
+#[doc(inline)]
+#[cfg(feature = "postgres")]
+pub use store::{PostgresStore, PostgresStoreBuilder, SchemaName};
 #[doc(inline)]
 pub use store::{Store, StoreError};
 

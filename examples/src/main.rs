@@ -16,8 +16,8 @@ use std::time::Duration;
 use aggregation_core::{
     AggregationService, BuildError, Config, ConfigError, InMemoryRateLimitStore, IpNet, Keyring,
     LoginFailureLimit, Mailer, OutboxMailer, PolicyTable, PostgresStore, RedisRateLimitStore,
-    SchwabConfig, SchwabProvider, SchwabSandbox, SmtpMailer, SqliteStore, Store, StoreError,
-    WorkLimits, parse_cidr_list,
+    SchemaName, SchwabConfig, SchwabProvider, SchwabSandbox, SmtpMailer, SqliteStore, Store,
+    StoreError, WorkLimits, parse_cidr_list,
 };
 use base64::Engine as _;
 use clap::{Parser, Subcommand};
@@ -45,6 +45,15 @@ struct Cli {
     /// sqlx URL: `sqlite://path?mode=rwc` or `postgres://…`. Default: a SQLite file under ./data/.
     #[arg(long, env = "AGG_DATABASE_URL")]
     database_url: Option<String>,
+    /// PostgreSQL only: the schema holding the tables (created by the migration). Default:
+    /// `aggregation`, or `public` for a database an earlier release migrated there. SQLite
+    /// keeps its tables in its own file.
+    #[arg(
+        long,
+        env = "AGG_DATABASE_SCHEMA",
+        value_parser = named::<SchemaName>("AGG_DATABASE_SCHEMA")
+    )]
+    database_schema: Option<SchemaName>,
     /// Absolute URL prefixing problem types and email links. Default: http://{AGG_BIND}.
     #[arg(long, env = "AGG_BASE_URL")]
     base_url: Option<String>,
@@ -339,7 +348,7 @@ fn print_openapi(cli: &Cli) -> std::process::ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<(), StartError> {
-    let store = open_store(cli.database_url.as_deref()).await?;
+    let store = open_store(cli.database_url.as_deref(), cli.database_schema.clone()).await?;
     match &cli.command {
         Some(Command::GrantAdmin { email }) => return grant_admin(store.as_ref(), email).await,
         Some(Command::Serve | Command::Openapi) | None => {}
@@ -671,7 +680,10 @@ fn rate_limit_policies(value: Option<&str>) -> Result<PolicyTable, StartError> {
     }
 }
 
-async fn open_store(url: Option<&str>) -> Result<Arc<dyn Store>, StartError> {
+async fn open_store(
+    url: Option<&str>,
+    schema: Option<SchemaName>,
+) -> Result<Arc<dyn Store>, StartError> {
     let url = match url {
         Some(url) => url.to_owned(),
         None => {
@@ -680,10 +692,21 @@ async fn open_store(url: Option<&str>) -> Result<Arc<dyn Store>, StartError> {
         }
     };
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let store = PostgresStore::connect(&url).await?;
+        let builder = PostgresStore::builder(&url);
+        let store = match schema {
+            Some(schema) => builder.schema(schema),
+            None => builder,
+        }
+        .connect()
+        .await?;
         store.migrate().await?;
         Ok(Arc::new(store))
     } else if url.starts_with("sqlite:") {
+        if schema.is_some() {
+            tracing::warn!(
+                "AGG_DATABASE_SCHEMA is ignored: SQLite keeps its tables in its own file"
+            );
+        }
         let store = SqliteStore::connect(&url).await?;
         store.migrate().await?;
         Ok(Arc::new(store))

@@ -215,7 +215,8 @@ async fn store_timeout_ends_a_hung_postgres_query() {
         .expect("connect");
     store.migrate().await.expect("migrate");
     let service = service_over(store.clone());
-    // Another client locks the table a login reads, so the login's query hangs.
+    // Another client locks the table a login reads (in the store's schema), so the login's
+    // query hangs.
     let mut locker = sqlx::PgPool::connect(&url)
         .await
         .expect("connect")
@@ -226,7 +227,7 @@ async fn store_timeout_ends_a_hung_postgres_query() {
         .execute(&mut *locker)
         .await
         .expect("begin");
-    sqlx::raw_sql("LOCK TABLE users IN ACCESS EXCLUSIVE MODE")
+    sqlx::raw_sql("LOCK TABLE aggregation.users IN ACCESS EXCLUSIVE MODE")
         .execute(&mut *locker)
         .await
         .expect("lock");

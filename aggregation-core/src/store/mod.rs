@@ -15,6 +15,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use crate::enums::string_enum;
+
 #[cfg(test)]
 #[cfg(feature = "sqlite")]
 mod import_tests;
@@ -39,7 +41,7 @@ pub use imports::{
     ImportSnapshot, ImportStore,
 };
 #[cfg(feature = "postgres")]
-pub use postgres::PostgresStore;
+pub use postgres::{InvalidSchemaName, PostgresStore, PostgresStoreBuilder, SchemaName};
 pub use providers::{
     EncryptedCredentials, NewOAuthState, OAuthStateRecord, ProviderConnectionStore,
     SyncAccountData, SyncBatch, SyncClaim, SyncCounts, SyncKind, SyncSnapshot, SyncStore,
@@ -69,32 +71,13 @@ pub enum StoreError {
     Other(String),
 }
 
-/// A role held by a user.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Role {
-    /// Every user.
-    User,
-    /// Administrators.
-    Admin,
-}
-
-impl Role {
-    /// The role's name in tokens and in the store.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::User => "user",
-            Self::Admin => "admin",
-        }
-    }
-
-    /// Parses a stored role name.
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "user" => Some(Self::User),
-            "admin" => Some(Self::Admin),
-            _ => None,
-        }
+string_enum! {
+    /// A role held by a user.
+    Role {
+        /// Every user.
+        User => "user",
+        /// Administrators.
+        Admin => "admin",
     }
 }
 
@@ -133,23 +116,13 @@ pub struct NewUser {
     pub created_at: DateTime<Utc>,
 }
 
-/// What a single-use token is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TokenPurpose {
-    /// Proves ownership of an email address.
-    EmailVerification,
-    /// Allows setting a new password.
-    PasswordReset,
-}
-
-impl TokenPurpose {
-    /// The purpose's name in the store.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::EmailVerification => "email_verification",
-            Self::PasswordReset => "password_reset",
-        }
+string_enum! {
+    /// What a single-use token is for.
+    TokenPurpose {
+        /// Proves ownership of an email address.
+        EmailVerification => "email_verification",
+        /// Allows setting a new password.
+        PasswordReset => "password_reset",
     }
 }
 
@@ -437,32 +410,13 @@ pub struct SecurityConfigRecord {
     pub updated_at: DateTime<Utc>,
 }
 
-/// What a token rotation applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RotationScope {
-    /// Every user's refresh tokens.
-    Global,
-    /// One user's refresh tokens.
-    User,
-}
-
-impl RotationScope {
-    /// The scope's name in the store.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Global => "global",
-            Self::User => "user",
-        }
-    }
-
-    /// Parses a stored scope name.
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "global" => Some(Self::Global),
-            "user" => Some(Self::User),
-            _ => None,
-        }
+string_enum! {
+    /// What a token rotation applies to.
+    RotationScope {
+        /// Every user's refresh tokens.
+        Global => "global",
+        /// One user's refresh tokens.
+        User => "user",
     }
 }
 

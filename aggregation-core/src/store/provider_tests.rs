@@ -132,48 +132,29 @@ where
     F: FnOnce(Shared) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    use std::str::FromStr as _;
-
-    use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-
-    let Some(url) = std::env::var("AGG_TEST_DATABASE_URL")
-        .ok()
-        .filter(|url| !url.trim().is_empty())
-    else {
-        eprintln!("skipping PostgreSQL case: AGG_TEST_DATABASE_URL is not set");
+    let Some(url) = super::migrate_tests::postgres_test_url() else {
         return;
     };
     let schema = format!("agg_providers_{}", Uuid::new_v4().simple());
-    let admin = sqlx::PgPool::connect(&url).await.unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&admin)
-        .await
-        .unwrap();
-    let options = PgConnectOptions::from_str(&url)
-        .unwrap()
-        .options([("search_path", schema.as_str())]);
-    let pool = PgPoolOptions::new()
-        .max_connections(8)
-        .connect_with(options)
-        .await
-        .unwrap();
-    let store = PostgresStore::new(pool.clone());
-    let migrated = store.migrate().await;
-    let outcome = match migrated {
-        Ok(()) => tokio::spawn(case(Arc::new(store))).await,
-        Err(error) => tokio::spawn(async move { panic!("migrate: {error}") }).await,
+    let run = async {
+        let store = PostgresStore::builder(&url)
+            .schema(SchemaName::new(&schema).unwrap())
+            .connect()
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        let pool = store.pool().clone();
+        let outcome = tokio::spawn(case(Arc::new(store))).await;
+        pool.close().await;
+        if let Err(error) = outcome {
+            std::panic::resume_unwind(error.into_panic());
+        }
     };
-    pool.close().await;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP SCHEMA IF EXISTS {schema} CASCADE"
-    )))
-    .execute(&admin)
-    .await
-    .unwrap();
-    admin.close().await;
-    if let Err(error) = outcome {
-        std::panic::resume_unwind(error.into_panic());
-    }
+    let (create, drop) = (
+        format!("CREATE SCHEMA {schema}"),
+        format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
+    );
+    super::migrate_tests::with_scratch(&url, create, drop, run).await;
 }
 
 async fn user(store: &Shared) -> Uuid {

@@ -15,6 +15,7 @@ use super::records::{
     ConnectionRecord, ConnectionStatus, NewAccount, NewHolding, NewTransaction, SnapshotSource,
     UpsertCounts,
 };
+use crate::enums::string_enum;
 
 /// A pending OAuth authorization, stored when a user starts connecting a provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,29 +56,17 @@ pub struct EncryptedCredentials {
     pub access_expires_at: DateTime<Utc>,
 }
 
-/// The kind of sync a cool-down applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SyncKind {
-    /// Accounts sync of a connection.
-    Accounts,
-    /// Transactions sync of a connection.
-    Transactions,
-    /// Holdings sync of one account.
-    Holdings,
-    /// Whole-connection sync (accounts, transactions, holdings).
-    Connection,
-}
-
-impl SyncKind {
-    /// The kind's name in the store.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Accounts => "accounts",
-            Self::Transactions => "transactions",
-            Self::Holdings => "holdings",
-            Self::Connection => "connection",
-        }
+string_enum! {
+    /// The kind of sync a cool-down applies to.
+    SyncKind {
+        /// Accounts sync of a connection.
+        Accounts => "accounts",
+        /// Transactions sync of a connection.
+        Transactions => "transactions",
+        /// Holdings sync of one account.
+        Holdings => "holdings",
+        /// Whole-connection sync (accounts, transactions, holdings).
+        Connection => "connection",
     }
 }
 

@@ -214,12 +214,21 @@ pub(super) enum Upserted {
     Unchanged,
 }
 
-/// Counts one upsert and records its id.
-pub(super) fn tally(counts: &mut UpsertCounts, (id, outcome): (Uuid, Upserted)) {
-    match outcome {
-        Upserted::Created => counts.created += 1,
-        Upserted::Updated => counts.updated += 1,
-        Upserted::Unchanged => counts.unchanged += 1,
+/// Adds upserts to `counts` and records their ids, in order.
+pub(super) fn tally(counts: &mut UpsertCounts, done: impl IntoIterator<Item = (Uuid, Upserted)>) {
+    for (id, outcome) in done {
+        match outcome {
+            Upserted::Created => counts.created += 1,
+            Upserted::Updated => counts.updated += 1,
+            Upserted::Unchanged => counts.unchanged += 1,
+        }
+        counts.ids.push(id);
     }
-    counts.ids.push(id);
+}
+
+/// The counts of a batch of upserts.
+pub(super) fn counted(done: Vec<(Uuid, Upserted)>) -> UpsertCounts {
+    let mut counts = UpsertCounts::default();
+    tally(&mut counts, done);
+    counts
 }

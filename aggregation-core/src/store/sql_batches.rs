@@ -9,10 +9,7 @@ use uuid::Uuid;
 
 use super::connections::find_or_create_connection_in;
 use super::records::{deactivate_missing_holdings_in, insert_snapshot_in};
-use super::upserts::{
-    account_in, add_to_transaction_count, upsert_account_in, upsert_holding_in,
-    upsert_transactions_in,
-};
+use super::upserts::{account_in, upsert_in, upsert_one, upsert_transactions_in};
 use super::{BEGIN_WRITE, SqlStore, Tx};
 use crate::store::sql::{OptionalDec, Upserted, tally};
 use crate::store::{
@@ -82,24 +79,21 @@ async fn import_account(
             account.available_balance_amount = stored.available_balance_amount;
         }
     }
-    let (account_id, outcome) = upsert_account_in(tx, connection_id, &account, now).await?;
+    let (account_id, outcome) = upsert_one(tx, connection_id, &*account, now).await?;
     match outcome {
         Upserted::Created => counts.accounts_created += 1,
         Upserted::Updated => counts.accounts_updated += 1,
         Upserted::Unchanged => counts.accounts_unchanged += 1,
     }
-    let mut created = 0;
     for (_, outcome) in upsert_transactions_in(tx, account_id, &item.transactions, now).await? {
         match outcome {
-            Upserted::Created => created += 1,
+            Upserted::Created => counts.transactions_created += 1,
             Upserted::Updated => counts.transactions_updated += 1,
             Upserted::Unchanged => counts.transactions_skipped += 1,
         }
     }
-    add_to_transaction_count(tx, account_id, created).await?;
-    counts.transactions_created += created;
-    for holding in &item.holdings {
-        match upsert_holding_in(tx, account_id, holding, now).await?.1 {
+    for (_, outcome) in upsert_in(tx, account_id, &item.holdings, now).await? {
+        match outcome {
             Upserted::Created => counts.holdings_created += 1,
             Upserted::Updated => counts.holdings_updated += 1,
             Upserted::Unchanged => counts.holdings_unchanged += 1,
@@ -165,22 +159,14 @@ async fn sync_account(
         )));
     };
     if let Some(transactions) = &item.transactions {
-        let mut created = 0;
-        for done in upsert_transactions_in(tx, account.id, transactions, now).await? {
-            if done.1 == Upserted::Created {
-                created += 1;
-            }
-            tally(&mut counts.transactions, done);
-        }
-        add_to_transaction_count(tx, account.id, created).await?;
+        let done = upsert_transactions_in(tx, account.id, transactions, now).await?;
+        tally(&mut counts.transactions, done);
     }
     if let Some(holdings) = &item.holdings {
-        for holding in holdings {
-            tally(
-                &mut counts.holdings,
-                upsert_holding_in(tx, account.id, holding, now).await?,
-            );
-        }
+        tally(
+            &mut counts.holdings,
+            upsert_in(tx, account.id, holdings, now).await?,
+        );
         let keep: Vec<String> = holdings
             .iter()
             .map(|holding| holding.provider_holding_id.clone())
@@ -226,12 +212,8 @@ impl SyncStore for SqlStore {
             )));
         }
         let mut counts = SyncCounts::default();
-        for account in &batch.accounts {
-            tally(
-                &mut counts.accounts,
-                upsert_account_in(&mut tx, connection_id, account, now).await?,
-            );
-        }
+        let accounts = upsert_in(&mut tx, connection_id, &batch.accounts, now).await?;
+        tally(&mut counts.accounts, accounts);
         for item in &batch.per_account {
             sync_account(&mut tx, connection_id, item, now, &mut counts).await?;
         }

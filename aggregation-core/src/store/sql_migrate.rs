@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::migrate::{Migrate as _, Migrator};
 
-use super::{BEGIN_WRITE, Db, LEGACY_MIGRATIONS_PROBE, MIGRATION_LOCK, SqlStore, Tx, migrator};
+use super::{BEGIN_WRITE, Db, LEGACY_MIGRATIONS_PROBE, SqlStore, Tx, migrator, prepare_migration};
 use crate::store::StoreError;
 
 /// The table recording applied migrations (its name predates `sqlx::migrate!`).
@@ -21,9 +21,7 @@ impl SqlStore {
         // As before: a database migrated by a newer release still opens.
         migrator.set_ignore_missing(true);
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        if let Some(lock) = MIGRATION_LOCK {
-            sqlx::raw_sql(lock).execute(&mut *tx).await?;
-        }
+        prepare_migration(self, &mut tx).await?;
         upgrade_legacy_table(&mut tx, &migrator).await?;
         // Inside a transaction, each migration's own transaction is a savepoint.
         migrator.run(&mut *tx).await?;

@@ -9,11 +9,9 @@ use chrono::{DateTime, Utc};
 use sqlx::QueryBuilder;
 use uuid::Uuid;
 
-use super::upserts::{
-    add_to_transaction_count, upsert_account_in, upsert_holding_in, upsert_transactions_in,
-};
+use super::upserts::{upsert_in, upsert_transactions_in};
 use super::{BEGIN_WRITE, Db, SqlStore, Tx};
-use crate::store::sql::{count, currency, optional_text, tally, text};
+use crate::store::sql::{count, counted, currency, optional_text, text};
 use crate::store::{
     AccountFilter, AccountRecord, AccountStore, HoldingFilter, HoldingRecord, HoldingStore,
     NewAccount, NewHolding, NewSnapshot, NewTransaction, Page, SnapshotRecord, SnapshotSource,
@@ -52,15 +50,9 @@ impl AccountStore for SqlStore {
         now: DateTime<Utc>,
     ) -> Result<UpsertCounts, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let mut counts = UpsertCounts::default();
-        for account in accounts {
-            tally(
-                &mut counts,
-                upsert_account_in(&mut tx, connection_id, account, now).await?,
-            );
-        }
+        let done = upsert_in(&mut tx, connection_id, accounts, now).await?;
         tx.commit().await?;
-        Ok(counts)
+        Ok(counted(done))
     }
 
     async fn account_for_user(
@@ -107,13 +99,9 @@ impl TransactionStore for SqlStore {
         now: DateTime<Utc>,
     ) -> Result<UpsertCounts, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let mut counts = UpsertCounts::default();
-        for done in upsert_transactions_in(&mut tx, account_id, transactions, now).await? {
-            tally(&mut counts, done);
-        }
-        add_to_transaction_count(&mut tx, account_id, counts.created).await?;
+        let done = upsert_transactions_in(&mut tx, account_id, transactions, now).await?;
         tx.commit().await?;
-        Ok(counts)
+        Ok(counted(done))
     }
 
     async fn transaction_for_user(
@@ -207,15 +195,9 @@ impl HoldingStore for SqlStore {
         now: DateTime<Utc>,
     ) -> Result<UpsertCounts, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let mut counts = UpsertCounts::default();
-        for item in holdings {
-            tally(
-                &mut counts,
-                upsert_holding_in(&mut tx, account_id, item, now).await?,
-            );
-        }
+        let done = upsert_in(&mut tx, account_id, holdings, now).await?;
         tx.commit().await?;
-        Ok(counts)
+        Ok(counted(done))
     }
 
     async fn deactivate_missing_holdings(

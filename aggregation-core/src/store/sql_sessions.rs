@@ -24,29 +24,17 @@ pub(super) async fn revoke_user_sessions(
     reason: &str,
     now: DateTime<Utc>,
 ) -> Result<u64, StoreError> {
-    // Sessions before their tokens (see the module documentation).
-    let live = sqlx::query(
+    // Sessions before their tokens (see the module documentation). Expired sessions are
+    // closed too, so none of them can come back, but only live ones count as revoked.
+    let closed: Vec<DateTime<Utc>> = sqlx::query_scalar(
         "UPDATE sessions SET revoked_at = $3, revoked_reason = $4 \
-         WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL AND expires_at > $3",
+         WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL RETURNING expires_at",
     )
     .bind(user_id)
     .bind(keep)
     .bind(now)
     .bind(reason)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
-    // Expired sessions are closed too, so none of them can come back, but only live ones count
-    // as revoked.
-    sqlx::query(
-        "UPDATE sessions SET revoked_at = $3, revoked_reason = $4 \
-         WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL",
-    )
-    .bind(user_id)
-    .bind(keep)
-    .bind(now)
-    .bind(reason)
-    .execute(&mut **tx)
+    .fetch_all(&mut **tx)
     .await?;
     sqlx::query(
         "UPDATE refresh_tokens SET revoked_at = $3 \
@@ -57,7 +45,10 @@ pub(super) async fn revoke_user_sessions(
     .bind(now)
     .execute(&mut **tx)
     .await?;
-    Ok(live)
+    Ok(closed
+        .iter()
+        .filter(|expires_at| **expires_at > now)
+        .count() as u64)
 }
 
 async fn revoke_one_session(

@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::connections::lock_user_in;
 use super::sessions::revoke_user_sessions;
 use super::{BEGIN_WRITE, Db, SqlStore, Tx};
 use crate::store::{
@@ -184,12 +185,8 @@ impl OneTimeTokenStore for SqlStore {
         since: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        // Locks the user's row (PostgreSQL) so concurrent requests count one by one; SQLite's
-        // BEGIN IMMEDIATE already serializes writers.
-        sqlx::query("UPDATE users SET updated_at = updated_at WHERE id = $1")
-            .bind(token.user_id)
-            .execute(&mut *tx)
-            .await?;
+        // Concurrent requests count one by one.
+        lock_user_in(&mut tx, token.user_id).await?;
         let issued: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM one_time_tokens \
              WHERE user_id = $1 AND purpose = $2 AND created_at > $3",

@@ -15,14 +15,18 @@ type SqlStore = SqliteStore;
 /// Starts a transaction that will write. `BEGIN IMMEDIATE` takes the write lock at once, so a
 /// read-then-write transaction cannot fail to upgrade its lock.
 const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
-/// `BEGIN IMMEDIATE` already serializes migrating processes on SQLite.
-const MIGRATION_LOCK: Option<&str> = None;
 /// Counts the `applied_at` column, which only the former migration runner's table has.
 const LEGACY_MIGRATIONS_PROBE: &str = "SELECT COUNT(*) FROM pragma_table_info('aggregation_migrations') \
      WHERE name = 'applied_at'";
 
 fn migrator() -> sqlx::migrate::Migrator {
     sqlx::migrate!("migrations/sqlite")
+}
+
+/// Nothing to prepare: `BEGIN IMMEDIATE` already serializes migrating processes, and the
+/// database is a file of the store's own (no schemas to create).
+async fn prepare_migration(_: &SqlStore, _: &mut Tx) -> Result<(), StoreError> {
+    Ok(())
 }
 
 #[path = "sql_admin.rs"]
@@ -44,7 +48,8 @@ mod upserts;
 #[path = "sql_users.rs"]
 mod users;
 
-/// A store on SQLite through sqlx.
+/// A store on SQLite through sqlx, in a database file of its own (the schema option of the
+/// PostgreSQL store has no counterpart here: nothing else shares the file's table names).
 ///
 /// Every store call is bounded by the store timeout ([`SqliteStore::DEFAULT_TIMEOUT`] unless
 /// opened with [`SqliteStore::connect_with_timeout`]): waiting for a pooled connection, and
