@@ -82,7 +82,9 @@ where
                 .default_service(to_service(service.clone())),
         );
         if mount.health() {
-            cfg.service(web::resource("/health").default_service(to_service(service.clone())));
+            cfg.service(
+                web::resource(Mount::HEALTH_PATHS).default_service(to_service(service.clone())),
+            );
         }
         if mount.fallback() {
             cfg.default_service(to_service(service));

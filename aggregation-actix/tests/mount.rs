@@ -93,8 +93,18 @@ async fn health_is_mounted_only_when_asked() {
     )
     .await;
     assert_eq!(
-        get_all(&app, &["/health", "/healthz"]).await,
-        [from_service("/health"), host_fallback()]
+        get_all(
+            &app,
+            &["/health", "/health/live", "/health/ready", "/healthz", "/health/other"]
+        )
+        .await,
+        [
+            from_service("/health"),
+            from_service("/health/live"),
+            from_service("/health/ready"),
+            host_fallback(),
+            host_fallback(),
+        ]
     );
 }
 

@@ -84,7 +84,9 @@ where
         .route_service(&format!("{API_PREFIX}/"), service.clone())
         .route_service(&format!("{API_PREFIX}/{{*path}}"), service.clone());
     if mount.health() {
-        router = router.route_service("/health", service.clone());
+        for path in Mount::HEALTH_PATHS {
+            router = router.route_service(path, service.clone());
+        }
     }
     if mount.fallback() {
         router = router.fallback_service(service);

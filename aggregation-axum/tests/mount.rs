@@ -87,10 +87,28 @@ async fn health_is_mounted_only_when_asked() {
         get_text(&app, "/health").await,
         (StatusCode::OK, "service /health from no peer".to_owned())
     );
-    assert_eq!(
-        get_text(&app, "/healthz").await,
-        (StatusCode::NOT_FOUND, "host fallback".to_owned())
-    );
+    for path in ["/health/live", "/health/ready"] {
+        assert_eq!(
+            get_text(&app, path).await,
+            (StatusCode::OK, format!("service {path} from no peer")),
+            "{path}"
+        );
+    }
+    for path in ["/healthz", "/health/other"] {
+        assert_eq!(
+            get_text(&app, path).await,
+            (StatusCode::NOT_FOUND, "host fallback".to_owned()),
+            "{path}"
+        );
+    }
+    let without = host(Mount::api());
+    for path in ["/health/live", "/health/ready"] {
+        assert_eq!(
+            get_text(&without, path).await,
+            (StatusCode::NOT_FOUND, "host fallback".to_owned()),
+            "{path}"
+        );
+    }
 }
 
 #[tokio::test]

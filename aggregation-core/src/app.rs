@@ -22,6 +22,8 @@ use crate::work::WorkGate;
 pub(crate) struct App {
     pub(crate) config: Arc<Config>,
     pub(crate) store: Arc<dyn Store>,
+    /// Where rate-limit buckets live; the readiness check pings it.
+    pub(crate) limits: Arc<dyn RateLimitStore>,
     pub(crate) auth: Auth,
     pub(crate) connections: Connections,
     pub(crate) sessions: Sessions,
@@ -43,7 +45,13 @@ impl App {
         limits: Arc<dyn RateLimitStore>,
         providers: Providers,
     ) -> Self {
-        let auth = Auth::new(store.clone(), config.clone(), mail, events.clone(), limits);
+        let auth = Auth::new(
+            store.clone(),
+            config.clone(),
+            mail,
+            events.clone(),
+            limits.clone(),
+        );
         let connections = Connections::new(
             store.clone(),
             Arc::new(providers),
@@ -58,6 +66,7 @@ impl App {
         Self {
             config,
             store,
+            limits,
             auth,
             connections,
             sessions,

@@ -12,6 +12,8 @@ pub mod events;
 pub mod import;
 pub mod jobs;
 pub mod mail;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod mount;
 pub(crate) mod problem;
 pub mod providers;

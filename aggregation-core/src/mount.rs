@@ -16,6 +16,11 @@ impl Mount {
     /// The prefix of every API path.
     pub const API_PREFIX: &'static str = "/api/v1";
 
+    /// The health checks [`Mount::with_health`] hands to the service: `/health` (the store
+    /// answers), `/health/live` (the process serves) and `/health/ready` (the store and the
+    /// rate-limit store answer).
+    pub const HEALTH_PATHS: [&'static str; 3] = ["/health", "/health/live", "/health/ready"];
+
     /// `/api/v1` and every path under it.
     #[must_use]
     pub const fn api() -> Self {
@@ -25,7 +30,7 @@ impl Mount {
         }
     }
 
-    /// Also `GET /health`, the service's store check.
+    /// Also the health checks, [`Mount::HEALTH_PATHS`].
     #[must_use]
     pub const fn with_health(self) -> Self {
         Self {
@@ -45,7 +50,7 @@ impl Mount {
         }
     }
 
-    /// Whether `/health` is mounted.
+    /// Whether the health checks ([`Mount::HEALTH_PATHS`]) are mounted.
     pub const fn health(&self) -> bool {
         self.health
     }

@@ -2,7 +2,8 @@
 //!
 //! A request walks down once through `tower` layers, each in its own module:
 //!
-//! 1. `service::trace`: trace context (`traceparent`) and the access log;
+//! 1. `service::trace`: trace context (`traceparent`), the request's tracing span, the access
+//!    log and (feature `metrics`) the request metrics;
 //! 2. `service::problem`: every failure below becomes a problem-details response here;
 //! 3. `service::client_ip`: the client address behind trusted proxies;
 //! 4. `service::bearer`: the bearer token, verified once;
@@ -78,6 +79,8 @@ pub struct AggregationService {
     app: Arc<App>,
     mail: MailQueueHandle,
     stack: Stack,
+    #[cfg(feature = "metrics")]
+    metrics: crate::metrics::Metrics,
 }
 
 impl std::fmt::Debug for AggregationService {
@@ -122,11 +125,21 @@ impl AggregationService {
     /// The background jobs of this service, to [`JobRunner::spawn`] on the current runtime (or
     /// to run one at a time with [`JobRunner::run_once`]).
     pub fn jobs(&self) -> JobRunner {
-        JobRunner::new(
+        let runner = JobRunner::new(
             self.app.store.clone(),
             self.app.config.clone(),
             self.app.connections.clone(),
-        )
+        );
+        #[cfg(feature = "metrics")]
+        let runner = runner.with_metrics(self.metrics.clone());
+        runner
+    }
+
+    /// The request and job metrics of this service (and of its [`AggregationService::jobs`]),
+    /// to expose where the host likes; see [`crate::metrics`].
+    #[cfg(feature = "metrics")]
+    pub fn metrics(&self) -> crate::metrics::Metrics {
+        self.metrics.clone()
     }
 
     /// The outgoing mail queue, to [`MailQueueHandle::shutdown`] when the host stops so that
@@ -230,8 +243,13 @@ impl AggregationServiceBuilder {
             limits,
             Arc::new(SinkRateLimitEvents(self.events)),
         );
+        #[cfg(feature = "metrics")]
+        let metrics = crate::metrics::Metrics::default();
         let stack = tower::ServiceBuilder::new()
-            .layer(TraceLayer)
+            .layer(TraceLayer::new(
+                #[cfg(feature = "metrics")]
+                metrics.clone(),
+            ))
             .layer(ProblemLayer::new(config.base_url()))
             .layer(ClientIpLayer::new(config.clone()))
             .layer(BearerLayer::new(Arc::new(app.auth.clone())))
@@ -242,6 +260,8 @@ impl AggregationServiceBuilder {
             app,
             mail: mail_handle,
             stack,
+            #[cfg(feature = "metrics")]
+            metrics,
         })
     }
 }

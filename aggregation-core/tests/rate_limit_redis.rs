@@ -360,3 +360,17 @@ async fn peek_matches_the_in_memory_store_and_changes_nothing() {
     assert!(server_peek.allowed);
     assert_eq!(server_peek.remaining, 3);
 }
+
+#[tokio::test]
+async fn ping_answers_when_redis_does() {
+    let Some(url) = redis_url("ping_answers_when_redis_does") else {
+        return;
+    };
+    let store = RedisRateLimitStore::from_url(
+        &url,
+        random_prefix(),
+        RedisRateLimitStore::DEFAULT_TIMEOUT,
+    )
+    .unwrap();
+    store.ping().await.unwrap();
+}

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use aggregation_core::metrics::Metrics;
 use aggregation_core::{
     AggregationService, BuildError, Config, ConfigError, InMemoryRateLimitStore, IpNet, Keyring,
     LoginFailureLimit, Mailer, OutboxMailer, PolicyTable, PostgresStore, RedisRateLimitStore,
@@ -220,6 +221,38 @@ struct Cli {
     /// tracing filter, e.g. `info` or `aggregation_core=debug,info`.
     #[arg(long, env = "AGG_LOG", default_value = "info")]
     log: String,
+    /// Log line format: `text` (for people), or `json` (one object per line with the fields of
+    /// the request or job span, such as `trace_id`, for log collectors).
+    #[arg(
+        long,
+        env = "AGG_LOG_FORMAT",
+        default_value = "text",
+        value_parser = named::<LogFormat>("AGG_LOG_FORMAT")
+    )]
+    log_format: LogFormat,
+    /// `1` serves the request and job metrics at GET /metrics in the Prometheus text format
+    /// (keep that path away from the public: put a proxy rule or a firewall in front of it).
+    #[arg(long, env = "AGG_METRICS", default_value = "0")]
+    metrics: String,
+}
+
+/// How log lines are written (`AGG_LOG_FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, String> {
+        match value {
+            "text" => Ok(Self::Text),
+            "json" => Ok(Self::Json),
+            other => Err(format!("expected text or json, got {other:?}")),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -299,10 +332,15 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    match cli.log_format {
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .init(),
+        // The event's fields at the top level, beside `span` (the innermost span's fields) and
+        // `spans` (every span it is in, outermost first).
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
     // One TLS backend for every client (SMTP, PostgreSQL, Redis).
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -366,6 +404,7 @@ async fn run(cli: Cli) -> Result<(), StartError> {
             )
         })?;
     let sandbox = flag("AGG_SANDBOX", &cli.sandbox)?;
+    let serve_metrics = flag("AGG_METRICS", &cli.metrics)?;
     let keyring = Keyring::new(encryption_keys(cli.encryption_keys.as_deref())?)
         .map_err(|e| setting("AGG_ENCRYPTION_KEYS", e))?;
     // Bound first so that with port 0 the default base URL names the port actually used.
@@ -446,9 +485,24 @@ async fn run(cli: Cli) -> Result<(), StartError> {
     }
     let jobs = service.jobs().spawn();
     let mail = service.mail_queue();
+    let metrics = serve_metrics.then(|| service.metrics());
     tracing::info!("listening on http://{address}");
     let mut router =
         aggregation_axum::router_with(service, aggregation_axum::Mount::api().with_fallback());
+    if let Some(metrics) = metrics {
+        // Beside the API, not in it: without AGG_METRICS the path is the API's 404 like any
+        // other unknown path.
+        router = router.route(
+            METRICS_PATH,
+            axum::routing::get(move || async move {
+                (
+                    [(http::header::CONTENT_TYPE, Metrics::CONTENT_TYPE)],
+                    metrics.render(),
+                )
+            }),
+        );
+        tracing::info!("metrics are served at {METRICS_PATH}");
+    }
     if let Some((sandbox, _)) = sandbox {
         router = router
             .nest_service(SANDBOX_PREFIX, sandbox)
@@ -485,6 +539,9 @@ async fn run(cli: Cli) -> Result<(), StartError> {
 
 /// How long a shutdown waits for queued emails to be sent.
 const MAIL_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the metrics are served with `AGG_METRICS=1`.
+const METRICS_PATH: &str = "/metrics";
 
 /// Where the sandbox provider is served.
 const SANDBOX_PREFIX: &str = "/sandbox/schwab";

@@ -110,7 +110,8 @@ impl Workspace {
         let address = line
             .split("listening on http://")
             .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
+            // Ends at a space (text lines) or at the closing quote (JSON lines).
+            .and_then(|rest| rest.split(|c: char| c.is_whitespace() || c == '"').next())
             .and_then(|address| address.parse::<SocketAddr>().ok())
             .unwrap_or_else(|| panic!("an address in {line:?}"));
         assert_ne!(address.port(), 0, "the real port is logged");
@@ -358,6 +359,8 @@ fn help_lists_every_setting() {
         "AGG_SCHWAB_CLIENT_SECRET",
         "AGG_SANDBOX",
         "AGG_LOG",
+        "AGG_LOG_FORMAT",
+        "AGG_METRICS",
         "AGG_SESSION_MAX_DAYS",
         "AGG_SHUTDOWN_SECONDS",
         "AGG_HEADER_TIMEOUT_SECONDS",
@@ -404,7 +407,7 @@ fn a_malformed_setting_stops_the_start_naming_the_variable() {
     std::fs::write(&bad_policies, "[[[ not toml").expect("written");
     let bad_policies = bad_policies.display().to_string();
     let missing_policies = workspace.path().join("missing.toml").display().to_string();
-    let cases: [(&str, &str); 19] = [
+    let cases: [(&str, &str); 21] = [
         ("AGG_SESSION_MAX_DAYS", "forever"),
         ("AGG_SHUTDOWN_SECONDS", "-1"),
         ("AGG_HEADER_TIMEOUT_SECONDS", "1.5"),
@@ -412,6 +415,8 @@ fn a_malformed_setting_stops_the_start_naming_the_variable() {
         ("AGG_BIND", "localhost"),
         ("AGG_BIND", "127.0.0.1:99999"),
         ("AGG_LOG", "aggregation_core=loud"),
+        ("AGG_LOG_FORMAT", "xml"),
+        ("AGG_METRICS", "maybe"),
         ("AGG_ROTATION_GRACE_SECONDS", "-1"),
         ("AGG_ROTATION_GRACE_SECONDS", "five"),
         ("AGG_MAIL_FROM", "not a mailbox"),
@@ -645,4 +650,86 @@ fn the_sandbox_callback_needs_the_connecting_users_token_by_default() {
     // The state is spent: a replay, whoever sends it, is an unknown state.
     let (status, body) = server.request("POST", &callback, Some(&intruder), None);
     assert_eq!(status, 400, "{body}");
+}
+
+/// The header `name` of a response head, if present.
+fn head_value<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| value.trim())
+    })
+}
+
+#[test]
+fn json_logs_tie_each_line_to_its_request_and_metrics_are_served_when_asked() {
+    let workspace = Workspace::new();
+    let mut server = workspace.start(&[("AGG_LOG_FORMAT", "json"), ("AGG_METRICS", "1")]);
+
+    for path in ["/health/live", "/health/ready"] {
+        let (status, body) = server.request("GET", path, None, None);
+        assert_eq!((status, body.as_str()), (200, r#"{"status":"ok"}"#), "{path}");
+    }
+    let (status, body) = server.request("GET", "/api/v1/nope", None, None);
+    assert_eq!(status, 404, "{body}");
+    let problem: serde_json::Value = serde_json::from_str(&body).expect("a problem");
+    let trace_id = problem["trace_id"].as_str().expect("trace_id").to_owned();
+
+    // The access log line of that request, in the span that carries its trace id.
+    let line = server.wait_for_line(|line| line.contains(&trace_id) && line.contains("elapsed_ms"));
+    let entry: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+    assert_eq!(entry["message"], "request", "{line}");
+    assert_eq!(entry["status"], 404, "{line}");
+    assert_eq!(entry["span"]["name"], "request", "{line}");
+    assert_eq!(entry["span"]["trace_id"], trace_id.as_str(), "{line}");
+    assert_eq!(entry["span"]["path"], "/api/v1/nope", "{line}");
+    // Every line the server wrote is one JSON object.
+    for line in server.lines() {
+        let parsed: Result<serde_json::Value, _> = serde_json::from_str(&line);
+        assert!(
+            parsed.as_ref().is_ok_and(serde_json::Value::is_object),
+            "not a JSON object: {line}"
+        );
+    }
+
+    let (status, head, metrics) = server.request_with_head("GET", "/metrics", None, None);
+    assert_eq!(status, 200, "{metrics}");
+    assert_eq!(
+        head_value(&head, "content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    for expected in [
+        r#"aggregation_http_requests_total{method="GET",route="/health/live",status="200"} 1"#,
+        r#"aggregation_http_requests_total{method="GET",route="/health/ready",status="200"} 1"#,
+        r#"aggregation_http_requests_total{method="GET",route="unmatched",status="404"} 1"#,
+        "# TYPE aggregation_http_request_duration_seconds histogram",
+        "# TYPE aggregation_job_runs_total counter",
+    ] {
+        assert!(
+            metrics.lines().any(|line| line == expected),
+            "{expected} missing from:\n{metrics}"
+        );
+    }
+    let (status, _) = server.terminate();
+    assert!(status.success(), "SIGTERM exits 0, got {status}");
+}
+
+#[test]
+fn without_agg_metrics_the_metrics_path_is_the_apis_404() {
+    let workspace = Workspace::new();
+    let server = workspace.start(&[]);
+    let (status, head, body) = server.request_with_head("GET", "/metrics", None, None);
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(
+        head_value(&head, "content-type"),
+        Some("application/problem+json")
+    );
+    // Text logs by default: the start-up line is not JSON.
+    assert!(
+        server
+            .lines()
+            .iter()
+            .any(|line| line.contains("listening on") && !line.starts_with('{'))
+    );
 }

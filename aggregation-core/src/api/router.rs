@@ -16,6 +16,7 @@ use super::routes::Route;
 use super::{RequestBody, ResponseBody};
 use crate::app::App;
 use crate::problem::{ApiError, ErrorCode};
+use crate::service::trace::MatchedRoute;
 
 /// Every route of one path template, in `Allow` order.
 #[derive(Debug)]
@@ -208,6 +209,9 @@ where
             let error = not_found(request.uri().path());
             return Box::pin(async move { Err(error) });
         };
+        if let Some(route) = request.extensions().get::<MatchedRoute>() {
+            route.set(matched.template());
+        }
         request.extensions_mut().insert(matched);
         Box::pin(self.inner.call(request))
     }

@@ -24,6 +24,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt as _;
+use tracing::Instrument as _;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -137,6 +138,8 @@ pub struct JobRunner {
     connections: Connections,
     owner: String,
     jobs: Vec<Registered>,
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for JobRunner {
@@ -189,6 +192,8 @@ impl JobRunner {
             connections,
             owner: format!("{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()),
             jobs: Vec::new(),
+            #[cfg(feature = "metrics")]
+            metrics: None,
         };
         for (name, every) in builtin_schedule(&runner.config) {
             let job: Arc<dyn Job> = match name {
@@ -203,6 +208,13 @@ impl JobRunner {
             });
         }
         runner
+    }
+
+    /// Counts every run into `metrics`.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Adds a job (or replaces the one with this name) running every `every` (`None`: only
@@ -242,12 +254,31 @@ impl JobRunner {
         Ok(self.execute(registered, due_before).await?)
     }
 
-    /// Takes the lease, runs the job while renewing the lease, and records the run.
+    /// [`JobRunner::attempt`] inside a `job` span (job name and a fresh run id), so that what
+    /// the job logs, provider calls included, can be tied to the run; counted into the metrics
+    /// (feature `metrics`).
     async fn execute(
         &self,
         registered: &Registered,
         due_before: DateTime<Utc>,
     ) -> Result<RunOutcome, StoreError> {
+        let run_id = uuid::Uuid::new_v4().simple().to_string();
+        let span = tracing::info_span!("job", job = %registered.name, run_id = %run_id);
+        let attempt = self.attempt(registered, due_before).instrument(span).await;
+        #[cfg(feature = "metrics")]
+        if let (Some(metrics), Ok((outcome, ran_for))) = (&self.metrics, &attempt) {
+            metrics.record_job(&registered.name, outcome, *ran_for);
+        }
+        attempt.map(|(outcome, _)| outcome)
+    }
+
+    /// Takes the lease, runs the job while renewing the lease, and records the run; the
+    /// outcome, and how long the job ran when it did.
+    async fn attempt(
+        &self,
+        registered: &Registered,
+        due_before: DateTime<Utc>,
+    ) -> Result<(RunOutcome, Option<Duration>), StoreError> {
         let name = registered.name.as_str();
         let ttl = self.config.job_lease_ttl();
         let started = now();
@@ -257,9 +288,10 @@ impl JobRunner {
             .await?
         {
             tracing::debug!(job = name, "job skipped: leased elsewhere or not due");
-            return Ok(RunOutcome::Skipped);
+            return Ok((RunOutcome::Skipped, None));
         }
         tracing::info!(job = name, "job started");
+        let running_since = std::time::Instant::now();
         let ctx = JobContext {
             store: self.store.clone(),
             config: self.config.clone(),
@@ -282,6 +314,7 @@ impl JobRunner {
                 }
             }
         };
+        let ran_for = running_since.elapsed();
         let outcome = match result {
             Ok(Ok(summary)) => RunOutcome::Succeeded(summary),
             Ok(Err(error)) => {
@@ -308,7 +341,7 @@ impl JobRunner {
             );
         }
         tracing::info!(job = name, outcome = %outcome, "job finished");
-        Ok(outcome)
+        Ok((outcome, Some(ran_for)))
     }
 
     /// How long until the job is due according to the shared run record.

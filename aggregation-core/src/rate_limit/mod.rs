@@ -171,6 +171,13 @@ pub trait RateLimitStore: Send + Sync + 'static {
         let _ = (key, policy);
         Err(RateLimitStoreError::Unsupported("peek"))
     }
+
+    /// Whether the store answers, for the service's readiness check (`GET /health/ready`);
+    /// bounded like a check. The default answers `Ok` at once: right for a store living in the
+    /// process, which is always there. A store behind the network (Redis) asks it.
+    async fn ping(&self) -> Result<(), RateLimitStoreError> {
+        Ok(())
+    }
 }
 
 /// Who is making a request, as far as rate limiting needs to know.

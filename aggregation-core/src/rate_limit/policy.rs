@@ -383,6 +383,8 @@ mod tests {
             builtin_policies().any(|endpoint| endpoint == ("POST", "/api/v1/sessions", AUTH_LOGIN))
         );
         assert!(builtin_policies().all(|(_, route, _)| route != "/health"));
+        // Nor the liveness and readiness checks: probes poll them.
+        assert!(builtin_policies().all(|(_, route, _)| !route.starts_with("/health/")));
     }
 
     #[test]

@@ -242,4 +242,23 @@ impl RateLimitStore for RedisRateLimitStore {
             .await
             .map_err(|_| RateLimitStoreError::Timeout(self.timeout))?
     }
+
+    /// `PING`, bounded by the store's timeout.
+    async fn ping(&self) -> Result<(), RateLimitStoreError> {
+        let ping = async {
+            let mut connection = self.connection().await?;
+            let reply: String = redis::cmd("PING")
+                .query_async(&mut connection)
+                .await
+                .map_err(backend)?;
+            if reply == "PONG" {
+                Ok(())
+            } else {
+                Err(RateLimitStoreError::InvalidReply(format!("PING answered `{reply}`")))
+            }
+        };
+        tokio::time::timeout(self.timeout, ping)
+            .await
+            .map_err(|_| RateLimitStoreError::Timeout(self.timeout))?
+    }
 }

@@ -55,6 +55,19 @@ async fn closed_port_errors_within_the_timeout_and_the_limiter_fails_open() {
     );
 }
 
+#[tokio::test]
+async fn a_ping_to_a_closed_port_fails() {
+    // Port 1 on loopback: nothing listens there. Needs no Redis.
+    let store = RedisRateLimitStore::from_url(
+        "redis://127.0.0.1:1",
+        "agg:".to_owned(),
+        RedisRateLimitStore::DEFAULT_TIMEOUT,
+    )
+    .unwrap();
+    let result = store.ping().await;
+    assert!(result.is_err(), "{result:?}");
+}
+
 /// Every `tracing` event of the thread, as field name → value.
 #[derive(Clone, Default)]
 struct CapturedLogs(Arc<Mutex<Vec<BTreeMap<String, String>>>>);

@@ -1,22 +1,48 @@
-//! Trace context and the access log: the outermost layer.
+//! Trace context, the request span and the access log: the outermost layer.
 //!
 //! The trace id is the one of a well-formed incoming W3C `traceparent`, or a fresh one; it is
 //! put in the request extensions ([`TraceId`], for problem bodies), answered in a
 //! `traceparent` with a new span id, and logged with the method, path, status and time of
 //! every request.
+//!
+//! Everything below runs inside a `request` span carrying `trace_id`, `method`, `path` and,
+//! once the router has matched it, `route` (the template): whatever a handler, a use case, a
+//! provider call or the event sink logs while the request is handled can be tied to the
+//! request by its trace id. With the feature `metrics`, the answer is also counted
+//! ([`crate::metrics`]).
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use http::{HeaderMap, HeaderValue, Request, Response};
+use tracing::Instrument as _;
 
 use crate::crypto::{random_span_id, random_trace_id};
 
 /// The trace id of the request (32 lower-case hex digits).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TraceId(pub(crate) String);
+
+/// Where the router leaves the route template a request matched, read back here for the span
+/// and the metrics once the answer is ready (errors included, which carry no extensions up).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct MatchedRoute(Arc<OnceLock<&'static str>>);
+
+impl MatchedRoute {
+    /// Records the template the path matched, also on the request span.
+    pub(crate) fn set(&self, template: &'static str) {
+        let _ = self.0.set(template);
+        tracing::Span::current().record("route", template);
+    }
+
+    /// The template, if a route matched.
+    pub(crate) fn get(&self) -> Option<&'static str> {
+        self.0.get().copied()
+    }
+}
 
 /// The trace id of an incoming W3C `traceparent` header, when it is well formed.
 fn incoming_trace_id(headers: &HeaderMap) -> Option<String> {
@@ -35,14 +61,31 @@ fn incoming_trace_id(headers: &HeaderMap) -> Option<String> {
 }
 
 /// See the [module docs](self).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct TraceLayer;
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TraceLayer {
+    #[cfg(feature = "metrics")]
+    metrics: crate::metrics::Metrics,
+}
+
+impl TraceLayer {
+    /// The layer, counting requests into `metrics` (feature `metrics`).
+    pub(crate) fn new(#[cfg(feature = "metrics")] metrics: crate::metrics::Metrics) -> Self {
+        Self {
+            #[cfg(feature = "metrics")]
+            metrics,
+        }
+    }
+}
 
 impl<S> tower::Layer<S> for TraceLayer {
     type Service = Trace<S>;
 
     fn layer(&self, inner: S) -> Trace<S> {
-        Trace { inner }
+        Trace {
+            inner,
+            #[cfg(feature = "metrics")]
+            metrics: self.metrics.clone(),
+        }
     }
 }
 
@@ -50,6 +93,8 @@ impl<S> tower::Layer<S> for TraceLayer {
 #[derive(Debug, Clone)]
 pub(crate) struct Trace<S> {
     inner: S,
+    #[cfg(feature = "metrics")]
+    metrics: crate::metrics::Metrics,
 }
 
 impl<S, B, R> tower::Service<Request<B>> for Trace<S>
@@ -70,25 +115,46 @@ where
         let trace_id = incoming_trace_id(request.headers()).unwrap_or_else(random_trace_id);
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
+        let route = MatchedRoute::default();
         request.extensions_mut().insert(TraceId(trace_id.clone()));
-        let response = self.inner.call(request);
-        Box::pin(async move {
-            let mut response = response.await?;
-            if let Ok(value) =
-                HeaderValue::from_str(&format!("00-{trace_id}-{}-01", random_span_id()))
-            {
-                response.headers_mut().insert("traceparent", value);
+        request.extensions_mut().insert(route.clone());
+        let span = tracing::info_span!(
+            "request",
+            trace_id = %trace_id,
+            method = %method,
+            path = %path,
+            route = tracing::field::Empty,
+        );
+        #[cfg(feature = "metrics")]
+        let (metrics, in_flight) = (self.metrics.clone(), self.metrics.in_flight());
+        // The layers below may already log (and the router match) while the call is made.
+        let response = span.in_scope(|| self.inner.call(request));
+        Box::pin(
+            async move {
+                let mut response = response.await?;
+                if let Ok(value) =
+                    HeaderValue::from_str(&format!("00-{trace_id}-{}-01", random_span_id()))
+                {
+                    response.headers_mut().insert("traceparent", value);
+                }
+                let elapsed = started.elapsed();
+                tracing::info!(
+                    method = %method,
+                    path = %path,
+                    status = response.status().as_u16(),
+                    elapsed_ms = elapsed.as_secs_f64() * 1000.0,
+                    trace_id = %trace_id,
+                    "request"
+                );
+                #[cfg(feature = "metrics")]
+                {
+                    metrics.record_request(&method, route.get(), response.status(), elapsed);
+                    drop(in_flight);
+                }
+                Ok(response)
             }
-            tracing::info!(
-                method = %method,
-                path = %path,
-                status = response.status().as_u16(),
-                elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
-                trace_id = %trace_id,
-                "request"
-            );
-            Ok(response)
-        })
+            .instrument(span),
+        )
     }
 }
 
@@ -132,7 +198,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_incoming_trace_id_is_kept_and_answered() {
-        let service = tower::Layer::layer(&TraceLayer, tower::service_fn(echo));
+        let service = tower::Layer::layer(&TraceLayer::default(), tower::service_fn(echo));
         let request = Request::builder()
             .header(
                 "traceparent",
@@ -155,7 +221,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_one_a_fresh_trace_id_is_answered() {
-        let service = tower::Layer::layer(&TraceLayer, tower::service_fn(echo));
+        let service = tower::Layer::layer(&TraceLayer::default(), tower::service_fn(echo));
         let request = Request::builder().body(()).expect("request");
         let response = service.oneshot(request).await.expect("infallible");
         let trace_id = response.body().clone();
