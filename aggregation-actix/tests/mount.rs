@@ -95,7 +95,13 @@ async fn health_is_mounted_only_when_asked() {
     assert_eq!(
         get_all(
             &app,
-            &["/health", "/health/live", "/health/ready", "/healthz", "/health/other"]
+            &[
+                "/health",
+                "/health/live",
+                "/health/ready",
+                "/healthz",
+                "/health/other"
+            ]
         )
         .await,
         [

@@ -41,7 +41,9 @@ use crate::jobs::RunOutcome;
 pub(crate) const UNMATCHED: &str = "unmatched";
 
 /// Upper bounds (seconds) of the request-duration buckets.
-const REQUEST_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+const REQUEST_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
 
 /// Upper bounds (seconds) of the job-duration buckets: jobs take seconds to minutes.
 const JOB_BUCKETS: [f64; 10] = [0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0];
@@ -338,10 +340,17 @@ mod tests {
             r#"aggregation_http_request_duration_seconds_count{method="GET",route="/api/v1/accounts/{id}"} 3"#,
             "aggregation_http_requests_in_flight 1",
         ] {
-            assert!(lines.contains(&expected), "{expected} missing from:\n{text}");
+            assert!(
+                lines.contains(&expected),
+                "{expected} missing from:\n{text}"
+            );
         }
         drop(guard);
-        assert!(metrics.render().contains("aggregation_http_requests_in_flight 0\n"));
+        assert!(
+            metrics
+                .render()
+                .contains("aggregation_http_requests_in_flight 0\n")
+        );
     }
 
     #[test]

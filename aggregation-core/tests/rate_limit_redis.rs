@@ -366,11 +366,8 @@ async fn ping_answers_when_redis_does() {
     let Some(url) = redis_url("ping_answers_when_redis_does") else {
         return;
     };
-    let store = RedisRateLimitStore::from_url(
-        &url,
-        random_prefix(),
-        RedisRateLimitStore::DEFAULT_TIMEOUT,
-    )
-    .unwrap();
+    let store =
+        RedisRateLimitStore::from_url(&url, random_prefix(), RedisRateLimitStore::DEFAULT_TIMEOUT)
+            .unwrap();
     store.ping().await.unwrap();
 }

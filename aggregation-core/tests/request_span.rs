@@ -79,10 +79,7 @@ async fn what_a_use_case_logs_carries_the_trace_id_of_its_request() {
                 .method(Method::POST)
                 .uri("/api/v1/users")
                 .header(header::CONTENT_TYPE, "application/json")
-                .header(
-                    "traceparent",
-                    format!("00-{trace_id}-00f067aa0ba902b7-01"),
-                )
+                .header("traceparent", format!("00-{trace_id}-00f067aa0ba902b7-01"))
                 .body(Full::new(Bytes::from_static(
                     br#"{"email":"span@example.com","password":"Corr3ct-Horse!"}"#,
                 )))

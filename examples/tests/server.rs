@@ -656,9 +656,7 @@ fn the_sandbox_callback_needs_the_connecting_users_token_by_default() {
 fn head_value<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     head.lines().find_map(|line| {
         let (key, value) = line.split_once(':')?;
-        key.trim()
-            .eq_ignore_ascii_case(name)
-            .then(|| value.trim())
+        key.trim().eq_ignore_ascii_case(name).then(|| value.trim())
     })
 }
 
@@ -669,7 +667,11 @@ fn json_logs_tie_each_line_to_its_request_and_metrics_are_served_when_asked() {
 
     for path in ["/health/live", "/health/ready"] {
         let (status, body) = server.request("GET", path, None, None);
-        assert_eq!((status, body.as_str()), (200, r#"{"status":"ok"}"#), "{path}");
+        assert_eq!(
+            (status, body.as_str()),
+            (200, r#"{"status":"ok"}"#),
+            "{path}"
+        );
     }
     let (status, body) = server.request("GET", "/api/v1/nope", None, None);
     assert_eq!(status, 404, "{body}");

@@ -5,10 +5,7 @@ use aggregation_core::jobs::RunOutcome;
 use aggregation_tests::{TestApp, conformance};
 use http::Method;
 
-conformance!(
-    requests_are_counted_by_route_template,
-    job_runs_are_counted
-);
+conformance!(requests_are_counted_by_route_template, job_runs_are_counted);
 
 /// The sample lines of the rendered metrics.
 fn samples(app: &TestApp) -> Vec<String> {

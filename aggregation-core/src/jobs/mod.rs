@@ -24,9 +24,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt as _;
-use tracing::Instrument as _;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tracing::Instrument as _;
 
 use crate::config::Config;
 use crate::dates;

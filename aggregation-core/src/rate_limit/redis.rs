@@ -254,7 +254,9 @@ impl RateLimitStore for RedisRateLimitStore {
             if reply == "PONG" {
                 Ok(())
             } else {
-                Err(RateLimitStoreError::InvalidReply(format!("PING answered `{reply}`")))
+                Err(RateLimitStoreError::InvalidReply(format!(
+                    "PING answered `{reply}`"
+                )))
             }
         };
         tokio::time::timeout(self.timeout, ping)

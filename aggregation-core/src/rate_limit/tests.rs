@@ -769,8 +769,12 @@ fn manual_clock() {
 
 #[test]
 fn every_route_and_method_has_a_builtin_policy() {
-    // Never limited on purpose: load balancers poll it.
-    let unlimited = [("GET", "/health")];
+    // Never limited on purpose: load balancers and probes poll them.
+    let unlimited = [
+        ("GET", "/health"),
+        ("GET", "/health/live"),
+        ("GET", "/health/ready"),
+    ];
     let table = PolicyTable::builtin();
     let mut missing = Vec::new();
     let mut routed = Vec::new();

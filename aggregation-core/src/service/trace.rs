@@ -2,8 +2,8 @@
 //!
 //! The trace id is the one of a well-formed incoming W3C `traceparent`, or a fresh one; it is
 //! put in the request extensions ([`TraceId`], for problem bodies), answered in a
-//! `traceparent` with a new span id, and logged with the method, path, status and time of
-//! every request.
+//! `traceparent` with a new span id, and logged with the method, path, matched route
+//! template, status and time of every request.
 //!
 //! Everything below runs inside a `request` span carrying `trace_id`, `method`, `path` and,
 //! once the router has matched it, `route` (the template): whatever a handler, a use case, a
@@ -141,6 +141,7 @@ where
                 tracing::info!(
                     method = %method,
                     path = %path,
+                    route = route.get(),
                     status = response.status().as_u16(),
                     elapsed_ms = elapsed.as_secs_f64() * 1000.0,
                     trace_id = %trace_id,
