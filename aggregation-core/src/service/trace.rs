@@ -35,7 +35,7 @@ impl MatchedRoute {
     /// Records the template the path matched, also on the request span.
     pub(crate) fn set(&self, template: &'static str) {
         let _ = self.0.set(template);
-        tracing::Span::current().record("route", template);
+        tracing::Span::current().record("route", tracing::field::display(template));
     }
 
     /// The template, if a route matched.
