@@ -22,6 +22,8 @@ pub(crate) mod records;
 pub(crate) mod service;
 pub(crate) mod sessions;
 pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub(crate) mod work;
 
 // What an embedder names to build, configure and run the service, in one place.

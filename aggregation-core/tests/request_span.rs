@@ -1,53 +1,24 @@
 //! What is logged while a request is handled, or while a job runs, carries the request's trace
 //! id (the `request` span) or the job's name and run id (the `job` span). The log is captured
 //! through the `fmt` subscriber an operator would use, installed for this whole test binary.
-#![cfg(feature = "sqlite")]
+#![cfg(all(feature = "sqlite", feature = "testing"))]
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use aggregation_core::mail::MemoryMailer;
+use aggregation_core::testing::CapturedLog;
 use aggregation_core::{AggregationService, Config, SqliteStore};
 use bytes::Bytes;
 use http::{Method, Request, header};
 use http_body_util::{BodyExt as _, Full};
 use tower::ServiceExt as _;
 
-/// Every line the subscriber wrote.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .map_err(|_| std::io::Error::other("poisoned"))?
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn lines(&self) -> Vec<String> {
-        let bytes = self.0.lock().expect("captured log").clone();
-        String::from_utf8(bytes)
-            .expect("utf-8 log")
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
 /// The log of the binary. Global, not per thread: a thread-local subscriber can miss events
 /// whose call site another test's thread registered first.
-fn captured() -> &'static Captured {
-    static LOG: OnceLock<Captured> = OnceLock::new();
+fn captured() -> &'static CapturedLog {
+    static LOG: OnceLock<CapturedLog> = OnceLock::new();
     LOG.get_or_init(|| {
-        let captured = Captured::default();
+        let captured = CapturedLog::default();
         let writer = captured.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_writer(move || writer.clone())

@@ -30,6 +30,8 @@ async fn unreachable_database_is_503() {
             r#"{"email":"ada@example.com","password":"x"}"#,
         ),
         (Method::GET, "/health", ""),
+        // Not ready either; see below for liveness.
+        (Method::GET, "/health/ready", ""),
     ] {
         let started = Instant::now();
         let response = service
@@ -61,6 +63,17 @@ async fn unreachable_database_is_503() {
         // Nothing about the database leaks into the body.
         assert!(!String::from_utf8_lossy(&body).contains("127.0.0.1:1"));
     }
+    // Liveness asks no dependency: the process still serves.
+    let live = service
+        .clone()
+        .oneshot(
+            Request::get("/health/live")
+                .body(Full::new(Bytes::new()))
+                .expect("request"),
+        )
+        .await
+        .expect("infallible");
+    assert_eq!(live.status().as_u16(), 200);
 }
 
 /// Short, so that the tests below are quick; what matters is that the answer comes after about

@@ -140,38 +140,9 @@ mod tests {
         Some(text.parse().expect("ip"))
     }
 
-    /// Collects what the tracing events of this thread write.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .map_err(|_| std::io::Error::other("poisoned"))?
-                .extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Captured {
-        fn lines(&self) -> Vec<String> {
-            let bytes = self.0.lock().expect("captured log").clone();
-            String::from_utf8(bytes)
-                .expect("utf-8 log")
-                .lines()
-                .map(str::to_owned)
-                .collect()
-        }
-    }
-
     #[test]
     fn a_missing_peer_address_is_warned_about_once_with_the_fix() {
-        let captured = Captured::default();
+        let captured = crate::testing::CapturedLog::default();
         let writer = captured.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_writer(move || writer.clone())
