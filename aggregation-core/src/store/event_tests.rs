@@ -345,31 +345,27 @@ async fn connection_writes_raise_their_events_only_when_they_apply(store: Shared
     let t0 = now();
     let expires = t0 + TimeDelta::hours(1);
     let mut raised = Vec::new();
-    let (created, _) = store
-        .save_authorized_connection(
-            user_id,
-            "schwab",
-            Some("Main"),
-            Uuid::now_v7(),
-            &move |_| Ok(credentials(1, expires)),
-            t0,
-            &mut raised,
-        )
-        .await
-        .unwrap();
-    let (again, fresh) = store
-        .save_authorized_connection(
-            user_id,
-            "schwab",
-            Some("Main"),
-            Uuid::now_v7(),
-            &move |_| Ok(credentials(2, expires)),
-            t0,
-            &mut raised,
-        )
-        .await
-        .unwrap();
-    assert!(!fresh && again.id == created.id);
+    // Authorized, then authorized again (credentials tagged 1, then 2).
+    let mut saved = Vec::new();
+    for tag in [1, 2] {
+        let connection = store
+            .save_authorized_connection(
+                user_id,
+                "schwab",
+                Some("Main"),
+                Uuid::now_v7(),
+                &move |_| Ok(credentials(tag, expires)),
+                t0,
+                &mut raised,
+            )
+            .await
+            .unwrap();
+        saved.push(connection);
+    }
+    let [(created, true), (again, false)] = saved.as_slice() else {
+        panic!("created, then re-authorized: {saved:?}");
+    };
+    assert_eq!(again.id, created.id);
     // Not the stored credentials, or not the owner: nothing changes, no event.
     assert!(
         !store
