@@ -1,5 +1,6 @@
 //! Administration: the admin role, refresh-token version rotations (global and per user), the
-//! security configuration and the status of the background jobs.
+//! security configuration, the status of the background jobs and the audit trail (the durable
+//! events of every user).
 //!
 //! The admin role lives in the store and is checked there on every admin request, so granting
 //! or withdrawing it takes effect at once, whatever roles an outstanding access token lists.
@@ -30,9 +31,9 @@ use uuid::Uuid;
 use crate::auth::token_version::{self, RotationError};
 pub(crate) use crate::auth::token_version::{GlobalRotation, UserRotation};
 use crate::config::Config;
-use crate::events::{DomainEvent, EventSink};
+use crate::events::{DomainEvent, Event, EventBus, EventSink};
 use crate::jobs::JobsStatus;
-use crate::store::{Role, SecurityConfigRecord, Store, StoreError, now};
+use crate::store::{AuditFilter, Role, SecurityConfigRecord, Store, StoreError, now};
 
 /// Why an administrative operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +83,7 @@ pub(crate) struct Admin {
     store: Arc<dyn Store>,
     config: Arc<Config>,
     events: Arc<dyn EventSink>,
+    bus: EventBus,
 }
 
 impl Admin {
@@ -89,11 +91,13 @@ impl Admin {
         store: Arc<dyn Store>,
         config: Arc<Config>,
         events: Arc<dyn EventSink>,
+        bus: EventBus,
     ) -> Self {
         Self {
             store,
             config,
             events,
+            bus,
         }
     }
 
@@ -135,9 +139,16 @@ impl Admin {
         initiated_by: Uuid,
         reason: &str,
     ) -> Result<GlobalRotation, AdminError> {
-        let rotation =
-            token_version::rotate_global(&*self.store, &self.config, Some(initiated_by), reason)
-                .await?;
+        let mut raised = Vec::new();
+        let rotation = token_version::rotate_global(
+            &*self.store,
+            &self.config,
+            Some(initiated_by),
+            reason,
+            &mut raised,
+        )
+        .await?;
+        self.bus.publish(&raised);
         self.events.emit(&DomainEvent::TokenVersionRotated {
             scope: "global",
             user_id: None,
@@ -155,14 +166,17 @@ impl Admin {
         user_id: Uuid,
         reason: &str,
     ) -> Result<UserRotation, AdminError> {
+        let mut raised = Vec::new();
         let rotation = token_version::rotate_user(
             &*self.store,
             &self.config,
             Some(initiated_by),
             user_id,
             reason,
+            &mut raised,
         )
         .await?;
+        self.bus.publish(&raised);
         self.events.emit(&DomainEvent::TokenVersionRotated {
             scope: "user",
             user_id: Some(rotation.user_id),
@@ -180,6 +194,14 @@ impl Admin {
             .store
             .ensure_security_config(token_version::seconds(self.config.rotation_grace()), now())
             .await?)
+    }
+
+    /// The durable events matching `filter`, oldest first (the audit trail).
+    pub(crate) async fn audit_events(
+        &self,
+        filter: &AuditFilter,
+    ) -> Result<Vec<Event>, AdminError> {
+        Ok(self.store.audit_events(filter).await?)
     }
 
     /// The background jobs as their runs are recorded in the store.

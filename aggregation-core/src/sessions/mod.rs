@@ -9,7 +9,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::events::{DomainEvent, EventSink};
+use crate::events::{DomainEvent, EventBus, EventSink};
 use crate::store::{SessionRecord, Store, StoreError, now};
 
 /// The revocation reason recorded when the owner gives none for one session.
@@ -46,11 +46,12 @@ fn is_active(session: &SessionRecord, at: DateTime<Utc>) -> bool {
 pub(crate) struct Sessions {
     store: Arc<dyn Store>,
     events: Arc<dyn EventSink>,
+    bus: EventBus,
 }
 
 impl Sessions {
-    pub(crate) fn new(store: Arc<dyn Store>, events: Arc<dyn EventSink>) -> Self {
-        Self { store, events }
+    pub(crate) fn new(store: Arc<dyn Store>, events: Arc<dyn EventSink>, bus: EventBus) -> Self {
+        Self { store, events, bus }
     }
 
     /// The user's sessions (only the usable ones with `active_only`).
@@ -94,7 +95,8 @@ impl Sessions {
         session_id: Uuid,
         reason: Option<&str>,
     ) -> Result<(), SessionError> {
-        self.store
+        let revoked = self
+            .store
             .revoke_session(
                 user_id,
                 session_id,
@@ -103,6 +105,7 @@ impl Sessions {
             )
             .await?
             .ok_or(SessionError::NotFound)?;
+        self.bus.publish(&revoked);
         Ok(())
     }
 
@@ -114,7 +117,7 @@ impl Sessions {
         current: Uuid,
         reason: Option<&str>,
     ) -> Result<u64, SessionError> {
-        let count = self
+        let revoked = self
             .store
             .revoke_all_sessions(
                 user_id,
@@ -123,6 +126,8 @@ impl Sessions {
                 now(),
             )
             .await?;
+        self.bus.publish(&revoked);
+        let count = revoked.len() as u64;
         self.events
             .emit(&DomainEvent::SessionsRevoked { user_id, count });
         Ok(count)
@@ -149,6 +154,69 @@ mod tests {
             revoked_at: revoked.then_some(at),
             revoked_reason: None,
         }
+    }
+
+    /// A revocation's event is in the store and reaches the bus once committed.
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn revocations_publish_their_stored_events() {
+        use crate::store::{NewRefreshToken, NewSession, NewUser, SqliteStore};
+
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::in_memory().await.unwrap());
+        let bus = EventBus::default();
+        let sessions = Sessions::new(
+            store.clone(),
+            Arc::new(crate::events::MemoryEventSink::new()),
+            bus.clone(),
+        );
+        let user_id = Uuid::now_v7();
+        let at = now();
+        store
+            .create_user(&NewUser {
+                id: user_id,
+                email: "ada@example.com".to_owned(),
+                email_normalized: "ada@example.com".to_owned(),
+                password_hash: "x".to_owned(),
+                created_at: at,
+            })
+            .await
+            .unwrap();
+        let session_id = Uuid::now_v7();
+        let expires_at = at + TimeDelta::hours(1);
+        store
+            .create_session(
+                &NewSession {
+                    id: session_id,
+                    user_id,
+                    device_info: None,
+                    ip_address: None,
+                    user_agent: None,
+                    created_at: at,
+                    expires_at,
+                },
+                &NewRefreshToken {
+                    digest: vec![1],
+                    session_id,
+                    user_id,
+                    token_version: 0,
+                    issued_at: at,
+                    expires_at,
+                },
+            )
+            .await
+            .unwrap();
+        let mut published = bus.subscribe();
+        sessions
+            .revoke(user_id, session_id, Some("lost phone"))
+            .await
+            .unwrap();
+        let event = published.try_recv().unwrap();
+        let stored = store.user_events_after(user_id, None, 10).await.unwrap();
+        assert_eq!(stored, [(*event).clone()]);
+        assert_eq!(event.data["reason"], "lost phone");
+        // Revoking it again changes nothing and publishes nothing.
+        sessions.revoke(user_id, session_id, None).await.unwrap();
+        assert!(published.try_recv().is_err());
     }
 
     #[test]

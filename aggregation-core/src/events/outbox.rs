@@ -1,0 +1,128 @@
+//! The durable events: what the store's outbox (`events` table) keeps, in the same transaction
+//! as the change that caused each one, and what the audit list, webhooks and the event stream
+//! hand out.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::enums::string_enum;
+
+string_enum! {
+    /// The type of an [`Event`], as named in its payload's `type`.
+    EventType {
+        /// A statement file was imported (`data`: `import_id`, `format`, `connection_ids`,
+        /// `account_ids`, `counts`).
+        ImportCompleted => "import.completed",
+        /// A provider sync wrote its data (`data`: `connection_id`, `kind`, `counts`).
+        SyncCompleted => "sync.completed",
+        /// A provider connection was authorized (`data`: `connection_id`, `provider`,
+        /// `reauthorized`).
+        ConnectionCreated => "connection.created",
+        /// A provider connection needs re-authorization (`data`: `connection_id`, `provider`,
+        /// `reason`).
+        ConnectionExpired => "connection.expired",
+        /// A provider connection was disconnected (`data`: `connection_id`, `provider`).
+        ConnectionDeleted => "connection.deleted",
+        /// A session was revoked (`data`: `session_id`, `reason`).
+        SessionRevoked => "session.revoked",
+        /// A password was changed (`data`: `method`).
+        PasswordChanged => "password.changed",
+        /// An administrator rotated refresh-token versions (`data`: `rotation_id`, `scope`,
+        /// `target_user_id`, `previous_version`, `new_version`, `initiated_by`).
+        SecurityRotation => "security.rotation",
+    }
+}
+
+/// One durable domain event: written to the store's outbox in the transaction of the change
+/// that caused it, so it exists exactly when that change was committed.
+///
+/// `data` carries ids and counts, never secrets (no tokens, credentials or password hashes).
+///
+/// ```
+/// use aggregation_core::events::{Event, EventType};
+///
+/// let user_id = uuid::Uuid::now_v7();
+/// let event = Event::new(
+///     EventType::PasswordChanged,
+///     Some(user_id),
+///     chrono::Utc::now(),
+///     serde_json::json!({"method": "reset"}),
+/// );
+/// assert_eq!(event.body()["type"], "password.changed");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Id (UUIDv7): orders events by the time they were raised.
+    pub id: Uuid,
+    /// What happened.
+    pub event_type: EventType,
+    /// The user it concerns; `None` only for a global security rotation.
+    pub user_id: Option<Uuid>,
+    /// When it happened (microsecond precision, as stored).
+    pub occurred_at: DateTime<Utc>,
+    /// The payload: ids and counts, never secrets.
+    pub data: Value,
+}
+
+impl Event {
+    /// A new event with a fresh UUIDv7 id; `occurred_at` is truncated to microseconds, the
+    /// precision both stores keep.
+    pub fn new(
+        event_type: EventType,
+        user_id: Option<Uuid>,
+        occurred_at: DateTime<Utc>,
+        data: Value,
+    ) -> Self {
+        Self {
+            id: Uuid::now_v7(),
+            event_type,
+            user_id,
+            occurred_at: crate::store::truncate_to_micros(occurred_at),
+            data,
+        }
+    }
+
+    /// The wire form shared by the audit list, webhooks and the event stream:
+    /// `{"id", "type", "user_id", "occurred_at", "data"}`.
+    pub fn body(&self) -> Value {
+        json!({
+            "id": self.id,
+            "type": self.event_type.as_str(),
+            "user_id": self.user_id,
+            "occurred_at": self.occurred_at,
+            "data": self.data,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_names_the_type_and_keeps_the_payload() {
+        let user_id = Uuid::now_v7();
+        let session_id = Uuid::now_v7();
+        let event = Event::session_revoked(user_id, session_id, "logout", Utc::now());
+        let body = event.body();
+        assert_eq!(body["type"], "session.revoked");
+        assert_eq!(body["id"], event.id.to_string());
+        assert_eq!(body["user_id"], user_id.to_string());
+        assert_eq!(body["data"]["session_id"], session_id.to_string());
+        assert_eq!(body["data"]["reason"], "logout");
+        assert!(
+            body["occurred_at"]
+                .as_str()
+                .is_some_and(|at| at.ends_with('Z'))
+        );
+    }
+
+    #[test]
+    fn type_names_round_trip() {
+        for event_type in EventType::ALL {
+            assert_eq!(EventType::parse(event_type.as_str()), Some(*event_type));
+        }
+        assert_eq!(EventType::ALL.len(), 8);
+    }
+}
