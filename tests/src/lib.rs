@@ -109,6 +109,119 @@ impl TestResponse {
     }
 }
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How long a stream read may wait for its next block before the case fails: far longer than
+/// any event or heartbeat of a case takes, so only a stuck (or buffered) stream reaches it.
+const STREAM_READ_LIMIT: Duration = Duration::from_secs(20);
+
+/// One block of a server-sent-events stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SseBlock {
+    /// A comment line (`: heartbeat`), without its colon.
+    Comment(String),
+    /// An event frame.
+    Event(SseEvent),
+}
+
+/// An event frame of a server-sent-events stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SseEvent {
+    /// `id:`.
+    pub id: String,
+    /// `event:`.
+    pub event: String,
+    /// `data:` as JSON.
+    pub data: Value,
+}
+
+/// A response whose body is read as it arrives, block by block.
+pub struct TestStream {
+    /// Status.
+    pub status: StatusCode,
+    /// Headers.
+    pub headers: HeaderMap,
+    body: http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>,
+    buffer: String,
+}
+
+impl TestStream {
+    /// A header as a string.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    /// The whole (finite) body, as a [`TestResponse`]: for answers that are not streams.
+    pub async fn into_response(self) -> TestResponse {
+        let body = tokio::time::timeout(STREAM_READ_LIMIT, self.body.collect())
+            .await
+            .expect("the body ends")
+            .expect("body")
+            .to_bytes();
+        TestResponse {
+            status: self.status,
+            headers: self.headers,
+            body,
+        }
+    }
+
+    /// The next block, as soon as it has arrived whole; `None` when the stream ended. Fails
+    /// the case when nothing arrives for [`STREAM_READ_LIMIT`].
+    pub async fn next_block(&mut self) -> Option<SseBlock> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                return Some(parse_block(block.trim_end_matches('\n')));
+            }
+            let frame = tokio::time::timeout(STREAM_READ_LIMIT, self.body.frame())
+                .await
+                .expect("the stream sends its next block in time")?;
+            let frame = frame.expect("stream body");
+            if let Ok(data) = frame.into_data() {
+                self.buffer
+                    .push_str(std::str::from_utf8(&data).expect("UTF-8 stream"));
+            }
+        }
+    }
+
+    /// The next event frame, skipping comments; panics when the stream ends first.
+    pub async fn next_event(&mut self) -> SseEvent {
+        loop {
+            match self.next_block().await {
+                Some(SseBlock::Event(event)) => return event,
+                Some(SseBlock::Comment(_)) => {}
+                None => panic!("the stream ended before an event"),
+            }
+        }
+    }
+}
+
+fn parse_block(block: &str) -> SseBlock {
+    let mut event = SseEvent {
+        id: String::new(),
+        event: String::new(),
+        data: Value::Null,
+    };
+    let mut comment = None;
+    for line in block.split('\n') {
+        if let Some(text) = line.strip_prefix(':') {
+            comment = Some(text.trim().to_owned());
+        } else if let Some(id) = line.strip_prefix("id: ") {
+            id.clone_into(&mut event.id);
+        } else if let Some(kind) = line.strip_prefix("event: ") {
+            kind.clone_into(&mut event.event);
+        } else if let Some(data) = line.strip_prefix("data: ") {
+            event.data = serde_json::from_str(data).expect("data is JSON");
+        } else {
+            panic!("unexpected line in the event stream: {line:?}");
+        }
+    }
+    match comment {
+        Some(text) if event.id.is_empty() => SseBlock::Comment(text),
+        _ => SseBlock::Event(event),
+    }
+}
+
 /// Where requests go.
 enum Client {
     Bare(AggregationService),
@@ -510,6 +623,64 @@ impl TestApp {
         };
         self.send(builder.body(Full::new(body)).expect("request"))
             .await
+    }
+
+    /// Opens a response whose body is read as it arrives (the event stream): `GET path` with
+    /// an optional bearer token and extra headers.
+    pub async fn open_stream(
+        &self,
+        path: &str,
+        bearer: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> TestStream {
+        let mut builder = Request::builder().method(Method::GET).uri(path);
+        if let Some(token) = bearer {
+            builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let request = builder.body(Full::new(Bytes::new())).expect("request");
+        let (status, headers, body) = match &self.client {
+            Client::Bare(service) => {
+                let mut request = request;
+                request
+                    .extensions_mut()
+                    .insert(PeerAddr(SocketAddr::from(([127, 0, 0, 1], 40_000))));
+                let response = service
+                    .clone()
+                    .oneshot(request)
+                    .await
+                    .expect("infallible service");
+                let (parts, body) = response.into_parts();
+                (
+                    parts.status,
+                    parts.headers,
+                    body.map_err(|never| match never {}).boxed_unsync(),
+                )
+            }
+            Client::Http { base, client } => {
+                let (mut parts, body) = request.into_parts();
+                parts.uri = format!("{base}{path}").parse().expect("valid uri");
+                let response = client
+                    .request(Request::from_parts(parts, body))
+                    .await
+                    .expect("request reaches the server");
+                let (parts, body) = response.into_parts();
+                (
+                    parts.status,
+                    parts.headers,
+                    body.map_err(|error| -> BoxError { Box::new(error) })
+                        .boxed_unsync(),
+                )
+            }
+        };
+        TestStream {
+            status,
+            headers,
+            body,
+            buffer: String::new(),
+        }
     }
 
     /// `POST` a JSON body.
