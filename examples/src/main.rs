@@ -178,6 +178,15 @@ struct Cli {
         value_parser = named::<u32>("AGG_SESSION_MAX_DAYS")
     )]
     session_max_days: u32,
+    /// Days durable events (the audit trail of GET /api/v1/admin/audit-events) are kept before
+    /// the purge job deletes them.
+    #[arg(
+        long,
+        env = "AGG_AUDIT_RETENTION_DAYS",
+        default_value_t = 365,
+        value_parser = named::<u32>("AGG_AUDIT_RETENTION_DAYS")
+    )]
+    audit_retention_days: u32,
     /// Seconds a client has to send a request's head (slow clients are disconnected).
     #[arg(
         long,
@@ -560,6 +569,9 @@ fn config(cli: &Cli, address: SocketAddr, sandbox: bool) -> Result<Config, Start
             &cli.oauth_callback_requires_auth,
         )?)
         .with_sync_connections_every(cli.sync_interval_seconds.map(Duration::from_secs))
+        .with_audit_retention(Duration::from_secs(
+            u64::from(cli.audit_retention_days).saturating_mul(24 * 3600),
+        ))
         .with_session_max_lifetime(Duration::from_secs(
             u64::from(cli.session_max_days).saturating_mul(24 * 3600),
         ))
