@@ -137,7 +137,10 @@ mod tests {
         assert_eq!(body.size_hint().exact(), Some(5));
         assert!(!body.is_end_stream());
         let frame = body.frame().await.expect("a frame").expect("infallible");
-        assert_eq!(frame.into_data().expect("data"), Bytes::from_static(b"hello"));
+        assert_eq!(
+            frame.into_data().expect("data"),
+            Bytes::from_static(b"hello")
+        );
         assert!(body.is_end_stream());
         assert!(body.frame().await.is_none());
     }

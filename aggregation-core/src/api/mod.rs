@@ -63,6 +63,7 @@ pub(crate) mod accounts;
 pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod body;
+pub(crate) mod events;
 pub(crate) mod extract;
 pub(crate) mod handler;
 pub(crate) mod health;
@@ -99,6 +100,7 @@ const ROUTE_TABLES: &[&[Route]] = &[
     holdings::ROUTES,
     snapshots::ROUTES,
     imports::ROUTES,
+    events::ROUTES,
     openapi::ROUTES,
 ];
 

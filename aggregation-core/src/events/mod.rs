@@ -40,9 +40,13 @@ use crate::rate_limit::{RateLimitEvent, RateLimitEvents};
 
 mod bus;
 mod outbox;
+#[cfg(feature = "redis")]
+mod relay;
 
 pub(crate) use bus::EventBus;
 pub use outbox::{Event, EventType};
+#[cfg(feature = "redis")]
+pub use relay::{EventRelayError, RedisEventRelay};
 
 /// Something that happened in the service.
 #[derive(Debug, Clone, PartialEq, Serialize)]

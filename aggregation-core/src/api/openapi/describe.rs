@@ -58,7 +58,10 @@ impl OperationDoc {
         let schema = self.schema_ref::<T>();
         let response = ResponseBuilder::new()
             .description(status_description(status))
-            .content(media_type, ContentBuilder::new().schema(Some(schema)).build())
+            .content(
+                media_type,
+                ContentBuilder::new().schema(Some(schema)).build(),
+            )
             .build();
         self.responses.insert(status, response);
     }
