@@ -166,7 +166,7 @@ impl TestStream {
     }
 
     /// The next block, as soon as it has arrived whole; `None` when the stream ended. Fails
-    /// the case when nothing arrives for [`STREAM_READ_LIMIT`].
+    /// the case when nothing arrives for 20 s.
     pub async fn next_block(&mut self) -> Option<SseBlock> {
         loop {
             if let Some(end) = self.buffer.find("\n\n") {

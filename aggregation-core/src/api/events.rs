@@ -441,6 +441,8 @@ fn sse_frame(event: &Event) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "sqlite")]
+    use crate::events::EventBus;
 
     #[test]
     fn slots_cap_per_user_and_free_on_drop() {
@@ -496,5 +498,191 @@ mod tests {
             serde_json::from_str(lines[2].strip_prefix("data: ").expect("data")).expect("json");
         assert_eq!(data["data"]["note"], "line\nbreak");
         assert_eq!(&lines[3..], ["", ""]);
+    }
+
+    /// A user with `count` live sessions in `store`: the user and the sessions' ids.
+    #[cfg(feature = "sqlite")]
+    async fn user_with_sessions(store: &dyn Store, count: usize) -> (Uuid, Vec<Uuid>) {
+        use crate::store::{NewRefreshToken, NewSession, NewUser, now};
+        let user_id = Uuid::now_v7();
+        store
+            .create_user(&NewUser {
+                id: user_id,
+                email: format!("{user_id}@example.com"),
+                email_normalized: format!("{user_id}@example.com"),
+                password_hash: "x".to_owned(),
+                created_at: now(),
+            })
+            .await
+            .expect("user");
+        let mut sessions = Vec::new();
+        for index in 0..count {
+            let id = Uuid::now_v7();
+            let expires_at = now() + chrono::TimeDelta::days(1);
+            let session = NewSession {
+                id,
+                user_id,
+                device_info: None,
+                ip_address: None,
+                user_agent: None,
+                created_at: now(),
+                expires_at,
+            };
+            let token = NewRefreshToken {
+                digest: format!("token-{user_id}-{index}").into_bytes(),
+                session_id: id,
+                user_id,
+                token_version: 0,
+                issued_at: now(),
+                expires_at,
+            };
+            store
+                .create_session(&session, &token)
+                .await
+                .expect("session");
+            sessions.push(id);
+        }
+        (user_id, sessions)
+    }
+
+    #[cfg(feature = "sqlite")]
+    fn claims(user_id: Uuid, session_id: Uuid) -> AccessClaims {
+        AccessClaims {
+            sub: user_id,
+            email: "ada@example.com".to_owned(),
+            roles: vec!["user".to_owned()],
+            session_id,
+            iat: 0,
+            exp: chrono::Utc::now().timestamp() + 3600,
+            jti: Uuid::now_v7(),
+            iss: "test".to_owned(),
+            aud: "test".to_owned(),
+        }
+    }
+
+    /// The id of each frame in chunks read until `count` frames came (comments skipped).
+    #[cfg(feature = "sqlite")]
+    async fn frame_ids(stream: &mut EventStream, count: usize) -> Vec<Uuid> {
+        let mut ids = Vec::new();
+        while ids.len() < count {
+            let chunk = stream.next_chunk().await.expect("the stream goes on");
+            let text = String::from_utf8(chunk.to_vec()).expect("UTF-8");
+            if let Some(id) = text.strip_prefix("id: ").and_then(|rest| rest.get(..36)) {
+                ids.push(Uuid::parse_str(id).expect("id"));
+            }
+        }
+        ids
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn a_lagging_stream_catches_up_from_the_store_without_repeats_and_ends_with_its_session()
+    {
+        let store: Arc<dyn Store> =
+            Arc::new(crate::store::SqliteStore::in_memory().await.expect("store"));
+        let (user_id, sessions) = user_with_sessions(store.as_ref(), 7).await;
+        let (own_session, others) = sessions.split_last().expect("sessions");
+        // A bus of 2: the six revocations below make the stream's receiver lag.
+        let bus = EventBus::new(2);
+        let slots = StreamSlots::default();
+        let mut stream = EventStream::new(
+            &claims(user_id, *own_session),
+            None,
+            store.clone(),
+            bus.subscribe(),
+            Duration::from_secs(3600),
+            slots.acquire(user_id, 1).expect("a slot"),
+        );
+        assert_eq!(stream.next_chunk().await.as_deref(), Some(OPENING));
+        let mut stored = Vec::new();
+        for session in others {
+            let events = store
+                .revoke_session(user_id, *session, "test", chrono::Utc::now())
+                .await
+                .expect("revoke")
+                .expect("a session");
+            bus.publish(&events);
+            stored.extend(events.iter().map(|event| event.id));
+        }
+        assert_eq!(stored.len(), 6);
+        assert_eq!(
+            frame_ids(&mut stream, 6).await,
+            stored,
+            "all, in order, from the store"
+        );
+        // The two events still in the receiver were sent already: the next frame is the next
+        // event, the revocation of the stream's own session, after which the stream ends.
+        let last = store
+            .revoke_session(user_id, *own_session, "test", chrono::Utc::now())
+            .await
+            .expect("revoke")
+            .expect("a session");
+        bus.publish(&last);
+        assert_eq!(frame_ids(&mut stream, 1).await, [last[0].id]);
+        assert!(
+            stream.next_chunk().await.is_none(),
+            "its session was revoked"
+        );
+        drop(stream);
+        assert_eq!(slots.open(user_id), 0, "the slot is free");
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn a_resumed_stream_replays_then_skips_live_copies_and_ends_when_the_host_closes() {
+        let store: Arc<dyn Store> =
+            Arc::new(crate::store::SqliteStore::in_memory().await.expect("store"));
+        let (user_id, sessions) = user_with_sessions(store.as_ref(), 4).await;
+        let bus = EventBus::new(16);
+        let mut ids = Vec::new();
+        for session in &sessions[..3] {
+            let events = store
+                .revoke_session(user_id, *session, "test", chrono::Utc::now())
+                .await
+                .expect("revoke")
+                .expect("a session");
+            ids.extend(events.iter().map(|event| event.id));
+        }
+        let slots = StreamSlots::default();
+        let mut stream = EventStream::new(
+            &claims(user_id, sessions[3]),
+            Some(ids[0]),
+            store.clone(),
+            bus.subscribe(),
+            Duration::from_secs(3600),
+            slots.acquire(user_id, 1).expect("a slot"),
+        );
+        // The last two are also published live while the stream replays them.
+        let live_copies: Vec<Event> = store
+            .user_events_after(user_id, Some(ids[0]), 10)
+            .await
+            .expect("events");
+        bus.publish(&live_copies);
+        let other_user = Event::new(
+            EventType::PasswordChanged,
+            Some(Uuid::now_v7()),
+            chrono::Utc::now(),
+            serde_json::json!({}),
+        );
+        bus.publish(std::slice::from_ref(&other_user));
+        assert_eq!(stream.next_chunk().await.as_deref(), Some(OPENING));
+        assert_eq!(frame_ids(&mut stream, 2).await, ids[1..]);
+        let next = Event::new(
+            EventType::PasswordChanged,
+            Some(user_id),
+            chrono::Utc::now(),
+            serde_json::json!({}),
+        );
+        bus.publish(std::slice::from_ref(&next));
+        assert_eq!(
+            frame_ids(&mut stream, 1).await,
+            [next.id],
+            "no repeats, no other user's"
+        );
+        slots.close_all();
+        assert!(
+            stream.next_chunk().await.is_none(),
+            "the host closed the streams"
+        );
     }
 }
