@@ -139,6 +139,8 @@ async fn bad_requests_get_problems(app: TestApp) {
         .await
         .expect_problem(422, "validation_failed");
     assert_eq!(body["errors"][0]["field"], "header.last-event-id", "{body}");
+    // An empty one means none.
+    drop(open(&app, &access, Some("")).await);
 }
 
 fn heartbeat_setup() -> Setup {

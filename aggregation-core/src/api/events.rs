@@ -17,7 +17,8 @@
 //!
 //! - A `Last-Event-ID` that is not a UUID is 422 `validation_failed` naming
 //!   `header.last-event-id`: the stream only ever sends UUIDs, so another value is a client bug
-//!   that silently replaying nothing (or everything) would hide.
+//!   that silently replaying nothing (or everything) would hide. An empty one counts as absent
+//!   (the SSE model's "no last event id").
 //! - A user holds at most [`Config::event_streams_per_user`](crate::Config::event_streams_per_user)
 //!   streams on one instance; one more is 429 with `Retry-After`. A slot frees when its client
 //!   disconnects (the body is dropped).
@@ -105,6 +106,10 @@ impl FromParts for LastEventId {
         let Some(value) = parts.headers.get(LAST_EVENT_ID) else {
             return Ok(Self(None));
         };
+        // An empty id is what the SSE model calls "no last event id".
+        if value.as_bytes().iter().all(u8::is_ascii_whitespace) {
+            return Ok(Self(None));
+        }
         value
             .to_str()
             .ok()
