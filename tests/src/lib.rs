@@ -20,6 +20,9 @@ use serde_json::Value;
 use tower::ServiceExt as _;
 
 mod servers;
+mod statements;
+
+pub use statements::{BANK_QFX, BOUNDARY, multipart, post_imports, upload};
 
 /// How the service is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -882,6 +885,27 @@ impl TestApp {
         )
         .await
         .expect(201)
+    }
+
+    /// Asks for a password reset of `email`, which has been sent `nth - 1` emails so far, and
+    /// resets the password to `new_password` with the token of the `nth`: that token.
+    pub async fn reset_password(&self, email: &str, nth: usize, new_password: &str) -> String {
+        self.post(
+            "/api/v1/password-reset-tokens",
+            &serde_json::json!({ "email": email }),
+            None,
+        )
+        .await
+        .expect(201);
+        let token = self.email_token(email, nth).await;
+        self.post(
+            "/api/v1/password-resets",
+            &serde_json::json!({ "token": token, "new_password": new_password }),
+            None,
+        )
+        .await
+        .expect(201);
+        token
     }
 
     /// The case's provider sandbox.

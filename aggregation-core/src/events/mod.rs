@@ -42,6 +42,8 @@ mod bus;
 mod outbox;
 #[cfg(feature = "redis")]
 mod relay;
+#[cfg(sql)]
+mod raised;
 
 pub(crate) use bus::EventBus;
 pub use outbox::{Event, EventType};
