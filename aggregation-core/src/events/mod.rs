@@ -40,10 +40,10 @@ use crate::rate_limit::{RateLimitEvent, RateLimitEvents};
 
 mod bus;
 mod outbox;
-#[cfg(feature = "redis")]
-mod relay;
 #[cfg(sql)]
 mod raised;
+#[cfg(feature = "redis")]
+mod relay;
 
 pub(crate) use bus::EventBus;
 pub use outbox::{Event, EventType};
