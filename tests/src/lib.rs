@@ -328,6 +328,18 @@ fn database_url(url: &str, database: &str) -> String {
     format!("{}/{database}{query}", &base[..host_end])
 }
 
+/// The Redis URL of the suite (`AGG_TEST_REDIS_URL`), if configured; says that the case is
+/// skipped when not.
+pub fn redis_url() -> Option<String> {
+    let url = std::env::var("AGG_TEST_REDIS_URL")
+        .ok()
+        .filter(|url| !url.trim().is_empty());
+    if url.is_none() {
+        eprintln!("skipping Redis case: AGG_TEST_REDIS_URL is not set");
+    }
+    url
+}
+
 /// The PostgreSQL URL of the suite, if configured.
 pub fn postgres_url() -> Option<String> {
     std::env::var("AGG_TEST_DATABASE_URL")
@@ -557,7 +569,12 @@ fn http_client(base: String) -> Client {
 impl TestApp {
     /// Sends a request built by the case.
     pub async fn send(&self, request: Request<Full<Bytes>>) -> TestResponse {
-        match &self.client {
+        self.send_streaming(request).await.into_response().await
+    }
+
+    /// Sends a request built by the case; its answer's body is read as it arrives.
+    pub async fn send_streaming(&self, request: Request<Full<Bytes>>) -> TestStream {
+        let (parts, body) = match &self.client {
             Client::Bare(service) => {
                 let mut request = request;
                 // What an adapter would add: the bare target sees a loopback client too.
@@ -572,12 +589,7 @@ impl TestApp {
                     .await
                     .expect("infallible service");
                 let (parts, body) = response.into_parts();
-                let body = body.collect().await.expect("body").to_bytes();
-                TestResponse {
-                    status: parts.status,
-                    headers: parts.headers,
-                    body,
-                }
+                (parts, body.map_err(|never| match never {}).boxed_unsync())
             }
             Client::Http { base, client } => {
                 let (mut parts, body) = request.into_parts();
@@ -592,13 +604,17 @@ impl TestApp {
                     .await
                     .expect("request reaches the server");
                 let (parts, body) = response.into_parts();
-                let body = body.collect().await.expect("body").to_bytes();
-                TestResponse {
-                    status: parts.status,
-                    headers: parts.headers,
-                    body,
-                }
+                let body = body
+                    .map_err(|error| -> BoxError { Box::new(error) })
+                    .boxed_unsync();
+                (parts, body)
             }
+        };
+        TestStream {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+            buffer: String::new(),
         }
     }
 
@@ -643,47 +659,8 @@ impl TestApp {
         for (name, value) in headers {
             builder = builder.header(*name, *value);
         }
-        let request = builder.body(Full::new(Bytes::new())).expect("request");
-        let (status, headers, body) = match &self.client {
-            Client::Bare(service) => {
-                let mut request = request;
-                request
-                    .extensions_mut()
-                    .insert(PeerAddr(SocketAddr::from(([127, 0, 0, 1], 40_000))));
-                let response = service
-                    .clone()
-                    .oneshot(request)
-                    .await
-                    .expect("infallible service");
-                let (parts, body) = response.into_parts();
-                (
-                    parts.status,
-                    parts.headers,
-                    body.map_err(|never| match never {}).boxed_unsync(),
-                )
-            }
-            Client::Http { base, client } => {
-                let (mut parts, body) = request.into_parts();
-                parts.uri = format!("{base}{path}").parse().expect("valid uri");
-                let response = client
-                    .request(Request::from_parts(parts, body))
-                    .await
-                    .expect("request reaches the server");
-                let (parts, body) = response.into_parts();
-                (
-                    parts.status,
-                    parts.headers,
-                    body.map_err(|error| -> BoxError { Box::new(error) })
-                        .boxed_unsync(),
-                )
-            }
-        };
-        TestStream {
-            status,
-            headers,
-            body,
-            buffer: String::new(),
-        }
+        self.send_streaming(builder.body(Full::new(Bytes::new())).expect("request"))
+            .await
     }
 
     /// `POST` a JSON body.

@@ -2,27 +2,18 @@
 //! test's own): an event raised through one instance reaches a stream open on the other.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use aggregation_core::events::RedisEventRelay;
 use aggregation_core::mail::MemoryMailer;
-use aggregation_core::{AggregationService, PeerAddr};
-use aggregation_tests::{PASSWORD, SharedDatabase, extract_hex_token, test_config};
+use aggregation_core::{AggregationService, PeerAddr, ResponseBody, SqliteStore, Store};
+use aggregation_tests::{PASSWORD, SharedDatabase, extract_hex_token, redis_url, test_config};
 use bytes::Bytes;
 use http::{Method, Request, header};
 use http_body_util::{BodyExt as _, Full};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
-
-fn redis_url() -> Option<String> {
-    let url = std::env::var("AGG_TEST_REDIS_URL")
-        .ok()
-        .filter(|url| !url.trim().is_empty());
-    if url.is_none() {
-        eprintln!("skipping Redis case: AGG_TEST_REDIS_URL is not set");
-    }
-    url
-}
 
 fn request(
     method: Method,
@@ -75,7 +66,7 @@ async fn call(
 
 /// Reads the stream until its text holds `needle`, failing the case when nothing arrives for
 /// 20 s (a stuck stream): the text read.
-async fn read_until(body: &mut aggregation_core::ResponseBody, needle: &str) -> String {
+async fn read_until(body: &mut ResponseBody, needle: &str) -> String {
     let mut text = String::new();
     while !text.contains(needle) {
         let frame = tokio::time::timeout(Duration::from_secs(20), body.frame())
@@ -107,7 +98,7 @@ async fn subscribers(url: &str, channel: &str) -> i64 {
 }
 
 async fn instance(
-    store: &std::sync::Arc<dyn aggregation_core::Store>,
+    store: &Arc<dyn Store>,
     mailer: &MemoryMailer,
     relay: RedisEventRelay,
 ) -> AggregationService {
@@ -119,77 +110,8 @@ async fn instance(
         .expect("service")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_event_raised_on_one_instance_reaches_a_stream_on_another() {
-    let Some(url) = redis_url() else {
-        return;
-    };
-    let prefix = format!("aggtest:{}:", uuid::Uuid::new_v4().simple());
-    let relay = RedisEventRelay::from_url(&url, &prefix).expect("relay");
-    let channel = relay.channel().to_owned();
-    let database = SharedDatabase::open().await;
-    let mailer = MemoryMailer::new();
-    let first = instance(&database.first, &mailer, relay.clone()).await;
-    let second = instance(&database.second, &mailer, relay).await;
-    // Both instances listen before anything happens.
-    let mut waited = 0;
-    while subscribers(&url, &channel).await < 2 {
-        waited += 1;
-        assert!(waited < 200, "the instances never subscribed");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-
-    let leaving = signed_in(&first, &mailer, "ada@example.com").await;
-    let logout = json!({"refresh_token": leaving.1});
-    let credentials = json!({"email": "ada@example.com", "password": PASSWORD});
-    let (status, tokens) = call(
-        &second,
-        Method::POST,
-        "/api/v1/sessions",
-        Some(&credentials),
-        None,
-    )
-    .await;
-    assert_eq!(status, 201);
-    let watcher = tokens["access_token"].as_str().expect("access").to_owned();
-
-    // The stream is open on the second instance.
-    let response = second
-        .clone()
-        .oneshot(request(Method::GET, "/api/v1/events", None, Some(&watcher)))
-        .await
-        .expect("infallible");
-    assert_eq!(response.status().as_u16(), 200);
-    let mut body = response.into_body();
-    // A session is logged out through the first instance.
-    let (status, _) = call(
-        &first,
-        Method::DELETE,
-        "/api/v1/sessions/current",
-        Some(&logout),
-        Some(&leaving.0),
-    )
-    .await;
-    assert_eq!(status, 204);
-    let text = read_until(&mut body, "event: session.revoked").await;
-    let data_line = text
-        .lines()
-        .find_map(|line| line.strip_prefix("data: "))
-        .expect("a data line");
-    let event: Value = serde_json::from_str(data_line).expect("JSON");
-    assert_eq!(event["type"], "session.revoked");
-    assert_eq!(event["data"]["reason"], "logout");
-    drop(body);
-    drop((first, second));
-    database.cleanup().await;
-}
-
-/// Registers, verifies and logs in `email` on `service`: the access and refresh tokens.
-async fn signed_in(
-    service: &AggregationService,
-    mailer: &MemoryMailer,
-    email: &str,
-) -> (String, String) {
+/// Registers and verifies `email` on `service`.
+async fn register(service: &AggregationService, mailer: &MemoryMailer, email: &str) {
     let credentials = json!({"email": email, "password": PASSWORD});
     let (status, _) = call(
         service,
@@ -212,6 +134,11 @@ async fn signed_in(
     )
     .await;
     assert_eq!(status, 201);
+}
+
+/// Logs `email` in on `service`: the access and refresh tokens.
+async fn log_in(service: &AggregationService, email: &str) -> (String, String) {
+    let credentials = json!({"email": email, "password": PASSWORD});
     let (status, tokens) = call(
         service,
         Method::POST,
@@ -225,44 +152,73 @@ async fn signed_in(
     (token("access_token"), token("refresh_token"))
 }
 
+/// Logs the session of these tokens out on `service` (raising `session.revoked`).
+async fn log_out(service: &AggregationService, (access, refresh): &(String, String)) {
+    let body = json!({"refresh_token": refresh});
+    let path = "/api/v1/sessions/current";
+    let (status, _) = call(service, Method::DELETE, path, Some(&body), Some(access)).await;
+    assert_eq!(status, 204, "the logout does not wait for Redis");
+}
+
+/// Opens the event stream of `access` on `service`: its body.
+async fn open_stream(service: &AggregationService, access: &str) -> ResponseBody {
+    let response = service
+        .clone()
+        .oneshot(request(Method::GET, "/api/v1/events", None, Some(access)))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status().as_u16(), 200);
+    response.into_body()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_raised_on_one_instance_reaches_a_stream_on_another() {
+    let Some(url) = redis_url() else {
+        return;
+    };
+    let prefix = format!("aggtest:{}:", uuid::Uuid::new_v4().simple());
+    let relay = RedisEventRelay::from_url(&url, &prefix).expect("relay");
+    let channel = relay.channel().to_owned();
+    let database = SharedDatabase::open().await;
+    let mailer = MemoryMailer::new();
+    let first = instance(&database.first, &mailer, relay.clone()).await;
+    let second = instance(&database.second, &mailer, relay).await;
+    // Both instances listen before anything happens.
+    let mut waited = 0;
+    while subscribers(&url, &channel).await < 2 {
+        waited += 1;
+        assert!(waited < 200, "the instances never subscribed");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    register(&first, &mailer, "ada@example.com").await;
+    let leaving = log_in(&first, "ada@example.com").await;
+    let (watcher, _) = log_in(&second, "ada@example.com").await;
+    // The stream is open on the second instance; a session is logged out through the first.
+    let mut body = open_stream(&second, &watcher).await;
+    log_out(&first, &leaving).await;
+    let text = read_until(&mut body, "event: session.revoked").await;
+    let data_line = text
+        .lines()
+        .find_map(|line| line.strip_prefix("data: "))
+        .expect("a data line");
+    let event: Value = serde_json::from_str(data_line).expect("JSON");
+    assert_eq!(event["type"], "session.revoked");
+    assert_eq!(event["data"]["reason"], "logout");
+    drop(body);
+    drop((first, second));
+    database.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_redis_breaks_no_request_and_no_local_stream() {
     // Nothing listens on the discard port of loopback.
     let relay = RedisEventRelay::from_url("redis://127.0.0.1:9/", "aggtest:dead:").expect("relay");
-    let store: std::sync::Arc<dyn aggregation_core::Store> = std::sync::Arc::new(
-        aggregation_core::SqliteStore::in_memory()
-            .await
-            .expect("store"),
-    );
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::in_memory().await.expect("store"));
     let mailer = MemoryMailer::new();
     let service = instance(&store, &mailer, relay).await;
-    let (watcher, _) = signed_in(&service, &mailer, "ada@example.com").await;
-    let response = service
-        .clone()
-        .oneshot(request(Method::GET, "/api/v1/events", None, Some(&watcher)))
-        .await
-        .expect("infallible");
-    assert_eq!(response.status().as_u16(), 200);
-    let mut body = response.into_body();
-    let (status, tokens) = call(
-        &service,
-        Method::POST,
-        "/api/v1/sessions",
-        Some(&json!({"email": "ada@example.com", "password": PASSWORD})),
-        None,
-    )
-    .await;
-    assert_eq!(status, 201);
-    let leaving = tokens["access_token"].as_str().expect("access");
-    let logout = json!({"refresh_token": tokens["refresh_token"]});
-    let (status, _) = call(
-        &service,
-        Method::DELETE,
-        "/api/v1/sessions/current",
-        Some(&logout),
-        Some(leaving),
-    )
-    .await;
-    assert_eq!(status, 204, "the logout does not wait for Redis");
+    register(&service, &mailer, "ada@example.com").await;
+    let (watcher, _) = log_in(&service, "ada@example.com").await;
+    let mut body = open_stream(&service, &watcher).await;
+    log_out(&service, &log_in(&service, "ada@example.com").await).await;
     read_until(&mut body, "event: session.revoked").await;
 }
