@@ -3,11 +3,14 @@
 
 use std::time::Duration;
 
-use aggregation_tests::{PASSWORD, Setup, SseBlock, SseEvent, TestApp, TestStream, conformance};
+use aggregation_tests::{
+    BANK_QFX, PASSWORD, Setup, SseBlock, SseEvent, TestApp, TestStream, conformance, upload,
+};
 use serde_json::Value;
 
 conformance!(
     events_arrive_while_the_stream_is_open,
+    an_import_reports_its_counts_on_the_stream,
     another_users_events_never_arrive,
     last_event_id_replays_exactly_the_missed_events,
     bad_requests_get_problems,
@@ -84,6 +87,25 @@ async fn events_arrive_while_the_stream_is_open(app: TestApp) {
     let second = revoke_a_session(&app, "ada@example.com").await;
     let event = stream.next_event().await;
     assert_revoked(&event, &second, &ada);
+}
+
+async fn an_import_reports_its_counts_on_the_stream(app: TestApp) {
+    let (ada, access, _) = app.user("ada@example.com").await;
+    let mut stream = open(&app, &access, None).await;
+    let imported = upload(&app, "statement.qfx", BANK_QFX, &access)
+        .await
+        .expect(201);
+    let event = stream.next_event().await;
+    assert_eq!(event.event, "import.completed", "{event:?}");
+    assert_eq!(event.data["user_id"], Value::from(ada.as_str()));
+    assert_eq!(
+        event.data["data"]["connection_ids"][0], imported["connection_id"],
+        "{event:?}"
+    );
+    assert_eq!(
+        event.data["data"]["counts"]["transactions"]["created"], imported["transactions_created"],
+        "{event:?}"
+    );
 }
 
 async fn another_users_events_never_arrive(app: TestApp) {
