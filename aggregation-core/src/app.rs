@@ -37,6 +37,8 @@ pub(crate) struct App {
         reason = "subscribed to by the event stream and webhooks (issue 15)"
     )]
     pub(crate) bus: EventBus,
+    /// The open event streams per user, for their cap.
+    pub(crate) streams: crate::api::events::StreamSlots,
     /// The OpenAPI document, built on its first request.
     pub(crate) openapi: std::sync::OnceLock<crate::api::openapi::Published>,
 }
@@ -84,6 +86,7 @@ impl App {
             admin,
             records,
             bus,
+            streams: crate::api::events::StreamSlots::default(),
             openapi: std::sync::OnceLock::new(),
         }
     }

@@ -182,6 +182,8 @@ pub struct Config {
     hashing_limits: WorkLimits,
     parsing_limits: WorkLimits,
     login_failure_limit: Option<LoginFailureLimit>,
+    event_stream_heartbeat: Duration,
+    event_streams_per_user: usize,
 }
 
 impl std::fmt::Debug for Config {
@@ -215,6 +217,8 @@ impl std::fmt::Debug for Config {
             .field("hashing_limits", &self.hashing_limits)
             .field("parsing_limits", &self.parsing_limits)
             .field("login_failure_limit", &self.login_failure_limit)
+            .field("event_stream_heartbeat", &self.event_stream_heartbeat)
+            .field("event_streams_per_user", &self.event_streams_per_user)
             .finish_non_exhaustive()
     }
 }
@@ -268,6 +272,8 @@ impl Config {
             hashing_limits: WorkLimits::per_core(),
             parsing_limits: WorkLimits::per_core(),
             login_failure_limit: Some(LoginFailureLimit::default()),
+            event_stream_heartbeat: Duration::from_secs(15),
+            event_streams_per_user: 5,
         })
     }
 
@@ -458,6 +464,33 @@ impl Config {
     pub fn with_job_lease_ttl(mut self, ttl: Duration) -> Self {
         self.job_lease_ttl = ttl.max(Duration::from_millis(300));
         self
+    }
+
+    /// Sets how often an idle event stream (`GET /api/v1/events`) sends a heartbeat comment
+    /// (default 15 s; at least 10 ms), so that proxies keep the connection and clients notice a
+    /// dead one.
+    #[must_use]
+    pub fn with_event_stream_heartbeat(mut self, every: Duration) -> Self {
+        self.event_stream_heartbeat = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// The heartbeat interval of an idle event stream.
+    pub fn event_stream_heartbeat(&self) -> Duration {
+        self.event_stream_heartbeat
+    }
+
+    /// Sets how many event streams one user may hold open on this instance at once (default
+    /// 5; at least 1); one more is refused with 429.
+    #[must_use]
+    pub fn with_event_streams_per_user(mut self, streams: usize) -> Self {
+        self.event_streams_per_user = streams.max(1);
+        self
+    }
+
+    /// How many event streams one user may hold open on this instance at once.
+    pub fn event_streams_per_user(&self) -> usize {
+        self.event_streams_per_user
     }
 
     /// Sets the largest accepted JSON body (default 1 MiB).

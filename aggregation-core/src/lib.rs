@@ -35,6 +35,9 @@ pub use config::{Config, ConfigError, LoginFailureLimit, WorkLimits};
 #[doc(inline)]
 pub use crypto::{CryptoError, Keyring};
 #[doc(inline)]
+#[cfg(feature = "redis")]
+pub use events::RedisEventRelay;
+#[doc(inline)]
 pub use events::{DomainEvent, EventSink, TracingEventSink};
 #[doc(inline)]
 pub use jobs::{JobRunner, JobsError, JobsHandle};

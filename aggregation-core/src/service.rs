@@ -101,6 +101,8 @@ pub struct AggregationServiceBuilder {
     rate_limit_store: Option<Arc<dyn RateLimitStore>>,
     rate_limit_policies: PolicyTable,
     providers: Providers,
+    #[cfg(feature = "redis")]
+    event_relay: Option<crate::events::RedisEventRelay>,
 }
 
 impl AggregationService {
@@ -114,6 +116,8 @@ impl AggregationService {
             rate_limit_store: None,
             rate_limit_policies: PolicyTable::builtin(),
             providers: Providers::new(),
+            #[cfg(feature = "redis")]
+            event_relay: None,
         }
     }
 
@@ -140,6 +144,13 @@ impl AggregationService {
     #[cfg(feature = "metrics")]
     pub fn metrics(&self) -> crate::metrics::Metrics {
         self.metrics.clone()
+    }
+
+    /// Ends every open event stream (`GET /api/v1/events`), and every one opened from now on,
+    /// after its current frame: for a host's graceful shutdown, which would otherwise wait for
+    /// streams that never end by themselves.
+    pub fn end_event_streams(&self) {
+        self.app.streams.close_all();
     }
 
     /// The outgoing mail queue, to [`MailQueueHandle::shutdown`] when the host stops so that
@@ -209,6 +220,15 @@ impl AggregationServiceBuilder {
         self
     }
 
+    /// Shares events with the other instances on the same Redis and key prefix, so an event
+    /// raised on one instance reaches the event streams open on another (see
+    /// [`RedisEventRelay`](crate::events::RedisEventRelay)).
+    #[cfg(feature = "redis")]
+    pub fn event_relay(mut self, relay: crate::events::RedisEventRelay) -> Self {
+        self.event_relay = Some(relay);
+        self
+    }
+
     /// Offers a provider that is already shared.
     pub fn shared_provider(mut self, provider: Arc<dyn Provider>) -> Self {
         self.providers.insert(provider);
@@ -238,6 +258,10 @@ impl AggregationServiceBuilder {
             limits.clone(),
             self.providers,
         ));
+        #[cfg(feature = "redis")]
+        if let Some(relay) = self.event_relay {
+            app.bus.attach_relay(relay);
+        }
         let limiter = RateLimiter::new(
             self.rate_limit_policies,
             limits,

@@ -16,9 +16,9 @@ use std::time::Duration;
 use aggregation_core::metrics::Metrics;
 use aggregation_core::{
     AggregationService, BuildError, Config, ConfigError, InMemoryRateLimitStore, IpNet, Keyring,
-    LoginFailureLimit, Mailer, OutboxMailer, PolicyTable, PostgresStore, RedisRateLimitStore,
-    SchemaName, SchwabConfig, SchwabProvider, SchwabSandbox, SmtpMailer, SqliteStore, Store,
-    StoreError, WorkLimits, parse_cidr_list,
+    LoginFailureLimit, Mailer, OutboxMailer, PolicyTable, PostgresStore, RedisEventRelay,
+    RedisRateLimitStore, SchemaName, SchwabConfig, SchwabProvider, SchwabSandbox, SmtpMailer,
+    SqliteStore, Store, StoreError, WorkLimits, parse_cidr_list,
 };
 use base64::Engine as _;
 use clap::{Parser, Subcommand};
@@ -179,6 +179,22 @@ struct Cli {
         value_parser = named::<u32>("AGG_SESSION_MAX_DAYS")
     )]
     session_max_days: u32,
+    /// Seconds between heartbeat comments of an idle event stream (`GET /api/v1/events`).
+    #[arg(
+        long,
+        env = "AGG_EVENT_HEARTBEAT_SECONDS",
+        default_value_t = 15,
+        value_parser = named::<u64>("AGG_EVENT_HEARTBEAT_SECONDS")
+    )]
+    event_heartbeat_seconds: u64,
+    /// Event streams one user may hold open at once on this instance; one more answers 429.
+    #[arg(
+        long,
+        env = "AGG_EVENT_STREAMS_PER_USER",
+        default_value_t = 5,
+        value_parser = named::<usize>("AGG_EVENT_STREAMS_PER_USER")
+    )]
+    event_streams_per_user: usize,
     /// Days durable events (the audit trail of GET /api/v1/admin/audit-events) are kept before
     /// the purge job deletes them.
     #[arg(
@@ -448,7 +464,10 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         )
         .map_err(|e| setting("AGG_REDIS_URL", e))?;
         builder = builder.rate_limit_store(Arc::new(limits));
-        tracing::info!("rate limits are shared through Redis");
+        let relay = RedisEventRelay::from_url(url, "aggregation:")
+            .map_err(|e| setting("AGG_REDIS_URL", e))?;
+        builder = builder.event_relay(relay);
+        tracing::info!("rate limits and live events are shared through Redis");
     } else {
         builder = builder.rate_limit_store(Arc::new(
             InMemoryRateLimitStore::new().with_max_buckets(cli.rate_limit_max_buckets),
@@ -495,6 +514,7 @@ async fn run(cli: Cli) -> Result<(), StartError> {
     let jobs = service.jobs().spawn();
     let mail = service.mail_queue();
     let metrics = serve_metrics.then(|| service.metrics());
+    let streams = service.clone();
     tracing::info!("listening on http://{address}");
     let mut router =
         aggregation_axum::router_with(service, aggregation_axum::Mount::api().with_fallback());
@@ -522,7 +542,13 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         body_read: Duration::from_secs(cli.body_timeout_seconds.max(1)),
         shutdown: Duration::from_secs(cli.shutdown_seconds),
     };
-    let drained = serve::serve(listener, router, timeouts, shutdown_signal()).await;
+    // Event streams never end by themselves: end them at the signal, so that the graceful
+    // shutdown waits only for ordinary requests.
+    let signal = async move {
+        shutdown_signal().await;
+        streams.end_event_streams();
+    };
+    let drained = serve::serve(listener, router, timeouts, signal).await;
     // One deadline for the whole shutdown, counted from the signal: requests, jobs, mail.
     let deadline = drained.deadline;
     if tokio::time::timeout_at(deadline, jobs.shutdown())
@@ -632,7 +658,9 @@ fn config(cli: &Cli, address: SocketAddr, sandbox: bool) -> Result<Config, Start
         .with_session_max_lifetime(Duration::from_secs(
             u64::from(cli.session_max_days).saturating_mul(24 * 3600),
         ))
-        .with_hashing_limits(hashing_limits(cli)?);
+        .with_hashing_limits(hashing_limits(cli)?)
+        .with_event_stream_heartbeat(Duration::from_secs(cli.event_heartbeat_seconds.max(1)))
+        .with_event_streams_per_user(cli.event_streams_per_user);
     let mut redirect_uris = split_list(&cli.oauth_redirect_uris);
     for uri in &redirect_uris {
         if !(uri.starts_with("http://") || uri.starts_with("https://")) {

@@ -112,6 +112,119 @@ impl TestResponse {
     }
 }
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How long a stream read may wait for its next block before the case fails: far longer than
+/// any event or heartbeat of a case takes, so only a stuck (or buffered) stream reaches it.
+const STREAM_READ_LIMIT: Duration = Duration::from_secs(20);
+
+/// One block of a server-sent-events stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SseBlock {
+    /// A comment line (`: heartbeat`), without its colon.
+    Comment(String),
+    /// An event frame.
+    Event(SseEvent),
+}
+
+/// An event frame of a server-sent-events stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SseEvent {
+    /// `id:`.
+    pub id: String,
+    /// `event:`.
+    pub event: String,
+    /// `data:` as JSON.
+    pub data: Value,
+}
+
+/// A response whose body is read as it arrives, block by block.
+pub struct TestStream {
+    /// Status.
+    pub status: StatusCode,
+    /// Headers.
+    pub headers: HeaderMap,
+    body: http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>,
+    buffer: String,
+}
+
+impl TestStream {
+    /// A header as a string.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    /// The whole (finite) body, as a [`TestResponse`]: for answers that are not streams.
+    pub async fn into_response(self) -> TestResponse {
+        let body = tokio::time::timeout(STREAM_READ_LIMIT, self.body.collect())
+            .await
+            .expect("the body ends")
+            .expect("body")
+            .to_bytes();
+        TestResponse {
+            status: self.status,
+            headers: self.headers,
+            body,
+        }
+    }
+
+    /// The next block, as soon as it has arrived whole; `None` when the stream ended. Fails
+    /// the case when nothing arrives for 20 s.
+    pub async fn next_block(&mut self) -> Option<SseBlock> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                return Some(parse_block(block.trim_end_matches('\n')));
+            }
+            let frame = tokio::time::timeout(STREAM_READ_LIMIT, self.body.frame())
+                .await
+                .expect("the stream sends its next block in time")?;
+            let frame = frame.expect("stream body");
+            if let Ok(data) = frame.into_data() {
+                self.buffer
+                    .push_str(std::str::from_utf8(&data).expect("UTF-8 stream"));
+            }
+        }
+    }
+
+    /// The next event frame, skipping comments; panics when the stream ends first.
+    pub async fn next_event(&mut self) -> SseEvent {
+        loop {
+            match self.next_block().await {
+                Some(SseBlock::Event(event)) => return event,
+                Some(SseBlock::Comment(_)) => {}
+                None => panic!("the stream ended before an event"),
+            }
+        }
+    }
+}
+
+fn parse_block(block: &str) -> SseBlock {
+    let mut event = SseEvent {
+        id: String::new(),
+        event: String::new(),
+        data: Value::Null,
+    };
+    let mut comment = None;
+    for line in block.split('\n') {
+        if let Some(text) = line.strip_prefix(':') {
+            comment = Some(text.trim().to_owned());
+        } else if let Some(id) = line.strip_prefix("id: ") {
+            id.clone_into(&mut event.id);
+        } else if let Some(kind) = line.strip_prefix("event: ") {
+            kind.clone_into(&mut event.event);
+        } else if let Some(data) = line.strip_prefix("data: ") {
+            event.data = serde_json::from_str(data).expect("data is JSON");
+        } else {
+            panic!("unexpected line in the event stream: {line:?}");
+        }
+    }
+    match comment {
+        Some(text) if event.id.is_empty() => SseBlock::Comment(text),
+        _ => SseBlock::Event(event),
+    }
+}
+
 /// Where requests go.
 enum Client {
     Bare(AggregationService),
@@ -213,6 +326,18 @@ fn database_url(url: &str, database: &str) -> String {
         .find('/')
         .map_or(base.len(), |index| authority_start + index);
     format!("{}/{database}{query}", &base[..host_end])
+}
+
+/// The Redis URL of the suite (`AGG_TEST_REDIS_URL`), if configured; says that the case is
+/// skipped when not.
+pub fn redis_url() -> Option<String> {
+    let url = std::env::var("AGG_TEST_REDIS_URL")
+        .ok()
+        .filter(|url| !url.trim().is_empty());
+    if url.is_none() {
+        eprintln!("skipping Redis case: AGG_TEST_REDIS_URL is not set");
+    }
+    url
 }
 
 /// The PostgreSQL URL of the suite, if configured.
@@ -444,7 +569,12 @@ fn http_client(base: String) -> Client {
 impl TestApp {
     /// Sends a request built by the case.
     pub async fn send(&self, request: Request<Full<Bytes>>) -> TestResponse {
-        match &self.client {
+        self.send_streaming(request).await.into_response().await
+    }
+
+    /// Sends a request built by the case; its answer's body is read as it arrives.
+    pub async fn send_streaming(&self, request: Request<Full<Bytes>>) -> TestStream {
+        let (parts, body) = match &self.client {
             Client::Bare(service) => {
                 let mut request = request;
                 // What an adapter would add: the bare target sees a loopback client too.
@@ -459,12 +589,7 @@ impl TestApp {
                     .await
                     .expect("infallible service");
                 let (parts, body) = response.into_parts();
-                let body = body.collect().await.expect("body").to_bytes();
-                TestResponse {
-                    status: parts.status,
-                    headers: parts.headers,
-                    body,
-                }
+                (parts, body.map_err(|never| match never {}).boxed_unsync())
             }
             Client::Http { base, client } => {
                 let (mut parts, body) = request.into_parts();
@@ -479,13 +604,17 @@ impl TestApp {
                     .await
                     .expect("request reaches the server");
                 let (parts, body) = response.into_parts();
-                let body = body.collect().await.expect("body").to_bytes();
-                TestResponse {
-                    status: parts.status,
-                    headers: parts.headers,
-                    body,
-                }
+                let body = body
+                    .map_err(|error| -> BoxError { Box::new(error) })
+                    .boxed_unsync();
+                (parts, body)
             }
+        };
+        TestStream {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+            buffer: String::new(),
         }
     }
 
@@ -512,6 +641,25 @@ impl TestApp {
             None => Bytes::new(),
         };
         self.send(builder.body(Full::new(body)).expect("request"))
+            .await
+    }
+
+    /// Opens a response whose body is read as it arrives (the event stream): `GET path` with
+    /// an optional bearer token and extra headers.
+    pub async fn open_stream(
+        &self,
+        path: &str,
+        bearer: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> TestStream {
+        let mut builder = Request::builder().method(Method::GET).uri(path);
+        if let Some(token) = bearer {
+            builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        self.send_streaming(builder.body(Full::new(Bytes::new())).expect("request"))
             .await
     }
 

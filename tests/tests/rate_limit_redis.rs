@@ -8,20 +8,11 @@ use aggregation_core::mail::MemoryMailer;
 use aggregation_core::rate_limit::{PolicyTable, RateLimitStore, RedisRateLimitStore};
 use aggregation_core::store::SqliteStore;
 use aggregation_core::{AggregationService, PeerAddr};
+use aggregation_tests::redis_url;
 use bytes::Bytes;
 use http::{Method, Request, StatusCode, header};
 use http_body_util::Full;
 use tower::ServiceExt as _;
-
-fn redis_url() -> Option<String> {
-    let url = std::env::var("AGG_TEST_REDIS_URL")
-        .ok()
-        .filter(|url| !url.trim().is_empty());
-    if url.is_none() {
-        eprintln!("skipping Redis case: AGG_TEST_REDIS_URL is not set");
-    }
-    url
-}
 
 async fn instance(limits: Arc<dyn RateLimitStore>) -> AggregationService {
     AggregationService::builder(aggregation_tests::test_config())

@@ -50,7 +50,7 @@
 
 use bytes::Bytes;
 use http::{StatusCode, header};
-use http_body_util::{Full, combinators::UnsyncBoxBody};
+use http_body_util::combinators::UnsyncBoxBody;
 use serde::Serialize;
 
 use crate::auth::AuthError;
@@ -62,6 +62,8 @@ use crate::work::WorkError;
 pub(crate) mod accounts;
 pub(crate) mod admin;
 pub(crate) mod auth;
+pub(crate) mod body;
+pub(crate) mod events;
 pub(crate) mod extract;
 pub(crate) mod handler;
 pub(crate) mod health;
@@ -79,8 +81,7 @@ pub(crate) mod validate;
 
 pub use routes::{RateLimit, Route, TargetId};
 
-/// The body type every response carries.
-pub type ResponseBody = Full<Bytes>;
+pub use body::ResponseBody;
 /// Incoming bodies, boxed once at the service boundary.
 pub(crate) type RequestBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
 /// A handler's result.
@@ -99,6 +100,7 @@ const ROUTE_TABLES: &[&[Route]] = &[
     holdings::ROUTES,
     snapshots::ROUTES,
     imports::ROUTES,
+    events::ROUTES,
     openapi::ROUTES,
 ];
 
@@ -128,7 +130,7 @@ pub(crate) fn json<T: Serialize>(status: StatusCode, value: &T) -> ApiResult {
     http::Response::builder()
         .status(status)
         .header(header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(body)))
+        .body(ResponseBody::full(body))
         .map_err(|_| ApiError::internal())
 }
 
@@ -136,7 +138,7 @@ pub(crate) fn json<T: Serialize>(status: StatusCode, value: &T) -> ApiResult {
 pub(crate) fn no_content() -> ApiResult {
     http::Response::builder()
         .status(StatusCode::NO_CONTENT)
-        .body(Full::new(Bytes::new()))
+        .body(ResponseBody::empty())
         .map_err(|_| ApiError::internal())
 }
 

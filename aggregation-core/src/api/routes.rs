@@ -134,13 +134,14 @@ impl Route {
 /// A route row:
 /// `route!(METHOD "/template" => handler, rate_limit, "summary", [answers])`, `handler` being
 /// an `async fn(&App, extractors...) -> ApiResult` (see [`super::handler`]). `answers` lists
-/// the success statuses with their JSON body type (`200: AccountList<'static>`, `204`), then,
+/// the success statuses with their JSON body type (`200: AccountList<'static>`, `204`; another
+/// media type with `as`: `200: EventStreamText as "text/event-stream"`), then,
 /// after `;`, the [`ErrorCode`](crate::problem::ErrorCode)s the handler itself answers beyond
 /// those of its extractors and rate limit (`Conflict`). The OpenAPI document is built from
 /// these rows.
 macro_rules! route {
     ($method:ident $template:literal => $handler:path, $rate_limit:expr, $summary:literal,
-        [$($status:literal $(: $body:ty)?),+ $(; $($code:ident),+)?]) => {
+        [$($status:literal $(: $body:ty $(as $media:literal)?)?),+ $(; $($code:ident),+)?]) => {
         $crate::api::routes::Route::new(
             ::http::Method::$method,
             $template,
@@ -153,13 +154,16 @@ macro_rules! route {
             $summary,
             |doc| {
                 $crate::api::openapi::describe_handler($handler, doc);
-                $($crate::api::routes::route!(@answer doc, $status $(: $body)?);)+
+                $($crate::api::routes::route!(@answer doc, $status $(: $body $(as $media)?)?);)+
                 $($(doc.error($crate::problem::ErrorCode::$code);)+)?
             },
         )
     };
     (@answer $doc:ident, $status:literal: $body:ty) => {
         $doc.json_response::<$body>($status)
+    };
+    (@answer $doc:ident, $status:literal: $body:ty as $media:literal) => {
+        $doc.content_response::<$body>($status, $media)
     };
     (@answer $doc:ident, $status:literal) => {
         $doc.empty_response($status)

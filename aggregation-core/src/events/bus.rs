@@ -17,6 +17,9 @@ pub(crate) const EVENT_BUS_CAPACITY: usize = 1024;
 #[derive(Debug, Clone)]
 pub(crate) struct EventBus {
     sender: broadcast::Sender<Arc<Event>>,
+    /// Shares the events with other instances, once attached (shared by every clone).
+    #[cfg(feature = "redis")]
+    relay: Arc<std::sync::OnceLock<super::relay::RelayLink>>,
 }
 
 impl Default for EventBus {
@@ -29,23 +32,39 @@ impl EventBus {
     /// A bus keeping at most `capacity` events (at least one) for a slow listener.
     pub(crate) fn new(capacity: usize) -> Self {
         let (sender, _) = broadcast::channel(capacity.max(1));
-        Self { sender }
+        Self {
+            sender,
+            #[cfg(feature = "redis")]
+            relay: Arc::default(),
+        }
+    }
+
+    /// Shares this bus with the other instances on `relay` from now on (once: a second relay
+    /// is ignored with a warning). Needs a Tokio runtime.
+    #[cfg(feature = "redis")]
+    pub(crate) fn attach_relay(&self, relay: super::RedisEventRelay) {
+        if self.relay.get().is_some() {
+            tracing::warn!("an event relay is attached already; ignoring another");
+            return;
+        }
+        let _ = self.relay.set(relay.start(&self.sender));
     }
 
     /// Hands committed events to the current subscribers (none listening is no error: the
     /// events are in the store already).
     pub(crate) fn publish(&self, events: &[Event]) {
         for event in events {
+            let event = Arc::new(event.clone());
+            #[cfg(feature = "redis")]
+            if let Some(relay) = self.relay.get() {
+                relay.forward(&event);
+            }
             // Err only means nobody is subscribed right now.
-            let _ = self.sender.send(Arc::new(event.clone()));
+            let _ = self.sender.send(event);
         }
     }
 
     /// A receiver of every event published from now on.
-    #[allow(
-        dead_code,
-        reason = "subscribed to by the event stream and webhooks (issue 15)"
-    )]
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.sender.subscribe()
     }

@@ -42,9 +42,13 @@ mod bus;
 mod outbox;
 #[cfg(sql)]
 mod raised;
+#[cfg(feature = "redis")]
+mod relay;
 
 pub(crate) use bus::EventBus;
 pub use outbox::{Event, EventType};
+#[cfg(feature = "redis")]
+pub use relay::{EventRelayError, RedisEventRelay};
 
 /// Something that happened in the service.
 #[derive(Debug, Clone, PartialEq, Serialize)]

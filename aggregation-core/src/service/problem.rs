@@ -8,7 +8,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
 use http::{HeaderValue, Request, Response, header};
 
 use super::trace::TraceId;
@@ -24,7 +23,7 @@ pub(crate) fn render(
     trace_id: &str,
 ) -> Response<ResponseBody> {
     let body = serde_json::to_vec(&error.to_body(base_url, instance, trace_id)).unwrap_or_default();
-    let mut response = Response::new(ResponseBody::new(Bytes::from(body)));
+    let mut response = Response::new(ResponseBody::full(body));
     *response.status_mut() = error.status();
     let headers = response.headers_mut();
     headers.insert(

@@ -210,7 +210,7 @@ mod tests {
     use std::sync::Arc;
 
     use http::StatusCode;
-    use http_body_util::{BodyExt as _, Full};
+    use http_body_util::BodyExt as _;
     use tower::ServiceExt as _;
     use uuid::Uuid;
 
@@ -259,7 +259,7 @@ mod tests {
                     }
                     let (parts, body) = request.into_parts();
                     let bytes = read_body(&parts.headers, body, 64).await?;
-                    Ok(Response::new(Full::new(bytes)))
+                    Ok(Response::new(ResponseBody::full(bytes)))
                 },
             ))
     }

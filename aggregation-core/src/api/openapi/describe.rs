@@ -50,15 +50,33 @@ impl OperationDoc {
 
     /// A JSON answer with `T`'s shape.
     pub(crate) fn json_response<T: ToSchema>(&mut self, status: u16) {
+        self.content_response::<T>(status, "application/json");
+    }
+
+    /// An answer of another media type (`text/event-stream`), its body described by `T`.
+    pub(crate) fn content_response<T: ToSchema>(&mut self, status: u16, media_type: &str) {
         let schema = self.schema_ref::<T>();
         let response = ResponseBuilder::new()
             .description(status_description(status))
             .content(
-                "application/json",
+                media_type,
                 ContentBuilder::new().schema(Some(schema)).build(),
             )
             .build();
         self.responses.insert(status, response);
+    }
+
+    /// An optional request header holding a string.
+    pub(crate) fn optional_header(&mut self, name: &str, description: &str) {
+        self.parameters.push(
+            ParameterBuilder::new()
+                .name(name)
+                .parameter_in(ParameterIn::Header)
+                .required(Required::False)
+                .description(Some(description))
+                .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+                .build(),
+        );
     }
 
     /// An answer without a body.

@@ -24,7 +24,7 @@ use crate::problem::{ErrorCode, PROBLEM_CONTENT_TYPE, ProblemBody};
 mod describe;
 mod serve;
 
-pub(crate) use describe::{OperationDoc, describe_handler};
+pub(crate) use describe::{DescribeArg, OperationDoc, describe_handler};
 pub(crate) use serve::{Published, ROUTES};
 
 /// Where the document is served; the one endpoint that never reads the store.

@@ -102,12 +102,12 @@ async fn serve(state: &App, IfNoneMatch(if_none_match): IfNoneMatch) -> ApiResul
     let response = if not_modified {
         response
             .status(StatusCode::NOT_MODIFIED)
-            .body(ResponseBody::new(Bytes::new()))
+            .body(ResponseBody::empty())
     } else {
         response
             .status(StatusCode::OK)
             .header(header::CONTENT_TYPE, "application/json")
-            .body(ResponseBody::new(published.json.clone()))
+            .body(ResponseBody::full(published.json.clone()))
     };
     response.map_err(|_| ApiError::internal())
 }
