@@ -16,6 +16,7 @@ use crate::rate_limit::RateLimitStore;
 use crate::records::Records;
 use crate::sessions::Sessions;
 use crate::store::Store;
+use crate::webhooks::Webhooks;
 use crate::work::WorkGate;
 
 /// The application behind the HTTP edge.
@@ -28,6 +29,7 @@ pub(crate) struct App {
     pub(crate) imports: Imports,
     pub(crate) admin: Admin,
     pub(crate) records: Records,
+    pub(crate) webhooks: Webhooks,
     /// The OpenAPI document, built on its first request.
     pub(crate) openapi: std::sync::OnceLock<crate::api::openapi::Published>,
 }
@@ -55,6 +57,7 @@ impl App {
         let imports = Imports::new(store.clone(), events.clone(), parsing);
         let admin = Admin::new(store.clone(), config.clone(), events);
         let records = Records::new(store.clone());
+        let webhooks = Webhooks::new(store.clone(), config.clone());
         Self {
             config,
             store,
@@ -64,6 +67,7 @@ impl App {
             imports,
             admin,
             records,
+            webhooks,
             openapi: std::sync::OnceLock::new(),
         }
     }

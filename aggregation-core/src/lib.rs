@@ -20,6 +20,7 @@ pub(crate) mod records;
 pub(crate) mod service;
 pub(crate) mod sessions;
 pub mod store;
+pub(crate) mod webhooks;
 pub(crate) mod work;
 
 // What an embedder names to build, configure and run the service, in one place.

@@ -76,6 +76,7 @@ pub(crate) mod snapshots;
 pub(crate) mod syncs;
 pub(crate) mod transactions;
 pub(crate) mod validate;
+pub(crate) mod webhooks;
 
 pub use routes::{RateLimit, Route, TargetId};
 
@@ -99,6 +100,7 @@ const ROUTE_TABLES: &[&[Route]] = &[
     holdings::ROUTES,
     snapshots::ROUTES,
     imports::ROUTES,
+    webhooks::ROUTES,
     openapi::ROUTES,
 ];
 

@@ -35,6 +35,7 @@ mod records;
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod webhooks;
 
 pub use imports::{
     FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportInstitution,
@@ -55,6 +56,10 @@ pub use records::{
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
+pub use webhooks::{
+    ClaimedDelivery, DeliveryStatus, NewWebhookEndpoint, NextDelivery, WebhookAttempt,
+    WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord, WebhookStore,
+};
 
 /// A coarse storage failure; backends log their detail and convert it into one of these.
 #[derive(Debug, thiserror::Error)]
@@ -625,6 +630,7 @@ pub trait Store:
     + ImportStore
     + ProviderConnectionStore
     + SyncStore
+    + WebhookStore
     + 'static
 {
 }
@@ -643,6 +649,7 @@ impl<T> Store for T where
         + ImportStore
         + ProviderConnectionStore
         + SyncStore
+        + WebhookStore
         + 'static
 {
 }
