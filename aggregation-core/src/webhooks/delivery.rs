@@ -250,7 +250,59 @@ async fn attempt(
 
 #[cfg(test)]
 mod tests {
+    use reqwest::dns::Resolve as _;
+
     use super::*;
+
+    #[tokio::test]
+    async fn the_resolver_hands_out_only_allowed_addresses() {
+        let name = |host: &str| host.parse::<reqwest::dns::Name>().expect("a host name");
+        let refused = GuardedResolver {
+            allow_private: false,
+        }
+        .resolve(name("localhost"))
+        .await;
+        let Err(error) = refused else {
+            panic!("localhost must not resolve for webhooks");
+        };
+        assert!(error.to_string().contains("localhost"), "{error}");
+        let allowed: Vec<SocketAddr> = GuardedResolver {
+            allow_private: true,
+        }
+        .resolve(name("localhost"))
+        .await
+        .map_err(|error| error.to_string())
+        .expect("allowed")
+        .collect();
+        assert!(!allowed.is_empty());
+        assert!(allowed.iter().all(|address| address.ip().is_loopback()));
+    }
+
+    #[tokio::test]
+    async fn literal_private_addresses_are_refused_before_sending() {
+        let config = Config::new("https://api.example.com", vec![0; 32]).expect("config");
+        let sender = Sender::new(&config).expect("client");
+        for url in ["http://127.0.0.1:9/hooks", "http://[::ffff:10.0.0.1]/hooks"] {
+            let delivery = ClaimedDelivery {
+                endpoint_id: uuid::Uuid::now_v7(),
+                event_id: uuid::Uuid::now_v7(),
+                payload: "{}".to_owned(),
+                attempt_count: 0,
+                created_at: now(),
+                url: url.to_owned(),
+                encrypted_secret: Vec::new(),
+                secret_key_id: String::new(),
+            };
+            let error = sender
+                .send(&delivery, &SigningSecret::generate())
+                .await
+                .expect_err("refused");
+            assert!(
+                error.contains("not an address webhooks may reach"),
+                "{error}"
+            );
+        }
+    }
 
     #[test]
     fn retries_back_off_exponentially_up_to_the_longest_delay() {

@@ -96,6 +96,7 @@ fn seal(
 }
 
 /// Decrypts a stored secret of an endpoint.
+#[cfg(feature = "webhooks")]
 pub(crate) fn open_secret(
     config: &Config,
     endpoint_id: Uuid,

@@ -29,6 +29,7 @@ impl SigningSecret {
     }
 
     /// The secret from its stored (decrypted) key bytes.
+    #[cfg(any(feature = "webhooks", test))]
     pub(crate) fn from_bytes(bytes: Vec<u8>) -> Self {
         Self(bytes)
     }
@@ -48,6 +49,7 @@ impl SigningSecret {
 
     /// The `webhook-signature` header value of a message: `v1,` and the standard base64 of
     /// HMAC-SHA256 over `"{id}.{timestamp}.{body}"`.
+    #[cfg(any(feature = "webhooks", test))]
     pub(crate) fn sign(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
         // HMAC takes keys of any length, so this cannot fail.
         let mut mac = match Hmac::<Sha256>::new_from_slice(&self.0) {

@@ -102,6 +102,7 @@ pub(crate) fn check_url(url: &str, allow_private: bool) -> Result<(), UrlRefusal
 
 /// Whether a request may be sent to `ip`: always for a public address, and for any other
 /// unicast address when `allow_private`. Unspecified and multicast addresses never.
+#[cfg(any(feature = "webhooks", test))]
 pub(crate) fn may_connect(ip: IpAddr, allow_private: bool) -> bool {
     let never = match ip {
         IpAddr::V4(v4) => v4.is_unspecified() || v4.is_multicast() || v4.is_broadcast(),
