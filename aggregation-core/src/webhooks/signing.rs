@@ -2,9 +2,7 @@
 //! `"{webhook-id}.{webhook-timestamp}.{body}"`.
 
 use base64::Engine as _;
-use hmac::{Hmac, KeyInit as _, Mac as _};
 use rand::RngExt as _;
-use sha2::Sha256;
 
 /// The prefix of a secret as handed to the user.
 const SECRET_PREFIX: &str = "whsec_";
@@ -51,6 +49,8 @@ impl SigningSecret {
     /// HMAC-SHA256 over `"{id}.{timestamp}.{body}"`.
     #[cfg(any(feature = "webhooks", test))]
     pub(crate) fn sign(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
+        use hmac::{Hmac, KeyInit as _, Mac as _};
+        use sha2::Sha256;
         // HMAC takes keys of any length, so this cannot fail.
         let mut mac = match Hmac::<Sha256>::new_from_slice(&self.0) {
             Ok(mac) => mac,
