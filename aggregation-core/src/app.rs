@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::admin::Admin;
 use crate::auth::Auth;
 use crate::config::Config;
-use crate::events::EventSink;
+use crate::events::{EventBus, EventSink};
 use crate::import::statement::Imports;
 use crate::mail::MailQueue;
 use crate::providers::Providers;
@@ -30,6 +30,13 @@ pub(crate) struct App {
     pub(crate) admin: Admin,
     pub(crate) records: Records,
     pub(crate) webhooks: Webhooks,
+    /// Committed durable events, published in process after each commit (the use cases hold
+    /// clones; the event stream and the webhook deliverer subscribe here).
+    #[allow(
+        dead_code,
+        reason = "subscribed to by the event stream and webhooks (issue 15)"
+    )]
+    pub(crate) bus: EventBus,
     /// The OpenAPI document, built on its first request.
     pub(crate) openapi: std::sync::OnceLock<crate::api::openapi::Published>,
 }
@@ -45,17 +52,26 @@ impl App {
         limits: Arc<dyn RateLimitStore>,
         providers: Providers,
     ) -> Self {
-        let auth = Auth::new(store.clone(), config.clone(), mail, events.clone(), limits);
+        let bus = EventBus::default();
+        let auth = Auth::new(
+            store.clone(),
+            config.clone(),
+            mail,
+            events.clone(),
+            bus.clone(),
+            limits,
+        );
         let connections = Connections::new(
             store.clone(),
             Arc::new(providers),
             config.clone(),
             events.clone(),
+            bus.clone(),
         );
         let parsing = WorkGate::new("OFX parsing", config.parsing_limits());
-        let sessions = Sessions::new(store.clone(), events.clone());
-        let imports = Imports::new(store.clone(), events.clone(), parsing);
-        let admin = Admin::new(store.clone(), config.clone(), events);
+        let sessions = Sessions::new(store.clone(), events.clone(), bus.clone());
+        let imports = Imports::new(store.clone(), events.clone(), bus.clone(), parsing);
+        let admin = Admin::new(store.clone(), config.clone(), events, bus.clone());
         let records = Records::new(store.clone());
         let webhooks = Webhooks::new(store.clone(), config.clone());
         Self {
@@ -68,6 +84,7 @@ impl App {
             admin,
             records,
             webhooks,
+            bus,
             openapi: std::sync::OnceLock::new(),
         }
     }

@@ -170,6 +170,7 @@ pub struct Config {
     purge_expired_every: Option<Duration>,
     sync_connections_every: Option<Duration>,
     purge_retention: Duration,
+    audit_retention: Duration,
     job_lease_ttl: Duration,
     keyring: Keyring,
     oauth_redirect_uris: Vec<String>,
@@ -204,6 +205,7 @@ impl std::fmt::Debug for Config {
             )
             .field("purge_expired_every", &self.purge_expired_every)
             .field("sync_connections_every", &self.sync_connections_every)
+            .field("audit_retention", &self.audit_retention)
             .field("keyring", &self.keyring)
             .field("oauth_redirect_uris", &self.oauth_redirect_uris)
             .field("oauth_state_ttl", &self.oauth_state_ttl)
@@ -256,6 +258,7 @@ impl Config {
             purge_expired_every: Some(Duration::from_secs(3600)),
             sync_connections_every: None,
             purge_retention: Duration::from_secs(30 * 24 * 3600),
+            audit_retention: Duration::from_secs(365 * 24 * 3600),
             job_lease_ttl: Duration::from_secs(60),
             keyring: Keyring::default(),
             oauth_redirect_uris: Vec::new(),
@@ -441,6 +444,14 @@ impl Config {
     #[must_use]
     pub fn with_purge_retention(mut self, retention: Duration) -> Self {
         self.purge_retention = retention;
+        self
+    }
+
+    /// Sets how long durable events (the audit trail of `GET /api/v1/admin/audit-events`) are
+    /// kept before `purge_expired` deletes them (default 365 days).
+    #[must_use]
+    pub fn with_audit_retention(mut self, retention: Duration) -> Self {
+        self.audit_retention = retention;
         self
     }
 
@@ -640,6 +651,11 @@ impl Config {
     /// How long revoked or expired sessions are kept.
     pub fn purge_retention(&self) -> Duration {
         self.purge_retention
+    }
+
+    /// How long durable events (the audit trail) are kept.
+    pub fn audit_retention(&self) -> Duration {
+        self.audit_retention
     }
 
     /// Lifetime of a job lease.

@@ -191,6 +191,15 @@ struct Cli {
         value_parser = named::<u32>("AGG_SESSION_MAX_DAYS")
     )]
     session_max_days: u32,
+    /// Days durable events (the audit trail of GET /api/v1/admin/audit-events) are kept before
+    /// the purge job deletes them.
+    #[arg(
+        long,
+        env = "AGG_AUDIT_RETENTION_DAYS",
+        default_value_t = 365,
+        value_parser = named::<u32>("AGG_AUDIT_RETENTION_DAYS")
+    )]
+    audit_retention_days: u32,
     /// Seconds a client has to send a request's head (slow clients are disconnected).
     #[arg(
         long,
@@ -579,6 +588,9 @@ fn config(cli: &Cli, address: SocketAddr, sandbox: bool) -> Result<Config, Start
         )?)
         .with_webhook_max_age(Duration::from_secs(
             cli.webhook_max_age_hours.saturating_mul(3600),
+        ))
+        .with_audit_retention(Duration::from_secs(
+            u64::from(cli.audit_retention_days).saturating_mul(24 * 3600),
         ))
         .with_session_max_lifetime(Duration::from_secs(
             u64::from(cli.session_max_days).saturating_mul(24 * 3600),

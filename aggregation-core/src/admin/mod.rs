@@ -30,7 +30,7 @@ use uuid::Uuid;
 use crate::auth::token_version::{self, RotationError};
 pub(crate) use crate::auth::token_version::{GlobalRotation, UserRotation};
 use crate::config::Config;
-use crate::events::{DomainEvent, EventSink};
+use crate::events::{DomainEvent, EventBus, EventSink};
 use crate::jobs::JobsStatus;
 use crate::store::{Role, SecurityConfigRecord, Store, StoreError, now};
 
@@ -82,6 +82,7 @@ pub(crate) struct Admin {
     store: Arc<dyn Store>,
     config: Arc<Config>,
     events: Arc<dyn EventSink>,
+    bus: EventBus,
 }
 
 impl Admin {
@@ -89,11 +90,13 @@ impl Admin {
         store: Arc<dyn Store>,
         config: Arc<Config>,
         events: Arc<dyn EventSink>,
+        bus: EventBus,
     ) -> Self {
         Self {
             store,
             config,
             events,
+            bus,
         }
     }
 
@@ -135,9 +138,16 @@ impl Admin {
         initiated_by: Uuid,
         reason: &str,
     ) -> Result<GlobalRotation, AdminError> {
-        let rotation =
-            token_version::rotate_global(&*self.store, &self.config, Some(initiated_by), reason)
-                .await?;
+        let mut raised = Vec::new();
+        let rotation = token_version::rotate_global(
+            &*self.store,
+            &self.config,
+            Some(initiated_by),
+            reason,
+            &mut raised,
+        )
+        .await?;
+        self.bus.publish(&raised);
         self.events.emit(&DomainEvent::TokenVersionRotated {
             scope: "global",
             user_id: None,
@@ -155,14 +165,17 @@ impl Admin {
         user_id: Uuid,
         reason: &str,
     ) -> Result<UserRotation, AdminError> {
+        let mut raised = Vec::new();
         let rotation = token_version::rotate_user(
             &*self.store,
             &self.config,
             Some(initiated_by),
             user_id,
             reason,
+            &mut raised,
         )
         .await?;
+        self.bus.publish(&raised);
         self.events.emit(&DomainEvent::TokenVersionRotated {
             scope: "user",
             user_id: Some(rotation.user_id),

@@ -21,12 +21,12 @@ use super::validate::{AllValid as _, Field, Validate, body};
 use super::{ApiResult, json, no_content};
 use crate::app::App;
 use crate::config::Config;
+use crate::events::EventType;
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::rate_limit::policy::{API_READ, API_WRITE};
 use crate::store::{
     DeliveryStatus, WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord,
 };
-use crate::webhooks::EventType;
 use crate::webhooks::ssrf::{MAX_URL_CHARS, check_url};
 use crate::webhooks::{WebhookError, WithSecret};
 
@@ -58,7 +58,7 @@ pub(crate) struct RegisterBody {
     #[schema(value_type = String, required = true, min_length = 1, max_length = 2048,
         example = "https://hooks.example.com/aggregation")]
     url: Field,
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(value_type = Option<Vec<crate::events::EventType>>)]
     event_types: Field,
 }
 

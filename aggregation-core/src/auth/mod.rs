@@ -40,7 +40,7 @@ use uuid::Uuid;
 use crate::config::Config;
 use crate::crypto::{random_hex_token, random_urlsafe_token, token_digest};
 use crate::dates;
-use crate::events::{DomainEvent, EventSink};
+use crate::events::{DomainEvent, EventBus, EventSink};
 use crate::mail::{Email, MailPermit, MailQueue};
 use crate::store::{
     NewOneTimeToken, NewRefreshToken, NewSession, NewUser, Role, Store, StoreError, TokenCheck,
@@ -144,6 +144,8 @@ pub(crate) struct Auth {
     tokens: AccessTokens,
     mail: MailQueue,
     events: Arc<dyn EventSink>,
+    /// Where committed durable events are published.
+    bus: EventBus,
     /// Verified against when the email is unknown, so that both failures take the same time.
     dummy_hash: Arc<tokio::sync::OnceCell<String>>,
     hasher: PasswordHasher,
@@ -162,9 +164,11 @@ impl Auth {
         config: Arc<Config>,
         mail: MailQueue,
         events: Arc<dyn EventSink>,
+        bus: EventBus,
         limits: Arc<dyn crate::rate_limit::RateLimitStore>,
     ) -> Self {
         let auth = Self {
+            bus,
             hasher: PasswordHasher::new(config.hashing_limits()),
             tokens: AccessTokens::new(&config),
             throttle: LoginThrottle::new(&config, limits),
@@ -477,9 +481,11 @@ impl Auth {
             // may have stolen it, so the whole session goes.
             if record.session_revoked_at.is_none() {
                 tracing::warn!(session_id = %record.session_id, "refresh token reuse detected; session revoked");
-                self.store
+                let revoked = self
+                    .store
                     .revoke_session(record.user_id, record.session_id, "token_reuse", at)
                     .await?;
+                self.bus.publish(&revoked.unwrap_or_default());
                 self.events.emit(&DomainEvent::RefreshTokenReused {
                     user_id: record.user_id,
                     session_id: record.session_id,
@@ -544,9 +550,11 @@ impl Auth {
 
     /// Revokes the presented refresh token's session if it is the caller's; silent otherwise.
     pub(crate) async fn logout(&self, user_id: Uuid, refresh_token: &str) -> Result<(), AuthError> {
-        self.store
+        let revoked = self
+            .store
             .revoke_session_by_token(user_id, &token_digest(refresh_token), "logout", now())
             .await?;
+        self.bus.publish(&revoked.unwrap_or_default());
         self.events.emit(&DomainEvent::LoggedOut { user_id });
         Ok(())
     }
@@ -628,11 +636,12 @@ impl Auth {
             return Err(token_failure(check));
         }
         let password_hash = self.hasher.hash(new_password).await?;
-        match self
+        let (check, events) = self
             .store
             .reset_password(&digest, &password_hash, now())
-            .await?
-        {
+            .await?;
+        self.bus.publish(&events);
+        match check {
             TokenCheck::Consumed { user_id } | TokenCheck::Valid { user_id } => {
                 self.events.emit(&DomainEvent::PasswordReset { user_id });
                 Ok(())

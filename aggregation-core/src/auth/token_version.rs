@@ -30,6 +30,7 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::dates;
+use crate::events::Event;
 use crate::store::{NewTokenRotation, SecurityConfigRecord, Store, StoreError, UserRecord, now};
 
 /// The result of a global rotation.
@@ -174,16 +175,18 @@ fn new_rotation(config: &Config, initiated_by: Option<Uuid>, reason: &str) -> Ne
 }
 
 /// Raises the global minimum token version by one step, with the configured grace period
-/// (stored with the rotation, so changing the setting affects the next rotation only).
+/// (stored with the rotation, so changing the setting affects the next rotation only). Its
+/// `security.rotation` event is appended to `raised` once committed.
 pub(crate) async fn rotate_global(
     store: &dyn Store,
     config: &Config,
     initiated_by: Option<Uuid>,
     reason: &str,
+    raised: &mut Vec<Event>,
 ) -> Result<GlobalRotation, RotationError> {
     let rotation = new_rotation(config, initiated_by, reason);
     let outcome = store
-        .rotate_global_token_version(&rotation)
+        .rotate_global_token_version(&rotation, raised)
         .await
         .map_err(rotation_failure)?;
     tracing::warn!(
@@ -200,17 +203,19 @@ pub(crate) async fn rotate_global(
     })
 }
 
-/// Raises one user's minimum token version, invalidating every refresh token they hold.
+/// Raises one user's minimum token version, invalidating every refresh token they hold. Its
+/// `security.rotation` event is appended to `raised` once committed.
 pub(crate) async fn rotate_user(
     store: &dyn Store,
     config: &Config,
     initiated_by: Option<Uuid>,
     user_id: Uuid,
     reason: &str,
+    raised: &mut Vec<Event>,
 ) -> Result<UserRotation, RotationError> {
     let rotation = new_rotation(config, initiated_by, reason);
     let outcome = store
-        .rotate_user_token_version(user_id, &rotation)
+        .rotate_user_token_version(user_id, &rotation, raised)
         .await
         .map_err(rotation_failure)?
         .ok_or(RotationError::UnknownUser(user_id))?;

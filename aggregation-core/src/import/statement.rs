@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::ofx::{OfxError, parse_ofx};
 use super::records::{Refusal, import_batch};
-use crate::events::{DomainEvent, EventSink};
+use crate::events::{DomainEvent, EventBus, EventSink};
 use crate::store::{ImportCounts, Store, StoreError, now};
 use crate::work::{WorkError, WorkGate};
 
@@ -45,6 +45,8 @@ pub(crate) struct Imported {
 pub(crate) struct Imports {
     store: Arc<dyn Store>,
     events: Arc<dyn EventSink>,
+    /// Where committed durable events are published.
+    bus: EventBus,
     /// Bounds parsing of large uploads (its own worker threads).
     parsing: WorkGate,
 }
@@ -53,11 +55,13 @@ impl Imports {
     pub(crate) fn new(
         store: Arc<dyn Store>,
         events: Arc<dyn EventSink>,
+        bus: EventBus,
         parsing: WorkGate,
     ) -> Self {
         Self {
             store,
             events,
+            bus,
             parsing,
         }
     }
@@ -78,7 +82,12 @@ impl Imports {
         .map_err(ImportError::Unreadable)?;
         let at = now();
         let batch = import_batch(&document, at).map_err(ImportError::Refused)?;
-        let counts = self.store.apply_import(user_id, &batch, at).await?;
+        let mut raised = Vec::new();
+        let counts = self
+            .store
+            .apply_import(user_id, &batch, at, &mut raised)
+            .await?;
+        self.bus.publish(&raised);
         self.events.emit(&DomainEvent::StatementImported {
             user_id,
             connection_id: counts.connection_ids.first().copied(),

@@ -34,7 +34,8 @@ use crate::store::{JobRunRecord, Store, StoreError, now};
 
 /// Name of the job that refreshes provider access tokens before they expire.
 pub const REFRESH_PROVIDER_TOKENS: &str = "refresh_provider_tokens";
-/// Name of the job that deletes expired tokens, states and old sessions.
+/// Name of the job that deletes expired tokens, states, old sessions and events past the audit
+/// retention.
 pub const PURGE_EXPIRED: &str = "purge_expired";
 /// Name of the job that syncs every active provider connection.
 pub const SYNC_CONNECTIONS: &str = "sync_connections";
@@ -511,8 +512,13 @@ impl Job for PurgeExpired {
             .store()
             .purge_expired(at, sub(at, ctx.config().purge_retention()))
             .await?;
+        let events = ctx
+            .store()
+            .purge_events_before(sub(at, ctx.config().audit_retention()))
+            .await?;
         Ok(format!(
-            "deleted {} one-time tokens, {} refresh tokens, {} sessions, {} OAuth states",
+            "deleted {} one-time tokens, {} refresh tokens, {} sessions, {} OAuth states, \
+             {events} events",
             counts.one_time_tokens, counts.refresh_tokens, counts.sessions, counts.oauth_states
         ))
     }

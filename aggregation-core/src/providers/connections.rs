@@ -17,7 +17,7 @@ use super::{AuthorizationRequest, Provider, ProviderError, ProviderTokens, Provi
 use crate::config::Config;
 use crate::crypto::{CryptoError, new_pkce_pair, random_urlsafe_token, token_digest};
 use crate::dates;
-use crate::events::{DomainEvent, EventSink};
+use crate::events::{DomainEvent, EventBus, EventSink};
 use crate::store::{
     ConnectionRecord, ConnectionStatus, EncryptedCredentials, FILE_IMPORT_PROVIDER, NewOAuthState,
     Store, StoreError, now,
@@ -91,6 +91,8 @@ pub(crate) struct Connections {
     providers: Arc<Providers>,
     pub(super) config: Arc<Config>,
     pub(super) events: Arc<dyn EventSink>,
+    /// Where committed durable events are published.
+    pub(super) bus: EventBus,
     flights: RefreshFlights,
 }
 
@@ -104,12 +106,14 @@ impl Connections {
         providers: Arc<Providers>,
         config: Arc<Config>,
         events: Arc<dyn EventSink>,
+        bus: EventBus,
     ) -> Self {
         Self {
             store,
             providers,
             config,
             events,
+            bus,
             flights: RefreshFlights::default(),
         }
     }
@@ -163,10 +167,12 @@ impl Connections {
         user_id: Uuid,
         connection_id: Uuid,
     ) -> Result<(), ConnectionError> {
+        let mut raised = Vec::new();
         self.store
-            .disconnect_connection(user_id, connection_id, now())
+            .disconnect_connection(user_id, connection_id, now(), &mut raised)
             .await?
             .ok_or(ConnectionError::NotFound)?;
+        self.bus.publish(&raised);
         self.events.emit(&DomainEvent::ProviderDisconnected {
             user_id,
             connection_id,
@@ -321,6 +327,7 @@ impl Connections {
         };
         // Fail before writing anything when no key can encrypt.
         encrypt_probe(self.config.keyring())?;
+        let mut raised = Vec::new();
         let (connection, created) = self
             .store
             .save_authorized_connection(
@@ -330,8 +337,10 @@ impl Connections {
                 Uuid::now_v7(),
                 &encrypt,
                 at,
+                &mut raised,
             )
             .await?;
+        self.bus.publish(&raised);
         self.events.emit(&DomainEvent::ProviderConnected {
             user_id: stored.user_id,
             connection_id: connection.id,
@@ -493,10 +502,12 @@ impl Connections {
         connection: &ConnectionRecord,
         stored: &HeldTokens,
     ) -> Result<HeldTokens, ConnectionError> {
+        let mut raised = Vec::new();
         let expired = self
             .store
-            .expire_connection_credentials(connection.id, &stored.sealed, now())
+            .expire_connection_credentials(connection.id, &stored.sealed, now(), &mut raised)
             .await?;
+        self.bus.publish(&raised);
         if !expired {
             return self.replaced_since(connection.id, stored).await;
         }

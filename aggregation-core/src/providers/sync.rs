@@ -23,8 +23,8 @@ use crate::dates;
 use crate::events::DomainEvent;
 use crate::store::{
     AccountFilter, AccountRecord, AssetType, ConnectionRecord, NewAccount, NewHolding,
-    NewTransaction, SnapshotSource, StoreError, SyncAccountData, SyncBatch, SyncClaim, SyncKind,
-    SyncSnapshot, UpsertCounts, now,
+    NewTransaction, SnapshotSource, StoreError, SyncAccountData, SyncBatch, SyncClaim, SyncCounts,
+    SyncKind, SyncSnapshot, UpsertCounts, now,
 };
 
 /// What one kind of sync did, with the items the provider answered that could not be used.
@@ -210,7 +210,7 @@ impl Connections {
                 per_account,
                 mark_synced: true,
             };
-            let counts = self.store.apply_sync(connection.id, &batch, now()).await?;
+            let counts = self.apply_sync(connection, &batch).await?;
             let report = SyncReport {
                 counts: counts.accounts,
                 deactivated: 0,
@@ -310,7 +310,7 @@ impl Connections {
                 per_account,
                 mark_synced: true,
             };
-            let counts = self.store.apply_sync(connection.id, &batch, now()).await?;
+            let counts = self.apply_sync(connection, &batch).await?;
             let report = SyncReport {
                 counts: counts.transactions,
                 deactivated: 0,
@@ -352,7 +352,7 @@ impl Connections {
                 }],
                 mark_synced: true,
             };
-            let counts = self.store.apply_sync(connection.id, &batch, now()).await?;
+            let counts = self.apply_sync(connection, &batch).await?;
             let report = SyncReport {
                 counts: counts.holdings,
                 deactivated: counts.holdings_deactivated,
@@ -416,7 +416,7 @@ impl Connections {
                 per_account,
                 mark_synced: true,
             };
-            let counts = self.store.apply_sync(connection.id, &batch, now()).await?;
+            let counts = self.apply_sync(connection, &batch).await?;
             let report = ConnectionSyncReport {
                 accounts: SyncReport {
                     counts: counts.accounts,
@@ -440,6 +440,22 @@ impl Connections {
             Ok(report)
         })
         .await
+    }
+
+    /// Writes a sync batch (with its `sync.completed` event) and publishes the event once
+    /// committed.
+    async fn apply_sync(
+        &self,
+        connection: &ConnectionRecord,
+        batch: &SyncBatch,
+    ) -> Result<SyncCounts, StoreError> {
+        let mut raised = Vec::new();
+        let counts = self
+            .store
+            .apply_sync(connection.id, batch, now(), &mut raised)
+            .await?;
+        self.bus.publish(&raised);
+        Ok(counts)
     }
 
     fn emit_synced(&self, connection: &ConnectionRecord, kind: &'static str, report: &SyncReport) {

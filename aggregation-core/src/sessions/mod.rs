@@ -9,7 +9,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::events::{DomainEvent, EventSink};
+use crate::events::{DomainEvent, EventBus, EventSink};
 use crate::store::{SessionRecord, Store, StoreError, now};
 
 /// The revocation reason recorded when the owner gives none for one session.
@@ -46,11 +46,12 @@ fn is_active(session: &SessionRecord, at: DateTime<Utc>) -> bool {
 pub(crate) struct Sessions {
     store: Arc<dyn Store>,
     events: Arc<dyn EventSink>,
+    bus: EventBus,
 }
 
 impl Sessions {
-    pub(crate) fn new(store: Arc<dyn Store>, events: Arc<dyn EventSink>) -> Self {
-        Self { store, events }
+    pub(crate) fn new(store: Arc<dyn Store>, events: Arc<dyn EventSink>, bus: EventBus) -> Self {
+        Self { store, events, bus }
     }
 
     /// The user's sessions (only the usable ones with `active_only`).
@@ -94,7 +95,8 @@ impl Sessions {
         session_id: Uuid,
         reason: Option<&str>,
     ) -> Result<(), SessionError> {
-        self.store
+        let revoked = self
+            .store
             .revoke_session(
                 user_id,
                 session_id,
@@ -103,6 +105,7 @@ impl Sessions {
             )
             .await?
             .ok_or(SessionError::NotFound)?;
+        self.bus.publish(&revoked);
         Ok(())
     }
 
@@ -114,7 +117,7 @@ impl Sessions {
         current: Uuid,
         reason: Option<&str>,
     ) -> Result<u64, SessionError> {
-        let count = self
+        let revoked = self
             .store
             .revoke_all_sessions(
                 user_id,
@@ -123,6 +126,8 @@ impl Sessions {
                 now(),
             )
             .await?;
+        self.bus.publish(&revoked);
+        let count = revoked.len() as u64;
         self.events
             .emit(&DomainEvent::SessionsRevoked { user_id, count });
         Ok(count)

@@ -121,7 +121,10 @@ async fn imports_count_and_repeat_as_skips() {
         "111",
         vec![transaction("A", "-1.00"), transaction("B", "-2.00")],
     );
-    let counts = store.apply_import(user_id, &first, now()).await.unwrap();
+    let counts = store
+        .apply_import(user_id, &first, now(), &mut Vec::new())
+        .await
+        .unwrap();
     assert_eq!(counts.connection_ids.len(), 1);
     assert_eq!(
         (
@@ -132,7 +135,10 @@ async fn imports_count_and_repeat_as_skips() {
         ),
         (1, 2, 1, 1)
     );
-    let again = store.apply_import(user_id, &first, now()).await.unwrap();
+    let again = store
+        .apply_import(user_id, &first, now(), &mut Vec::new())
+        .await
+        .unwrap();
     assert_eq!(again.connection_ids, counts.connection_ids);
     assert_eq!(
         (
@@ -144,7 +150,10 @@ async fn imports_count_and_repeat_as_skips() {
         (1, 2, 1, 0)
     );
     let changed = batch("Bank", "111", vec![transaction("A", "-1.50")]);
-    let counts = store.apply_import(user_id, &changed, now()).await.unwrap();
+    let counts = store
+        .apply_import(user_id, &changed, now(), &mut Vec::new())
+        .await
+        .unwrap();
     assert_eq!(counts.transactions_updated, 1);
     assert_eq!(counts.transactions_created, 0);
 }
@@ -158,6 +167,7 @@ async fn a_failure_rolls_the_whole_import_back() {
             user_id,
             &batch("Bank", "111", vec![transaction("A", "-1.00")]),
             now(),
+            &mut Vec::new(),
         )
         .await
         .unwrap();
@@ -184,7 +194,12 @@ async fn a_failure_rolls_the_whole_import_back() {
         .institutions
         .extend(batch("Bank", "111", vec![transaction("A", "-9.00")]).institutions);
     failing.institutions.reverse();
-    assert!(store.apply_import(user_id, &failing, now()).await.is_err());
+    assert!(
+        store
+            .apply_import(user_id, &failing, now(), &mut Vec::new())
+            .await
+            .is_err()
+    );
     let after = (
         count(&pool, "connections").await,
         count(&pool, "accounts").await,
@@ -200,7 +215,12 @@ async fn a_failure_rolls_the_whole_import_back() {
     assert_eq!(amount, "-1.00", "the update of A was rolled back too");
     assert!(
         store
-            .apply_import(Uuid::now_v7(), &batch("Bank", "1", Vec::new()), now())
+            .apply_import(
+                Uuid::now_v7(),
+                &batch("Bank", "1", Vec::new()),
+                now(),
+                &mut Vec::new()
+            )
             .await
             .is_err(),
         "unknown user"

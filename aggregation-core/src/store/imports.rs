@@ -7,8 +7,9 @@
 //! use aggregation_core::store::{ImportBatch, ImportStore, SqliteStore, now};
 //! # let user_id = uuid::Uuid::now_v7(); // a registered user's id
 //! let store = SqliteStore::in_memory().await?;
+//! let mut raised = Vec::new(); // the import.completed event, to publish
 //! let counts = store
-//!     .apply_import(user_id, &ImportBatch::default(), now())
+//!     .apply_import(user_id, &ImportBatch::default(), now(), &mut raised)
 //!     .await?;
 //! assert!(counts.connection_ids.is_empty());
 //! # Ok(()) }
@@ -21,6 +22,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::records::{NewAccount, NewHolding, NewTransaction};
+use crate::events::Event;
 
 /// The provider slug of the connections that file imports create.
 pub const FILE_IMPORT_PROVIDER: &str = "file_import";
@@ -112,11 +114,13 @@ pub trait ImportStore: Send + Sync {
     /// upserts each account, its transactions and holdings (the rules of
     /// [`upsert_accounts`](super::AccountStore::upsert_accounts) and friends) and records its
     /// snapshot. Any failure rolls everything back, leaving the store as it was.
-    /// [`StoreError::Other`] when the user does not exist.
+    /// [`StoreError::Other`] when the user does not exist. The `import.completed` event with
+    /// the counts is written in the same transaction and appended to `raised` once committed.
     async fn apply_import(
         &self,
         user_id: Uuid,
         batch: &ImportBatch,
         now: DateTime<Utc>,
+        raised: &mut Vec<Event>,
     ) -> Result<ImportCounts, StoreError>;
 }

@@ -16,7 +16,12 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::enums::string_enum;
+use crate::events::Event;
 
+#[cfg(test)]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod event_tests;
+mod events;
 #[cfg(test)]
 #[cfg(feature = "sqlite")]
 mod import_tests;
@@ -37,6 +42,7 @@ mod sql;
 mod sqlite;
 mod webhooks;
 
+pub use events::{AuditFilter, EventStore};
 pub use imports::{
     FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportInstitution,
     ImportSnapshot, ImportStore,
@@ -317,14 +323,16 @@ pub trait OneTimeTokenStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<TokenCheck, StoreError>;
 
-    /// Consumes a reset token, sets the new password hash and revokes every session of the user
-    /// with their refresh tokens (reason `password_reset`), atomically.
+    /// Consumes a reset token, sets the new password hash, revokes every session of the user
+    /// with their refresh tokens (reason `password_reset`) and writes the `password.changed`
+    /// event and a `session.revoked` event per live session, atomically. The events written
+    /// come back with the check (none unless `Consumed`).
     async fn reset_password(
         &self,
         digest: &[u8],
         password_hash: &str,
         now: DateTime<Utc>,
-    ) -> Result<TokenCheck, StoreError>;
+    ) -> Result<(TokenCheck, Vec<Event>), StoreError>;
 }
 
 /// Sessions and their refresh tokens.
@@ -351,35 +359,38 @@ pub trait SessionStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
 
-    /// Revokes a session of this user and its refresh tokens. `None`: no such session for this
-    /// user; `Some(false)`: it was already revoked; `Some(true)`: revoked now.
+    /// Revokes a session of this user and its refresh tokens, with its `session.revoked`
+    /// event, atomically. `None`: no such session for this user; `Some(events)`: the events
+    /// written, empty when it was already revoked.
     async fn revoke_session(
         &self,
         user_id: Uuid,
         session_id: Uuid,
         reason: &str,
         now: DateTime<Utc>,
-    ) -> Result<Option<bool>, StoreError>;
+    ) -> Result<Option<Vec<Event>>, StoreError>;
 
     /// Revokes the session of the refresh token with this digest, if the token belongs to the
-    /// user; `false` when it does not or is unknown.
+    /// user, with its `session.revoked` event, atomically. `None` when the token is unknown or
+    /// another user's; `Some(events)`: the events written, empty when it was already revoked.
     async fn revoke_session_by_token(
         &self,
         user_id: Uuid,
         digest: &[u8],
         reason: &str,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<Option<Vec<Event>>, StoreError>;
 
-    /// Revokes every live session of the user except `keep`, with their tokens; the count
-    /// revoked.
+    /// Revokes every session of the user except `keep`, with their tokens, and writes a
+    /// `session.revoked` event for each live one, atomically; those events (one per live
+    /// session revoked, so their number is the count revoked).
     async fn revoke_all_sessions(
         &self,
         user_id: Uuid,
         keep: Option<Uuid>,
         reason: &str,
         now: DateTime<Utc>,
-    ) -> Result<u64, StoreError>;
+    ) -> Result<Vec<Event>, StoreError>;
 
     /// The user's sessions, newest first; only live ones (neither revoked nor expired) when
     /// `active_only`.
@@ -494,20 +505,25 @@ pub trait SecurityStore: Send + Sync {
     /// raised by one too, so their outstanding tokens are invalidated as well; each such raise
     /// gets its own audit row (scope global, the user, their minimum before and after), which
     /// [`global_rotation_raised_from`](Self::global_rotation_raised_from) reads for the grace
-    /// period. Concurrent rotations are serialized: each one is one step.
+    /// period. Concurrent rotations are serialized: each one is one step. Writes the
+    /// `security.rotation` event (no user) in the same transaction, appended to `raised` once
+    /// committed.
     async fn rotate_global_token_version(
         &self,
         rotation: &NewTokenRotation,
+        raised: &mut Vec<Event>,
     ) -> Result<RotationOutcome, StoreError>;
 
     /// Raises the user's minimum version above every version their outstanding tokens can carry
     /// (to max(user minimum, global minimum) + 1) and writes the audit row, atomically.
     /// `None` (and nothing written) when the user does not exist. Serialized with every other
-    /// rotation.
+    /// rotation. Writes the user's `security.rotation` event in the same transaction,
+    /// appended to `raised` once committed.
     async fn rotate_user_token_version(
         &self,
         user_id: Uuid,
         rotation: &NewTokenRotation,
+        raised: &mut Vec<Event>,
     ) -> Result<Option<RotationOutcome>, StoreError>;
 
     /// The latest `limit` rotation audit rows, newest first.
@@ -631,6 +647,7 @@ pub trait Store:
     + ProviderConnectionStore
     + SyncStore
     + WebhookStore
+    + EventStore
     + 'static
 {
 }
@@ -650,6 +667,7 @@ impl<T> Store for T where
         + ProviderConnectionStore
         + SyncStore
         + WebhookStore
+        + EventStore
         + 'static
 {
 }

@@ -53,6 +53,8 @@ mod admin;
 mod batches;
 #[path = "sql_connections.rs"]
 mod connections;
+#[path = "sql_events.rs"]
+mod events;
 #[path = "sql_migrate.rs"]
 mod migrate;
 #[path = "sql_providers.rs"]

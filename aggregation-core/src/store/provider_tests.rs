@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::*;
 
-type Shared = Arc<dyn Store>;
+pub(super) type Shared = Arc<dyn Store>;
 
 /// Declares each case once per backend.
 macro_rules! suite {
@@ -38,6 +38,7 @@ macro_rules! suite {
         }
     };
 }
+pub(super) use suite;
 
 suite!(
     oauth_state_is_taken_once,
@@ -59,7 +60,7 @@ suite!(
 );
 
 #[cfg(feature = "sqlite")]
-async fn sqlite_store() -> Shared {
+pub(super) async fn sqlite_store() -> Shared {
     Arc::new(SqliteStore::in_memory().await.unwrap())
 }
 
@@ -127,7 +128,7 @@ where
 /// Runs `case` on a PostgreSQL store in a fresh schema, dropped afterwards (also when the case
 /// panics); skips, saying so, when `AGG_TEST_DATABASE_URL` is unset.
 #[cfg(feature = "postgres")]
-async fn on_postgres<F, Fut>(case: F)
+pub(super) async fn on_postgres<F, Fut>(case: F)
 where
     F: FnOnce(Shared) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
@@ -157,7 +158,7 @@ where
     super::migrate_tests::with_scratch(&url, create, drop, run).await;
 }
 
-async fn user(store: &Shared) -> Uuid {
+pub(super) async fn user(store: &Shared) -> Uuid {
     let id = Uuid::now_v7();
     store
         .create_user(&NewUser {
@@ -203,7 +204,7 @@ fn credentials(tag: u8, expires_at: DateTime<Utc>) -> EncryptedCredentials {
 }
 
 /// Saves an authorized connection whose credentials expire at `expires_at`.
-async fn authorize(
+pub(super) async fn authorize(
     store: &Shared,
     user_id: Uuid,
     alias: Option<&str>,
@@ -219,6 +220,7 @@ async fn authorize(
             Uuid::now_v7(),
             &move |_| Ok(credentials(tag, expires_at)),
             at,
+            &mut Vec::new(),
         )
         .await
         .unwrap()
@@ -272,7 +274,7 @@ fn holding(provider_id: &str, value: &str) -> NewHolding {
     }
 }
 
-fn is_other<T: std::fmt::Debug>(result: &Result<T, StoreError>) -> bool {
+pub(super) fn is_other<T: std::fmt::Debug>(result: &Result<T, StoreError>) -> bool {
     matches!(result, Err(StoreError::Other(_)))
 }
 
@@ -340,6 +342,7 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
                 Ok(credentials(1, t0 + seconds(1800)))
             },
             t0,
+            &mut Vec::new(),
         )
         .await
         .unwrap();
@@ -379,6 +382,7 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
                 Ok(credentials(2, t1 + seconds(1800)))
             },
             t1,
+            &mut Vec::new(),
         )
         .await
         .unwrap();
@@ -401,7 +405,7 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
     assert!(!was_created);
     assert_eq!(same.id, no_alias.id);
     store
-        .disconnect_connection(user_id, created.id, t1)
+        .disconnect_connection(user_id, created.id, t1, &mut Vec::new())
         .await
         .unwrap()
         .unwrap();
@@ -426,6 +430,7 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
             Uuid::now_v7(),
             &|_| Err(StoreError::Other("no key".to_owned())),
             t1,
+            &mut Vec::new(),
         )
         .await;
     assert!(is_other(&failed));
@@ -437,6 +442,7 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
             Uuid::now_v7(),
             &|_| Ok(credentials(6, t1)),
             t1,
+            &mut Vec::new(),
         )
         .await;
     assert!(is_other(&unknown_user));
@@ -481,7 +487,7 @@ async fn disconnect_clears_credentials_and_is_idempotent(store: Shared) {
     let (connection, _) = authorize(&store, user_id, Some("Main"), 1, t0, t0).await;
     assert!(
         store
-            .disconnect_connection(other_user, connection.id, t0)
+            .disconnect_connection(other_user, connection.id, t0, &mut Vec::new())
             .await
             .unwrap()
             .is_none(),
@@ -489,7 +495,7 @@ async fn disconnect_clears_credentials_and_is_idempotent(store: Shared) {
     );
     assert!(
         store
-            .disconnect_connection(user_id, Uuid::now_v7(), t0)
+            .disconnect_connection(user_id, Uuid::now_v7(), t0, &mut Vec::new())
             .await
             .unwrap()
             .is_none(),
@@ -497,7 +503,7 @@ async fn disconnect_clears_credentials_and_is_idempotent(store: Shared) {
     );
     let t1 = t0 + seconds(5);
     let gone = store
-        .disconnect_connection(user_id, connection.id, t1)
+        .disconnect_connection(user_id, connection.id, t1, &mut Vec::new())
         .await
         .unwrap()
         .unwrap();
@@ -507,7 +513,7 @@ async fn disconnect_clears_credentials_and_is_idempotent(store: Shared) {
     assert_eq!(gone.credentials_expires_at, None);
     assert_eq!(gone.updated_at, t1);
     let again = store
-        .disconnect_connection(user_id, connection.id, t1 + seconds(5))
+        .disconnect_connection(user_id, connection.id, t1 + seconds(5), &mut Vec::new())
         .await
         .unwrap()
         .unwrap();
@@ -675,7 +681,7 @@ async fn credentials_and_status_updates_skip_disconnected(store: Shared) {
             .unwrap()
     );
     store
-        .disconnect_connection(user_id, connection.id, t1)
+        .disconnect_connection(user_id, connection.id, t1, &mut Vec::new())
         .await
         .unwrap();
     assert!(
@@ -728,7 +734,7 @@ async fn credential_swaps_and_expiry_compare_the_previous_credentials(store: Sha
     );
     assert!(
         !store
-            .expire_connection_credentials(connection.id, &[7; 8], t1)
+            .expire_connection_credentials(connection.id, &[7; 8], t1, &mut Vec::new())
             .await
             .unwrap()
     );
@@ -756,13 +762,13 @@ async fn credential_swaps_and_expiry_compare_the_previous_credentials(store: Sha
     // Expiry from the replaced credentials is refused; from the live ones it applies.
     assert!(
         !store
-            .expire_connection_credentials(connection.id, &[1; 8], t1)
+            .expire_connection_credentials(connection.id, &[1; 8], t1, &mut Vec::new())
             .await
             .unwrap()
     );
     assert!(
         store
-            .expire_connection_credentials(connection.id, &[2; 8], t1)
+            .expire_connection_credentials(connection.id, &[2; 8], t1, &mut Vec::new())
             .await
             .unwrap()
     );
@@ -781,13 +787,13 @@ async fn credential_swaps_and_expiry_compare_the_previous_credentials(store: Sha
     // Only an active connection expires.
     assert!(
         !store
-            .expire_connection_credentials(connection.id, &[2; 8], t1)
+            .expire_connection_credentials(connection.id, &[2; 8], t1, &mut Vec::new())
             .await
             .unwrap()
     );
     assert!(
         !store
-            .expire_connection_credentials(Uuid::now_v7(), &[2; 8], t1)
+            .expire_connection_credentials(Uuid::now_v7(), &[2; 8], t1, &mut Vec::new())
             .await
             .unwrap()
     );
@@ -840,7 +846,7 @@ async fn concurrent_swaps_from_one_version_apply_once(store: Shared) {
         let (store, live) = (store.clone(), live.clone());
         tokio::spawn(async move {
             store
-                .expire_connection_credentials(connection.id, &live, t0)
+                .expire_connection_credentials(connection.id, &live, t0, &mut Vec::new())
                 .await
                 .unwrap()
         })
@@ -873,7 +879,7 @@ async fn due_for_refresh_and_sync_selection(store: Shared) {
         .unwrap();
     let (gone, _) = authorize(&store, user_id, Some("gone"), 6, t0 - seconds(60), t0).await;
     store
-        .disconnect_connection(user_id, gone.id, t0)
+        .disconnect_connection(user_id, gone.id, t0, &mut Vec::new())
         .await
         .unwrap();
     // Without credentials (like an import's connection): never due.
@@ -917,6 +923,7 @@ async fn due_for_refresh_and_sync_selection(store: Shared) {
                         ..SyncBatch::default()
                     },
                     at,
+                    &mut Vec::new(),
                 )
                 .await
                 .unwrap();
@@ -1147,7 +1154,10 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
         ],
         mark_synced: true,
     };
-    let counts = store.apply_sync(connection.id, &first, t1).await.unwrap();
+    let counts = store
+        .apply_sync(connection.id, &first, t1, &mut Vec::new())
+        .await
+        .unwrap();
     assert_eq!(
         (
             counts.accounts.created,
@@ -1204,7 +1214,10 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
         }],
         mark_synced: false,
     };
-    let counts = store.apply_sync(connection.id, &second, t2).await.unwrap();
+    let counts = store
+        .apply_sync(connection.id, &second, t2, &mut Vec::new())
+        .await
+        .unwrap();
     assert_eq!(
         (
             counts.accounts.created,
@@ -1301,7 +1314,7 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
         ..SyncBatch::default()
     };
     let counts = store
-        .apply_sync(connection.id, &third, t2 + seconds(1))
+        .apply_sync(connection.id, &third, t2 + seconds(1), &mut Vec::new())
         .await
         .unwrap();
     assert_eq!(counts.holdings_deactivated, 1);
@@ -1335,7 +1348,9 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
         mark_synced: true,
     };
     assert!(is_other(
-        &store.apply_sync(connection.id, &failing, t0).await
+        &store
+            .apply_sync(connection.id, &failing, t0, &mut Vec::new())
+            .await
     ));
     assert!(
         store
@@ -1370,11 +1385,14 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
     // Once the account exists, a batch naming only it succeeds.
     let mut fixed = failing.clone();
     fixed.per_account.pop();
-    let counts = store.apply_sync(connection.id, &fixed, t0).await.unwrap();
+    let counts = store
+        .apply_sync(connection.id, &fixed, t0, &mut Vec::new())
+        .await
+        .unwrap();
     assert_eq!(counts.transactions.created, 1);
     assert!(is_other(
         &store
-            .apply_sync(Uuid::now_v7(), &SyncBatch::default(), t0)
+            .apply_sync(Uuid::now_v7(), &SyncBatch::default(), t0, &mut Vec::new())
             .await
     ));
 }

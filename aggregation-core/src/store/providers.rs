@@ -16,6 +16,7 @@ use super::records::{
     UpsertCounts,
 };
 use crate::enums::string_enum;
+use crate::events::Event;
 
 /// A pending OAuth authorization, stored when a user starts connecting a provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +123,13 @@ pub trait ProviderConnectionStore: Send + Sync {
     /// Because the credentials' associated data is the connection id, the caller encrypts
     /// them for the id it will get: `credentials_for` is called with that id before anything
     /// is written.
+    ///
+    /// Writes the `connection.created` event in the same transaction and, once committed,
+    /// appends it to `raised` (for the caller to publish).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one atomic write, each input needed"
+    )]
     async fn save_authorized_connection(
         &self,
         user_id: Uuid,
@@ -130,6 +138,7 @@ pub trait ProviderConnectionStore: Send + Sync {
         new_id: Uuid,
         credentials_for: &(dyn Fn(Uuid) -> Result<EncryptedCredentials, StoreError> + Send + Sync),
         now: DateTime<Utc>,
+        raised: &mut Vec<Event>,
     ) -> Result<(ConnectionRecord, bool), StoreError>;
 
     /// Sets the alias of one of the user's connections; `None` when unknown or foreign.
@@ -143,13 +152,15 @@ pub trait ProviderConnectionStore: Send + Sync {
     ) -> Result<Option<ConnectionRecord>, StoreError>;
 
     /// Marks one of the user's connections `disconnected` and clears its credentials (the
-    /// record and its accounts are kept); an already disconnected connection is returned as
-    /// it is. `None` when unknown or foreign.
+    /// record and its accounts are kept), with the `connection.deleted` event, atomically;
+    /// an already disconnected connection is returned as it is (no event). `None` when
+    /// unknown or foreign. The event written is appended to `raised` once committed.
     async fn disconnect_connection(
         &self,
         user_id: Uuid,
         connection_id: Uuid,
         now: DateTime<Utc>,
+        raised: &mut Vec<Event>,
     ) -> Result<Option<ConnectionRecord>, StoreError>;
 
     /// Replaces the credentials of a connection after a token refresh, as a compare-and-swap:
@@ -171,16 +182,20 @@ pub trait ProviderConnectionStore: Send + Sync {
     /// Marks an `active` connection `expired` after its provider refused the refresh, but only
     /// while its stored ciphertext is still `previous` (the credentials whose refresh token
     /// was refused): a refusal caused by another instance having rotated the token first must
-    /// not expire the connection. `false`, with nothing written, otherwise.
+    /// not expire the connection. `false`, with nothing written, otherwise. The expiry writes
+    /// the `connection.expired` event (reason `refresh_refused`) in the same transaction,
+    /// appended to `raised` once committed.
     async fn expire_connection_credentials(
         &self,
         connection_id: Uuid,
         previous: &[u8],
         now: DateTime<Utc>,
+        raised: &mut Vec<Event>,
     ) -> Result<bool, StoreError>;
 
     /// Sets the status of a connection that is not disconnected (`false` when it is, or is
-    /// unknown).
+    /// unknown). A low-level write for embedders and tests: it raises no event (the use cases
+    /// go through the writes above, which do).
     async fn set_connection_status(
         &self,
         connection_id: Uuid,
@@ -289,10 +304,13 @@ pub trait SyncStore: Send + Sync {
     /// then per account its transactions and holdings (deactivating holdings absent from a
     /// given list) and its snapshot, then marks the connection synced. [`StoreError::Other`]
     /// when the connection or a named account does not exist; the caller checks ownership.
+    /// The `sync.completed` event with the counts is written in the same transaction (so a
+    /// sync that rolls back has none) and appended to `raised` once committed.
     async fn apply_sync(
         &self,
         connection_id: Uuid,
         batch: &SyncBatch,
         now: DateTime<Utc>,
+        raised: &mut Vec<Event>,
     ) -> Result<SyncCounts, StoreError>;
 }

@@ -19,6 +19,7 @@ use super::records::{
     UpsertCounts,
 };
 use super::{RotationScope, StoreError};
+use crate::events::EventType;
 
 /// Every way a call can run out of time (no pooled connection within the acquire timeout, a
 /// PostgreSQL `statement_timeout`, a SQLite lock still held when the busy timeout ends) is
@@ -129,6 +130,7 @@ stored_as_text! {
     AccountType => |name| by_name(AccountType::parse(name), name);
     AssetType => |name| by_name(AssetType::parse(name), name);
     ConnectionStatus => |name| by_name(ConnectionStatus::parse(name), name);
+    EventType => |name| by_name(EventType::parse(name), name);
     RotationScope => |name| by_name(RotationScope::parse(name), name);
     SnapshotSource => |name| by_name(SnapshotSource::parse(name), name);
     TransactionStatus => |name| by_name(TransactionStatus::parse(name), name);

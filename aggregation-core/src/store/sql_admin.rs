@@ -5,7 +5,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::events::insert_event;
 use super::{BEGIN_WRITE, Db, SqlStore, Tx};
+use crate::events::Event;
 use crate::store::{
     JobRunRecord, JobStore, NewTokenRotation, PurgeCounts, RotationOutcome, RotationScope,
     SecurityConfigRecord, SecurityStore, StoreError, TokenRotationRecord,
@@ -97,6 +99,7 @@ impl SecurityStore for SqlStore {
     async fn rotate_global_token_version(
         &self,
         rotation: &NewTokenRotation,
+        raised: &mut Vec<Event>,
     ) -> Result<RotationOutcome, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         lock_config(&mut tx, rotation.grace_period_seconds, rotation.at).await?;
@@ -112,7 +115,7 @@ impl SecurityStore for SqlStore {
         .await?;
         // Tokens of individually rotated users carry their (higher) user minimum; raising it
         // keeps the global rotation effective for them too.
-        let raised: Vec<(Uuid, i64)> = sqlx::query_as(
+        let raised_users: Vec<(Uuid, i64)> = sqlx::query_as(
             "UPDATE users SET min_token_version = min_token_version + 1, updated_at = $2 \
              WHERE min_token_version >= $1 RETURNING id, min_token_version",
         )
@@ -127,7 +130,7 @@ impl SecurityStore for SqlStore {
         insert_rotation(&mut tx, rotation, RotationScope::Global, None, outcome).await?;
         // One row per raised user: the audit trail, and what the grace period of this rotation
         // accepts for them (their minimum just before it).
-        for (user_id, min_token_version) in raised {
+        for (user_id, min_token_version) in raised_users {
             let per_user = NewTokenRotation {
                 id: Uuid::now_v7(),
                 ..rotation.clone()
@@ -139,7 +142,10 @@ impl SecurityStore for SqlStore {
             let scope = RotationScope::Global;
             insert_rotation(&mut tx, &per_user, scope, Some(user_id), raise).await?;
         }
+        let event = Event::security_rotation(rotation, RotationScope::Global, None, outcome);
+        let event = insert_event(&mut tx, event).await?;
         tx.commit().await?;
+        raised.push(event);
         Ok(outcome)
     }
 
@@ -147,6 +153,7 @@ impl SecurityStore for SqlStore {
         &self,
         user_id: Uuid,
         rotation: &NewTokenRotation,
+        raised: &mut Vec<Event>,
     ) -> Result<Option<RotationOutcome>, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let global = lock_config(&mut tx, rotation.grace_period_seconds, rotation.at).await?;
@@ -177,7 +184,10 @@ impl SecurityStore for SqlStore {
             outcome,
         )
         .await?;
+        let event = Event::security_rotation(rotation, RotationScope::User, Some(user_id), outcome);
+        let event = insert_event(&mut tx, event).await?;
         tx.commit().await?;
+        raised.push(event);
         Ok(Some(outcome))
     }
 

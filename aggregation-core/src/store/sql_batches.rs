@@ -8,9 +8,11 @@ use rust_decimal::Decimal;
 use uuid::Uuid;
 
 use super::connections::find_or_create_connection_in;
+use super::events::insert_event;
 use super::records::{deactivate_missing_holdings_in, insert_snapshot_in};
 use super::upserts::{account_in, upsert_in, upsert_one, upsert_transactions_in};
 use super::{BEGIN_WRITE, SqlStore, Tx};
+use crate::events::Event;
 use crate::store::sql::{OptionalDec, Upserted, tally};
 use crate::store::{
     FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportSnapshot, ImportStore,
@@ -125,6 +127,7 @@ impl ImportStore for SqlStore {
         user_id: Uuid,
         batch: &ImportBatch,
         now: DateTime<Utc>,
+        raised: &mut Vec<Event>,
     ) -> Result<ImportCounts, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let mut counts = ImportCounts::default();
@@ -139,7 +142,9 @@ impl ImportStore for SqlStore {
             }
             mark_synced(&mut tx, connection.id, now).await?;
         }
+        let event = insert_event(&mut tx, Event::import_completed(user_id, &counts, now)).await?;
         tx.commit().await?;
+        raised.push(event);
         Ok(counts)
     }
 }
@@ -198,19 +203,22 @@ impl SyncStore for SqlStore {
         connection_id: Uuid,
         batch: &SyncBatch,
         now: DateTime<Utc>,
+        raised: &mut Vec<Event>,
     ) -> Result<SyncCounts, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         // Locks the connection's row (PostgreSQL) so syncs of one connection are applied one
         // after the other; SQLite's BEGIN IMMEDIATE serializes writers.
-        let locked = sqlx::query("UPDATE connections SET updated_at = updated_at WHERE id = $1")
-            .bind(connection_id)
-            .execute(&mut *tx)
-            .await?;
-        if locked.rows_affected() == 0 {
+        let owner: Option<Uuid> = sqlx::query_scalar(
+            "UPDATE connections SET updated_at = updated_at WHERE id = $1 RETURNING user_id",
+        )
+        .bind(connection_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(user_id) = owner else {
             return Err(StoreError::Other(format!(
                 "unknown connection {connection_id}"
             )));
-        }
+        };
         let mut counts = SyncCounts::default();
         let accounts = upsert_in(&mut tx, connection_id, &batch.accounts, now).await?;
         tally(&mut counts.accounts, accounts);
@@ -220,7 +228,10 @@ impl SyncStore for SqlStore {
         if batch.mark_synced {
             mark_synced(&mut tx, connection_id, now).await?;
         }
+        let completed = Event::sync_completed(user_id, connection_id, &counts, now);
+        let event = insert_event(&mut tx, completed).await?;
         tx.commit().await?;
+        raised.push(event);
         Ok(counts)
     }
 }

@@ -6,7 +6,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::connections::{CONNECTION_COLUMNS, insert_connection, live_connection_in, lock_user_in};
+use super::events::insert_event;
 use super::{BEGIN_WRITE, SqlStore};
+use crate::events::Event;
 use crate::store::{
     ConnectionRecord, ConnectionStatus, ConnectionStore as _, EncryptedCredentials, NewConnection,
     NewOAuthState, OAuthStateRecord, ProviderConnectionStore, StoreError, SyncClaim, SyncKind,
@@ -112,6 +114,7 @@ impl ProviderConnectionStore for SqlStore {
         new_id: Uuid,
         credentials_for: &(dyn Fn(Uuid) -> Result<EncryptedCredentials, StoreError> + Send + Sync),
         now: DateTime<Utc>,
+        raised: &mut Vec<Event>,
     ) -> Result<(ConnectionRecord, bool), StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         // The user lock makes concurrent callbacks for one slug and alias find one another's
@@ -132,7 +135,10 @@ impl ProviderConnectionStore for SqlStore {
                 created_at: now,
             };
             let record = insert_connection(&mut tx, &connection).await?;
+            let event =
+                insert_event(&mut tx, Event::connection_created(&record, false, now)).await?;
             tx.commit().await?;
+            raised.push(event);
             return Ok((record, true));
         };
         let credentials = credentials_for(existing.id)?;
@@ -141,7 +147,7 @@ impl ProviderConnectionStore for SqlStore {
              credentials_key_id = $4, credentials_expires_at = $5, connected_at = $6, \
              updated_at = $6 WHERE id = $1 RETURNING {CONNECTION_COLUMNS}"
         );
-        let record = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let record: ConnectionRecord = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(existing.id)
             .bind(ConnectionStatus::Active.as_str())
             .bind(credentials.ciphertext.as_slice())
@@ -150,7 +156,9 @@ impl ProviderConnectionStore for SqlStore {
             .bind(now)
             .fetch_one(&mut *tx)
             .await?;
+        let event = insert_event(&mut tx, Event::connection_created(&record, true, now)).await?;
         tx.commit().await?;
+        raised.push(event);
         Ok((record, false))
     }
 
@@ -181,6 +189,7 @@ impl ProviderConnectionStore for SqlStore {
         user_id: Uuid,
         connection_id: Uuid,
         now: DateTime<Utc>,
+        raised: &mut Vec<Event>,
     ) -> Result<Option<ConnectionRecord>, StoreError> {
         let sql = format!(
             "UPDATE connections SET status = 'disconnected', encrypted_credentials = NULL, \
@@ -188,15 +197,20 @@ impl ProviderConnectionStore for SqlStore {
              WHERE id = $1 AND user_id = $2 AND status <> 'disconnected' \
              RETURNING {CONNECTION_COLUMNS}"
         );
-        let disconnected = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let disconnected: Option<ConnectionRecord> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(connection_id)
             .bind(user_id)
             .bind(now)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *tx)
             .await?;
-        if disconnected.is_some() {
-            return Ok(disconnected);
+        if let Some(record) = disconnected {
+            let event = insert_event(&mut tx, Event::connection_deleted(&record, now)).await?;
+            tx.commit().await?;
+            raised.push(event);
+            return Ok(Some(record));
         }
+        drop(tx);
         // Unknown, foreign, or disconnected already (a disconnected connection never changes
         // status again, so this read cannot miss a change).
         self.connection_for_user(user_id, connection_id).await
@@ -236,17 +250,28 @@ impl ProviderConnectionStore for SqlStore {
         connection_id: Uuid,
         previous: &[u8],
         now: DateTime<Utc>,
+        raised: &mut Vec<Event>,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let expired: Option<(Uuid, String)> = sqlx::query_as(
             "UPDATE connections SET status = 'expired', updated_at = $2 \
-             WHERE id = $1 AND status = 'active' AND encrypted_credentials = $3",
+             WHERE id = $1 AND status = 'active' AND encrypted_credentials = $3 \
+             RETURNING user_id, provider_slug",
         )
         .bind(connection_id)
         .bind(now)
         .bind(previous)
-        .execute(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        let Some((user_id, provider)) = expired else {
+            return Ok(false);
+        };
+        let expiry =
+            Event::connection_expired(user_id, connection_id, &provider, "refresh_refused", now);
+        let event = insert_event(&mut tx, expiry).await?;
+        tx.commit().await?;
+        raised.push(event);
+        Ok(true)
     }
 
     async fn set_connection_status(

@@ -2,12 +2,17 @@
 //!
 //! Every writer here takes the session row before its tokens, so that on PostgreSQL a refresh
 //! racing a revocation waits for it instead of deadlocking.
+//!
+//! A revocation writes one `session.revoked` event per session it revoked, in its transaction:
+//! only the store knows which sessions that was (a bulk revocation finds them as it goes).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::events::insert_events;
 use super::{BEGIN_WRITE, SqlStore, Tx};
+use crate::events::Event;
 use crate::store::{
     NewRefreshToken, NewSession, RefreshTokenRecord, SessionRecord, SessionStore, StoreError,
 };
@@ -15,20 +20,20 @@ use crate::store::{
 const SELECT_SESSION: &str = "SELECT id, user_id, device_info, ip_address, location, \
      created_at, last_activity_at, expires_at, revoked_at, revoked_reason FROM sessions";
 
-/// Revokes the user's sessions other than `keep` and their refresh tokens; the number of live
-/// sessions revoked.
+/// Revokes the user's sessions other than `keep` and their refresh tokens, and writes a
+/// `session.revoked` event for each live session revoked: those events.
 pub(super) async fn revoke_user_sessions(
     tx: &mut Tx,
     user_id: Uuid,
     keep: Uuid,
     reason: &str,
     now: DateTime<Utc>,
-) -> Result<u64, StoreError> {
+) -> Result<Vec<Event>, StoreError> {
     // Sessions before their tokens (see the module documentation). Expired sessions are
     // closed too, so none of them can come back, but only live ones count as revoked.
-    let closed: Vec<DateTime<Utc>> = sqlx::query_scalar(
+    let closed: Vec<(Uuid, DateTime<Utc>)> = sqlx::query_as(
         "UPDATE sessions SET revoked_at = $3, revoked_reason = $4 \
-         WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL RETURNING expires_at",
+         WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL RETURNING id, expires_at",
     )
     .bind(user_id)
     .bind(keep)
@@ -45,19 +50,31 @@ pub(super) async fn revoke_user_sessions(
     .bind(now)
     .execute(&mut **tx)
     .await?;
-    Ok(closed
-        .iter()
-        .filter(|expires_at| **expires_at > now)
-        .count() as u64)
+    let mut closed: Vec<Uuid> = closed
+        .into_iter()
+        .filter(|(_, expires_at)| *expires_at > now)
+        .map(|(session_id, _)| session_id)
+        .collect();
+    // RETURNING has no order; events follow the sessions' (time-ordered) ids.
+    closed.sort();
+    let events: Vec<Event> = closed
+        .into_iter()
+        .map(|session_id| Event::session_revoked(user_id, session_id, reason, now))
+        .collect();
+    insert_events(tx, &events).await?;
+    Ok(events)
 }
 
+/// Revokes one session of `user_id` and its refresh tokens, with its `session.revoked` event
+/// when it was not revoked already: the events written.
 async fn revoke_one_session(
     tx: &mut Tx,
+    user_id: Uuid,
     session_id: Uuid,
     reason: &str,
     now: DateTime<Utc>,
-) -> Result<(), StoreError> {
-    sqlx::query(
+) -> Result<Vec<Event>, StoreError> {
+    let revoked = sqlx::query(
         "UPDATE sessions SET revoked_at = $2, revoked_reason = $3 \
          WHERE id = $1 AND revoked_at IS NULL",
     )
@@ -73,7 +90,12 @@ async fn revoke_one_session(
     .bind(now)
     .execute(&mut **tx)
     .await?;
-    Ok(())
+    if revoked.rows_affected() == 0 {
+        return Ok(Vec::new());
+    }
+    let events = vec![Event::session_revoked(user_id, session_id, reason, now)];
+    insert_events(tx, &events).await?;
+    Ok(events)
 }
 
 async fn insert_refresh_token(tx: &mut Tx, token: &NewRefreshToken) -> Result<(), StoreError> {
@@ -176,7 +198,7 @@ impl SessionStore for SqlStore {
         session_id: Uuid,
         reason: &str,
         now: DateTime<Utc>,
-    ) -> Result<Option<bool>, StoreError> {
+    ) -> Result<Option<Vec<Event>>, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let revoked_at: Option<Option<DateTime<Utc>>> =
             sqlx::query_scalar("SELECT revoked_at FROM sessions WHERE id = $1 AND user_id = $2")
@@ -186,12 +208,12 @@ impl SessionStore for SqlStore {
                 .await?;
         match revoked_at {
             None => return Ok(None),
-            Some(Some(_)) => return Ok(Some(false)),
+            Some(Some(_)) => return Ok(Some(Vec::new())),
             Some(None) => {}
         }
-        revoke_one_session(&mut tx, session_id, reason, now).await?;
+        let events = revoke_one_session(&mut tx, user_id, session_id, reason, now).await?;
         tx.commit().await?;
-        Ok(Some(true))
+        Ok(Some(events))
     }
 
     async fn revoke_session_by_token(
@@ -200,7 +222,7 @@ impl SessionStore for SqlStore {
         digest: &[u8],
         reason: &str,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<Vec<Event>>, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let session_id: Option<Uuid> = sqlx::query_scalar(
             "SELECT session_id FROM refresh_tokens WHERE digest = $1 AND user_id = $2",
@@ -210,11 +232,11 @@ impl SessionStore for SqlStore {
         .fetch_optional(&mut *tx)
         .await?;
         let Some(session_id) = session_id else {
-            return Ok(false);
+            return Ok(None);
         };
-        revoke_one_session(&mut tx, session_id, reason, now).await?;
+        let events = revoke_one_session(&mut tx, user_id, session_id, reason, now).await?;
         tx.commit().await?;
-        Ok(true)
+        Ok(Some(events))
     }
 
     async fn revoke_all_sessions(
@@ -223,12 +245,12 @@ impl SessionStore for SqlStore {
         keep: Option<Uuid>,
         reason: &str,
         now: DateTime<Utc>,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<Vec<Event>, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let keep = keep.unwrap_or_else(Uuid::nil);
-        let count = revoke_user_sessions(&mut tx, user_id, keep, reason, now).await?;
+        let events = revoke_user_sessions(&mut tx, user_id, keep, reason, now).await?;
         tx.commit().await?;
-        Ok(count)
+        Ok(events)
     }
 
     async fn sessions_for_user(

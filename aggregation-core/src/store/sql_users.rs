@@ -5,8 +5,10 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::connections::lock_user_in;
+use super::events::insert_event;
 use super::sessions::revoke_user_sessions;
 use super::{BEGIN_WRITE, Db, SqlStore, Tx};
+use crate::events::Event;
 use crate::store::{
     NewOneTimeToken, NewUser, OneTimeTokenStore, Role, StoreError, TokenCheck, TokenPurpose,
     UserRecord, UserStore,
@@ -244,12 +246,12 @@ impl OneTimeTokenStore for SqlStore {
         digest: &[u8],
         password_hash: &str,
         now: DateTime<Utc>,
-    ) -> Result<TokenCheck, StoreError> {
+    ) -> Result<(TokenCheck, Vec<Event>), StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let purpose = TokenPurpose::PasswordReset;
         let user_id = match claim_one_time_token(&mut tx, digest, purpose, now).await? {
             Ok(user_id) => user_id,
-            Err(check) => return Ok(check),
+            Err(check) => return Ok((check, Vec::new())),
         };
         let updated =
             sqlx::query("UPDATE users SET password_hash = $2, updated_at = $3 WHERE id = $1")
@@ -259,10 +261,14 @@ impl OneTimeTokenStore for SqlStore {
                 .execute(&mut *tx)
                 .await?;
         if updated.rows_affected() == 0 {
-            return Ok(TokenCheck::UnknownUser);
+            return Ok((TokenCheck::UnknownUser, Vec::new()));
         }
-        revoke_user_sessions(&mut tx, user_id, Uuid::nil(), "password_reset", now).await?;
+        let changed = Event::password_changed(user_id, "reset", now);
+        let mut events = vec![insert_event(&mut tx, changed).await?];
+        events.extend(
+            revoke_user_sessions(&mut tx, user_id, Uuid::nil(), "password_reset", now).await?,
+        );
         tx.commit().await?;
-        Ok(TokenCheck::Consumed { user_id })
+        Ok((TokenCheck::Consumed { user_id }, events))
     }
 }

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::connections::lock_user_in;
 use super::{BEGIN_WRITE, SqlStore, Tx};
+use crate::events::Event;
 use crate::store::{
     ClaimedDelivery, DeliveryStatus, NewWebhookEndpoint, NextDelivery, StoreError, WebhookAttempt,
     WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord, WebhookStore,
@@ -93,18 +94,22 @@ struct ClaimRow {
     created_at: DateTime<Utc>,
 }
 
-/// Queues one pending delivery of the event for every endpoint of `user_id` that receives
-/// `event_type`, inside the transaction that writes the event. `payload` is the exact body
-/// that will be signed and sent.
-#[expect(dead_code, reason = "TEMPORARY: the outbox's insert_events calls it once merged")]
-pub(super) async fn queue_webhook_deliveries(
-    tx: &mut Tx,
-    user_id: Uuid,
-    event_id: Uuid,
-    event_type: &str,
-    payload: &str,
-    at: DateTime<Utc>,
-) -> Result<(), StoreError> {
+/// Queues one pending delivery of `event` for every endpoint of its user that receives its
+/// type, inside the transaction that writes the event. The payload stored is the exact body
+/// that will be signed and sent: `{"id", "type", "occurred_at", "data"}`. An event without a
+/// user (a global rotation) goes to no webhook.
+pub(super) async fn queue_webhook_deliveries(tx: &mut Tx, event: &Event) -> Result<(), StoreError> {
+    let Some(user_id) = event.user_id else {
+        return Ok(());
+    };
+    let event_type = event.event_type.as_str();
+    let payload = serde_json::json!({
+        "id": event.id,
+        "type": event_type,
+        "occurred_at": event.occurred_at,
+        "data": event.data,
+    })
+    .to_string();
     sqlx::query(
         "INSERT INTO webhook_deliveries (endpoint_id, event_id, event_type, payload, status, \
          attempt_count, next_attempt_at, created_at) \
@@ -113,10 +118,10 @@ pub(super) async fn queue_webhook_deliveries(
          ON CONFLICT (endpoint_id, event_id) DO NOTHING",
     )
     .bind(user_id)
-    .bind(event_id)
+    .bind(event.id)
     .bind(event_type)
     .bind(payload)
-    .bind(at)
+    .bind(event.occurred_at)
     .bind(format!("%,{event_type},%"))
     .execute(&mut **tx)
     .await?;

@@ -32,20 +32,6 @@ use crate::store::{
 };
 use signing::SigningSecret;
 
-crate::enums::string_enum! {
-    /// TEMPORARY stand-in for `crate::events::EventType` until the outbox branch is merged.
-    pub(crate) enum EventType {
-        ImportCompleted => "import.completed",
-        SyncCompleted => "sync.completed",
-        ConnectionCreated => "connection.created",
-        ConnectionExpired => "connection.expired",
-        ConnectionDeleted => "connection.deleted",
-        SessionRevoked => "session.revoked",
-        PasswordChanged => "password.changed",
-        SecurityRotation => "security.rotation",
-    }
-}
-
 /// Most endpoints one user may register.
 pub(crate) const MAX_ENDPOINTS_PER_USER: u32 = 10;
 /// Most deliveries `GET /webhooks/{id}/deliveries` lists (the newest).

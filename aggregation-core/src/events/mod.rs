@@ -1,5 +1,11 @@
 //! Domain events: what happened, for embedders to audit or forward.
 //!
+//! Two kinds live here. The durable [`Event`]s (`import.completed`, `sync.completed`,
+//! `connection.*`, `session.revoked`, `password.changed`, `security.rotation`) are written to
+//! the store's outbox in the transaction of the change that caused them, listed by the audit
+//! endpoint, and published in process after the commit. The [`DomainEvent`]s below are the
+//! in-process report of everything, durable or not.
+//!
 //! The service reports every event to one [`EventSink`]: the rate limiter's
 //! `RateLimitCheck*` events, the account events (registration, login, logout, refresh,
 //! reuse detection, password reset, session revocation), token rotations, imports, provider
@@ -31,6 +37,12 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::rate_limit::{RateLimitEvent, RateLimitEvents};
+
+mod bus;
+mod outbox;
+
+pub(crate) use bus::EventBus;
+pub use outbox::{Event, EventType};
 
 /// Something that happened in the service.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,0 +1,93 @@
+//! The in-process delivery of committed [`Event`]s to whoever listens right now (the event
+//! stream, the webhook deliverer). The outbox in the store stays the record: a listener that
+//! falls behind the bounded channel catches up from there.
+
+use std::sync::Arc;
+
+use tokio::sync::broadcast;
+
+use super::Event;
+
+/// How many events the bus holds for its slowest listener before that listener lags (and
+/// must read the missed ones from the store).
+pub(crate) const EVENT_BUS_CAPACITY: usize = 1024;
+
+/// A bounded broadcast of committed events. Use cases publish after their transaction
+/// committed; every subscriber sees each event once, in publication order, unless it lags.
+#[derive(Debug, Clone)]
+pub(crate) struct EventBus {
+    sender: broadcast::Sender<Arc<Event>>,
+}
+
+impl Default for EventBus {
+    fn default() -> Self {
+        Self::new(EVENT_BUS_CAPACITY)
+    }
+}
+
+impl EventBus {
+    /// A bus keeping at most `capacity` events (at least one) for a slow listener.
+    pub(crate) fn new(capacity: usize) -> Self {
+        let (sender, _) = broadcast::channel(capacity.max(1));
+        Self { sender }
+    }
+
+    /// Hands committed events to the current subscribers (none listening is no error: the
+    /// events are in the store already).
+    pub(crate) fn publish(&self, events: &[Event]) {
+        for event in events {
+            // Err only means nobody is subscribed right now.
+            let _ = self.sender.send(Arc::new(event.clone()));
+        }
+    }
+
+    /// A receiver of every event published from now on.
+    #[allow(
+        dead_code,
+        reason = "subscribed to by the event stream and webhooks (issue 15)"
+    )]
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.sender.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use serde_json::json;
+
+    use super::*;
+    use crate::events::EventType;
+
+    #[tokio::test]
+    async fn subscribers_get_published_events_in_order() {
+        let bus = EventBus::new(4);
+        bus.publish(&[Event::new(
+            EventType::PasswordChanged,
+            None,
+            Utc::now(),
+            json!({}),
+        )]);
+        let mut receiver = bus.subscribe();
+        let first = Event::new(EventType::PasswordChanged, None, Utc::now(), json!({}));
+        let second = Event::new(EventType::SessionRevoked, None, Utc::now(), json!({}));
+        bus.publish(&[first.clone(), second.clone()]);
+        assert_eq!(*receiver.recv().await.unwrap(), first);
+        assert_eq!(*receiver.recv().await.unwrap(), second);
+    }
+
+    #[tokio::test]
+    async fn a_slow_subscriber_lags_instead_of_growing_the_queue() {
+        let bus = EventBus::new(2);
+        let mut receiver = bus.subscribe();
+        let events: Vec<Event> = (0..5)
+            .map(|_| Event::new(EventType::PasswordChanged, None, Utc::now(), json!({})))
+            .collect();
+        bus.publish(&events);
+        assert!(matches!(
+            receiver.recv().await,
+            Err(broadcast::error::RecvError::Lagged(3))
+        ));
+        assert_eq!(*receiver.recv().await.unwrap(), events[3]);
+    }
+}

@@ -1,0 +1,330 @@
+//! The outbox ([`EventStore`] and the events the write paths add): one suite, run on in-memory
+//! SQLite always and on PostgreSQL when `AGG_TEST_DATABASE_URL` is set.
+
+use chrono::TimeDelta;
+use uuid::Uuid;
+
+#[cfg(feature = "postgres")]
+use super::provider_tests::on_postgres;
+#[cfg(feature = "sqlite")]
+use super::provider_tests::sqlite_store;
+use super::provider_tests::{Shared, suite, user};
+use super::*;
+use crate::events::{Event, EventType};
+
+suite!(
+    revocations_write_one_event_per_session_revoked,
+    password_reset_writes_its_events_and_a_failed_one_none,
+    user_events_page_after_a_cursor,
+    audit_filters_combine,
+    purge_deletes_only_older_events,
+);
+
+/// A live session of `user_id`, with its refresh token `token`.
+async fn session(store: &Shared, user_id: Uuid, token: &[u8]) -> Uuid {
+    let id = Uuid::now_v7();
+    let at = now();
+    let expires_at = at + TimeDelta::days(1);
+    store
+        .create_session(
+            &NewSession {
+                id,
+                user_id,
+                device_info: None,
+                ip_address: None,
+                user_agent: None,
+                created_at: at,
+                expires_at,
+            },
+            &NewRefreshToken {
+                digest: token.to_vec(),
+                session_id: id,
+                user_id,
+                token_version: 0,
+                issued_at: at,
+                expires_at,
+            },
+        )
+        .await
+        .unwrap();
+    id
+}
+
+fn all(limit: u32) -> AuditFilter {
+    AuditFilter {
+        limit,
+        ..AuditFilter::default()
+    }
+}
+
+/// `(type, session_id, reason)` of each stored event of the user.
+async fn revocations(store: &Shared, user_id: Uuid) -> Vec<(EventType, String, String)> {
+    store
+        .user_events_after(user_id, None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|event| {
+            (
+                event.event_type,
+                event.data["session_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                event.data["reason"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn revocations_write_one_event_per_session_revoked(store: Shared) {
+    let user_id = user(&store).await;
+    let first = session(&store, user_id, b"one").await;
+    let second = session(&store, user_id, b"two").await;
+    let third = session(&store, user_id, b"three").await;
+    let kept = session(&store, user_id, b"four").await;
+
+    let written = store
+        .revoke_session_by_token(user_id, b"one", "logout", now())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(written.len(), 1);
+    // Already revoked: nothing new.
+    let again = store
+        .revoke_session(user_id, first, "manual", now())
+        .await
+        .unwrap();
+    assert_eq!(again, Some(Vec::new()));
+    // Another user's token or session: nothing.
+    let stranger = user(&store).await;
+    assert!(
+        store
+            .revoke_session_by_token(stranger, b"two", "logout", now())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .revoke_session(stranger, second, "manual", now())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let bulk = store
+        .revoke_all_sessions(user_id, Some(kept), "logout_all", now())
+        .await
+        .unwrap();
+    assert_eq!(bulk.len(), 2);
+
+    let expected = vec![
+        (
+            EventType::SessionRevoked,
+            first.to_string(),
+            "logout".to_owned(),
+        ),
+        (
+            EventType::SessionRevoked,
+            second.to_string(),
+            "logout_all".to_owned(),
+        ),
+        (
+            EventType::SessionRevoked,
+            third.to_string(),
+            "logout_all".to_owned(),
+        ),
+    ];
+    assert_eq!(revocations(&store, user_id).await, expected);
+    assert!(revocations(&store, stranger).await.is_empty());
+    let stored = store.user_events_after(user_id, None, 100).await.unwrap();
+    let returned: Vec<Event> = written.into_iter().chain(bulk).collect();
+    assert_eq!(
+        stored, returned,
+        "the store hands back exactly what it wrote"
+    );
+}
+
+async fn password_reset_writes_its_events_and_a_failed_one_none(store: Shared) {
+    let user_id = user(&store).await;
+    let live = session(&store, user_id, b"live").await;
+    let at = now();
+    store
+        .insert_one_time_token(&NewOneTimeToken {
+            digest: b"reset".to_vec(),
+            purpose: TokenPurpose::PasswordReset,
+            user_id,
+            created_at: at,
+            expires_at: at + TimeDelta::hours(1),
+            ip_address: None,
+            user_agent: None,
+        })
+        .await
+        .unwrap();
+    let (check, events) = store
+        .reset_password(b"unknown", "new-hash", now())
+        .await
+        .unwrap();
+    assert_eq!((check, events), (TokenCheck::Unknown, Vec::new()));
+    assert!(store.audit_events(&all(100)).await.unwrap().is_empty());
+
+    let (check, events) = store
+        .reset_password(b"reset", "new-hash", now())
+        .await
+        .unwrap();
+    assert_eq!(check, TokenCheck::Consumed { user_id });
+    let stored = store.user_events_after(user_id, None, 100).await.unwrap();
+    assert_eq!(stored, events);
+    let types: Vec<EventType> = stored.iter().map(|event| event.event_type).collect();
+    assert_eq!(
+        types,
+        [EventType::PasswordChanged, EventType::SessionRevoked]
+    );
+    assert_eq!(stored[0].data, serde_json::json!({"method": "reset"}));
+    assert_eq!(stored[1].data["session_id"], live.to_string());
+    assert_eq!(stored[1].data["reason"], "password_reset");
+    let text = serde_json::to_string(&stored.iter().map(Event::body).collect::<Vec<_>>()).unwrap();
+    assert!(!text.contains("new-hash"), "no secret in a payload: {text}");
+
+    // The token is used up: a second reset writes nothing.
+    let (check, events) = store
+        .reset_password(b"reset", "other-hash", now())
+        .await
+        .unwrap();
+    assert_eq!((check, events), (TokenCheck::AlreadyUsed, Vec::new()));
+    assert_eq!(store.audit_events(&all(100)).await.unwrap().len(), 2);
+}
+
+/// Revokes `count` fresh sessions of the user one by one; their events, in order.
+async fn raise(store: &Shared, user_id: Uuid, count: usize) -> Vec<Event> {
+    let mut events = Vec::new();
+    for index in 0..count {
+        let token = format!("{user_id}-{index}");
+        session(store, user_id, token.as_bytes()).await;
+        let written = store
+            .revoke_session_by_token(user_id, token.as_bytes(), "logout", now())
+            .await
+            .unwrap()
+            .unwrap();
+        events.extend(written);
+    }
+    events
+}
+
+async fn user_events_page_after_a_cursor(store: Shared) {
+    let user_id = user(&store).await;
+    let other = user(&store).await;
+    let mine = raise(&store, user_id, 5).await;
+    raise(&store, other, 2).await;
+
+    let first = store.user_events_after(user_id, None, 2).await.unwrap();
+    assert_eq!(first, mine[..2]);
+    let rest = store
+        .user_events_after(user_id, Some(first[1].id), 10)
+        .await
+        .unwrap();
+    assert_eq!(rest, mine[2..]);
+    let none = store
+        .user_events_after(user_id, Some(mine[4].id), 10)
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+}
+
+async fn audit_filters_combine(store: Shared) {
+    let alice = user(&store).await;
+    let bob = user(&store).await;
+    let mut everything = raise(&store, alice, 2).await;
+    everything.extend(raise(&store, bob, 2).await);
+    let (_, reset) = {
+        let at = now();
+        store
+            .insert_one_time_token(&NewOneTimeToken {
+                digest: b"bob-reset".to_vec(),
+                purpose: TokenPurpose::PasswordReset,
+                user_id: bob,
+                created_at: at,
+                expires_at: at + TimeDelta::hours(1),
+                ip_address: None,
+                user_agent: None,
+            })
+            .await
+            .unwrap();
+        store
+            .reset_password(b"bob-reset", "hash", now())
+            .await
+            .unwrap()
+    };
+    everything.extend(reset);
+
+    assert_eq!(store.audit_events(&all(100)).await.unwrap(), everything);
+    let by_user = AuditFilter {
+        user_id: Some(alice),
+        ..all(100)
+    };
+    assert_eq!(store.audit_events(&by_user).await.unwrap(), everything[..2]);
+    let by_type = AuditFilter {
+        event_type: Some(EventType::PasswordChanged),
+        ..all(100)
+    };
+    let changed = store.audit_events(&by_type).await.unwrap();
+    assert_eq!(changed.len(), 1);
+    assert_eq!(changed[0].user_id, Some(bob));
+    let by_both = AuditFilter {
+        user_id: Some(alice),
+        event_type: Some(EventType::PasswordChanged),
+        ..all(100)
+    };
+    assert!(store.audit_events(&by_both).await.unwrap().is_empty());
+
+    // Time range: since inclusive, until exclusive.
+    let pivot = everything[2].occurred_at;
+    let since = AuditFilter {
+        since: Some(pivot),
+        ..all(100)
+    };
+    let from_pivot = store.audit_events(&since).await.unwrap();
+    assert!(from_pivot.iter().all(|event| event.occurred_at >= pivot));
+    assert!(from_pivot.contains(&everything[2]));
+    let until = AuditFilter {
+        until: Some(pivot),
+        ..all(100)
+    };
+    let before_pivot = store.audit_events(&until).await.unwrap();
+    assert!(before_pivot.iter().all(|event| event.occurred_at < pivot));
+    assert_eq!(from_pivot.len() + before_pivot.len(), everything.len());
+
+    // Keyset pages of two cover everything once, in order.
+    let mut paged = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .audit_events(&AuditFilter { after, ..all(2) })
+            .await
+            .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        after = page.last().map(|event| event.id);
+        paged.extend(page);
+    }
+    assert_eq!(paged, everything);
+}
+
+async fn purge_deletes_only_older_events(store: Shared) {
+    let user_id = user(&store).await;
+    let events = raise(&store, user_id, 3).await;
+    let cutoff = events[1].occurred_at;
+    assert_eq!(
+        store
+            .purge_events_before(cutoff - TimeDelta::days(1))
+            .await
+            .unwrap(),
+        0
+    );
+    let purged = store.purge_events_before(cutoff).await.unwrap();
+    let left = store.audit_events(&all(100)).await.unwrap();
+    assert_eq!(purged as usize + left.len(), 3);
+    assert!(left.iter().all(|event| event.occurred_at >= cutoff));
+    assert!(left.contains(&events[1]) && left.contains(&events[2]));
+}
