@@ -6,7 +6,7 @@ use std::time::Duration;
 use aggregation_core::Config;
 use aggregation_core::jobs::{DELIVER_WEBHOOKS, RunOutcome};
 use aggregation_tests::receiver::{Receiver, verify_signature};
-use aggregation_tests::{PASSWORD, TestApp, conformance, test_config};
+use aggregation_tests::{PASSWORD, SharedDatabase, TestApp, conformance, test_config};
 use serde_json::{Value, json};
 
 const WEBHOOKS: &str = "/api/v1/webhooks";
@@ -46,6 +46,7 @@ conformance!(config = local_receivers;
     failed_deliveries_are_retried_until_delivered,
     rotating_the_secret_changes_the_signature,
     webhooks_belong_to_their_owner_and_deletion_stops_deliveries,
+    an_instance_without_private_access_never_sends_there,
 );
 
 mod backoff {
@@ -527,4 +528,50 @@ async fn the_number_of_endpoints_is_capped(app: TestApp) {
     .expect_problem(409, "conflict");
     let listed = app.get(WEBHOOKS, Some(&access)).await.expect(200);
     assert_eq!(listed["total_count"], 10);
+}
+
+async fn an_instance_without_private_access_never_sends_there(app: TestApp) {
+    let receiver = Receiver::start().await;
+    let email = "guarded@example.com";
+    let (_, access, _) = app.user(email).await;
+    // Registered where private addresses are allowed...
+    let created = register(&app, &access, &receiver.url, None).await;
+    let webhook_id = str_of(&created, "id").to_owned();
+    receiver.trust(str_of(&created, "secret"));
+    revoke_a_session(&app, email, &access).await;
+
+    // ...and delivered by an instance over the same store that does not allow them: the
+    // delivery-time guard refuses the address and records why, and nothing is sent.
+    let guarded = SharedDatabase::service(
+        &app.store,
+        public_only().with_webhook_retry_delays(Duration::ZERO, Duration::from_secs(60)),
+    );
+    let outcome = guarded
+        .jobs()
+        .run_once(DELIVER_WEBHOOKS)
+        .await
+        .expect("the job exists");
+    assert!(
+        matches!(&outcome, RunOutcome::Succeeded(summary) if summary.contains("1 to retry")),
+        "{outcome}"
+    );
+    assert!(receiver.received().is_empty());
+    let listed = deliveries(&app, &access, &webhook_id).await;
+    let attempt = &listed[0]["attempts"][0];
+    assert_eq!(attempt["status_code"], Value::Null);
+    assert!(
+        attempt["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("not an address webhooks may reach")),
+        "{attempt}"
+    );
+    assert_eq!(listed[0]["status"], "pending");
+
+    // The instance that allows them delivers the retry.
+    deliver(&app).await;
+    assert_eq!(receiver.received().len(), 1);
+    assert_eq!(
+        deliveries(&app, &access, &webhook_id).await[0]["status"],
+        "delivered"
+    );
 }
