@@ -21,6 +21,9 @@ use tower::ServiceExt as _;
 
 pub mod receiver;
 mod servers;
+mod statements;
+
+pub use statements::{BANK_QFX, BOUNDARY, multipart, post_imports, upload};
 
 /// How the service is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

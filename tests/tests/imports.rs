@@ -2,10 +2,12 @@
 //! endpoints.
 
 use aggregation_core::events::DomainEvent;
-use aggregation_tests::{Setup, TestApp, TestResponse, conformance, test_config};
+use aggregation_tests::{
+    BANK_QFX, BOUNDARY, Setup, TestApp, TestResponse, conformance, multipart, post_imports,
+    test_config, upload,
+};
 use bytes::Bytes;
 use http::{Method, Request, header};
-use http_body_util::Full;
 use serde_json::Value;
 
 conformance!(
@@ -99,88 +101,6 @@ mod limited {
         formats_report_the_configured_limit,
     );
 }
-
-const BOUNDARY: &str = "----aggregation-test-boundary-7d3f";
-
-const BANK_QFX: &str = "OFXHEADER:100\r
-DATA:OFXSGML\r
-VERSION:102\r
-SECURITY:NONE\r
-ENCODING:USASCII\r
-CHARSET:1252\r
-COMPRESSION:NONE\r
-OLDFILEUID:NONE\r
-NEWFILEUID:NONE\r
-\r
-<OFX>
-<SIGNONMSGSRSV1>
-<SONRS>
-<STATUS>
-<CODE>0
-<SEVERITY>INFO
-</STATUS>
-<DTSERVER>20240131120000[-5:EST]
-<LANGUAGE>ENG
-<FI>
-<ORG>First Bank
-<FID>1234
-</FI>
-<INTU.BID>1234
-</SONRS>
-</SIGNONMSGSRSV1>
-<BANKMSGSRSV1>
-<STMTTRNRS>
-<TRNUID>1
-<STATUS>
-<CODE>0
-<SEVERITY>INFO
-</STATUS>
-<STMTRS>
-<CURDEF>USD
-<BANKACCTFROM>
-<BANKID>021000021
-<ACCTID>123456789
-<ACCTTYPE>CHECKING
-</BANKACCTFROM>
-<BANKTRANLIST>
-<DTSTART>20240101
-<DTEND>20240131
-<STMTTRN>
-<TRNTYPE>DEBIT
-<DTPOSTED>20240105120000[-5:EST]
-<TRNAMT>-42.50
-<FITID>20240105-1
-<NAME>Grocery Store
-<MEMO>Card 1234
-</STMTTRN>
-<STMTTRN>
-<TRNTYPE>DIRECTDEP
-<DTPOSTED>20240115
-<TRNAMT>2000.00
-<FITID>20240115-1
-<NAME>ACME PAYROLL
-</STMTTRN>
-<STMTTRN>
-<TRNTYPE>SRVCHG
-<DTPOSTED>20240131
-<TRNAMT>-5.00
-<FITID>20240131-1
-<NAME>Monthly fee
-</STMTTRN>
-</BANKTRANLIST>
-<LEDGERBAL>
-<BALAMT>1952.50
-<DTASOF>20240131
-</LEDGERBAL>
-<AVAILBAL>
-<BALAMT>1900.00
-<DTASOF>20240131
-</AVAILBAL>
-</STMTRS>
-</STMTTRNRS>
-</BANKMSGSRSV1>
-</OFX>
-";
 
 const CREDIT_CARD_OFX2: &str = r#"<?xml version="1.0" encoding="UTF-8" standalone="no"?>
 <?OFX OFXHEADER="200" VERSION="220" SECURITY="NONE" OLDFILEUID="NONE" NEWFILEUID="NONE"?>
@@ -278,58 +198,6 @@ const BROKERAGE_OFX: &str = r#"<?xml version="1.0" encoding="UTF-8" standalone="
 </SECLIST></SECLISTMSGSRSV1>
 </OFX>
 "#;
-
-/// A multipart body with one part per `(name, file name, content)`.
-fn multipart(parts: &[(&str, Option<&str>, &[u8])]) -> Vec<u8> {
-    let mut body = Vec::new();
-    for (name, file_name, content) in parts {
-        body.extend_from_slice(format!("--{BOUNDARY}\r\n").as_bytes());
-        match file_name {
-            Some(file_name) => body.extend_from_slice(
-                format!(
-                    "Content-Disposition: form-data; name=\"{name}\"; filename=\"{file_name}\"\r\n\
-                     Content-Type: application/octet-stream\r\n\r\n"
-                )
-                .as_bytes(),
-            ),
-            None => body.extend_from_slice(
-                format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n").as_bytes(),
-            ),
-        }
-        body.extend_from_slice(content);
-        body.extend_from_slice(b"\r\n");
-    }
-    body.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
-    body
-}
-
-async fn post_imports(
-    app: &TestApp,
-    content_type: &str,
-    body: Vec<u8>,
-    bearer: Option<&str>,
-) -> TestResponse {
-    let mut builder = Request::builder()
-        .method(Method::POST)
-        .uri("/api/v1/imports")
-        .header(header::CONTENT_TYPE, content_type);
-    if let Some(token) = bearer {
-        builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
-    }
-    app.send(builder.body(Full::new(Bytes::from(body))).expect("request"))
-        .await
-}
-
-/// Uploads `content` as the `file` part named `file_name`.
-async fn upload(app: &TestApp, file_name: &str, content: &str, bearer: &str) -> TestResponse {
-    post_imports(
-        app,
-        &format!("multipart/form-data; boundary={BOUNDARY}"),
-        multipart(&[("file", Some(file_name), content.as_bytes())]),
-        Some(bearer),
-    )
-    .await
-}
 
 async fn access(app: &TestApp, email: &str) -> String {
     app.user(email).await.1

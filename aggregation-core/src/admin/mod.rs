@@ -1,5 +1,6 @@
 //! Administration: the admin role, refresh-token version rotations (global and per user), the
-//! security configuration and the status of the background jobs.
+//! security configuration, the status of the background jobs and the audit trail (the durable
+//! events of every user).
 //!
 //! The admin role lives in the store and is checked there on every admin request, so granting
 //! or withdrawing it takes effect at once, whatever roles an outstanding access token lists.
@@ -30,9 +31,9 @@ use uuid::Uuid;
 use crate::auth::token_version::{self, RotationError};
 pub(crate) use crate::auth::token_version::{GlobalRotation, UserRotation};
 use crate::config::Config;
-use crate::events::{DomainEvent, EventBus, EventSink};
+use crate::events::{DomainEvent, Event, EventBus, EventSink};
 use crate::jobs::JobsStatus;
-use crate::store::{Role, SecurityConfigRecord, Store, StoreError, now};
+use crate::store::{AuditFilter, Role, SecurityConfigRecord, Store, StoreError, now};
 
 /// Why an administrative operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -193,6 +194,14 @@ impl Admin {
             .store
             .ensure_security_config(token_version::seconds(self.config.rotation_grace()), now())
             .await?)
+    }
+
+    /// The durable events matching `filter`, oldest first (the audit trail).
+    pub(crate) async fn audit_events(
+        &self,
+        filter: &AuditFilter,
+    ) -> Result<Vec<Event>, AdminError> {
+        Ok(self.store.audit_events(filter).await?)
     }
 
     /// The background jobs as their runs are recorded in the store.

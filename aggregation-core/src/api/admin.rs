@@ -1,6 +1,16 @@
-//! Administration: token rotations, the security configuration and the jobs status.
-//! Every endpoint needs a valid access token (401) of a user holding the admin role in the
-//! store (403).
+//! Administration: token rotations, the security configuration, the jobs status and the audit
+//! trail. Every endpoint needs a valid access token (401) of a user holding the admin role in
+//! the store (403).
+//!
+//! # Audit trail
+//!
+//! `GET /api/v1/admin/audit-events` lists the durable events of every user (the store's outbox),
+//! oldest first, in keyset pages: `{"events": [...], "next_after": id | null}`. Pass
+//! `next_after` as `after` for the next page; it is `null` on the last one. Filters, combined:
+//! `user_id`, `type` (an event type), `since` (inclusive) and `until` (exclusive), each an
+//! RFC 3339 date-time or a plain date (its midnight UTC) within the accepted years, and `limit`
+//! (1 to 200, default 50). `since` after `until` is 422. Events are kept for
+//! [`Config::audit_retention`] (`AGG_AUDIT_RETENTION_DAYS`, default 365 days).
 
 use chrono::{DateTime, Utc};
 use http::StatusCode;
@@ -8,17 +18,19 @@ use http::request::Parts;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::extract::{Json, PathUserId, User};
+use super::extract::{Json, PathUserId, Query, User};
 use super::handler::FromParts;
 use super::routes::{Route, limited, route};
-use super::validate::{AllValid as _, Field, Validate, body};
+use super::validate::{AllValid as _, Field, Validate, body, query};
 use super::{ApiResult, json};
 use crate::admin::AdminError;
 use crate::app::App;
 use crate::auth::AccessClaims;
 use crate::config::Config;
+use crate::events::{Event, EventType};
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::rate_limit::policy::{API_READ, API_WRITE};
+use crate::store::AuditFilter;
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(POST "/api/v1/admin/security/rotations" => rotate_global, limited(API_WRITE),
@@ -29,6 +41,9 @@ pub(crate) const ROUTES: &[Route] = &[
         "The token security configuration", [200: SecurityConfigJson]),
     route!(GET "/api/v1/admin/jobs" => jobs_status, limited(API_READ),
         "The status of the background jobs", [200: JobsJson]),
+    route!(GET "/api/v1/admin/audit-events" => audit_events, limited(API_READ),
+        "The audit trail: every user's durable events, oldest first, in keyset pages",
+        [200: AuditEventsJson]),
 ];
 
 /// Longest rotation reason.
@@ -218,4 +233,168 @@ async fn jobs_status(state: &App, _: Admin) -> ApiResult {
                 .collect(),
         },
     )
+}
+
+/// Bounds and default of an audit page.
+const MAX_AUDIT_LIMIT: i64 = 200;
+const DEFAULT_AUDIT_LIMIT: u32 = 50;
+
+/// The filters and page of `GET /api/v1/admin/audit-events`.
+#[derive(Deserialize, utoipa::IntoParams)]
+pub(crate) struct AuditQuery {
+    /// Only events of this user.
+    #[param(value_type = Option<Uuid>)]
+    user_id: Option<String>,
+    /// Only events of this type.
+    #[param(rename = "type", value_type = Option<EventType>, inline)]
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+    /// Only events at or after this instant (RFC 3339, or a date: its midnight UTC).
+    #[param(value_type = Option<String>, example = "2026-01-01T00:00:00Z")]
+    since: Option<String>,
+    /// Only events before this instant (RFC 3339, or a date: its midnight UTC).
+    #[param(value_type = Option<String>, example = "2026-02-01T00:00:00Z")]
+    until: Option<String>,
+    /// The `next_after` of the previous page: only events after this one.
+    #[param(value_type = Option<Uuid>)]
+    after: Option<String>,
+    /// Events per page.
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 200)]
+    limit: Option<String>,
+}
+
+impl Validate for AuditQuery {
+    type Valid = AuditFilter;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        let since = query::datetime("since", self.since, false);
+        let until = query::datetime("until", self.until, false);
+        let ordered = match (&since, &until) {
+            (Ok(Some(since)), Ok(Some(until))) if since > until => Err(query::error(
+                "since",
+                "after_until",
+                "Must not be after until.",
+            )),
+            _ => Ok(()),
+        };
+        let (user_id, event_type, since, until, after, limit, ()) = (
+            query::uuid("user_id", self.user_id),
+            query::choice("type", self.event_type, EventType::ALL, EventType::as_str),
+            since,
+            until,
+            query::uuid("after", self.after),
+            query::integer("limit", self.limit, 1, MAX_AUDIT_LIMIT, DEFAULT_AUDIT_LIMIT),
+            ordered,
+        )
+            .all_valid()?;
+        Ok(AuditFilter {
+            user_id,
+            event_type,
+            since,
+            until,
+            after,
+            limit,
+        })
+    }
+}
+
+/// One durable event: the wire form the audit list, webhooks and the event stream share
+/// ([`Event::body`]).
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(example = json!({
+    "id": "0192f3a4-5b6c-7d8e-9f00-112233445566",
+    "type": "session.revoked",
+    "user_id": "0192f3a4-0000-7d8e-9f00-112233445566",
+    "occurred_at": "2026-01-31T14:05:00.123456Z",
+    "data": {"session_id": "0192f3a4-1111-7d8e-9f00-112233445566", "reason": "logout"}
+}))]
+struct EventJson {
+    /// Event id (UUIDv7: ordered by time).
+    id: Uuid,
+    /// What happened.
+    #[serde(rename = "type")]
+    #[schema(value_type = EventType)]
+    event_type: &'static str,
+    /// The user it concerns; `null` only for a global `security.rotation`.
+    user_id: Option<Uuid>,
+    /// When it happened.
+    occurred_at: DateTime<Utc>,
+    /// Ids and counts, never secrets, by `type`:
+    /// `import.completed`: `connection_ids`, `counts` (`accounts`, `transactions`, `holdings`,
+    /// each `{created, updated, unchanged}`, and `snapshots_created`);
+    /// `sync.completed`: `connection_id`, `counts` (`accounts`, `transactions`, `holdings`
+    /// each `{created, updated, unchanged}`, holdings also `deactivated`, and
+    /// `snapshots_created`);
+    /// `connection.created`: `connection_id`, `provider`, `reauthorized`;
+    /// `connection.expired`: `connection_id`, `provider`, `reason` (`refresh_refused`);
+    /// `connection.deleted`: `connection_id`, `provider`;
+    /// `session.revoked`: `session_id`, `reason` (`logout`, `token_reuse`, `password_reset`,
+    /// `logout_all`, `manual`, or the reason the user gave);
+    /// `password.changed`: `method` (`reset`);
+    /// `security.rotation`: `rotation_id`, `scope` (`global` or `user`), `target_user_id`,
+    /// `previous_version`, `new_version`, `initiated_by`.
+    #[schema(value_type = Object)]
+    data: serde_json::Value,
+}
+
+impl From<&Event> for EventJson {
+    fn from(event: &Event) -> Self {
+        Self {
+            id: event.id,
+            event_type: event.event_type.as_str(),
+            user_id: event.user_id,
+            occurred_at: event.occurred_at,
+            data: event.data.clone(),
+        }
+    }
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+struct AuditEventsJson {
+    /// The page, oldest first.
+    events: Vec<EventJson>,
+    /// The id to pass as `after` for the next page; `null` on the last page.
+    next_after: Option<Uuid>,
+}
+
+/// `GET /api/v1/admin/audit-events`
+async fn audit_events(state: &App, _: Admin, Query(filter): Query<AuditQuery>) -> ApiResult {
+    let limit = filter.limit;
+    // One more than the page shows whether another page follows.
+    let probe = AuditFilter {
+        limit: limit.saturating_add(1),
+        ..filter
+    };
+    let mut events = state.admin.audit_events(&probe).await?;
+    let more = events.len() > limit as usize;
+    events.truncate(limit as usize);
+    let next_after = if more {
+        events.last().map(|event| event.id)
+    } else {
+        None
+    };
+    json(
+        StatusCode::OK,
+        &AuditEventsJson {
+            events: events.iter().map(EventJson::from).collect(),
+            next_after,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_audit_entry_is_the_shared_wire_form() {
+        let event = Event::new(
+            EventType::ConnectionDeleted,
+            Some(Uuid::now_v7()),
+            Utc::now(),
+            serde_json::json!({"connection_id": Uuid::now_v7(), "provider": "schwab"}),
+        );
+        let listed = serde_json::to_value(EventJson::from(&event)).unwrap();
+        assert_eq!(listed, event.body());
+    }
 }

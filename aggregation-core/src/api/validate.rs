@@ -77,6 +77,7 @@ all_valid!(A a, B b, C c);
 all_valid!(A a, B b, C c, D d);
 all_valid!(A a, B b, C c, D d, E e);
 all_valid!(A a, B b, C c, D d, E e, F f);
+all_valid!(A a, B b, C c, D d, E e, F f, G g);
 
 /// One field of a JSON object body, as sent: absent, `null`, or any other JSON value. It
 /// deserializes from anything, so a body type made of them never fails to deserialize; the
@@ -463,6 +464,31 @@ pub(crate) mod query {
             return Ok(None);
         };
         super::parse_date(&raw)
+            .map(Some)
+            .map_err(|(code, message)| error(name, code, message))
+    }
+
+    /// An optional UUID; `None` when absent or empty.
+    pub(crate) fn uuid(name: &str, raw: Option<String>) -> Result<Option<uuid::Uuid>, FieldError> {
+        let Some(raw) = string(raw) else {
+            return Ok(None);
+        };
+        uuid::Uuid::parse_str(&raw)
+            .map(Some)
+            .map_err(|_| error(name, "invalid_uuid", "Must be a UUID."))
+    }
+
+    /// An optional instant, read as [`required_datetime`] reads one; `None` when absent or
+    /// empty.
+    pub(crate) fn datetime(
+        name: &str,
+        raw: Option<String>,
+        end_of_day: bool,
+    ) -> Result<Option<DateTime<Utc>>, FieldError> {
+        let Some(raw) = string(raw) else {
+            return Ok(None);
+        };
+        super::parse_datetime(&raw, end_of_day)
             .map(Some)
             .map_err(|(code, message)| error(name, code, message))
     }

@@ -8,7 +8,9 @@ use uuid::Uuid;
 use super::provider_tests::on_postgres;
 #[cfg(feature = "sqlite")]
 use super::provider_tests::sqlite_store;
-use super::provider_tests::{Shared, suite, user};
+use super::provider_tests::{
+    Shared, account, authorize, credentials, is_other, suite, transaction, user,
+};
 use super::*;
 use crate::events::{Event, EventType};
 
@@ -18,6 +20,9 @@ suite!(
     user_events_page_after_a_cursor,
     audit_filters_combine,
     purge_deletes_only_older_events,
+    connection_writes_raise_their_events_only_when_they_apply,
+    syncs_raise_their_event_and_a_rolled_back_one_none,
+    rotations_raise_their_events,
 );
 
 /// A live session of `user_id`, with its refresh token `token`.
@@ -327,4 +332,260 @@ async fn purge_deletes_only_older_events(store: Shared) {
     assert_eq!(purged as usize + left.len(), 3);
     assert!(left.iter().all(|event| event.occurred_at >= cutoff));
     assert!(left.contains(&events[1]) && left.contains(&events[2]));
+}
+
+/// The stored events of the user, as `(type, data)`.
+async fn stored(store: &Shared, user_id: Uuid) -> Vec<Event> {
+    store.user_events_after(user_id, None, 100).await.unwrap()
+}
+
+async fn connection_writes_raise_their_events_only_when_they_apply(store: Shared) {
+    let user_id = user(&store).await;
+    let stranger = user(&store).await;
+    let t0 = now();
+    let expires = t0 + TimeDelta::hours(1);
+    let mut raised = Vec::new();
+    let (created, _) = store
+        .save_authorized_connection(
+            user_id,
+            "schwab",
+            Some("Main"),
+            Uuid::now_v7(),
+            &move |_| Ok(credentials(1, expires)),
+            t0,
+            &mut raised,
+        )
+        .await
+        .unwrap();
+    let (again, fresh) = store
+        .save_authorized_connection(
+            user_id,
+            "schwab",
+            Some("Main"),
+            Uuid::now_v7(),
+            &move |_| Ok(credentials(2, expires)),
+            t0,
+            &mut raised,
+        )
+        .await
+        .unwrap();
+    assert!(!fresh && again.id == created.id);
+    // Not the stored credentials, or not the owner: nothing changes, no event.
+    assert!(
+        !store
+            .expire_connection_credentials(created.id, &[1; 8], t0, &mut raised)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .disconnect_connection(stranger, created.id, t0, &mut raised)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(raised.len(), 2);
+    assert!(
+        store
+            .expire_connection_credentials(created.id, &[2; 8], t0, &mut raised)
+            .await
+            .unwrap()
+    );
+    store
+        .disconnect_connection(user_id, created.id, t0, &mut raised)
+        .await
+        .unwrap()
+        .unwrap();
+    // Disconnected already: returned as it is, no second event.
+    store
+        .disconnect_connection(user_id, created.id, t0, &mut raised)
+        .await
+        .unwrap()
+        .unwrap();
+
+    let events = stored(&store, user_id).await;
+    assert_eq!(events, raised, "what was raised is what was stored");
+    let types: Vec<EventType> = events.iter().map(|event| event.event_type).collect();
+    assert_eq!(
+        types,
+        [
+            EventType::ConnectionCreated,
+            EventType::ConnectionCreated,
+            EventType::ConnectionExpired,
+            EventType::ConnectionDeleted,
+        ]
+    );
+    let id = created.id.to_string();
+    assert_eq!(
+        events[0].data,
+        serde_json::json!({"connection_id": id, "provider": "schwab", "reauthorized": false})
+    );
+    assert_eq!(events[1].data["reauthorized"], true);
+    assert_eq!(
+        events[2].data,
+        serde_json::json!({"connection_id": id, "provider": "schwab", "reason": "refresh_refused"})
+    );
+    assert_eq!(
+        events[3].data,
+        serde_json::json!({"connection_id": id, "provider": "schwab"})
+    );
+    assert!(stored(&store, stranger).await.is_empty());
+}
+
+async fn syncs_raise_their_event_and_a_rolled_back_one_none(store: Shared) {
+    let user_id = user(&store).await;
+    let t0 = now();
+    let (connection, _) = authorize(&store, user_id, None, 1, t0, t0).await;
+    let before = stored(&store, user_id).await;
+    let batch = SyncBatch {
+        accounts: vec![account("A", "10")],
+        per_account: vec![SyncAccountData {
+            provider_account_id: "A".to_owned(),
+            transactions: Some(vec![transaction("t1", "1"), transaction("t2", "2")]),
+            holdings: None,
+            snapshot: None,
+        }],
+        mark_synced: true,
+    };
+    let mut raised = Vec::new();
+    let counts = store
+        .apply_sync(connection.id, &batch, t0, &mut raised)
+        .await
+        .unwrap();
+    assert_eq!(counts.transactions.created, 2);
+    assert_eq!(raised.len(), 1);
+    let event = &raised[0];
+    assert_eq!(event.event_type, EventType::SyncCompleted);
+    assert_eq!(event.user_id, Some(user_id));
+    assert_eq!(event.data["connection_id"], connection.id.to_string());
+    assert_eq!(
+        event.data["counts"]["accounts"],
+        serde_json::json!({"created": 1, "updated": 0, "unchanged": 0})
+    );
+    assert_eq!(event.data["counts"]["transactions"]["created"], 2);
+    assert_eq!(event.data["counts"]["holdings"]["deactivated"], 0);
+
+    // A batch naming an unknown account rolls back: no records and no event.
+    let failing = SyncBatch {
+        accounts: Vec::new(),
+        per_account: vec![SyncAccountData {
+            provider_account_id: "unknown".to_owned(),
+            transactions: Some(vec![transaction("t3", "3")]),
+            holdings: None,
+            snapshot: None,
+        }],
+        mark_synced: true,
+    };
+    let mut none = Vec::new();
+    assert!(is_other(
+        &store
+            .apply_sync(connection.id, &failing, t0, &mut none)
+            .await
+    ));
+    assert!(none.is_empty());
+    let mut expected = before;
+    expected.extend(raised);
+    assert_eq!(stored(&store, user_id).await, expected);
+}
+
+async fn rotations_raise_their_events(store: Shared) {
+    let admin = user(&store).await;
+    let target = user(&store).await;
+    let rotation = |reason: &str| NewTokenRotation {
+        id: Uuid::now_v7(),
+        reason: reason.to_owned(),
+        initiated_by: Some(admin),
+        grace_period_seconds: 60,
+        at: now(),
+    };
+    let mut raised = Vec::new();
+    let unknown = store
+        .rotate_user_token_version(Uuid::now_v7(), &rotation("gone"), &mut raised)
+        .await
+        .unwrap();
+    assert!(unknown.is_none() && raised.is_empty());
+    let for_user = rotation("lost laptop");
+    let outcome = store
+        .rotate_user_token_version(target, &for_user, &mut raised)
+        .await
+        .unwrap()
+        .unwrap();
+    let global = rotation("key rollover");
+    let global_outcome = store
+        .rotate_global_token_version(&global, &mut raised)
+        .await
+        .unwrap();
+
+    assert_eq!(store.audit_events(&all(100)).await.unwrap(), raised);
+    assert_eq!(raised[0].user_id, Some(target));
+    assert_eq!(
+        raised[0].data,
+        serde_json::json!({
+            "rotation_id": for_user.id,
+            "scope": "user",
+            "target_user_id": target,
+            "previous_version": outcome.previous_version,
+            "new_version": outcome.new_version,
+            "initiated_by": admin,
+        })
+    );
+    assert_eq!(raised[1].user_id, None);
+    assert_eq!(raised[1].data["scope"], "global");
+    assert_eq!(raised[1].data["rotation_id"], global.id.to_string());
+    assert_eq!(raised[1].data["new_version"], global_outcome.new_version);
+    let text = serde_json::to_string(&raised.iter().map(Event::body).collect::<Vec<_>>()).unwrap();
+    assert!(
+        !text.contains("laptop"),
+        "the reason stays in the rotation audit rows"
+    );
+}
+
+/// When the event cannot be written, the change it belongs to is rolled back with it (here the
+/// outbox refuses every insert: the disconnect stays undone).
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn a_failed_event_write_rolls_its_change_back() {
+    let sqlite = SqliteStore::in_memory().await.unwrap();
+    sqlx::query(
+        "CREATE TRIGGER refuse_events BEFORE INSERT ON events \
+         BEGIN SELECT RAISE(ABORT, 'outbox refused'); END",
+    )
+    .execute(sqlite.pool())
+    .await
+    .unwrap();
+    let store: Shared = std::sync::Arc::new(sqlite);
+    let user_id = user(&store).await;
+    let t0 = now();
+    // Authorizing raises connection.created: refused, so no connection either.
+    let mut raised = Vec::new();
+    let saved = store
+        .save_authorized_connection(
+            user_id,
+            "schwab",
+            None,
+            Uuid::now_v7(),
+            &move |_| Ok(credentials(1, t0)),
+            t0,
+            &mut raised,
+        )
+        .await;
+    assert!(saved.is_err());
+    assert!(raised.is_empty());
+    assert!(
+        store
+            .connections_for_user(user_id, false)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // A logout cannot revoke its session without its event.
+    session(&store, user_id, b"live").await;
+    assert!(
+        store
+            .revoke_session_by_token(user_id, b"live", "logout", now())
+            .await
+            .is_err()
+    );
+    let sessions = store.sessions_for_user(user_id, true, now()).await.unwrap();
+    assert_eq!(sessions.len(), 1, "the session is still live");
 }

@@ -184,6 +184,7 @@ async fn a_failure_rolls_the_whole_import_back() {
         count(&pool, "transactions").await,
         count(&pool, "holdings").await,
         count(&pool, "balance_snapshots").await,
+        count(&pool, "events").await,
     );
     let mut failing = batch(
         "Other Bank",
@@ -194,18 +195,21 @@ async fn a_failure_rolls_the_whole_import_back() {
         .institutions
         .extend(batch("Bank", "111", vec![transaction("A", "-9.00")]).institutions);
     failing.institutions.reverse();
+    let mut raised = Vec::new();
     assert!(
         store
-            .apply_import(user_id, &failing, now(), &mut Vec::new())
+            .apply_import(user_id, &failing, now(), &mut raised)
             .await
             .is_err()
     );
+    assert!(raised.is_empty(), "no event for an import that rolled back");
     let after = (
         count(&pool, "connections").await,
         count(&pool, "accounts").await,
         count(&pool, "transactions").await,
         count(&pool, "holdings").await,
         count(&pool, "balance_snapshots").await,
+        count(&pool, "events").await,
     );
     assert_eq!(before, after);
     let amount: String = sqlx::query_scalar("SELECT amount FROM transactions")

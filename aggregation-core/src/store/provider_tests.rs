@@ -195,7 +195,7 @@ fn state(user_id: Uuid, digest: &[u8], expires_at: DateTime<Utc>) -> NewOAuthSta
     }
 }
 
-fn credentials(tag: u8, expires_at: DateTime<Utc>) -> EncryptedCredentials {
+pub(super) fn credentials(tag: u8, expires_at: DateTime<Utc>) -> EncryptedCredentials {
     EncryptedCredentials {
         ciphertext: vec![tag; 8],
         key_id: format!("key-{tag}"),
@@ -226,7 +226,7 @@ pub(super) async fn authorize(
         .unwrap()
 }
 
-fn account(provider_account_id: &str, balance: &str) -> NewAccount {
+pub(super) fn account(provider_account_id: &str, balance: &str) -> NewAccount {
     NewAccount {
         provider_account_id: provider_account_id.to_owned(),
         account_number: Some(format!("9876{provider_account_id}")),
@@ -239,7 +239,7 @@ fn account(provider_account_id: &str, balance: &str) -> NewAccount {
     }
 }
 
-fn transaction(provider_id: &str, amount: &str) -> NewTransaction {
+pub(super) fn transaction(provider_id: &str, amount: &str) -> NewTransaction {
     NewTransaction {
         provider_transaction_id: provider_id.to_owned(),
         transaction_type: TransactionType::Transfer,
@@ -258,7 +258,7 @@ fn transaction(provider_id: &str, amount: &str) -> NewTransaction {
     }
 }
 
-fn holding(provider_id: &str, value: &str) -> NewHolding {
+pub(super) fn holding(provider_id: &str, value: &str) -> NewHolding {
     NewHolding {
         provider_holding_id: provider_id.to_owned(),
         symbol: provider_id.to_owned(),
