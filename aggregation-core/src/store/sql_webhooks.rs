@@ -357,55 +357,60 @@ impl WebhookStore for SqlStore {
         Ok(deliveries)
     }
 
-    async fn record_webhook_attempt(
-        &self,
-        endpoint_id: Uuid,
-        event_id: Uuid,
-        attempt: &WebhookAttempt,
-    ) -> Result<(), StoreError> {
+    async fn record_webhook_attempts(&self, attempts: &[WebhookAttempt]) -> Result<(), StoreError> {
+        // One transaction per run rather than per attempt: one commit (one fsync) for a batch.
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let next_number: Option<i32> = sqlx::query_scalar(
-            "UPDATE webhook_deliveries SET attempt_count = attempt_count + 1, status = $3, \
-             next_attempt_at = $4, delivered_at = $5, lease_until = NULL \
-             WHERE endpoint_id = $1 AND event_id = $2 AND status = 'pending' \
-             RETURNING attempt_count",
-        )
-        .bind(endpoint_id)
-        .bind(event_id)
-        .bind(
-            match attempt.next {
-                NextDelivery::Delivered => DeliveryStatus::Delivered,
-                NextDelivery::RetryAt(_) => DeliveryStatus::Pending,
-                NextDelivery::GiveUp => DeliveryStatus::Failed,
-            }
-            .as_str(),
-        )
-        .bind(match attempt.next {
-            NextDelivery::RetryAt(at) => Some(at),
-            _ => None,
-        })
-        .bind(matches!(attempt.next, NextDelivery::Delivered).then_some(attempt.attempted_at))
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(number) = next_number else {
-            // Deleted meanwhile (or recorded by a claimer whose lease had lapsed).
-            return Ok(());
-        };
-        sqlx::query(
-            "INSERT INTO webhook_attempts (endpoint_id, event_id, attempt, attempted_at, \
-             status_code, error) VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(endpoint_id)
-        .bind(event_id)
-        .bind(number)
-        .bind(attempt.attempted_at)
-        .bind(attempt.status_code.map(i32::from))
-        .bind(attempt.error.as_deref())
-        .execute(&mut *tx)
-        .await?;
+        for attempt in attempts {
+            record_attempt_in(&mut tx, attempt).await?;
+        }
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// Records one attempt and moves its delivery on, inside `tx`.
+async fn record_attempt_in(tx: &mut Tx, attempt: &WebhookAttempt) -> Result<(), StoreError> {
+    let status = match attempt.next {
+        NextDelivery::Delivered => DeliveryStatus::Delivered,
+        NextDelivery::RetryAt(_) => DeliveryStatus::Pending,
+        NextDelivery::GiveUp => DeliveryStatus::Failed,
+    };
+    let next_attempt_at = match attempt.next {
+        NextDelivery::RetryAt(at) => Some(at),
+        NextDelivery::Delivered | NextDelivery::GiveUp => None,
+    };
+    let delivered_at =
+        matches!(attempt.next, NextDelivery::Delivered).then_some(attempt.attempted_at);
+    let number: Option<i32> = sqlx::query_scalar(
+        "UPDATE webhook_deliveries SET attempt_count = attempt_count + 1, status = $3, \
+         next_attempt_at = $4, delivered_at = $5, lease_until = NULL \
+         WHERE endpoint_id = $1 AND event_id = $2 AND status = 'pending' \
+         RETURNING attempt_count",
+    )
+    .bind(attempt.endpoint_id)
+    .bind(attempt.event_id)
+    .bind(status.as_str())
+    .bind(next_attempt_at)
+    .bind(delivered_at)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(number) = number else {
+        // Deleted meanwhile (or already recorded by a claimer whose lease had lapsed).
+        return Ok(());
+    };
+    sqlx::query(
+        "INSERT INTO webhook_attempts (endpoint_id, event_id, attempt, attempted_at, \
+         status_code, error) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(attempt.endpoint_id)
+    .bind(attempt.event_id)
+    .bind(number)
+    .bind(attempt.attempted_at)
+    .bind(attempt.status_code.map(i32::from))
+    .bind(attempt.error.as_deref())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]

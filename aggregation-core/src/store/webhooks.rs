@@ -3,7 +3,7 @@
 //! Deliveries are written by the event outbox itself (in the transaction that writes the
 //! event, one per matching endpoint), so an event is queued for a webhook exactly when it was
 //! committed. The delivery job claims due deliveries with a lease, sends them, and records
-//! each attempt with [`WebhookStore::record_webhook_attempt`].
+//! each attempt with [`WebhookStore::record_webhook_attempts`].
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -134,6 +134,10 @@ pub enum NextDelivery {
 /// The result of one attempt, to record.
 #[derive(Debug, Clone)]
 pub struct WebhookAttempt {
+    /// The endpoint.
+    pub endpoint_id: Uuid,
+    /// The event.
+    pub event_id: Uuid,
     /// When the request was sent.
     pub attempted_at: DateTime<Utc>,
     /// The answer's status code, if one came.
@@ -207,13 +211,8 @@ pub trait WebhookStore: Send + Sync {
         limit: u32,
     ) -> Result<Vec<ClaimedDelivery>, StoreError>;
 
-    /// Records an attempt and moves the delivery on (delivered, due again, or given up),
-    /// releasing its lease, atomically. Nothing happens when the delivery no longer exists
-    /// (its endpoint was deleted meanwhile).
-    async fn record_webhook_attempt(
-        &self,
-        endpoint_id: Uuid,
-        event_id: Uuid,
-        attempt: &WebhookAttempt,
-    ) -> Result<(), StoreError>;
+    /// Records attempts and moves each delivery on (delivered, due again, or given up),
+    /// releasing its lease, all in one transaction. An attempt whose delivery no longer exists
+    /// (its endpoint was deleted meanwhile) or is no longer pending is skipped.
+    async fn record_webhook_attempts(&self, attempts: &[WebhookAttempt]) -> Result<(), StoreError>;
 }

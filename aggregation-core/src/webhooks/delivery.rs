@@ -26,8 +26,11 @@ const CONCURRENCY: usize = 16;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time for a receiver's whole answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long a claim holds its deliveries: longer than a run's requests can take.
-const CLAIM_LEASE: Duration = Duration::from_secs(120);
+/// How long a claim holds its deliveries: longer than a run's requests can take (every one
+/// timing out), so no other run sends them meanwhile.
+const CLAIM_LEASE: Duration = Duration::from_secs(
+    (BATCH as u64).div_ceil(CONCURRENCY as u64) * REQUEST_TIMEOUT.as_secs() + 60,
+);
 /// The `User-Agent` of deliveries.
 const USER_AGENT: &str = concat!("aggregation-webhooks/", env!("CARGO_PKG_VERSION"));
 
@@ -169,14 +172,17 @@ pub(crate) async fn deliver_due(
     let claimed = store
         .claim_webhook_deliveries(at, dates::later(at, dates::delta(CLAIM_LEASE)), BATCH)
         .await?;
-    let outcomes: Vec<Result<NextDelivery, StoreError>> = futures_util::stream::iter(claimed)
-        .map(|delivery| attempt(store, config, sender, delivery))
+    let attempts: Vec<WebhookAttempt> = futures_util::stream::iter(claimed)
+        .map(|delivery| attempt(config, sender, delivery))
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
+    // Recorded together; should that fail, the claims' leases lapse and the deliveries are
+    // sent again (at least once).
+    store.record_webhook_attempts(&attempts).await?;
     let mut run = DeliveryRun::default();
-    for outcome in outcomes {
-        match outcome? {
+    for attempt in &attempts {
+        match attempt.next {
             NextDelivery::Delivered => run.delivered += 1,
             NextDelivery::RetryAt(_) => run.retrying += 1,
             NextDelivery::GiveUp => run.given_up += 1,
@@ -185,13 +191,8 @@ pub(crate) async fn deliver_due(
     Ok(run)
 }
 
-/// One attempt at one delivery, recorded.
-async fn attempt(
-    store: &dyn Store,
-    config: &Config,
-    sender: &Sender,
-    delivery: ClaimedDelivery,
-) -> Result<NextDelivery, StoreError> {
+/// One attempt at one delivery: what to record.
+async fn attempt(config: &Config, sender: &Sender, delivery: ClaimedDelivery) -> WebhookAttempt {
     let result = match open_secret(
         config,
         delivery.endpoint_id,
@@ -233,19 +234,14 @@ async fn attempt(
             "webhook delivery failed"
         );
     }
-    store
-        .record_webhook_attempt(
-            delivery.endpoint_id,
-            delivery.event_id,
-            &WebhookAttempt {
-                attempted_at,
-                status_code,
-                error,
-                next,
-            },
-        )
-        .await?;
-    Ok(next)
+    WebhookAttempt {
+        endpoint_id: delivery.endpoint_id,
+        event_id: delivery.event_id,
+        attempted_at,
+        status_code,
+        error,
+        next,
+    }
 }
 
 #[cfg(test)]
