@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use aggregation_core::Config;
-use aggregation_core::jobs::{DELIVER_WEBHOOKS, RunOutcome};
+use aggregation_core::jobs::{DELIVER_WEBHOOKS, PURGE_EXPIRED, RunOutcome};
 use aggregation_tests::receiver::{Receiver, verify_signature};
 use aggregation_tests::{PASSWORD, SharedDatabase, TestApp, conformance, test_config};
 use serde_json::{Value, json};
@@ -31,9 +31,12 @@ fn local_receivers_default_backoff() -> Config {
         .with_webhook_allow_private(true)
 }
 
-/// Receivers on loopback allowed, no retry after the maximum age of zero.
+/// Receivers on loopback allowed, no retry after the maximum age of zero, finished
+/// deliveries purged at the next purge.
 fn local_receivers_no_retries() -> Config {
-    local_receivers().with_webhook_max_age(Duration::ZERO)
+    local_receivers()
+        .with_webhook_max_age(Duration::ZERO)
+        .with_purge_retention(Duration::ZERO)
 }
 
 /// The service's defaults: only public addresses.
@@ -321,6 +324,19 @@ async fn deliveries_past_their_maximum_age_give_up(app: TestApp) {
     assert_eq!(listed[0]["status"], "failed");
     assert_eq!(listed[0]["next_attempt_at"], Value::Null);
     assert_eq!(listed[0]["attempts"][0]["status_code"], 500);
+
+    // Finished deliveries go with the purge once past the retention.
+    let outcome = app
+        .service
+        .jobs()
+        .run_once(PURGE_EXPIRED)
+        .await
+        .expect("the job exists");
+    assert!(
+        matches!(&outcome, RunOutcome::Succeeded(summary) if summary.ends_with(", 1 webhook deliveries")),
+        "{outcome}"
+    );
+    assert!(deliveries(&app, &access, &webhook_id).await.is_empty());
 }
 
 async fn rotating_the_secret_changes_the_signature(app: TestApp) {

@@ -33,6 +33,9 @@ CREATE TABLE webhook_deliveries (
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at)
     WHERE status = 'pending';
 CREATE INDEX webhook_deliveries_listing ON webhook_deliveries (endpoint_id, created_at);
+-- The purge of finished deliveries by age.
+CREATE INDEX webhook_deliveries_finished ON webhook_deliveries (created_at)
+    WHERE status <> 'pending';
 
 CREATE TABLE webhook_attempts (
     endpoint_id UUID NOT NULL,

@@ -516,9 +516,14 @@ impl Job for PurgeExpired {
             .store()
             .purge_events_before(sub(at, ctx.config().audit_retention()))
             .await?;
+        // Finished webhook deliveries (with their attempts) are kept as long as sessions.
+        let deliveries = ctx
+            .store()
+            .purge_webhook_deliveries_before(sub(at, ctx.config().purge_retention()))
+            .await?;
         Ok(format!(
             "deleted {} one-time tokens, {} refresh tokens, {} sessions, {} OAuth states, \
-             {events} events",
+             {events} events, {deliveries} webhook deliveries",
             counts.one_time_tokens, counts.refresh_tokens, counts.sessions, counts.oauth_states
         ))
     }

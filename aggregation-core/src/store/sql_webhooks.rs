@@ -366,6 +366,20 @@ impl WebhookStore for SqlStore {
         tx.commit().await?;
         Ok(())
     }
+
+    async fn purge_webhook_deliveries_before(
+        &self,
+        cutoff: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        // One statement: the attempts go with their deliveries (ON DELETE CASCADE).
+        let deleted = sqlx::query(
+            "DELETE FROM webhook_deliveries WHERE status <> 'pending' AND created_at < $1",
+        )
+        .bind(cutoff)
+        .execute(&self.pool)
+        .await?;
+        Ok(deleted.rows_affected())
+    }
 }
 
 /// Records one attempt and moves its delivery on, inside `tx`.

@@ -215,4 +215,11 @@ pub trait WebhookStore: Send + Sync {
     /// releasing its lease, all in one transaction. An attempt whose delivery no longer exists
     /// (its endpoint was deleted meanwhile) or is no longer pending is skipped.
     async fn record_webhook_attempts(&self, attempts: &[WebhookAttempt]) -> Result<(), StoreError>;
+
+    /// Deletes delivered and given-up deliveries queued before `cutoff`, with their attempts,
+    /// atomically; how many deliveries. Pending ones stay whatever their age.
+    async fn purge_webhook_deliveries_before(
+        &self,
+        cutoff: DateTime<Utc>,
+    ) -> Result<u64, StoreError>;
 }
