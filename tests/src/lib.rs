@@ -717,6 +717,27 @@ impl TestApp {
         .expect(201)
     }
 
+    /// Asks for a password reset of `email`, which has been sent `nth - 1` emails so far, and
+    /// resets the password to `new_password` with the token of the `nth`: that token.
+    pub async fn reset_password(&self, email: &str, nth: usize, new_password: &str) -> String {
+        self.post(
+            "/api/v1/password-reset-tokens",
+            &serde_json::json!({ "email": email }),
+            None,
+        )
+        .await
+        .expect(201);
+        let token = self.email_token(email, nth).await;
+        self.post(
+            "/api/v1/password-resets",
+            &serde_json::json!({ "token": token, "new_password": new_password }),
+            None,
+        )
+        .await
+        .expect(201);
+        token
+    }
+
     /// The case's provider sandbox.
     pub fn sandbox(&self) -> &SchwabSandbox {
         &self.sandbox.as_ref().expect("a sandbox setup").0

@@ -186,22 +186,8 @@ async fn password_reset_and_revocation_events(app: TestApp) {
         .await
         .expect(200);
     assert_eq!(revoked["revoked_count"], 1);
-    app.post(
-        "/api/v1/password-reset-tokens",
-        &json!({"email": email}),
-        None,
-    )
-    .await
-    .expect(201);
-    let reset = app.email_token(email, 2).await;
     let new_password = "N3w-Passw0rd!";
-    app.post(
-        "/api/v1/password-resets",
-        &json!({"token": reset, "new_password": new_password}),
-        None,
-    )
-    .await
-    .expect(201);
+    let reset = app.reset_password(email, 2, new_password).await;
 
     let events = domain_events(&app);
     assert!(

@@ -40,6 +40,8 @@ use crate::rate_limit::{RateLimitEvent, RateLimitEvents};
 
 mod bus;
 mod outbox;
+#[cfg(sql)]
+mod raised;
 
 pub(crate) use bus::EventBus;
 pub use outbox::{Event, EventType};

@@ -156,6 +156,69 @@ mod tests {
         }
     }
 
+    /// A revocation's event is in the store and reaches the bus once committed.
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn revocations_publish_their_stored_events() {
+        use crate::store::{NewRefreshToken, NewSession, NewUser, SqliteStore};
+
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::in_memory().await.unwrap());
+        let bus = EventBus::default();
+        let sessions = Sessions::new(
+            store.clone(),
+            Arc::new(crate::events::MemoryEventSink::new()),
+            bus.clone(),
+        );
+        let user_id = Uuid::now_v7();
+        let at = now();
+        store
+            .create_user(&NewUser {
+                id: user_id,
+                email: "ada@example.com".to_owned(),
+                email_normalized: "ada@example.com".to_owned(),
+                password_hash: "x".to_owned(),
+                created_at: at,
+            })
+            .await
+            .unwrap();
+        let session_id = Uuid::now_v7();
+        let expires_at = at + TimeDelta::hours(1);
+        store
+            .create_session(
+                &NewSession {
+                    id: session_id,
+                    user_id,
+                    device_info: None,
+                    ip_address: None,
+                    user_agent: None,
+                    created_at: at,
+                    expires_at,
+                },
+                &NewRefreshToken {
+                    digest: vec![1],
+                    session_id,
+                    user_id,
+                    token_version: 0,
+                    issued_at: at,
+                    expires_at,
+                },
+            )
+            .await
+            .unwrap();
+        let mut published = bus.subscribe();
+        sessions
+            .revoke(user_id, session_id, Some("lost phone"))
+            .await
+            .unwrap();
+        let event = published.try_recv().unwrap();
+        let stored = store.user_events_after(user_id, None, 10).await.unwrap();
+        assert_eq!(stored, [(*event).clone()]);
+        assert_eq!(event.data["reason"], "lost phone");
+        // Revoking it again changes nothing and publishes nothing.
+        sessions.revoke(user_id, session_id, None).await.unwrap();
+        assert!(published.try_recv().is_err());
+    }
+
     #[test]
     fn revoked_and_expired_sessions_are_not_active() {
         let at = Utc::now();

@@ -345,31 +345,27 @@ async fn connection_writes_raise_their_events_only_when_they_apply(store: Shared
     let t0 = now();
     let expires = t0 + TimeDelta::hours(1);
     let mut raised = Vec::new();
-    let (created, _) = store
-        .save_authorized_connection(
-            user_id,
-            "schwab",
-            Some("Main"),
-            Uuid::now_v7(),
-            &move |_| Ok(credentials(1, expires)),
-            t0,
-            &mut raised,
-        )
-        .await
-        .unwrap();
-    let (again, fresh) = store
-        .save_authorized_connection(
-            user_id,
-            "schwab",
-            Some("Main"),
-            Uuid::now_v7(),
-            &move |_| Ok(credentials(2, expires)),
-            t0,
-            &mut raised,
-        )
-        .await
-        .unwrap();
-    assert!(!fresh && again.id == created.id);
+    // Authorized, then authorized again (credentials tagged 1, then 2).
+    let mut saved = Vec::new();
+    for tag in [1, 2] {
+        let connection = store
+            .save_authorized_connection(
+                user_id,
+                "schwab",
+                Some("Main"),
+                Uuid::now_v7(),
+                &move |_| Ok(credentials(tag, expires)),
+                t0,
+                &mut raised,
+            )
+            .await
+            .unwrap();
+        saved.push(connection);
+    }
+    let [(created, true), (again, false)] = saved.as_slice() else {
+        panic!("created, then re-authorized: {saved:?}");
+    };
+    assert_eq!(again.id, created.id);
     // Not the stored credentials, or not the owner: nothing changes, no event.
     assert!(
         !store
@@ -437,16 +433,22 @@ async fn syncs_raise_their_event_and_a_rolled_back_one_none(store: Shared) {
     let t0 = now();
     let (connection, _) = authorize(&store, user_id, None, 1, t0, t0).await;
     let before = stored(&store, user_id).await;
-    let batch = SyncBatch {
-        accounts: vec![account("A", "10")],
+    // Transactions of one account (with the account itself, when given).
+    let sync_batch = |new: Option<NewAccount>, account_id: &str, transactions| SyncBatch {
+        accounts: new.into_iter().collect(),
         per_account: vec![SyncAccountData {
-            provider_account_id: "A".to_owned(),
-            transactions: Some(vec![transaction("t1", "1"), transaction("t2", "2")]),
+            provider_account_id: account_id.to_owned(),
+            transactions: Some(transactions),
             holdings: None,
             snapshot: None,
         }],
         mark_synced: true,
     };
+    let batch = sync_batch(
+        Some(account("A", "10")),
+        "A",
+        vec![transaction("t1", "1"), transaction("t2", "2")],
+    );
     let mut raised = Vec::new();
     let counts = store
         .apply_sync(connection.id, &batch, t0, &mut raised)
@@ -466,16 +468,7 @@ async fn syncs_raise_their_event_and_a_rolled_back_one_none(store: Shared) {
     assert_eq!(event.data["counts"]["holdings"]["deactivated"], 0);
 
     // A batch naming an unknown account rolls back: no records and no event.
-    let failing = SyncBatch {
-        accounts: Vec::new(),
-        per_account: vec![SyncAccountData {
-            provider_account_id: "unknown".to_owned(),
-            transactions: Some(vec![transaction("t3", "3")]),
-            holdings: None,
-            snapshot: None,
-        }],
-        mark_synced: true,
-    };
+    let failing = sync_batch(None, "unknown", vec![transaction("t3", "3")]);
     let mut none = Vec::new();
     assert!(is_other(
         &store
