@@ -11,12 +11,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use aggregation_benches::{BenchDatabase, access_token, call, config, json_request};
+use aggregation_benches::{access_token, call, config, json_request, on_each_backend, runtime};
 use aggregation_core::crypto::Keyring;
 use aggregation_core::jobs::{DELIVER_WEBHOOKS, RunOutcome};
 use aggregation_core::mail::MemoryMailer;
 use aggregation_core::rate_limit::PolicyTable;
-use aggregation_core::store::{NewRefreshToken, NewSession, SqliteStore, Store, now};
+use aggregation_core::store::{NewRefreshToken, NewSession, Store, now};
 use aggregation_core::{AggregationService, Config};
 use chrono::TimeDelta;
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
@@ -177,37 +177,10 @@ fn bench_backend(
 }
 
 fn webhooks(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let folder = std::env::temp_dir().join(format!(
-        "aggregation-bench-{}",
-        uuid::Uuid::new_v4().simple()
-    ));
-    std::fs::create_dir_all(&folder).expect("folder");
-    let url = format!("sqlite://{}?mode=rwc", folder.join("bench.db").display());
-    let sqlite = runtime.block_on(async {
-        let store = SqliteStore::connect(&url).await.expect("sqlite");
-        store.migrate().await.expect("migrate");
-        fixture(Arc::new(store)).await
+    let runtime = runtime();
+    on_each_backend(&runtime, fixture, |name, fixture| {
+        bench_backend(c, name, &runtime, fixture);
     });
-    bench_backend(c, "sqlite", &runtime, &sqlite);
-    drop(sqlite);
-    let _ = std::fs::remove_dir_all(&folder);
-
-    let Some(admin_url) = std::env::var("AGG_BENCH_DATABASE_URL").ok() else {
-        eprintln!("skipping PostgreSQL: AGG_BENCH_DATABASE_URL is not set");
-        return;
-    };
-    let (database, postgres) = runtime.block_on(async {
-        let (database, store) = BenchDatabase::create(&admin_url).await;
-        (database, fixture(Arc::new(store)).await)
-    });
-    bench_backend(c, "postgres", &runtime, &postgres);
-    drop(postgres);
-    runtime.block_on(database.drop_database());
 }
 
 criterion_group!(benches, webhooks);

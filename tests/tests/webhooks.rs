@@ -79,6 +79,30 @@ async fn register(app: &TestApp, access: &str, url: &str, event_types: Option<&[
     app.post(WEBHOOKS, &body, Some(access)).await.expect(201)
 }
 
+/// A user's webhook at a fresh receiver that trusts its secret.
+struct Subscribed {
+    receiver: Receiver,
+    access: String,
+    webhook_id: String,
+    /// The registration's answer.
+    created: Value,
+}
+
+/// Makes a verified, logged-in user with this email and registers a webhook for it at a fresh
+/// receiver, which is told the secret.
+async fn subscribe(app: &TestApp, email: &str, event_types: Option<&[&str]>) -> Subscribed {
+    let receiver = Receiver::start().await;
+    let (_, access, _) = app.user(email).await;
+    let created = register(app, &access, &receiver.url, event_types).await;
+    receiver.trust(str_of(&created, "secret"));
+    Subscribed {
+        receiver,
+        access,
+        webhook_id: str_of(&created, "id").to_owned(),
+        created,
+    }
+}
+
 /// Logs the user in once more and revokes that session from the first one: one
 /// `session.revoked` event. The revoked session's id.
 async fn revoke_a_session(app: &TestApp, email: &str, access: &str) -> String {
@@ -137,16 +161,17 @@ fn str_of<'a>(value: &'a Value, field: &str) -> &'a str {
 }
 
 async fn delivers_signed_events_to_a_local_receiver(app: TestApp) {
-    let receiver = Receiver::start().await;
     let email = "hooks@example.com";
-    let (_, access, _) = app.user(email).await;
-    let created = register(&app, &access, &receiver.url, Some(&["session.revoked"])).await;
-    let webhook_id = str_of(&created, "id").to_owned();
+    let Subscribed {
+        receiver,
+        access,
+        webhook_id,
+        created,
+    } = subscribe(&app, email, Some(&["session.revoked"])).await;
     let secret = str_of(&created, "secret").to_owned();
     assert!(secret.starts_with("whsec_"), "{secret}");
     assert_eq!(created["url"], receiver.url.as_str());
     assert_eq!(created["event_types"], json!(["session.revoked"]));
-    receiver.trust(&secret);
 
     // The secret is shown once: neither the list nor the read carries it.
     let listed = app.get(WEBHOOKS, Some(&access)).await.expect(200);
@@ -224,14 +249,15 @@ async fn delivers_signed_events_to_a_local_receiver(app: TestApp) {
 }
 
 async fn failed_deliveries_are_retried_until_delivered(app: TestApp) {
-    let receiver = Receiver::start().await;
     let email = "retry@example.com";
-    let (_, access, _) = app.user(email).await;
     // No event_types: every type.
-    let created = register(&app, &access, &receiver.url, None).await;
+    let Subscribed {
+        receiver,
+        access,
+        webhook_id,
+        created,
+    } = subscribe(&app, email, None).await;
     assert_eq!(created["event_types"], json!([]));
-    let webhook_id = str_of(&created, "id").to_owned();
-    receiver.trust(str_of(&created, "secret"));
     receiver.answer_with(&[500, 503]);
 
     revoke_a_session(&app, email, &access).await;
@@ -278,12 +304,13 @@ async fn failed_deliveries_are_retried_until_delivered(app: TestApp) {
 }
 
 async fn retries_wait_for_their_backoff(app: TestApp) {
-    let receiver = Receiver::start().await;
     let email = "backoff@example.com";
-    let (_, access, _) = app.user(email).await;
-    let created = register(&app, &access, &receiver.url, Some(&["session.revoked"])).await;
-    let webhook_id = str_of(&created, "id").to_owned();
-    receiver.trust(str_of(&created, "secret"));
+    let Subscribed {
+        receiver,
+        access,
+        webhook_id,
+        ..
+    } = subscribe(&app, email, Some(&["session.revoked"])).await;
     receiver.answer_with(&[500]);
 
     revoke_a_session(&app, email, &access).await;
@@ -307,12 +334,13 @@ async fn retries_wait_for_their_backoff(app: TestApp) {
 }
 
 async fn deliveries_past_their_maximum_age_give_up(app: TestApp) {
-    let receiver = Receiver::start().await;
     let email = "old@example.com";
-    let (_, access, _) = app.user(email).await;
-    let created = register(&app, &access, &receiver.url, Some(&["session.revoked"])).await;
-    let webhook_id = str_of(&created, "id").to_owned();
-    receiver.trust(str_of(&created, "secret"));
+    let Subscribed {
+        receiver,
+        access,
+        webhook_id,
+        ..
+    } = subscribe(&app, email, Some(&["session.revoked"])).await;
     receiver.answer_with(&[500]);
 
     revoke_a_session(&app, email, &access).await;
@@ -340,13 +368,14 @@ async fn deliveries_past_their_maximum_age_give_up(app: TestApp) {
 }
 
 async fn rotating_the_secret_changes_the_signature(app: TestApp) {
-    let receiver = Receiver::start().await;
     let email = "rotate@example.com";
-    let (_, access, _) = app.user(email).await;
-    let created = register(&app, &access, &receiver.url, Some(&["session.revoked"])).await;
-    let webhook_id = str_of(&created, "id").to_owned();
+    let Subscribed {
+        receiver,
+        access,
+        webhook_id,
+        created,
+    } = subscribe(&app, email, Some(&["session.revoked"])).await;
     let old_secret = str_of(&created, "secret").to_owned();
-    receiver.trust(&old_secret);
 
     let rotated = app
         .post(
@@ -391,13 +420,14 @@ async fn rotating_the_secret_changes_the_signature(app: TestApp) {
 }
 
 async fn webhooks_belong_to_their_owner_and_deletion_stops_deliveries(app: TestApp) {
-    let receiver = Receiver::start().await;
     let email = "owner@example.com";
-    let (_, access, _) = app.user(email).await;
+    let Subscribed {
+        receiver,
+        access,
+        webhook_id,
+        ..
+    } = subscribe(&app, email, None).await;
     let (_, other_access, _) = app.user("other@example.com").await;
-    let created = register(&app, &access, &receiver.url, None).await;
-    let webhook_id = str_of(&created, "id").to_owned();
-    receiver.trust(str_of(&created, "secret"));
 
     let path = format!("{WEBHOOKS}/{webhook_id}");
     app.get(&path, Some(&other_access))
@@ -547,13 +577,14 @@ async fn the_number_of_endpoints_is_capped(app: TestApp) {
 }
 
 async fn an_instance_without_private_access_never_sends_there(app: TestApp) {
-    let receiver = Receiver::start().await;
     let email = "guarded@example.com";
-    let (_, access, _) = app.user(email).await;
     // Registered where private addresses are allowed...
-    let created = register(&app, &access, &receiver.url, None).await;
-    let webhook_id = str_of(&created, "id").to_owned();
-    receiver.trust(str_of(&created, "secret"));
+    let Subscribed {
+        receiver,
+        access,
+        webhook_id,
+        ..
+    } = subscribe(&app, email, None).await;
     revoke_a_session(&app, email, &access).await;
 
     // ...and delivered by an instance over the same store that does not allow them: the
