@@ -397,4 +397,31 @@ mod tests {
         let listed = serde_json::to_value(EventJson::from(&event)).unwrap();
         assert_eq!(listed, event.body());
     }
+
+    #[test]
+    fn the_openapi_document_describes_the_audit_list_and_the_event_body() {
+        let document: serde_json::Value =
+            serde_json::from_str(&crate::api::openapi_json("https://api.example").unwrap())
+                .unwrap();
+        let operation = &document["paths"]["/api/v1/admin/audit-events"]["get"];
+        let names: Vec<&str> = operation["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|parameter| parameter["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["user_id", "type", "since", "until", "after", "limit"]
+        );
+        let text = document.to_string();
+        for documented in [
+            "session.revoked",
+            "security.rotation",
+            "`sync.completed`: `connection_id`",
+            "next_after",
+        ] {
+            assert!(text.contains(documented), "{documented} is documented");
+        }
+    }
 }
