@@ -313,3 +313,35 @@ async fn deliveries(state: &App, User(claims): User, PathId(id): PathId) -> ApiR
         },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    #[test]
+    fn the_openapi_document_describes_registration_and_deliveries() {
+        let document: Value =
+            serde_json::from_str(&crate::api::openapi_json("https://api.example").unwrap())
+                .unwrap();
+        let paths = &document["paths"];
+        for (path, method, status) in [
+            ("/api/v1/webhooks", "post", "201"),
+            ("/api/v1/webhooks", "post", "409"),
+            ("/api/v1/webhooks", "post", "422"),
+            ("/api/v1/webhooks", "get", "200"),
+            ("/api/v1/webhooks/{id}", "delete", "204"),
+            ("/api/v1/webhooks/{id}", "delete", "404"),
+            ("/api/v1/webhooks/{id}/secret-rotations", "post", "201"),
+            ("/api/v1/webhooks/{id}/deliveries", "get", "200"),
+        ] {
+            assert!(
+                paths[path][method]["responses"][status].is_object(),
+                "{method} {path} answers {status}"
+            );
+        }
+        let text = document.to_string();
+        for documented in ["whsec_", "import.completed", "status_code", "delivered"] {
+            assert!(text.contains(documented), "{documented} is documented");
+        }
+    }
+}
