@@ -16,6 +16,7 @@ use crate::rate_limit::RateLimitStore;
 use crate::records::Records;
 use crate::sessions::Sessions;
 use crate::store::Store;
+use crate::webhooks::Webhooks;
 use crate::work::WorkGate;
 
 /// The application behind the HTTP edge.
@@ -30,6 +31,7 @@ pub(crate) struct App {
     pub(crate) imports: Imports,
     pub(crate) admin: Admin,
     pub(crate) records: Records,
+    pub(crate) webhooks: Webhooks,
     /// Committed durable events, published in process after each commit (the use cases hold
     /// clones; the event stream and the webhook deliverer subscribe here).
     #[allow(
@@ -75,6 +77,7 @@ impl App {
         let imports = Imports::new(store.clone(), events.clone(), bus.clone(), parsing);
         let admin = Admin::new(store.clone(), config.clone(), events, bus.clone());
         let records = Records::new(store.clone());
+        let webhooks = Webhooks::new(store.clone(), config.clone());
         Self {
             config,
             store,
@@ -85,6 +88,7 @@ impl App {
             imports,
             admin,
             records,
+            webhooks,
             bus,
             streams: crate::api::events::StreamSlots::default(),
             openapi: std::sync::OnceLock::new(),

@@ -184,6 +184,7 @@ pub struct Config {
     login_failure_limit: Option<LoginFailureLimit>,
     event_stream_heartbeat: Duration,
     event_streams_per_user: usize,
+    webhooks: WebhookSettings,
 }
 
 impl std::fmt::Debug for Config {
@@ -219,6 +220,7 @@ impl std::fmt::Debug for Config {
             .field("login_failure_limit", &self.login_failure_limit)
             .field("event_stream_heartbeat", &self.event_stream_heartbeat)
             .field("event_streams_per_user", &self.event_streams_per_user)
+            .field("webhooks", &self.webhooks)
             .finish_non_exhaustive()
     }
 }
@@ -274,6 +276,7 @@ impl Config {
             login_failure_limit: Some(LoginFailureLimit::default()),
             event_stream_heartbeat: Duration::from_secs(15),
             event_streams_per_user: 5,
+            webhooks: WebhookSettings::default(),
         })
     }
 
@@ -691,6 +694,92 @@ impl Config {
     /// Lifetime of a job lease.
     pub fn job_lease_ttl(&self) -> Duration {
         self.job_lease_ttl
+    }
+}
+
+/// How webhooks are delivered (see [`Config::with_webhook_allow_private`] and the settings
+/// beside it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WebhookSettings {
+    allow_private: bool,
+    max_age: Duration,
+    first_retry: Duration,
+    max_retry_delay: Duration,
+    deliver_every: Option<Duration>,
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        Self {
+            allow_private: false,
+            max_age: Duration::from_secs(24 * 3600),
+            first_retry: Duration::from_secs(10),
+            max_retry_delay: Duration::from_secs(3600),
+            deliver_every: Some(Duration::from_secs(5)),
+        }
+    }
+}
+
+impl Config {
+    /// Sets whether webhooks may be registered for and delivered to loopback, private,
+    /// link-local and other non-public addresses (default `false`; the reference server's
+    /// `AGG_WEBHOOK_ALLOW_PRIVATE=1`). Meant for receivers on the host's own network; anyone
+    /// who can register a webhook can then make the service send requests there.
+    #[must_use]
+    pub fn with_webhook_allow_private(mut self, allow: bool) -> Self {
+        self.webhooks.allow_private = allow;
+        self
+    }
+
+    /// Whether webhooks may reach non-public addresses.
+    pub fn webhook_allow_private(&self) -> bool {
+        self.webhooks.allow_private
+    }
+
+    /// Sets how long a webhook delivery is retried, counted from the event (default 24 h):
+    /// an attempt that fails after this age is the last.
+    #[must_use]
+    pub fn with_webhook_max_age(mut self, max_age: Duration) -> Self {
+        self.webhooks.max_age = max_age;
+        self
+    }
+
+    /// How long a webhook delivery is retried.
+    pub fn webhook_max_age(&self) -> Duration {
+        self.webhooks.max_age
+    }
+
+    /// Sets the delay before the second attempt of a failed webhook delivery (default 10 s)
+    /// and the longest delay between attempts (default 1 h); each retry waits twice as long
+    /// as the one before, up to that longest delay. Zero retries at the next run of the
+    /// delivery job.
+    #[must_use]
+    pub fn with_webhook_retry_delays(mut self, first: Duration, max: Duration) -> Self {
+        self.webhooks.first_retry = first;
+        self.webhooks.max_retry_delay = max.max(first);
+        self
+    }
+
+    /// The delay before the second attempt of a failed webhook delivery.
+    pub fn webhook_first_retry(&self) -> Duration {
+        self.webhooks.first_retry
+    }
+
+    /// The longest delay between two attempts of a webhook delivery.
+    pub fn webhook_max_retry_delay(&self) -> Duration {
+        self.webhooks.max_retry_delay
+    }
+
+    /// Sets how often `deliver_webhooks` runs (default every 5 s; `None` turns it off).
+    #[must_use]
+    pub fn with_deliver_webhooks_every(mut self, every: Option<Duration>) -> Self {
+        self.webhooks.deliver_every = every;
+        self
+    }
+
+    /// Interval of `deliver_webhooks`; `None` when off.
+    pub fn deliver_webhooks_every(&self) -> Option<Duration> {
+        self.webhooks.deliver_every
     }
 }
 

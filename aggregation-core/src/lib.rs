@@ -24,6 +24,7 @@ pub(crate) mod sessions;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub(crate) mod webhooks;
 pub(crate) mod work;
 
 // What an embedder names to build, configure and run the service, in one place.

@@ -6,12 +6,11 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use aggregation_benches::{BenchDatabase, PASSWORD, call, json_request, verified_user};
+use aggregation_benches::{PASSWORD, call, json_request, on_each_backend, runtime, verified_user};
 use aggregation_core::mail::MemoryMailer;
 use aggregation_core::rate_limit::PolicyTable;
 use aggregation_core::store::{
-    AccountType, NewAccount, NewTransaction, SqliteStore, Store, TransactionStatus,
-    TransactionType, now,
+    AccountType, NewAccount, NewTransaction, Store, TransactionStatus, TransactionType, now,
 };
 use aggregation_core::{AggregationService, Config};
 use bytes::Bytes;
@@ -177,35 +176,10 @@ fn bench_backend(
 }
 
 fn records(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let folder = std::env::temp_dir().join(format!(
-        "aggregation-bench-{}",
-        uuid::Uuid::new_v4().simple()
-    ));
-    std::fs::create_dir_all(&folder).expect("folder");
-    let url = format!("sqlite://{}?mode=rwc", folder.join("bench.db").display());
-    let sqlite = runtime.block_on(async {
-        let store = SqliteStore::connect(&url).await.expect("sqlite");
-        store.migrate().await.expect("migrate");
-        seed(Arc::new(store)).await
+    let runtime = runtime();
+    on_each_backend(&runtime, seed, |name, fixture| {
+        bench_backend(c, name, &runtime, fixture);
     });
-    bench_backend(c, "sqlite", &runtime, &sqlite);
-    let _ = std::fs::remove_dir_all(&folder);
-
-    let Some(admin_url) = std::env::var("AGG_BENCH_DATABASE_URL").ok() else {
-        eprintln!("skipping PostgreSQL: AGG_BENCH_DATABASE_URL is not set");
-        return;
-    };
-    let (database, postgres) = runtime.block_on(async {
-        let (database, store) = BenchDatabase::create(&admin_url).await;
-        (database, seed(Arc::new(store)).await)
-    });
-    bench_backend(c, "postgres", &runtime, &postgres);
-    runtime.block_on(database.drop_database());
 }
 
 criterion_group!(benches, records);

@@ -182,3 +182,51 @@ fn database_url(url: &str, database: &str) -> String {
         .map_or(base.len(), |index| authority_start + index);
     format!("{}/{database}{query}", &base[..host_end])
 }
+
+/// A two-worker runtime, as the benchmarks run on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Prepares a fixture with `prepare` over SQLite in a temporary file and hands it to `bench`
+/// as `("sqlite", fixture)`; then the same over a database created on the PostgreSQL server
+/// of `AGG_BENCH_DATABASE_URL` (`"postgres"`), when it is set. Both are removed afterwards.
+pub fn on_each_backend<T, F, Fut>(
+    runtime: &tokio::runtime::Runtime,
+    prepare: F,
+    mut bench: impl FnMut(&str, &T),
+) where
+    F: Fn(std::sync::Arc<dyn Store>) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let folder = std::env::temp_dir().join(format!(
+        "aggregation-bench-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&folder).expect("folder");
+    let url = format!("sqlite://{}?mode=rwc", folder.join("bench.db").display());
+    let sqlite = runtime.block_on(async {
+        let store = SqliteStore::connect(&url).await.expect("sqlite");
+        store.migrate().await.expect("migrate");
+        prepare(std::sync::Arc::new(store)).await
+    });
+    bench("sqlite", &sqlite);
+    drop(sqlite);
+    let _ = std::fs::remove_dir_all(&folder);
+
+    let Some(admin_url) = std::env::var("AGG_BENCH_DATABASE_URL").ok() else {
+        eprintln!("skipping PostgreSQL: AGG_BENCH_DATABASE_URL is not set");
+        return;
+    };
+    let (database, postgres) = runtime.block_on(async {
+        let (database, store) = BenchDatabase::create(&admin_url).await;
+        (database, prepare(std::sync::Arc::new(store)).await)
+    });
+    bench("postgres", &postgres);
+    drop(postgres);
+    runtime.block_on(database.drop_database());
+}

@@ -147,6 +147,19 @@ struct Cli {
     /// state); `0` leaves the callback public.
     #[arg(long, env = "AGG_OAUTH_CALLBACK_REQUIRES_AUTH", default_value = "1")]
     oauth_callback_requires_auth: String,
+    /// `1` lets webhooks be registered for and delivered to loopback, private and link-local
+    /// addresses (receivers on this host or its network); `0` allows public addresses only.
+    #[arg(long, env = "AGG_WEBHOOK_ALLOW_PRIVATE", default_value = "0")]
+    webhook_allow_private: String,
+    /// Hours a failing webhook delivery is retried (with exponential backoff) before it is
+    /// given up.
+    #[arg(
+        long,
+        env = "AGG_WEBHOOK_MAX_AGE_HOURS",
+        default_value_t = 24,
+        value_parser = named::<u64>("AGG_WEBHOOK_MAX_AGE_HOURS")
+    )]
+    webhook_max_age_hours: u64,
     /// Schwab API address.
     #[arg(
         long,
@@ -652,6 +665,13 @@ fn config(cli: &Cli, address: SocketAddr, sandbox: bool) -> Result<Config, Start
             &cli.oauth_callback_requires_auth,
         )?)
         .with_sync_connections_every(cli.sync_interval_seconds.map(Duration::from_secs))
+        .with_webhook_allow_private(flag(
+            "AGG_WEBHOOK_ALLOW_PRIVATE",
+            &cli.webhook_allow_private,
+        )?)
+        .with_webhook_max_age(Duration::from_secs(
+            cli.webhook_max_age_hours.saturating_mul(3600),
+        ))
         .with_audit_retention(Duration::from_secs(
             u64::from(cli.audit_retention_days).saturating_mul(24 * 3600),
         ))

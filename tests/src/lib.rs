@@ -19,6 +19,7 @@ use http_body_util::{BodyExt as _, Full};
 use serde_json::Value;
 use tower::ServiceExt as _;
 
+pub mod receiver;
 mod servers;
 mod statements;
 

@@ -482,7 +482,8 @@ async fn jobs_status_reports_real_runs(app: TestApp) {
         [
             "refresh_provider_tokens",
             "purge_expired",
-            "sync_connections"
+            "sync_connections",
+            "deliver_webhooks"
         ]
     );
     assert_eq!(before["jobs"][1]["runs"], 0);
@@ -493,6 +494,7 @@ async fn jobs_status_reports_real_runs(app: TestApp) {
         "purge_expired",
         "refresh_provider_tokens",
         "sync_connections",
+        "deliver_webhooks",
     ] {
         let outcome = runner.run_once(name).await.expect("runs");
         assert!(
@@ -525,6 +527,9 @@ async fn jobs_status_reports_real_runs(app: TestApp) {
     assert_eq!(sync["enabled"], false);
     assert_eq!(sync["interval_seconds"], Value::Null);
     assert_eq!(sync["next_run_at"], Value::Null);
+    let webhooks = &jobs[3];
+    assert_eq!(webhooks["enabled"], true);
+    assert_eq!(webhooks["interval_seconds"], 5);
 }
 
 async fn purge_deletes_expired_rows(app: TestApp) {

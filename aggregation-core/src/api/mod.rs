@@ -78,6 +78,7 @@ pub(crate) mod snapshots;
 pub(crate) mod syncs;
 pub(crate) mod transactions;
 pub(crate) mod validate;
+pub(crate) mod webhooks;
 
 pub use routes::{RateLimit, Route, TargetId};
 
@@ -101,6 +102,7 @@ const ROUTE_TABLES: &[&[Route]] = &[
     snapshots::ROUTES,
     imports::ROUTES,
     events::ROUTES,
+    webhooks::ROUTES,
     openapi::ROUTES,
 ];
 

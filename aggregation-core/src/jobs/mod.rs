@@ -1,6 +1,6 @@
-//! Background jobs: `refresh_provider_tokens` (every 5 min), `purge_expired` (hourly) and
-//! `sync_connections` (off unless configured), run inside the service when the host starts
-//! them.
+//! Background jobs: `refresh_provider_tokens` (every 5 min), `purge_expired` (hourly),
+//! `sync_connections` (off unless configured) and `deliver_webhooks` (every 5 s), run inside
+//! the service when the host starts them.
 //!
 //! ```no_run
 //! # async fn demo(service: aggregation_core::AggregationService) {
@@ -40,6 +40,8 @@ pub const REFRESH_PROVIDER_TOKENS: &str = "refresh_provider_tokens";
 pub const PURGE_EXPIRED: &str = "purge_expired";
 /// Name of the job that syncs every active provider connection.
 pub const SYNC_CONNECTIONS: &str = "sync_connections";
+/// Name of the job that sends due webhook deliveries (signed, retried with backoff).
+pub const DELIVER_WEBHOOKS: &str = "deliver_webhooks";
 
 /// Why a job run failed.
 #[derive(Debug, thiserror::Error)]
@@ -160,7 +162,7 @@ impl std::fmt::Debug for JobRunner {
 }
 
 /// The jobs every service has, with their configured intervals (`None`: off).
-pub(crate) fn builtin_schedule(config: &Config) -> [(&'static str, Option<Duration>); 3] {
+pub(crate) fn builtin_schedule(config: &Config) -> [(&'static str, Option<Duration>); 4] {
     [
         (
             REFRESH_PROVIDER_TOKENS,
@@ -168,6 +170,13 @@ pub(crate) fn builtin_schedule(config: &Config) -> [(&'static str, Option<Durati
         ),
         (PURGE_EXPIRED, config.purge_expired_every()),
         (SYNC_CONNECTIONS, config.sync_connections_every()),
+        // Off in a build without the `webhooks` feature: it could only fail.
+        (
+            DELIVER_WEBHOOKS,
+            config
+                .deliver_webhooks_every()
+                .filter(|_| cfg!(feature = "webhooks")),
+        ),
     ]
 }
 
@@ -200,6 +209,7 @@ impl JobRunner {
             let job: Arc<dyn Job> = match name {
                 PURGE_EXPIRED => Arc::new(PurgeExpired),
                 SYNC_CONNECTIONS => Arc::new(SyncConnections),
+                DELIVER_WEBHOOKS => deliver_webhooks_job(&runner.config),
                 _ => Arc::new(RefreshProviderTokens),
             };
             runner.jobs.push(Registered {
@@ -477,6 +487,54 @@ impl Job for SyncConnections {
     }
 }
 
+/// The `deliver_webhooks` job: without the `webhooks` feature a job that fails saying so
+/// (deliveries stay queued for an instance built with it).
+fn deliver_webhooks_job(config: &Config) -> Arc<dyn Job> {
+    #[cfg(feature = "webhooks")]
+    {
+        Arc::new(DeliverWebhooks(crate::webhooks::delivery::Sender::new(
+            config,
+        )))
+    }
+    #[cfg(not(feature = "webhooks"))]
+    {
+        let _ = config;
+        Arc::new(DeliverWebhooks)
+    }
+}
+
+#[cfg(feature = "webhooks")]
+struct DeliverWebhooks(Result<crate::webhooks::delivery::Sender, String>);
+
+#[cfg(feature = "webhooks")]
+#[async_trait]
+impl Job for DeliverWebhooks {
+    async fn run(&self, ctx: &JobContext) -> Result<String, JobError> {
+        let sender = self
+            .0
+            .as_ref()
+            .map_err(|error| JobError::Failed(format!("no HTTP client: {error}")))?;
+        let run = crate::webhooks::delivery::deliver_due(ctx.store(), ctx.config(), sender).await?;
+        Ok(format!(
+            "delivered {} webhooks, {} to retry, {} given up",
+            run.delivered, run.retrying, run.given_up
+        ))
+    }
+}
+
+#[cfg(not(feature = "webhooks"))]
+struct DeliverWebhooks;
+
+#[cfg(not(feature = "webhooks"))]
+#[async_trait]
+impl Job for DeliverWebhooks {
+    async fn run(&self, _: &JobContext) -> Result<String, JobError> {
+        Err(JobError::Failed(
+            "this build has no webhooks feature: deliveries stay queued".to_owned(),
+        ))
+    }
+}
+
 struct PurgeExpired;
 
 #[async_trait]
@@ -491,9 +549,14 @@ impl Job for PurgeExpired {
             .store()
             .purge_events_before(sub(at, ctx.config().audit_retention()))
             .await?;
+        // Finished webhook deliveries (with their attempts) are kept as long as sessions.
+        let deliveries = ctx
+            .store()
+            .purge_webhook_deliveries_before(sub(at, ctx.config().purge_retention()))
+            .await?;
         Ok(format!(
             "deleted {} one-time tokens, {} refresh tokens, {} sessions, {} OAuth states, \
-             {events} events",
+             {events} events, {deliveries} webhook deliveries",
             counts.one_time_tokens, counts.refresh_tokens, counts.sessions, counts.oauth_states
         ))
     }

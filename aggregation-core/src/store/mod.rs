@@ -40,6 +40,7 @@ mod records;
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod webhooks;
 
 pub use events::{AuditFilter, EventStore};
 pub use imports::{
@@ -61,6 +62,10 @@ pub use records::{
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
+pub use webhooks::{
+    ClaimedDelivery, DeliveryStatus, NewWebhookEndpoint, NextDelivery, WebhookAttempt,
+    WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord, WebhookStore,
+};
 
 /// A coarse storage failure; backends log their detail and convert it into one of these.
 #[derive(Debug, thiserror::Error)]
@@ -641,6 +646,7 @@ pub trait Store:
     + ImportStore
     + ProviderConnectionStore
     + SyncStore
+    + WebhookStore
     + EventStore
     + 'static
 {
@@ -660,6 +666,7 @@ impl<T> Store for T where
         + ImportStore
         + ProviderConnectionStore
         + SyncStore
+        + WebhookStore
         + EventStore
         + 'static
 {

@@ -67,6 +67,8 @@ mod sessions;
 mod upserts;
 #[path = "sql_users.rs"]
 mod users;
+#[path = "sql_webhooks.rs"]
+mod webhooks;
 
 /// The PostgreSQL schema holding the store's tables and its migration table
 /// (`aggregation_migrations`): 1 to 63 characters of `a-z`, `0-9` and `_`, not starting with a

@@ -26,6 +26,8 @@ pub(super) async fn insert_events(tx: &mut Tx, events: &[Event]) -> Result<(), S
         .bind(event.data.to_string())
         .execute(&mut **tx)
         .await?;
+        // Webhook fan-out in the same transaction: queued exactly when the event is committed.
+        super::webhooks::queue_webhook_deliveries(tx, event).await?;
     }
     Ok(())
 }

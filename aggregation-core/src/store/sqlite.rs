@@ -49,6 +49,8 @@ mod sessions;
 mod upserts;
 #[path = "sql_users.rs"]
 mod users;
+#[path = "sql_webhooks.rs"]
+mod webhooks;
 
 /// A store on SQLite through sqlx, in a database file of its own (the schema option of the
 /// PostgreSQL store has no counterpart here: nothing else shares the file's table names).

@@ -1,0 +1,443 @@
+//! Webhook endpoints, deliveries and attempts.
+//!
+//! A delivery is keyed by (endpoint, event): the outbox's fan-out inserts at most one per pair
+//! whatever is retried, and the event id is the `webhook-id` receivers deduplicate on.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::QueryBuilder;
+use uuid::Uuid;
+
+use super::connections::lock_user_in;
+use super::{BEGIN_WRITE, SqlStore, Tx};
+use crate::events::Event;
+use crate::store::{
+    ClaimedDelivery, DeliveryStatus, NewWebhookEndpoint, NextDelivery, StoreError, WebhookAttempt,
+    WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord, WebhookStore,
+};
+
+const SELECT_ENDPOINT: &str = "SELECT id, user_id, url, event_types, encrypted_secret, \
+     secret_key_id, created_at, updated_at FROM webhook_endpoints";
+
+/// The stored form of an endpoint's event types: `",a,b,"` (every name framed by commas, so
+/// one `LIKE '%,name,%'` matches it), or empty for every type.
+fn framed_types(names: &[String]) -> String {
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!(",{},", names.join(","))
+    }
+}
+
+/// The names of a stored `",a,b,"` list.
+fn unframed_types(stored: &str) -> Vec<String> {
+    stored
+        .split(',')
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[derive(sqlx::FromRow)]
+struct EndpointRow {
+    id: Uuid,
+    user_id: Uuid,
+    url: String,
+    event_types: String,
+    encrypted_secret: Vec<u8>,
+    secret_key_id: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl From<EndpointRow> for WebhookEndpointRecord {
+    fn from(row: EndpointRow) -> Self {
+        Self {
+            id: row.id,
+            user_id: row.user_id,
+            url: row.url,
+            event_types: unframed_types(&row.event_types),
+            encrypted_secret: row.encrypted_secret,
+            secret_key_id: row.secret_key_id,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct DeliveryRow {
+    event_id: Uuid,
+    event_type: String,
+    status: String,
+    attempt_count: i32,
+    created_at: DateTime<Utc>,
+    next_attempt_at: Option<DateTime<Utc>>,
+    delivered_at: Option<DateTime<Utc>>,
+}
+
+#[derive(sqlx::FromRow)]
+struct AttemptRow {
+    event_id: Uuid,
+    attempt: i32,
+    attempted_at: DateTime<Utc>,
+    status_code: Option<i32>,
+    error: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+struct ClaimRow {
+    endpoint_id: Uuid,
+    event_id: Uuid,
+    payload: String,
+    attempt_count: i32,
+    created_at: DateTime<Utc>,
+}
+
+/// Queues one pending delivery of `event` for every endpoint of its user that receives its
+/// type, inside the transaction that writes the event. The payload stored is the exact body
+/// that will be signed and sent: `{"id", "type", "occurred_at", "data"}`. An event without a
+/// user (a global rotation) goes to no webhook.
+pub(super) async fn queue_webhook_deliveries(tx: &mut Tx, event: &Event) -> Result<(), StoreError> {
+    let Some(user_id) = event.user_id else {
+        return Ok(());
+    };
+    let event_type = event.event_type.as_str();
+    let payload = serde_json::json!({
+        "id": event.id,
+        "type": event_type,
+        "occurred_at": event.occurred_at,
+        "data": event.data,
+    })
+    .to_string();
+    sqlx::query(
+        "INSERT INTO webhook_deliveries (endpoint_id, event_id, event_type, payload, status, \
+         attempt_count, next_attempt_at, created_at) \
+         SELECT id, $2, $3, $4, 'pending', 0, $5, $5 FROM webhook_endpoints \
+         WHERE user_id = $1 AND (event_types = '' OR event_types LIKE $6) \
+         ON CONFLICT (endpoint_id, event_id) DO NOTHING",
+    )
+    .bind(user_id)
+    .bind(event.id)
+    .bind(event_type)
+    .bind(payload)
+    .bind(event.occurred_at)
+    .bind(format!("%,{event_type},%"))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl WebhookStore for SqlStore {
+    async fn create_webhook_endpoint(
+        &self,
+        endpoint: &NewWebhookEndpoint,
+        cap: u32,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        // The user's row serializes concurrent registrations, so the count below holds.
+        lock_user_in(&mut tx, endpoint.user_id).await?;
+        let existing: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM webhook_endpoints WHERE user_id = $1")
+                .bind(endpoint.user_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        if existing >= i64::from(cap) {
+            return Ok(false);
+        }
+        sqlx::query(
+            "INSERT INTO webhook_endpoints (id, user_id, url, event_types, encrypted_secret, \
+             secret_key_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
+        )
+        .bind(endpoint.id)
+        .bind(endpoint.user_id)
+        .bind(&endpoint.url)
+        .bind(framed_types(&endpoint.event_types))
+        .bind(&endpoint.encrypted_secret)
+        .bind(&endpoint.secret_key_id)
+        .bind(endpoint.created_at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn webhook_endpoints(
+        &self,
+        user_id: Uuid,
+    ) -> Result<Vec<WebhookEndpointRecord>, StoreError> {
+        let sql = format!("{SELECT_ENDPOINT} WHERE user_id = $1 ORDER BY created_at, id");
+        let rows: Vec<EndpointRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(user_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn webhook_endpoint(
+        &self,
+        user_id: Uuid,
+        endpoint_id: Uuid,
+    ) -> Result<Option<WebhookEndpointRecord>, StoreError> {
+        let sql = format!("{SELECT_ENDPOINT} WHERE id = $1 AND user_id = $2");
+        let row: Option<EndpointRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(endpoint_id)
+            .bind(user_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(Into::into))
+    }
+
+    async fn delete_webhook_endpoint(
+        &self,
+        user_id: Uuid,
+        endpoint_id: Uuid,
+    ) -> Result<bool, StoreError> {
+        // One statement: the deliveries and attempts go with it (ON DELETE CASCADE).
+        let deleted = sqlx::query("DELETE FROM webhook_endpoints WHERE id = $1 AND user_id = $2")
+            .bind(endpoint_id)
+            .bind(user_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
+    async fn replace_webhook_secret(
+        &self,
+        user_id: Uuid,
+        endpoint_id: Uuid,
+        encrypted_secret: &[u8],
+        secret_key_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<Option<WebhookEndpointRecord>, StoreError> {
+        let row: Option<EndpointRow> = sqlx::query_as(
+            "UPDATE webhook_endpoints SET encrypted_secret = $3, secret_key_id = $4, \
+             updated_at = $5 WHERE id = $1 AND user_id = $2 \
+             RETURNING id, user_id, url, event_types, encrypted_secret, secret_key_id, \
+             created_at, updated_at",
+        )
+        .bind(endpoint_id)
+        .bind(user_id)
+        .bind(encrypted_secret)
+        .bind(secret_key_id)
+        .bind(at)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(Into::into))
+    }
+
+    async fn webhook_deliveries(
+        &self,
+        user_id: Uuid,
+        endpoint_id: Uuid,
+        limit: u32,
+    ) -> Result<Option<Vec<WebhookDeliveryRecord>>, StoreError> {
+        // One read transaction, so the deliveries and their attempts agree.
+        let mut tx = self.pool.begin().await?;
+        let owned: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM webhook_endpoints WHERE id = $1 AND user_id = $2",
+        )
+        .bind(endpoint_id)
+        .bind(user_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        if owned == 0 {
+            return Ok(None);
+        }
+        let deliveries: Vec<DeliveryRow> = sqlx::query_as(
+            "SELECT event_id, event_type, status, attempt_count, created_at, next_attempt_at, \
+             delivered_at FROM webhook_deliveries WHERE endpoint_id = $1 \
+             ORDER BY created_at DESC, event_id DESC LIMIT $2",
+        )
+        .bind(endpoint_id)
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut attempts: Vec<AttemptRow> = Vec::new();
+        if !deliveries.is_empty() {
+            let mut query = QueryBuilder::new(
+                "SELECT event_id, attempt, attempted_at, status_code, error FROM webhook_attempts \
+                 WHERE endpoint_id = ",
+            );
+            query.push_bind(endpoint_id).push(" AND event_id IN (");
+            let mut ids = query.separated(", ");
+            for delivery in &deliveries {
+                ids.push_bind(delivery.event_id);
+            }
+            query.push(") ORDER BY attempt");
+            attempts = query.build_query_as().fetch_all(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        let records = deliveries
+            .into_iter()
+            .map(|row| {
+                let status = DeliveryStatus::parse(&row.status).ok_or_else(|| {
+                    StoreError::Other(format!("unknown delivery status {:?}", row.status))
+                })?;
+                Ok(WebhookDeliveryRecord {
+                    attempts: attempts
+                        .iter()
+                        .filter(|attempt| attempt.event_id == row.event_id)
+                        .map(|attempt| WebhookAttemptRecord {
+                            attempt: attempt.attempt,
+                            attempted_at: attempt.attempted_at,
+                            status_code: attempt.status_code,
+                            error: attempt.error.clone(),
+                        })
+                        .collect(),
+                    event_id: row.event_id,
+                    event_type: row.event_type,
+                    status,
+                    attempt_count: row.attempt_count,
+                    created_at: row.created_at,
+                    next_attempt_at: row.next_attempt_at,
+                    delivered_at: row.delivered_at,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok(Some(records))
+    }
+
+    async fn claim_webhook_deliveries(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<ClaimedDelivery>, StoreError> {
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        // The outer conditions repeat the inner ones: on PostgreSQL a concurrent claimer that
+        // leased a row first makes this UPDATE re-check it and skip it.
+        let claimed: Vec<ClaimRow> = sqlx::query_as(
+            "UPDATE webhook_deliveries SET lease_until = $2 \
+             WHERE status = 'pending' AND next_attempt_at <= $1 \
+             AND (lease_until IS NULL OR lease_until <= $1) \
+             AND (endpoint_id, event_id) IN (SELECT endpoint_id, event_id \
+                 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $1 \
+                 AND (lease_until IS NULL OR lease_until <= $1) \
+                 ORDER BY next_attempt_at LIMIT $3) \
+             RETURNING endpoint_id, event_id, payload, attempt_count, created_at",
+        )
+        .bind(now)
+        .bind(lease_until)
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut deliveries = Vec::with_capacity(claimed.len());
+        let mut endpoints: Vec<EndpointRow> = Vec::new();
+        for row in claimed {
+            if !endpoints
+                .iter()
+                .any(|endpoint| endpoint.id == row.endpoint_id)
+            {
+                let sql = format!("{SELECT_ENDPOINT} WHERE id = $1");
+                let endpoint: EndpointRow = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                    .bind(row.endpoint_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                endpoints.push(endpoint);
+            }
+            let Some(endpoint) = endpoints.iter().find(|e| e.id == row.endpoint_id) else {
+                continue;
+            };
+            deliveries.push(ClaimedDelivery {
+                endpoint_id: row.endpoint_id,
+                event_id: row.event_id,
+                payload: row.payload,
+                attempt_count: row.attempt_count,
+                created_at: row.created_at,
+                url: endpoint.url.clone(),
+                encrypted_secret: endpoint.encrypted_secret.clone(),
+                secret_key_id: endpoint.secret_key_id.clone(),
+            });
+        }
+        tx.commit().await?;
+        // Earliest queued first, so one endpoint receives its events in the order raised.
+        deliveries.sort_by_key(|delivery| (delivery.created_at, delivery.event_id));
+        Ok(deliveries)
+    }
+
+    async fn record_webhook_attempts(&self, attempts: &[WebhookAttempt]) -> Result<(), StoreError> {
+        // One transaction per run rather than per attempt: one commit (one fsync) for a batch.
+        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        for attempt in attempts {
+            record_attempt_in(&mut tx, attempt).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn purge_webhook_deliveries_before(
+        &self,
+        cutoff: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        // One statement: the attempts go with their deliveries (ON DELETE CASCADE).
+        let deleted = sqlx::query(
+            "DELETE FROM webhook_deliveries WHERE status <> 'pending' AND created_at < $1",
+        )
+        .bind(cutoff)
+        .execute(&self.pool)
+        .await?;
+        Ok(deleted.rows_affected())
+    }
+}
+
+/// Records one attempt and moves its delivery on, inside `tx`.
+async fn record_attempt_in(tx: &mut Tx, attempt: &WebhookAttempt) -> Result<(), StoreError> {
+    let status = match attempt.next {
+        NextDelivery::Delivered => DeliveryStatus::Delivered,
+        NextDelivery::RetryAt(_) => DeliveryStatus::Pending,
+        NextDelivery::GiveUp => DeliveryStatus::Failed,
+    };
+    let next_attempt_at = match attempt.next {
+        NextDelivery::RetryAt(at) => Some(at),
+        NextDelivery::Delivered | NextDelivery::GiveUp => None,
+    };
+    let delivered_at =
+        matches!(attempt.next, NextDelivery::Delivered).then_some(attempt.attempted_at);
+    let number: Option<i32> = sqlx::query_scalar(
+        "UPDATE webhook_deliveries SET attempt_count = attempt_count + 1, status = $3, \
+         next_attempt_at = $4, delivered_at = $5, lease_until = NULL \
+         WHERE endpoint_id = $1 AND event_id = $2 AND status = 'pending' \
+         RETURNING attempt_count",
+    )
+    .bind(attempt.endpoint_id)
+    .bind(attempt.event_id)
+    .bind(status.as_str())
+    .bind(next_attempt_at)
+    .bind(delivered_at)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(number) = number else {
+        // Deleted meanwhile (or already recorded by a claimer whose lease had lapsed).
+        return Ok(());
+    };
+    sqlx::query(
+        "INSERT INTO webhook_attempts (endpoint_id, event_id, attempt, attempted_at, \
+         status_code, error) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(attempt.endpoint_id)
+    .bind(attempt.event_id)
+    .bind(number)
+    .bind(attempt.attempted_at)
+    .bind(attempt.status_code.map(i32::from))
+    .bind(attempt.error.as_deref())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_types_are_framed_for_one_like() {
+        assert_eq!(framed_types(&[]), "");
+        let names = vec!["session.revoked".to_owned(), "import.completed".to_owned()];
+        let framed = framed_types(&names);
+        assert_eq!(framed, ",session.revoked,import.completed,");
+        assert_eq!(unframed_types(&framed), names);
+        assert!(unframed_types("").is_empty());
+    }
+}

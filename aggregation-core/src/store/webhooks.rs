@@ -1,0 +1,225 @@
+//! Webhook endpoints, their pending deliveries and the record of every delivery attempt.
+//!
+//! Deliveries are written by the event outbox itself (in the transaction that writes the
+//! event, one per matching endpoint), so an event is queued for a webhook exactly when it was
+//! committed. The delivery job claims due deliveries with a lease, sends them, and records
+//! each attempt with [`WebhookStore::record_webhook_attempts`].
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::StoreError;
+use crate::enums::string_enum;
+
+/// A webhook endpoint to create.
+#[derive(Debug, Clone)]
+pub struct NewWebhookEndpoint {
+    /// Id (UUIDv7).
+    pub id: Uuid,
+    /// Owner.
+    pub user_id: Uuid,
+    /// Where deliveries are POSTed (absolute http(s) URL, vetted at registration).
+    pub url: String,
+    /// The event type names it receives; empty for every type.
+    pub event_types: Vec<String>,
+    /// Nonce and ciphertext of the signing secret (bound to the endpoint id).
+    pub encrypted_secret: Vec<u8>,
+    /// The key that encrypted the secret.
+    pub secret_key_id: String,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A stored webhook endpoint.
+#[derive(Debug, Clone)]
+pub struct WebhookEndpointRecord {
+    /// Id.
+    pub id: Uuid,
+    /// Owner.
+    pub user_id: Uuid,
+    /// Where deliveries are POSTed.
+    pub url: String,
+    /// The event type names it receives; empty for every type.
+    pub event_types: Vec<String>,
+    /// Nonce and ciphertext of the signing secret (bound to the endpoint id).
+    pub encrypted_secret: Vec<u8>,
+    /// The key that encrypted the secret.
+    pub secret_key_id: String,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change (creation or secret rotation).
+    pub updated_at: DateTime<Utc>,
+}
+
+string_enum! {
+    /// Where a delivery stands.
+    DeliveryStatus {
+        /// Waiting for its first or next attempt.
+        Pending => "pending",
+        /// A 2xx answer was received.
+        Delivered => "delivered",
+        /// Given up: still failing when it reached the maximum age.
+        Failed => "failed",
+    }
+}
+
+/// One event queued for one endpoint.
+#[derive(Debug, Clone)]
+pub struct WebhookDeliveryRecord {
+    /// The event (also the `webhook-id` of every attempt).
+    pub event_id: Uuid,
+    /// The event's type name.
+    pub event_type: String,
+    /// Where it stands.
+    pub status: DeliveryStatus,
+    /// Attempts made so far.
+    pub attempt_count: i32,
+    /// When it was queued.
+    pub created_at: DateTime<Utc>,
+    /// When the next attempt is due (`None` once delivered or given up).
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// When a 2xx answer was received.
+    pub delivered_at: Option<DateTime<Utc>>,
+    /// Its attempts, oldest first.
+    pub attempts: Vec<WebhookAttemptRecord>,
+}
+
+/// One attempt to deliver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookAttemptRecord {
+    /// 1 for the first attempt.
+    pub attempt: i32,
+    /// When the request was sent.
+    pub attempted_at: DateTime<Utc>,
+    /// The answer's status code; `None` when no answer came (refused address, timeout,
+    /// connection failure).
+    pub status_code: Option<i32>,
+    /// Why the attempt failed without an answer (never a secret).
+    pub error: Option<String>,
+}
+
+/// A delivery claimed by the delivery job, with what sending it needs.
+#[derive(Debug, Clone)]
+pub struct ClaimedDelivery {
+    /// The endpoint.
+    pub endpoint_id: Uuid,
+    /// The event, the `webhook-id`.
+    pub event_id: Uuid,
+    /// The exact body to send (`{"id","type","occurred_at","data"}`), signed as is.
+    pub payload: String,
+    /// Attempts made before this one.
+    pub attempt_count: i32,
+    /// When it was queued (its age decides when retrying stops).
+    pub created_at: DateTime<Utc>,
+    /// The endpoint's URL.
+    pub url: String,
+    /// The endpoint's encrypted signing secret.
+    pub encrypted_secret: Vec<u8>,
+    /// The key that encrypted it.
+    pub secret_key_id: String,
+}
+
+/// What follows an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextDelivery {
+    /// Delivered (a 2xx answer): no more attempts.
+    Delivered,
+    /// Try again at this time.
+    RetryAt(DateTime<Utc>),
+    /// Give up: the delivery reached its maximum age.
+    GiveUp,
+}
+
+/// The result of one attempt, to record.
+#[derive(Debug, Clone)]
+pub struct WebhookAttempt {
+    /// The endpoint.
+    pub endpoint_id: Uuid,
+    /// The event.
+    pub event_id: Uuid,
+    /// When the request was sent.
+    pub attempted_at: DateTime<Utc>,
+    /// The answer's status code, if one came.
+    pub status_code: Option<u16>,
+    /// Why no answer came.
+    pub error: Option<String>,
+    /// What follows.
+    pub next: NextDelivery,
+}
+
+/// Webhook endpoints and their deliveries.
+#[async_trait]
+pub trait WebhookStore: Send + Sync {
+    /// Creates an endpoint unless the user already has `cap` of them; `false` (nothing
+    /// written) when capped. Atomic per user: concurrent calls never exceed the cap.
+    async fn create_webhook_endpoint(
+        &self,
+        endpoint: &NewWebhookEndpoint,
+        cap: u32,
+    ) -> Result<bool, StoreError>;
+
+    /// The user's endpoints, oldest first.
+    async fn webhook_endpoints(
+        &self,
+        user_id: Uuid,
+    ) -> Result<Vec<WebhookEndpointRecord>, StoreError>;
+
+    /// One endpoint of the user; `None` when unknown or another user's.
+    async fn webhook_endpoint(
+        &self,
+        user_id: Uuid,
+        endpoint_id: Uuid,
+    ) -> Result<Option<WebhookEndpointRecord>, StoreError>;
+
+    /// Deletes an endpoint of the user with its deliveries and attempts, atomically; `false`
+    /// when unknown or another user's. Nothing more is sent to it, even a delivery claimed
+    /// before (its attempt finds nothing to record).
+    async fn delete_webhook_endpoint(
+        &self,
+        user_id: Uuid,
+        endpoint_id: Uuid,
+    ) -> Result<bool, StoreError>;
+
+    /// Replaces the signing secret of an endpoint of the user; `None` when unknown or another
+    /// user's, else the updated endpoint.
+    async fn replace_webhook_secret(
+        &self,
+        user_id: Uuid,
+        endpoint_id: Uuid,
+        encrypted_secret: &[u8],
+        secret_key_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<Option<WebhookEndpointRecord>, StoreError>;
+
+    /// The latest `limit` deliveries of an endpoint of the user, newest first, each with its
+    /// attempts; `None` when the endpoint is unknown or another user's.
+    async fn webhook_deliveries(
+        &self,
+        user_id: Uuid,
+        endpoint_id: Uuid,
+        limit: u32,
+    ) -> Result<Option<Vec<WebhookDeliveryRecord>>, StoreError>;
+
+    /// Claims up to `limit` pending deliveries due at `now` (earliest due first) whose lease
+    /// is free, leasing them until `lease_until`. Of concurrent callers each delivery goes to
+    /// at most one until its lease lapses (a claimer that died leaves it to the next).
+    async fn claim_webhook_deliveries(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<ClaimedDelivery>, StoreError>;
+
+    /// Records attempts and moves each delivery on (delivered, due again, or given up),
+    /// releasing its lease, all in one transaction. An attempt whose delivery no longer exists
+    /// (its endpoint was deleted meanwhile) or is no longer pending is skipped.
+    async fn record_webhook_attempts(&self, attempts: &[WebhookAttempt]) -> Result<(), StoreError>;
+
+    /// Deletes delivered and given-up deliveries queued before `cutoff`, with their attempts,
+    /// atomically; how many deliveries. Pending ones stay whatever their age.
+    async fn purge_webhook_deliveries_before(
+        &self,
+        cutoff: DateTime<Utc>,
+    ) -> Result<u64, StoreError>;
+}

@@ -1,0 +1,209 @@
+//! Webhooks following the [Standard Webhooks](https://www.standardwebhooks.com/)
+//! specification: a user registers endpoints, and every durable event of that user
+//! ([`crate::events::Event`]) whose type an endpoint receives is POSTed to it, signed.
+//!
+//! - Body: `{"id", "type", "occurred_at", "data"}`, the event as the outbox stored it.
+//! - Headers: `webhook-id` (the event id, the same on every retry: receivers deduplicate on
+//!   it), `webhook-timestamp` (Unix seconds of the attempt) and `webhook-signature`
+//!   (`v1,` and the base64 HMAC-SHA256 of `"{id}.{timestamp}.{body}"` keyed with the
+//!   endpoint's secret, handed out once as `whsec_<base64>` and stored only encrypted with
+//!   the service's [`Keyring`](crate::Keyring)).
+//! - Delivery: the outbox queues one delivery per matching endpoint in the transaction that
+//!   writes the event; the `deliver_webhooks` job ([`crate::jobs`]) claims due deliveries
+//!   with a lease and sends them. A 2xx answer delivers; anything else is retried with
+//!   exponential backoff ([`Config::with_webhook_retry_delays`]) until the delivery is
+//!   [`Config::webhook_max_age`] old. At least once: a receiver may see an event twice.
+//! - Only public addresses are reached unless the host allows private ones (`ssrf.rs`).
+
+#[cfg(feature = "webhooks")]
+pub(crate) mod delivery;
+pub(crate) mod signing;
+pub(crate) mod ssrf;
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::crypto::CryptoError;
+use crate::store::{
+    NewWebhookEndpoint, Store, StoreError, WebhookDeliveryRecord, WebhookEndpointRecord, now,
+};
+use signing::SigningSecret;
+
+/// Most endpoints one user may register.
+pub(crate) const MAX_ENDPOINTS_PER_USER: u32 = 10;
+/// Most deliveries `GET /webhooks/{id}/deliveries` lists (the newest).
+pub(crate) const LISTED_DELIVERIES: u32 = 50;
+
+/// Why a webhook operation failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WebhookError {
+    /// No endpoint of the user has this id.
+    #[error("Webhook not found.")]
+    NotFound,
+    /// The user has as many endpoints as allowed.
+    #[error("A user may register at most {MAX_ENDPOINTS_PER_USER} webhooks; delete one first.")]
+    TooMany,
+    /// The secret could not be encrypted (no key configured, say).
+    #[error(transparent)]
+    Crypto(#[from] CryptoError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// An endpoint with the secret handed out once (at registration or rotation).
+pub(crate) struct WithSecret {
+    /// The endpoint.
+    pub(crate) endpoint: WebhookEndpointRecord,
+    /// `whsec_<base64>`.
+    pub(crate) secret: String,
+}
+
+/// The webhook use cases over a store.
+#[derive(Clone)]
+pub(crate) struct Webhooks {
+    store: Arc<dyn Store>,
+    config: Arc<Config>,
+}
+
+/// Encrypts a secret for storage, bound to its endpoint.
+fn seal(
+    config: &Config,
+    endpoint_id: Uuid,
+    secret: &SigningSecret,
+) -> Result<(Vec<u8>, String), CryptoError> {
+    let (key_id, ciphertext) = config
+        .keyring()
+        .encrypt(secret.as_bytes(), endpoint_id.as_bytes())?;
+    Ok((ciphertext, key_id))
+}
+
+/// Decrypts a stored secret of an endpoint.
+#[cfg(feature = "webhooks")]
+pub(crate) fn open_secret(
+    config: &Config,
+    endpoint_id: Uuid,
+    key_id: &str,
+    ciphertext: &[u8],
+) -> Result<SigningSecret, CryptoError> {
+    config
+        .keyring()
+        .decrypt(key_id, ciphertext, endpoint_id.as_bytes())
+        .map(SigningSecret::from_bytes)
+}
+
+impl Webhooks {
+    pub(crate) fn new(store: Arc<dyn Store>, config: Arc<Config>) -> Self {
+        Self { store, config }
+    }
+
+    /// Registers an endpoint (its URL already checked) receiving `event_types` (empty: all).
+    pub(crate) async fn register(
+        &self,
+        user_id: Uuid,
+        url: String,
+        event_types: Vec<String>,
+    ) -> Result<WithSecret, WebhookError> {
+        let id = Uuid::now_v7();
+        let secret = SigningSecret::generate();
+        let (encrypted_secret, secret_key_id) = seal(&self.config, id, &secret)?;
+        let at = now();
+        let endpoint = NewWebhookEndpoint {
+            id,
+            user_id,
+            url,
+            event_types,
+            encrypted_secret,
+            secret_key_id,
+            created_at: at,
+        };
+        if !self
+            .store
+            .create_webhook_endpoint(&endpoint, MAX_ENDPOINTS_PER_USER)
+            .await?
+        {
+            return Err(WebhookError::TooMany);
+        }
+        Ok(WithSecret {
+            endpoint: WebhookEndpointRecord {
+                id,
+                user_id,
+                url: endpoint.url,
+                event_types: endpoint.event_types,
+                encrypted_secret: endpoint.encrypted_secret,
+                secret_key_id: endpoint.secret_key_id,
+                created_at: at,
+                updated_at: at,
+            },
+            secret: secret.to_whsec(),
+        })
+    }
+
+    /// The user's endpoints, oldest first.
+    pub(crate) async fn list(
+        &self,
+        user_id: Uuid,
+    ) -> Result<Vec<WebhookEndpointRecord>, WebhookError> {
+        Ok(self.store.webhook_endpoints(user_id).await?)
+    }
+
+    /// One of the user's endpoints.
+    pub(crate) async fn get(
+        &self,
+        user_id: Uuid,
+        id: Uuid,
+    ) -> Result<WebhookEndpointRecord, WebhookError> {
+        self.store
+            .webhook_endpoint(user_id, id)
+            .await?
+            .ok_or(WebhookError::NotFound)
+    }
+
+    /// Deletes one of the user's endpoints; nothing more is sent to it.
+    pub(crate) async fn delete(&self, user_id: Uuid, id: Uuid) -> Result<(), WebhookError> {
+        if self.store.delete_webhook_endpoint(user_id, id).await? {
+            Ok(())
+        } else {
+            Err(WebhookError::NotFound)
+        }
+    }
+
+    /// Replaces the secret of one of the user's endpoints; every later attempt (retries of
+    /// earlier events included) is signed with the new one.
+    pub(crate) async fn rotate_secret(
+        &self,
+        user_id: Uuid,
+        id: Uuid,
+    ) -> Result<(WithSecret, DateTime<Utc>), WebhookError> {
+        let secret = SigningSecret::generate();
+        let (encrypted_secret, key_id) = seal(&self.config, id, &secret)?;
+        let at = now();
+        let endpoint = self
+            .store
+            .replace_webhook_secret(user_id, id, &encrypted_secret, &key_id, at)
+            .await?
+            .ok_or(WebhookError::NotFound)?;
+        Ok((
+            WithSecret {
+                endpoint,
+                secret: secret.to_whsec(),
+            },
+            at,
+        ))
+    }
+
+    /// The newest deliveries of one of the user's endpoints with their attempts.
+    pub(crate) async fn deliveries(
+        &self,
+        user_id: Uuid,
+        id: Uuid,
+    ) -> Result<Vec<WebhookDeliveryRecord>, WebhookError> {
+        self.store
+            .webhook_deliveries(user_id, id, LISTED_DELIVERIES)
+            .await?
+            .ok_or(WebhookError::NotFound)
+    }
+}

@@ -1,0 +1,624 @@
+//! Conformance: webhooks (Standard Webhooks) registered through the API and delivered by the
+//! jobs runner to a real receiver on a loopback socket that verifies every signature.
+
+use std::time::Duration;
+
+use aggregation_core::Config;
+use aggregation_core::jobs::{DELIVER_WEBHOOKS, PURGE_EXPIRED, RunOutcome};
+use aggregation_tests::receiver::{Receiver, verify_signature};
+use aggregation_tests::{PASSWORD, SharedDatabase, TestApp, conformance, test_config};
+use serde_json::{Value, json};
+
+const WEBHOOKS: &str = "/api/v1/webhooks";
+
+/// The key ring every case encrypts secrets with.
+fn keyring() -> aggregation_core::Keyring {
+    aggregation_core::Keyring::new(vec![("test".into(), vec![7; 32])]).expect("a 32-byte key")
+}
+
+/// Receivers on loopback allowed; failed deliveries due again at once (at the next run).
+fn local_receivers() -> Config {
+    test_config()
+        .with_keyring(keyring())
+        .with_webhook_allow_private(true)
+        .with_webhook_retry_delays(Duration::ZERO, Duration::from_secs(60))
+}
+
+/// Receivers on loopback allowed, the default backoff (10 s before the first retry).
+fn local_receivers_default_backoff() -> Config {
+    test_config()
+        .with_keyring(keyring())
+        .with_webhook_allow_private(true)
+}
+
+/// Receivers on loopback allowed, no retry after the maximum age of zero, finished
+/// deliveries purged at the next purge.
+fn local_receivers_no_retries() -> Config {
+    local_receivers()
+        .with_webhook_max_age(Duration::ZERO)
+        .with_purge_retention(Duration::ZERO)
+}
+
+/// The service's defaults: only public addresses.
+fn public_only() -> Config {
+    test_config().with_keyring(keyring())
+}
+
+conformance!(config = local_receivers;
+    delivers_signed_events_to_a_local_receiver,
+    failed_deliveries_are_retried_until_delivered,
+    rotating_the_secret_changes_the_signature,
+    webhooks_belong_to_their_owner_and_deletion_stops_deliveries,
+    an_instance_without_private_access_never_sends_there,
+);
+
+mod backoff {
+    use super::*;
+    conformance!(config = local_receivers_default_backoff; retries_wait_for_their_backoff);
+}
+
+mod max_age {
+    use super::*;
+    conformance!(config = local_receivers_no_retries; deliveries_past_their_maximum_age_give_up);
+}
+
+mod ssrf {
+    use super::*;
+    conformance!(config = public_only;
+        private_addresses_and_bad_registrations_are_refused,
+        the_number_of_endpoints_is_capped,
+    );
+}
+
+/// Registers a webhook; the answer (with its secret).
+async fn register(app: &TestApp, access: &str, url: &str, event_types: Option<&[&str]>) -> Value {
+    let mut body = json!({ "url": url });
+    if let Some(types) = event_types {
+        body["event_types"] = json!(types);
+    }
+    app.post(WEBHOOKS, &body, Some(access)).await.expect(201)
+}
+
+/// A user's webhook at a fresh receiver that trusts its secret.
+struct Subscribed {
+    receiver: Receiver,
+    access: String,
+    webhook_id: String,
+    /// The registration's answer.
+    created: Value,
+}
+
+/// Makes a verified, logged-in user with this email and registers a webhook for it at a fresh
+/// receiver, which is told the secret.
+async fn subscribe(app: &TestApp, email: &str, event_types: Option<&[&str]>) -> Subscribed {
+    let receiver = Receiver::start().await;
+    let (_, access, _) = app.user(email).await;
+    let created = register(app, &access, &receiver.url, event_types).await;
+    receiver.trust(str_of(&created, "secret"));
+    Subscribed {
+        receiver,
+        access,
+        webhook_id: str_of(&created, "id").to_owned(),
+        created,
+    }
+}
+
+/// Logs the user in once more and revokes that session from the first one: one
+/// `session.revoked` event. The revoked session's id.
+async fn revoke_a_session(app: &TestApp, email: &str, access: &str) -> String {
+    let second = app.login(email, PASSWORD).await;
+    let second_access = second["access_token"].as_str().expect("access");
+    let sessions = app
+        .get("/api/v1/sessions", Some(second_access))
+        .await
+        .expect(200);
+    let session_id = sessions["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|session| session["is_current"] == true)
+        .and_then(|session| session["id"].as_str())
+        .expect("the second session")
+        .to_owned();
+    app.delete(
+        &format!("/api/v1/sessions/{session_id}"),
+        None,
+        Some(access),
+    )
+    .await
+    .expect(204);
+    session_id
+}
+
+/// Runs the delivery job once; its summary.
+async fn deliver(app: &TestApp) -> String {
+    match app
+        .service
+        .jobs()
+        .run_once(DELIVER_WEBHOOKS)
+        .await
+        .expect("the job exists")
+    {
+        RunOutcome::Succeeded(summary) => summary,
+        other => panic!("deliver_webhooks: {other}"),
+    }
+}
+
+/// The deliveries list of a webhook.
+async fn deliveries(app: &TestApp, access: &str, webhook_id: &str) -> Vec<Value> {
+    app.get(&format!("{WEBHOOKS}/{webhook_id}/deliveries"), Some(access))
+        .await
+        .expect(200)["deliveries"]
+        .as_array()
+        .expect("deliveries")
+        .clone()
+}
+
+fn str_of<'a>(value: &'a Value, field: &str) -> &'a str {
+    value[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("{field} in {value}"))
+}
+
+async fn delivers_signed_events_to_a_local_receiver(app: TestApp) {
+    let email = "hooks@example.com";
+    let Subscribed {
+        receiver,
+        access,
+        webhook_id,
+        created,
+    } = subscribe(&app, email, Some(&["session.revoked"])).await;
+    let secret = str_of(&created, "secret").to_owned();
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    assert_eq!(created["url"], receiver.url.as_str());
+    assert_eq!(created["event_types"], json!(["session.revoked"]));
+
+    // The secret is shown once: neither the list nor the read carries it.
+    let listed = app.get(WEBHOOKS, Some(&access)).await.expect(200);
+    assert_eq!(listed["total_count"], 1);
+    assert_eq!(listed["webhooks"][0]["id"], webhook_id.as_str());
+    assert!(listed["webhooks"][0].get("secret").is_none());
+    let read = app
+        .get(&format!("{WEBHOOKS}/{webhook_id}"), Some(&access))
+        .await
+        .expect(200);
+    assert!(read.get("secret").is_none());
+    assert!(!listed.to_string().contains(&secret[6..]));
+
+    let session_id = revoke_a_session(&app, email, &access).await;
+    assert!(
+        receiver.received().is_empty(),
+        "nothing is sent before the job runs"
+    );
+    let summary = deliver(&app).await;
+    assert!(summary.starts_with("delivered 1 "), "{summary}");
+
+    let received = receiver.received();
+    assert_eq!(received.len(), 1);
+    let request = &received[0];
+    assert!(request.verified, "the signature verifies: {request:?}");
+    assert!(verify_signature(
+        &secret,
+        &request.id,
+        &request.timestamp,
+        &request.body,
+        &request.signature
+    ));
+    assert!(request.signature.starts_with("v1,"));
+    assert_eq!(request.content_type, "application/json");
+    let sent_at: i64 = request.timestamp.parse().expect("Unix seconds");
+    assert!((chrono::Utc::now().timestamp() - sent_at).abs() < 300);
+    let body = request.json();
+    let mut keys: Vec<&str> = body
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["data", "id", "occurred_at", "type"]);
+    assert_eq!(
+        body["id"],
+        request.id.as_str(),
+        "webhook-id is the event id"
+    );
+    assert_eq!(body["type"], "session.revoked");
+    assert_eq!(body["data"]["session_id"], session_id.as_str());
+    assert!(str_of(&body, "occurred_at").ends_with('Z'));
+
+    let listed = deliveries(&app, &access, &webhook_id).await;
+    assert_eq!(listed.len(), 1);
+    let delivery = &listed[0];
+    assert_eq!(delivery["event_id"], request.id.as_str());
+    assert_eq!(delivery["event_type"], "session.revoked");
+    assert_eq!(delivery["status"], "delivered");
+    assert_eq!(delivery["attempt_count"], 1);
+    assert_eq!(delivery["next_attempt_at"], Value::Null);
+    assert!(delivery["delivered_at"].is_string());
+    let attempts = delivery["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0]["attempt"], 1);
+    assert_eq!(attempts[0]["status_code"], 204);
+    assert_eq!(attempts[0]["error"], Value::Null);
+    assert!(attempts[0]["attempted_at"].is_string());
+
+    // Delivered once: another run sends nothing more.
+    let summary = deliver(&app).await;
+    assert!(summary.starts_with("delivered 0 "), "{summary}");
+    assert_eq!(receiver.received().len(), 1);
+}
+
+async fn failed_deliveries_are_retried_until_delivered(app: TestApp) {
+    let email = "retry@example.com";
+    // No event_types: every type.
+    let Subscribed {
+        receiver,
+        access,
+        webhook_id,
+        created,
+    } = subscribe(&app, email, None).await;
+    assert_eq!(created["event_types"], json!([]));
+    receiver.answer_with(&[500, 503]);
+
+    revoke_a_session(&app, email, &access).await;
+    let first = deliver(&app).await;
+    assert!(first.contains("1 to retry"), "{first}");
+    let listed = deliveries(&app, &access, &webhook_id).await;
+    let revoked: Vec<&Value> = listed
+        .iter()
+        .filter(|delivery| delivery["event_type"] == "session.revoked")
+        .collect();
+    assert_eq!(revoked.len(), 1, "{listed:?}");
+    assert_eq!(revoked[0]["status"], "pending");
+    assert_eq!(revoked[0]["attempts"][0]["status_code"], 500);
+    assert!(revoked[0]["next_attempt_at"].is_string());
+
+    deliver(&app).await;
+    deliver(&app).await;
+    let received = receiver.received();
+    let ids: Vec<&str> = received
+        .iter()
+        .filter(|request| request.json()["type"] == "session.revoked")
+        .map(|request| request.id.as_str())
+        .collect();
+    assert_eq!(ids.len(), 3, "two failures, then delivered");
+    assert!(
+        ids.iter().all(|id| *id == ids[0]),
+        "every retry carries the same webhook-id"
+    );
+    assert!(received.iter().all(|request| request.verified));
+    let listed = deliveries(&app, &access, &webhook_id).await;
+    let delivery = listed
+        .iter()
+        .find(|delivery| delivery["event_id"] == ids[0])
+        .expect("the delivery");
+    assert_eq!(delivery["status"], "delivered");
+    assert_eq!(delivery["attempt_count"], 3);
+    let codes: Vec<&Value> = delivery["attempts"]
+        .as_array()
+        .expect("attempts")
+        .iter()
+        .map(|attempt| &attempt["status_code"])
+        .collect();
+    assert_eq!(codes, [&json!(500), &json!(503), &json!(204)]);
+}
+
+async fn retries_wait_for_their_backoff(app: TestApp) {
+    let email = "backoff@example.com";
+    let Subscribed {
+        receiver,
+        access,
+        webhook_id,
+        ..
+    } = subscribe(&app, email, Some(&["session.revoked"])).await;
+    receiver.answer_with(&[500]);
+
+    revoke_a_session(&app, email, &access).await;
+    deliver(&app).await;
+    // The retry is due 10 s after the failure: a run right now sends nothing.
+    let summary = deliver(&app).await;
+    assert_eq!(summary, "delivered 0 webhooks, 0 to retry, 0 given up");
+    assert_eq!(receiver.received().len(), 1);
+    let listed = deliveries(&app, &access, &webhook_id).await;
+    assert_eq!(listed[0]["status"], "pending");
+    assert_eq!(listed[0]["attempt_count"], 1);
+    let attempted: chrono::DateTime<chrono::Utc> = listed[0]["attempts"][0]["attempted_at"]
+        .as_str()
+        .and_then(|at| at.parse().ok())
+        .expect("attempted_at");
+    let due: chrono::DateTime<chrono::Utc> = listed[0]["next_attempt_at"]
+        .as_str()
+        .and_then(|at| at.parse().ok())
+        .expect("next_attempt_at");
+    assert_eq!(due - attempted, chrono::TimeDelta::seconds(10));
+}
+
+async fn deliveries_past_their_maximum_age_give_up(app: TestApp) {
+    let email = "old@example.com";
+    let Subscribed {
+        receiver,
+        access,
+        webhook_id,
+        ..
+    } = subscribe(&app, email, Some(&["session.revoked"])).await;
+    receiver.answer_with(&[500]);
+
+    revoke_a_session(&app, email, &access).await;
+    let summary = deliver(&app).await;
+    assert!(summary.ends_with("1 given up"), "{summary}");
+    deliver(&app).await;
+    assert_eq!(receiver.received().len(), 1);
+    let listed = deliveries(&app, &access, &webhook_id).await;
+    assert_eq!(listed[0]["status"], "failed");
+    assert_eq!(listed[0]["next_attempt_at"], Value::Null);
+    assert_eq!(listed[0]["attempts"][0]["status_code"], 500);
+
+    // Finished deliveries go with the purge once past the retention.
+    let outcome = app
+        .service
+        .jobs()
+        .run_once(PURGE_EXPIRED)
+        .await
+        .expect("the job exists");
+    assert!(
+        matches!(&outcome, RunOutcome::Succeeded(summary) if summary.ends_with(", 1 webhook deliveries")),
+        "{outcome}"
+    );
+    assert!(deliveries(&app, &access, &webhook_id).await.is_empty());
+}
+
+async fn rotating_the_secret_changes_the_signature(app: TestApp) {
+    let email = "rotate@example.com";
+    let Subscribed {
+        receiver,
+        access,
+        webhook_id,
+        created,
+    } = subscribe(&app, email, Some(&["session.revoked"])).await;
+    let old_secret = str_of(&created, "secret").to_owned();
+
+    let rotated = app
+        .post(
+            &format!("{WEBHOOKS}/{webhook_id}/secret-rotations"),
+            &json!({}),
+            Some(&access),
+        )
+        .await
+        .expect(201);
+    let new_secret = str_of(&rotated, "secret").to_owned();
+    assert!(new_secret.starts_with("whsec_"));
+    assert_ne!(new_secret, old_secret);
+    assert_eq!(rotated["webhook_id"], webhook_id.as_str());
+    assert!(rotated["rotated_at"].is_string());
+
+    // A receiver still holding the old secret refuses the delivery...
+    revoke_a_session(&app, email, &access).await;
+    deliver(&app).await;
+    let received = receiver.received();
+    assert_eq!(received.len(), 1);
+    assert!(!received[0].verified);
+    assert!(verify_signature(
+        &new_secret,
+        &received[0].id,
+        &received[0].timestamp,
+        &received[0].body,
+        &received[0].signature
+    ));
+    let listed = deliveries(&app, &access, &webhook_id).await;
+    assert_eq!(listed[0]["attempts"][0]["status_code"], 401);
+    assert_eq!(listed[0]["status"], "pending");
+
+    // ...and accepts the retry once it knows the new one.
+    receiver.trust(&new_secret);
+    deliver(&app).await;
+    let received = receiver.received();
+    assert_eq!(received.len(), 2);
+    assert!(received[1].verified);
+    assert_eq!(received[1].id, received[0].id);
+    let listed = deliveries(&app, &access, &webhook_id).await;
+    assert_eq!(listed[0]["status"], "delivered");
+}
+
+async fn webhooks_belong_to_their_owner_and_deletion_stops_deliveries(app: TestApp) {
+    let email = "owner@example.com";
+    let Subscribed {
+        receiver,
+        access,
+        webhook_id,
+        ..
+    } = subscribe(&app, email, None).await;
+    let (_, other_access, _) = app.user("other@example.com").await;
+
+    let path = format!("{WEBHOOKS}/{webhook_id}");
+    app.get(&path, Some(&other_access))
+        .await
+        .expect_problem(404, "not_found");
+    app.get(&format!("{path}/deliveries"), Some(&other_access))
+        .await
+        .expect_problem(404, "not_found");
+    app.post(
+        &format!("{path}/secret-rotations"),
+        &json!({}),
+        Some(&other_access),
+    )
+    .await
+    .expect_problem(404, "not_found");
+    app.delete(&path, None, Some(&other_access))
+        .await
+        .expect_problem(404, "not_found");
+    let others = app.get(WEBHOOKS, Some(&other_access)).await.expect(200);
+    assert_eq!(others["total_count"], 0);
+    app.get(WEBHOOKS, None)
+        .await
+        .expect_problem(401, "unauthorized");
+    app.get(&format!("{WEBHOOKS}/not-a-uuid"), Some(&access))
+        .await
+        .expect_problem(422, "validation_failed");
+
+    // Another user's events never reach this endpoint.
+    revoke_a_session(&app, "other@example.com", &other_access).await;
+    deliver(&app).await;
+    assert!(receiver.received().is_empty());
+
+    app.delete(&path, None, Some(&access)).await.expect(204);
+    app.get(&path, Some(&access))
+        .await
+        .expect_problem(404, "not_found");
+    app.delete(&path, None, Some(&access))
+        .await
+        .expect_problem(404, "not_found");
+    revoke_a_session(&app, email, &access).await;
+    deliver(&app).await;
+    assert!(
+        receiver.received().is_empty(),
+        "a deleted webhook receives nothing"
+    );
+}
+
+async fn private_addresses_and_bad_registrations_are_refused(app: TestApp) {
+    let (_, access, _) = app.user("ssrf@example.com").await;
+    for url in [
+        "http://127.0.0.1:9000/hooks",
+        "http://[::1]:9000/hooks",
+        "http://10.0.0.5/hooks",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[::ffff:192.168.0.1]/hooks",
+        "http://localhost:9000/hooks",
+    ] {
+        let refused = app
+            .post(WEBHOOKS, &json!({ "url": url }), Some(&access))
+            .await
+            .expect_problem(422, "validation_failed");
+        assert_eq!(refused["errors"][0]["field"], "url", "{url}: {refused}");
+        assert_eq!(refused["errors"][0]["code"], "private_address", "{url}");
+    }
+    for url in [
+        json!("ftp://hooks.example.com/x"),
+        json!("/relative"),
+        json!("https://user:pass@hooks.example.com/x"),
+        json!(format!("https://hooks.example.com/{}", "a".repeat(2048))),
+        json!(42),
+    ] {
+        let refused = app
+            .post(WEBHOOKS, &json!({ "url": url }), Some(&access))
+            .await
+            .expect_problem(422, "validation_failed");
+        assert_eq!(refused["errors"][0]["field"], "url", "{url}: {refused}");
+    }
+    let refused = app
+        .post(WEBHOOKS, &json!({}), Some(&access))
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(refused["errors"][0]["code"], "required");
+    let refused = app
+        .post(
+            WEBHOOKS,
+            &json!({ "url": "http://127.0.0.1/x", "event_types": ["session.revoked", "user.exploded"] }),
+            Some(&access),
+        )
+        .await
+        .expect_problem(422, "validation_failed");
+    let fields: Vec<&str> = refused["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .filter_map(|error| error["field"].as_str())
+        .collect();
+    assert_eq!(
+        fields,
+        ["url", "event_types[1]"],
+        "every field error at once"
+    );
+    assert_eq!(refused["errors"][1]["code"], "unknown_event_type");
+    app.post(
+        WEBHOOKS,
+        &json!({ "url": "https://hooks.example.com/x", "event_types": "session.revoked" }),
+        Some(&access),
+    )
+    .await
+    .expect_problem(422, "validation_failed");
+
+    // A public host is accepted; duplicates in event_types collapse.
+    let created = register(
+        &app,
+        &access,
+        "https://hooks.example.com/aggregation?token=abc",
+        Some(&["session.revoked", "import.completed", "session.revoked"]),
+    )
+    .await;
+    assert_eq!(
+        created["event_types"],
+        json!(["session.revoked", "import.completed"])
+    );
+    let listed = app.get(WEBHOOKS, Some(&access)).await.expect(200);
+    assert_eq!(listed["total_count"], 1);
+}
+
+async fn the_number_of_endpoints_is_capped(app: TestApp) {
+    let (_, access, _) = app.user("many@example.com").await;
+    for index in 0..10 {
+        register(
+            &app,
+            &access,
+            &format!("https://hooks.example.com/{index}"),
+            None,
+        )
+        .await;
+    }
+    app.post(
+        WEBHOOKS,
+        &json!({ "url": "https://hooks.example.com/10" }),
+        Some(&access),
+    )
+    .await
+    .expect_problem(409, "conflict");
+    let listed = app.get(WEBHOOKS, Some(&access)).await.expect(200);
+    assert_eq!(listed["total_count"], 10);
+}
+
+async fn an_instance_without_private_access_never_sends_there(app: TestApp) {
+    let email = "guarded@example.com";
+    // Registered where private addresses are allowed...
+    let Subscribed {
+        receiver,
+        access,
+        webhook_id,
+        ..
+    } = subscribe(&app, email, None).await;
+    revoke_a_session(&app, email, &access).await;
+
+    // ...and delivered by an instance over the same store that does not allow them: the
+    // delivery-time guard refuses the address and records why, and nothing is sent.
+    let guarded = SharedDatabase::service(
+        &app.store,
+        public_only().with_webhook_retry_delays(Duration::ZERO, Duration::from_secs(60)),
+    );
+    let outcome = guarded
+        .jobs()
+        .run_once(DELIVER_WEBHOOKS)
+        .await
+        .expect("the job exists");
+    assert!(
+        matches!(&outcome, RunOutcome::Succeeded(summary) if summary.contains("1 to retry")),
+        "{outcome}"
+    );
+    assert!(receiver.received().is_empty());
+    let listed = deliveries(&app, &access, &webhook_id).await;
+    let attempt = &listed[0]["attempts"][0];
+    assert_eq!(attempt["status_code"], Value::Null);
+    assert!(
+        attempt["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("not an address webhooks may reach")),
+        "{attempt}"
+    );
+    assert_eq!(listed[0]["status"], "pending");
+
+    // The instance that allows them delivers the retry.
+    deliver(&app).await;
+    assert_eq!(receiver.received().len(), 1);
+    assert_eq!(
+        deliveries(&app, &access, &webhook_id).await[0]["status"],
+        "delivered"
+    );
+}
