@@ -15,6 +15,8 @@ pub mod mail;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod mount;
+#[cfg(any(feature = "schwab", feature = "webhooks"))]
+mod outbound;
 pub(crate) mod problem;
 pub mod providers;
 pub mod rate_limit;

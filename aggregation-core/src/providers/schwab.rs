@@ -6,7 +6,6 @@ mod tests;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::error::Error as _;
 use std::fmt;
 use std::time::Duration;
 
@@ -21,6 +20,7 @@ use oauth2::{
 use url::Url;
 
 use super::{AuthorizationRequest, DateRange, Fetched, Provider, ProviderError, ProviderTokens};
+use crate::outbound::describe_request_error;
 use crate::store::{NewAccount, NewHolding, NewTransaction};
 
 /// Connect and whole-request timeout of every call to Schwab.
@@ -189,7 +189,7 @@ impl SchwabProvider {
             .connect_timeout(TIMEOUT)
             .timeout(TIMEOUT)
             .build()
-            .map_err(|error| ProviderError::Configuration(describe(&error)))?;
+            .map_err(|error| ProviderError::Configuration(describe_request_error(&error)))?;
         Ok(Self {
             config,
             base,
@@ -219,7 +219,9 @@ impl SchwabProvider {
             .header(http::header::ACCEPT, "application/json")
             .send()
             .await
-            .map_err(|error| ProviderError::Http(format!("GET {path}: {}", describe(&error))))?;
+            .map_err(|error| {
+                ProviderError::Http(format!("GET {path}: {}", describe_request_error(&error)))
+            })?;
         let status = response.status();
         if status == http::StatusCode::UNAUTHORIZED {
             return Err(ProviderError::Unauthorized);
@@ -278,25 +280,6 @@ impl<'c> oauth2::AsyncHttpClient<'c> for TokenHttpClient {
     }
 }
 
-/// An error and its sources on one line (reqwest's own message omits the cause).
-fn describe(error: &reqwest::Error) -> String {
-    let mut text = if error.is_timeout() {
-        "timed out".to_owned()
-    } else {
-        error.to_string()
-    };
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 /// Reads a body, refusing one larger than `limit` bytes.
 async fn read_limited(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, String> {
     if response
@@ -306,7 +289,11 @@ async fn read_limited(mut response: reqwest::Response, limit: usize) -> Result<V
         return Err(format!("the answer is larger than {limit} bytes"));
     }
     let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|error| describe(&error))? {
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| describe_request_error(&error))?
+    {
         if body.len() + chunk.len() > limit {
             return Err(format!("the answer is larger than {limit} bytes"));
         }
@@ -321,12 +308,12 @@ async fn send_token_request(
     http: &reqwest::Client,
     request: oauth2::HttpRequest,
 ) -> Result<oauth2::HttpResponse, TransportError> {
-    let request =
-        reqwest::Request::try_from(request).map_err(|error| TransportError(describe(&error)))?;
+    let request = reqwest::Request::try_from(request)
+        .map_err(|error| TransportError(describe_request_error(&error)))?;
     let response = http
         .execute(request)
         .await
-        .map_err(|error| TransportError(describe(&error)))?;
+        .map_err(|error| TransportError(describe_request_error(&error)))?;
     let status = response.status();
     if status.is_redirection() {
         return Err(TransportError(format!(

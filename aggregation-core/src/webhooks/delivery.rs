@@ -16,6 +16,7 @@ use super::ssrf::{WebhookHost, may_connect, webhook_host};
 use super::{open_secret, signing::SigningSecret};
 use crate::config::Config;
 use crate::dates;
+use crate::outbound::describe_request_error;
 use crate::store::{ClaimedDelivery, NextDelivery, Store, StoreError, WebhookAttempt, now};
 
 /// Most deliveries one run claims.
@@ -80,7 +81,7 @@ impl Sender {
             .timeout(REQUEST_TIMEOUT)
             .user_agent(USER_AGENT)
             .build()
-            .map_err(|error| describe(&error))?;
+            .map_err(|error| describe_request_error(&error))?;
         Ok(Self {
             http,
             allow_private,
@@ -111,32 +112,9 @@ impl Sender {
             .body(delivery.payload.clone())
             .send()
             .await
-            .map_err(|error| describe(&error))?;
+            .map_err(|error| describe_request_error(&error))?;
         Ok(response.status().as_u16())
     }
-}
-
-/// An error and its sources on one line, without the URL (which may carry a token in its
-/// query): what the deliveries list shows.
-fn describe(error: &reqwest::Error) -> String {
-    use std::error::Error as _;
-    let mut text = if error.is_timeout() {
-        "timed out".to_owned()
-    } else if error.is_connect() {
-        "could not connect".to_owned()
-    } else {
-        "request failed".to_owned()
-    };
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The wait before attempt `next_attempt` (2 for the first retry): the first retry delay,
