@@ -34,12 +34,14 @@ use crate::providers::{Provider, Providers};
 use crate::rate_limit::{InMemoryRateLimitStore, PolicyTable, RateLimitStore, RateLimiter};
 use crate::store::Store;
 
+mod annotate;
 pub(crate) mod bearer;
 pub(crate) mod client_ip;
 pub(crate) mod problem;
 pub(crate) mod rate_limit;
 pub(crate) mod trace;
 
+use annotate::Annotated;
 use bearer::{BearerLayer, VerifyBearer};
 use client_ip::{ClientIpLayer, ResolveClientIp};
 use problem::{ProblemLayer, Problems};
@@ -68,7 +70,9 @@ pub enum BuildError {
 }
 
 /// The layers and the router, as composed by [`AggregationServiceBuilder::build`].
-type Stack = Trace<Problems<ResolveClientIp<VerifyBearer<Router<RateLimit<Dispatch>>>>>>;
+type Stack = Trace<
+    Problems<Annotated<Annotated<Router<RateLimit<Dispatch>>, VerifyBearer>, ResolveClientIp>>,
+>;
 
 /// The aggregation API as a `tower::Service<http::Request<B>>`.
 ///

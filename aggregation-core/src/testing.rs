@@ -1,4 +1,5 @@
-//! Fixtures for tests of what the service logs (feature `testing`).
+//! Fixtures for tests (feature `testing`): what the service logs, and (with `postgres`) a
+//! PostgreSQL database of a test's own.
 //!
 //! ```
 //! use aggregation_core::testing::CapturedLog;
@@ -43,5 +44,92 @@ impl CapturedLog {
             .lines()
             .map(str::to_owned)
             .collect()
+    }
+}
+
+/// A PostgreSQL database made for one test or benchmark run beside the one an admin URL names,
+/// so runs in parallel never share tables; [`ThrowawayDatabase::drop_database`] removes it.
+#[cfg(feature = "postgres")]
+#[derive(Debug)]
+pub struct ThrowawayDatabase {
+    admin_url: String,
+    name: String,
+    url: String,
+}
+
+#[cfg(feature = "postgres")]
+impl ThrowawayDatabase {
+    /// Creates an empty database named `prefix` and a random part (`prefix` must be a plain
+    /// identifier such as `agg_test`), through the server `admin_url` names.
+    ///
+    /// # Errors
+    /// When the server cannot be reached or refuses to create the database.
+    pub async fn create(admin_url: &str, prefix: &str) -> Result<Self, sqlx::Error> {
+        let name = format!("{prefix}_{}", uuid::Uuid::new_v4().simple());
+        let admin = sqlx::PgPool::connect(admin_url).await?;
+        let created = sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&admin)
+            .await;
+        admin.close().await;
+        created?;
+        Ok(Self {
+            admin_url: admin_url.to_owned(),
+            url: database_url(admin_url, &name),
+            name,
+        })
+    }
+
+    /// The URL of the new database: `admin_url` with its database name replaced.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Drops the database, forcing out connections still open; a failure is ignored (the
+    /// database is a throwaway one).
+    pub async fn drop_database(self) {
+        if let Ok(admin) = sqlx::PgPool::connect(&self.admin_url).await {
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            )))
+            .execute(&admin)
+            .await;
+            admin.close().await;
+        }
+    }
+}
+
+/// `url` with its database name replaced by `database` (its query kept).
+#[cfg(feature = "postgres")]
+fn database_url(url: &str, database: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (url, String::new()),
+    };
+    let authority_start = base.find("://").map_or(0, |index| index + 3);
+    let host_end = base[authority_start..]
+        .find('/')
+        .map_or(base.len(), |index| authority_start + index);
+    format!("{}/{database}{query}", &base[..host_end])
+}
+
+#[cfg(all(test, feature = "postgres"))]
+mod tests {
+    use super::database_url;
+
+    #[test]
+    fn the_database_name_is_replaced_and_the_query_kept() {
+        assert_eq!(
+            database_url("postgres://postgres@127.0.0.1:5432/test", "agg_x"),
+            "postgres://postgres@127.0.0.1:5432/agg_x"
+        );
+        assert_eq!(
+            database_url("postgres://127.0.0.1/test?sslmode=disable", "agg_x"),
+            "postgres://127.0.0.1/agg_x?sslmode=disable"
+        );
+        assert_eq!(
+            database_url("postgres://127.0.0.1:5432", "agg_x"),
+            "postgres://127.0.0.1:5432/agg_x"
+        );
     }
 }

@@ -4,6 +4,7 @@
 use aggregation_core::mail::MemoryMailer;
 use aggregation_core::rate_limit::PolicyTable;
 use aggregation_core::store::{PostgresStore, SqliteStore, Store};
+use aggregation_core::testing::ThrowawayDatabase;
 use aggregation_core::{AggregationService, Config};
 use bytes::Bytes;
 use http::{Method, Request, Response, header};
@@ -126,61 +127,25 @@ pub async fn verified_user(service: &AggregationService, mailer: &MemoryMailer, 
 }
 
 /// A PostgreSQL database created for the run, dropped by [`BenchDatabase::drop_database`].
-pub struct BenchDatabase {
-    admin_url: String,
-    name: String,
-}
+pub struct BenchDatabase(ThrowawayDatabase);
 
 impl BenchDatabase {
     /// Creates and migrates a fresh database next to the one `admin_url` names.
     pub async fn create(admin_url: &str) -> (Self, PostgresStore) {
-        let name = format!("agg_bench_{}", uuid::Uuid::new_v4().simple());
-        let admin = sqlx::PgPool::connect(admin_url)
+        let database = ThrowawayDatabase::create(admin_url, "agg_bench")
             .await
-            .expect("AGG_BENCH_DATABASE_URL reachable");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&admin)
-            .await
-            .expect("create bench database");
-        admin.close().await;
-        let store = PostgresStore::connect(&database_url(admin_url, &name))
+            .expect("AGG_BENCH_DATABASE_URL reachable, and a database created there");
+        let store = PostgresStore::connect(database.url())
             .await
             .expect("connect bench database");
         store.migrate().await.expect("migrate bench database");
-        (
-            Self {
-                admin_url: admin_url.to_owned(),
-                name,
-            },
-            store,
-        )
+        (Self(database), store)
     }
 
     /// Drops the database (forcing out remaining connections).
     pub async fn drop_database(self) {
-        if let Ok(admin) = sqlx::PgPool::connect(&self.admin_url).await {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            )))
-            .execute(&admin)
-            .await;
-            admin.close().await;
-        }
+        self.0.drop_database().await;
     }
-}
-
-/// Replaces the database name of a PostgreSQL URL.
-fn database_url(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, format!("?{query}")),
-        None => (url, String::new()),
-    };
-    let authority_start = base.find("://").map_or(0, |index| index + 3);
-    let host_end = base[authority_start..]
-        .find('/')
-        .map_or(base.len(), |index| authority_start + index);
-    format!("{}/{database}{query}", &base[..host_end])
 }
 
 /// A two-worker runtime, as the benchmarks run on.

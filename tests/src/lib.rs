@@ -12,6 +12,7 @@ use aggregation_core::mail::{Email, MemoryMailer};
 use aggregation_core::providers::{SchwabProvider, SchwabSandbox};
 use aggregation_core::rate_limit::{PolicyTable, RateLimitStore};
 use aggregation_core::store::{PostgresStore, SqliteStore, Store};
+use aggregation_core::testing::ThrowawayDatabase;
 use aggregation_core::{AggregationService, Config, PeerAddr};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode, header};
@@ -277,56 +278,12 @@ pub fn test_config() -> Config {
 }
 
 /// A PostgreSQL database made for one test and dropped after it.
-struct PgDatabase {
-    admin_url: String,
-    name: String,
-}
-
-impl PgDatabase {
-    async fn create(admin_url: &str) -> (Self, String) {
-        let name = format!("agg_test_{}", uuid::Uuid::new_v4().simple());
-        let admin = sqlx::PgPool::connect(admin_url)
-            .await
-            .expect("AGG_TEST_DATABASE_URL reachable");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&admin)
-            .await
-            .expect("create test database");
-        admin.close().await;
-        let url = database_url(admin_url, &name);
-        (
-            Self {
-                admin_url: admin_url.to_owned(),
-                name,
-            },
-            url,
-        )
-    }
-
-    async fn drop_database(self) {
-        if let Ok(admin) = sqlx::PgPool::connect(&self.admin_url).await {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            )))
-            .execute(&admin)
-            .await;
-            admin.close().await;
-        }
-    }
-}
-
-/// Replaces the database name of a PostgreSQL URL.
-fn database_url(url: &str, database: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, format!("?{query}")),
-        None => (url, String::new()),
-    };
-    let authority_start = base.find("://").map_or(0, |index| index + 3);
-    let host_end = base[authority_start..]
-        .find('/')
-        .map_or(base.len(), |index| authority_start + index);
-    format!("{}/{database}{query}", &base[..host_end])
+async fn create_database(admin_url: &str) -> (ThrowawayDatabase, String) {
+    let database = ThrowawayDatabase::create(admin_url, "agg_test")
+        .await
+        .expect("AGG_TEST_DATABASE_URL reachable, and a database created there");
+    let url = database.url().to_owned();
+    (database, url)
 }
 
 /// The Redis URL of the suite (`AGG_TEST_REDIS_URL`), if configured; says that the case is
@@ -383,7 +340,7 @@ pub struct SharedDatabase {
     pub second: Arc<dyn Store>,
     /// Which backend.
     pub backend: Backend,
-    database: Option<PgDatabase>,
+    database: Option<ThrowawayDatabase>,
     folder: Option<std::path::PathBuf>,
 }
 
@@ -391,7 +348,7 @@ impl SharedDatabase {
     /// Opens (and migrates) the shared database.
     pub async fn open() -> Self {
         if let Some(admin_url) = postgres_url() {
-            let (database, url) = PgDatabase::create(&admin_url).await;
+            let (database, url) = create_database(&admin_url).await;
             let first = PostgresStore::connect(&url).await.expect("connect");
             first.migrate().await.expect("migrate");
             let second = PostgresStore::connect(&url).await.expect("connect");
@@ -469,7 +426,7 @@ where
 }
 
 /// The backing store of a case, and the database to drop after it.
-async fn make_store(backend: Backend) -> Option<(Arc<dyn Store>, Option<PgDatabase>)> {
+async fn make_store(backend: Backend) -> Option<(Arc<dyn Store>, Option<ThrowawayDatabase>)> {
     match backend {
         Backend::Sqlite => Some((
             Arc::new(SqliteStore::in_memory().await.expect("in-memory SQLite")),
@@ -480,7 +437,7 @@ async fn make_store(backend: Backend) -> Option<(Arc<dyn Store>, Option<PgDataba
                 eprintln!("skipping PostgreSQL case: AGG_TEST_DATABASE_URL is not set");
                 return None;
             };
-            let (database, url) = PgDatabase::create(&admin_url).await;
+            let (database, url) = create_database(&admin_url).await;
             let store = PostgresStore::connect(&url)
                 .await
                 .expect("connect test database");
@@ -969,28 +926,4 @@ macro_rules! conformance {
             )+
         }
     };
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn database_urls_are_rewritten() {
-        assert_eq!(
-            database_url("postgres://postgres@127.0.0.1:5432/test", "x"),
-            "postgres://postgres@127.0.0.1:5432/x"
-        );
-        assert_eq!(
-            database_url(
-                "postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
-                "x"
-            ),
-            "postgres://postgres@127.0.0.1:5432/x?sslmode=disable"
-        );
-        assert_eq!(
-            database_url("postgres://postgres@127.0.0.1:5432", "x"),
-            "postgres://postgres@127.0.0.1:5432/x"
-        );
-    }
 }

@@ -552,17 +552,7 @@ mod tests {
 
     #[cfg(feature = "sqlite")]
     fn claims(user_id: Uuid, session_id: Uuid) -> AccessClaims {
-        AccessClaims {
-            sub: user_id,
-            email: "ada@example.com".to_owned(),
-            roles: vec!["user".to_owned()],
-            session_id,
-            iat: 0,
-            exp: chrono::Utc::now().timestamp() + 3600,
-            jti: Uuid::now_v7(),
-            iss: "test".to_owned(),
-            aud: "test".to_owned(),
-        }
+        AccessClaims::for_tests(user_id, session_id)
     }
 
     /// The id of each frame in chunks read until `count` frames came (comments skipped).

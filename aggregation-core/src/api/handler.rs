@@ -164,17 +164,10 @@ mod tests {
     }
 
     fn user() -> Caller {
-        Caller::Authenticated(crate::auth::AccessClaims {
-            sub: uuid::Uuid::nil(),
-            email: "ada@example.com".to_owned(),
-            roles: vec!["user".to_owned()],
-            session_id: uuid::Uuid::nil(),
-            iat: 0,
-            exp: 0,
-            jti: uuid::Uuid::nil(),
-            iss: "test".to_owned(),
-            aud: "test".to_owned(),
-        })
+        Caller::Authenticated(crate::auth::AccessClaims::for_tests(
+            uuid::Uuid::nil(),
+            uuid::Uuid::nil(),
+        ))
     }
 
     #[tokio::test]

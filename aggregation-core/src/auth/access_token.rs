@@ -30,6 +30,25 @@ pub(crate) struct AccessClaims {
     pub aud: String,
 }
 
+#[cfg(test)]
+impl AccessClaims {
+    /// Claims of a `user` session for unit tests, which never sign or verify them: issuer and
+    /// audience are `test`, and the token expires in an hour.
+    pub(crate) fn for_tests(user_id: Uuid, session_id: Uuid) -> Self {
+        Self {
+            sub: user_id,
+            email: "ada@example.com".to_owned(),
+            roles: vec!["user".to_owned()],
+            session_id,
+            iat: 0,
+            exp: chrono::Utc::now().timestamp() + 3600,
+            jti: Uuid::now_v7(),
+            iss: "test".to_owned(),
+            aud: "test".to_owned(),
+        }
+    }
+}
+
 /// Why an access token could not be issued.
 #[derive(Debug, thiserror::Error)]
 #[error("access token could not be signed: {0}")]

@@ -335,7 +335,7 @@ pub(crate) fn resolve_identifier(scope: Scope, identity: &RequestIdentity) -> (S
 /// The bucket key: `rl:{scope}:{identifier}:{METHOD}:{path}`, the method upper-cased, the
 /// scope in lower case ([`Scope::key_str`]), the query (and any fragment) of `path` dropped.
 ///
-/// `path` should be the keyed path ([`keyed_path`]): [`RateLimiter::check`] passes it so.
+/// `path` should be the keyed path ([`keyed_path`]): [`RateLimiter::check_policy`] passes it so.
 pub(crate) fn bucket_key(scope: Scope, identifier: &str, method: &str, path: &str) -> String {
     let path = path.split(['?', '#']).next().unwrap_or(path);
     format!(
@@ -382,23 +382,9 @@ impl RateLimiter {
         &self.policies
     }
 
-    /// Check a request to `method route_template` (the router's template, for the policy)
-    /// at `path` (as requested, or already canonical).
-    ///
-    /// The bucket is keyed by the method and [`keyed_path`]`(route_template, path)`: path
-    /// parameters in canonical UUID form, those that are not UUIDs as the template's
-    /// placeholder, the query ignored. So neither other spellings of an id nor junk ids open
-    /// fresh buckets. The identifier is [`resolve_identifier`]'s.
-    ///
-    /// `None`: the endpoint has no policy or a disabled one, and is not limited (no headers).
-    /// Otherwise the decision, after emitting `RateLimitCheckAttempted` and then
-    /// `RateLimitCheckAllowed` or `RateLimitCheckDenied`.
-    ///
-    /// **Fail-open**: when the store fails (down, timeout, bad reply) the request is allowed
-    /// with a full bucket reported (`remaining = limit`, `retry_after_secs = 0`,
-    /// `reset_after_secs = 0`, see [`Decision::fail_open`]), an error is logged with
-    /// `endpoint`, `identifier`, `error`, `layer = "rate_limit"` and `result = "fail_open"`,
-    /// and `RateLimitCheckAllowed` is emitted as for any allowed request.
+    /// [`RateLimiter::check_policy`] under the endpoint's policy looked up here; `None` when it
+    /// has no policy or a disabled one (not limited).
+    #[cfg(test)]
     pub(crate) async fn check(
         &self,
         method: &str,
@@ -407,6 +393,39 @@ impl RateLimiter {
         identity: &RequestIdentity,
     ) -> Option<Decision> {
         let (policy, bucket) = self.policies.active(method, route_template)?;
+        Some(
+            self.check_policy(policy, bucket, method, route_template, path, identity)
+                .await,
+        )
+    }
+
+    /// Check a request to `method route_template` (the router's template, for the policy)
+    /// at `path` (as requested, or already canonical).
+    ///
+    /// The bucket is keyed by the method and [`keyed_path`]`(route_template, path)`: path
+    /// parameters in canonical UUID form, those that are not UUIDs as the template's
+    /// placeholder, the query ignored. So neither other spellings of an id nor junk ids open
+    /// fresh buckets. The identifier is [`resolve_identifier`]'s.
+    ///
+    /// `policy` and `bucket` are the endpoint's, from [`PolicyTable::active`] (an endpoint
+    /// without an active policy is not limited and has no headers). The decision comes after
+    /// emitting `RateLimitCheckAttempted` and then
+    /// `RateLimitCheckAllowed` or `RateLimitCheckDenied`.
+    ///
+    /// **Fail-open**: when the store fails (down, timeout, bad reply) the request is allowed
+    /// with a full bucket reported (`remaining = limit`, `retry_after_secs = 0`,
+    /// `reset_after_secs = 0`, see [`Decision::fail_open`]), an error is logged with
+    /// `endpoint`, `identifier`, `error`, `layer = "rate_limit"` and `result = "fail_open"`,
+    /// and `RateLimitCheckAllowed` is emitted as for any allowed request.
+    pub(crate) async fn check_policy(
+        &self,
+        policy: &Policy,
+        bucket: &BucketPolicy,
+        method: &str,
+        route_template: &str,
+        path: &str,
+        identity: &RequestIdentity,
+    ) -> Decision {
         let (scope, identifier) = resolve_identifier(policy.scope, identity);
         let endpoint = format!("{} {route_template}", method.to_ascii_uppercase());
         let key = bucket_key(
@@ -456,7 +475,7 @@ impl RateLimiter {
                 execution_time_ms,
             }
         });
-        Some(decision)
+        decision
     }
 }
 

@@ -4,9 +4,10 @@
 //! read. Nothing is refused here: whether a token is required is the endpoint's business.
 
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use http::{HeaderMap, Request, header};
+
+use super::annotate::{Annotate, AnnotateLayer};
 
 use crate::api::extract::Caller;
 use crate::auth::{AccessClaims, Auth};
@@ -34,49 +35,23 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// See the [module docs](self).
+pub(crate) type BearerLayer = AnnotateLayer<VerifyBearer>;
+
+/// Verifies the bearer token of each request (see the [module docs](self)).
 #[derive(Clone)]
-pub(crate) struct BearerLayer {
+pub(crate) struct VerifyBearer {
     verifier: Arc<dyn VerifyToken>,
 }
 
 impl BearerLayer {
     /// Verifies tokens with `verifier`.
     pub(crate) fn new(verifier: Arc<dyn VerifyToken>) -> Self {
-        Self { verifier }
+        AnnotateLayer(VerifyBearer { verifier })
     }
 }
 
-impl<S> tower::Layer<S> for BearerLayer {
-    type Service = VerifyBearer<S>;
-
-    fn layer(&self, inner: S) -> VerifyBearer<S> {
-        VerifyBearer {
-            verifier: self.verifier.clone(),
-            inner,
-        }
-    }
-}
-
-/// See [`BearerLayer`].
-#[derive(Clone)]
-pub(crate) struct VerifyBearer<S> {
-    verifier: Arc<dyn VerifyToken>,
-    inner: S,
-}
-
-impl<S, B> tower::Service<Request<B>> for VerifyBearer<S>
-where
-    S: tower::Service<Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request<B>) -> S::Future {
+impl Annotate for VerifyBearer {
+    fn annotate<B>(&self, request: &mut Request<B>) {
         let caller = match bearer_token(request.headers()) {
             None => Caller::Anonymous,
             Some(token) => match self.verifier.verify(token) {
@@ -85,7 +60,6 @@ where
             },
         };
         request.extensions_mut().insert(caller);
-        self.inner.call(request)
     }
 }
 
@@ -108,17 +82,7 @@ mod tests {
     impl VerifyToken for OneToken {
         fn verify(&self, token: &str) -> Option<AccessClaims> {
             self.verified.fetch_add(1, Ordering::SeqCst);
-            (token == "good").then(|| AccessClaims {
-                sub: Uuid::nil(),
-                email: "ada@example.com".to_owned(),
-                roles: vec!["user".to_owned()],
-                session_id: Uuid::nil(),
-                iat: 0,
-                exp: 0,
-                jti: Uuid::nil(),
-                iss: "test".to_owned(),
-                aud: "test".to_owned(),
-            })
+            (token == "good").then(|| AccessClaims::for_tests(Uuid::nil(), Uuid::nil()))
         }
     }
 

@@ -8,11 +8,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll};
 
 use http::Request;
 
 use super::PeerAddr;
+use super::annotate::{Annotate, AnnotateLayer};
 use crate::api::extract::ClientIp;
 use crate::config::Config;
 use crate::rate_limit::client_ip::client_ip;
@@ -37,49 +37,23 @@ fn warn_missing_peer_once(warned: &AtomicBool) -> bool {
 }
 
 /// See the [module docs](self).
+pub(crate) type ClientIpLayer = AnnotateLayer<ResolveClientIp>;
+
+/// Resolves the client address of each request (see the [module docs](self)).
 #[derive(Debug, Clone)]
-pub(crate) struct ClientIpLayer {
+pub(crate) struct ResolveClientIp {
     config: Arc<Config>,
 }
 
 impl ClientIpLayer {
     /// Believes `X-Forwarded-For` from the trusted proxies of `config`.
     pub(crate) fn new(config: Arc<Config>) -> Self {
-        Self { config }
+        AnnotateLayer(ResolveClientIp { config })
     }
 }
 
-impl<S> tower::Layer<S> for ClientIpLayer {
-    type Service = ResolveClientIp<S>;
-
-    fn layer(&self, inner: S) -> ResolveClientIp<S> {
-        ResolveClientIp {
-            config: self.config.clone(),
-            inner,
-        }
-    }
-}
-
-/// See [`ClientIpLayer`].
-#[derive(Debug, Clone)]
-pub(crate) struct ResolveClientIp<S> {
-    config: Arc<Config>,
-    inner: S,
-}
-
-impl<S, B> tower::Service<Request<B>> for ResolveClientIp<S>
-where
-    S: tower::Service<Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request<B>) -> S::Future {
+impl Annotate for ResolveClientIp {
+    fn annotate<B>(&self, request: &mut Request<B>) {
         let forwarded: Vec<&str> = request
             .headers()
             .get_all("x-forwarded-for")
@@ -95,7 +69,6 @@ where
         }
         let ip = client_ip(peer, &forwarded, self.config.trusted_proxies());
         request.extensions_mut().insert(ClientIp(ip));
-        self.inner.call(request)
     }
 }
 

@@ -2,7 +2,7 @@
 //! route template, the path id and the row of the request's method) and before the
 //! dispatcher, so a refused request never reaches a handler.
 //!
-//! The bucket is the limiter's (see [`RateLimiter::check`]) for the caller's [`ClientIp`] and
+//! The bucket is the limiter's (see [`RateLimiter::check_policy`]) for the caller's [`ClientIp`] and
 //! verified [`Caller`], and the connection or account id of the path; for the bulk syncs
 //! ([`TargetId::BodyConnectionId`]) the body is read (within the usual limit) to take its
 //! `connection_id`, and the very same bytes go on to the handler. A limited endpoint's answer
@@ -21,7 +21,7 @@ use crate::api::router::Matched;
 use crate::api::{RequestBody, ResponseBody, TargetId};
 use crate::problem::ApiError;
 use crate::rate_limit::{
-    Decision, RateLimiter, RequestIdentity, Scope, body_connection_id, canonical_id,
+    Decision, Policy, RateLimiter, RequestIdentity, Scope, body_connection_id, canonical_id,
 };
 
 /// See the [module docs](self).
@@ -97,20 +97,15 @@ where
     Box::pin(inner.call(request))
 }
 
-impl<S> RateLimit<S> {
-    /// Whether the bucket of this request is keyed by the `connection_id` of its body: a bulk
-    /// sync under a `user_provider` policy (the path names no connection).
-    fn keyed_by_body_connection(&self, method: &http::Method, matched: &Matched) -> bool {
-        matched
+/// Whether the bucket of this request is keyed by the `connection_id` of its body: a bulk sync
+/// (its row targets the body's connection) under a `user_provider` policy (the path names no
+/// connection).
+fn keyed_by_body_connection(method: &http::Method, matched: &Matched, policy: &Policy) -> bool {
+    policy.scope == Scope::UserProvider
+        && matched
             .route(method)
             .and_then(|route| route.rate_limit())
             .is_some_and(|limit| limit.target == TargetId::BodyConnectionId)
-            && self
-                .limiter
-                .policies()
-                .active(method.as_str(), matched.template())
-                .is_some_and(|(policy, _)| policy.scope == Scope::UserProvider)
-    }
 }
 
 impl<S> tower::Service<Request<RequestBody>> for RateLimit<S>
@@ -134,13 +129,20 @@ where
             // Not routed: nothing to key a bucket by.
             return Box::pin(self.inner.call(request));
         };
-        let body_keyed = self.keyed_by_body_connection(request.method(), &matched);
         let limiter = self.limiter.clone();
         let max_body_bytes = self.max_body_bytes;
         // The clone that was made ready goes with the request (tower's usual swap).
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         Box::pin(async move {
+            let Some((policy, bucket)) = limiter
+                .policies()
+                .active(request.method().as_str(), matched.template())
+            else {
+                // No policy or a disabled one: not limited, and no headers.
+                return call_boxed(&mut inner, request).await;
+            };
+            let body_keyed = keyed_by_body_connection(request.method(), &matched, policy);
             let mut request = request;
             let mut identity = RequestIdentity {
                 client_ip: request.extensions().get::<ClientIp>().and_then(|ip| ip.0),
@@ -174,19 +176,15 @@ where
             }
             // The limiter keys the bucket by the template with canonical ids, not the raw path.
             let decision = limiter
-                .check(
+                .check_policy(
+                    policy,
+                    bucket,
                     request.method().as_str(),
                     matched.template(),
                     request.uri().path(),
                     &identity,
                 )
                 .await;
-            let Some(decision) = decision else {
-                return match unreadable {
-                    Some(error) => Err(error),
-                    None => call_boxed(&mut inner, request).await,
-                };
-            };
             if !decision.allowed {
                 let error = ApiError::rate_limited(decision.retry_after_header());
                 return Err(with_headers(error, &decision));
@@ -222,20 +220,6 @@ mod tests {
     use crate::rate_limit::{InMemoryRateLimitStore, NoopEvents, PolicyTable};
 
     const CONNECTION: &str = "0192f3c4-0000-7000-8000-0000000000c2";
-
-    fn claims() -> AccessClaims {
-        AccessClaims {
-            sub: Uuid::nil(),
-            email: "ada@example.com".to_owned(),
-            roles: vec!["user".to_owned()],
-            session_id: Uuid::nil(),
-            iat: 0,
-            exp: 0,
-            jti: Uuid::nil(),
-            iss: "test".to_owned(),
-            aud: "test".to_owned(),
-        }
-    }
 
     /// The router, this layer, and a handler that answers 200 with the body it received
     /// (or 404 for `/api/v1/accounts/x`), over the given store.
@@ -274,7 +258,7 @@ mod tests {
             .extensions_mut()
             .insert(ClientIp(Some("203.0.113.9".parse().expect("ip"))));
         let caller = if user {
-            Caller::Authenticated(claims())
+            Caller::Authenticated(AccessClaims::for_tests(Uuid::nil(), Uuid::nil()))
         } else {
             Caller::Anonymous
         };
