@@ -11,6 +11,7 @@ use super::provider_tests::sqlite_store;
 use super::provider_tests::{
     Shared, account, authorize, credentials, is_other, suite, transaction, user,
 };
+use super::sql::EVENTS_PER_STATEMENT;
 use super::*;
 use crate::events::{Event, EventType};
 
@@ -23,6 +24,8 @@ suite!(
     connection_writes_raise_their_events_only_when_they_apply,
     syncs_raise_their_event_and_a_rolled_back_one_none,
     rotations_raise_their_events,
+    revoke_all_writes_an_event_and_a_delivery_per_session,
+    revoke_all_beyond_one_statement_writes_every_event_and_delivery,
 );
 
 /// A live session of `user_id`, with its refresh token `token`.
@@ -533,17 +536,143 @@ async fn rotations_raise_their_events(store: Shared) {
     );
 }
 
+/// A webhook endpoint of `user_id` receiving `types` (every type when empty); its id.
+async fn endpoint(store: &Shared, user_id: Uuid, types: &[&str]) -> Uuid {
+    let id = Uuid::now_v7();
+    let endpoint = NewWebhookEndpoint {
+        id,
+        user_id,
+        url: "https://hooks.example/in".to_owned(),
+        event_types: types.iter().map(|name| (*name).to_owned()).collect(),
+        encrypted_secret: vec![7; 28],
+        secret_key_id: "k1".to_owned(),
+        created_at: now(),
+    };
+    assert!(store.create_webhook_endpoint(&endpoint, 10).await.unwrap());
+    id
+}
+
+/// `(event, type, status, attempt count, created at, next attempt at)` of each delivery of
+/// the endpoint, oldest event first.
+type DeliveryFields = (
+    Uuid,
+    String,
+    DeliveryStatus,
+    i32,
+    chrono::DateTime<chrono::Utc>,
+    Option<chrono::DateTime<chrono::Utc>>,
+);
+
+async fn deliveries(store: &Shared, user_id: Uuid, endpoint_id: Uuid) -> Vec<DeliveryFields> {
+    let mut listed: Vec<DeliveryFields> = store
+        .webhook_deliveries(user_id, endpoint_id, 10_000)
+        .await
+        .unwrap()
+        .unwrap()
+        .into_iter()
+        .map(|delivery| {
+            (
+                delivery.event_id,
+                delivery.event_type,
+                delivery.status,
+                delivery.attempt_count,
+                delivery.created_at,
+                delivery.next_attempt_at,
+            )
+        })
+        .collect();
+    listed.sort_by_key(|fields| fields.0);
+    listed
+}
+
+/// Revokes every session but one of a user with `count` more live sessions and two matching
+/// endpoints (one for `session.revoked`, one for every type): one event per session, and one
+/// pending delivery per event and matching endpoint, with the payload the outbox always
+/// stored; nothing for an endpoint of other types or of another user.
+async fn revoke_all_fans_out(store: Shared, count: usize) {
+    let user_id = user(&store).await;
+    let subscribed = endpoint(&store, user_id, &["session.revoked"]).await;
+    let every_type = endpoint(&store, user_id, &[]).await;
+    let other_types = endpoint(&store, user_id, &["password.changed", "sync.completed"]).await;
+    let stranger = user(&store).await;
+    let strangers = endpoint(&store, stranger, &[]).await;
+    session(&store, stranger, b"stranger").await;
+    let kept = session(&store, user_id, b"kept").await;
+    for index in 0..count {
+        session(&store, user_id, format!("{user_id}-{index}").as_bytes()).await;
+    }
+
+    let revoked = store
+        .revoke_all_sessions(user_id, Some(kept), "logout_all", now())
+        .await
+        .unwrap();
+    assert_eq!(revoked.len(), count);
+    let limit = u32::try_from(count + 10).unwrap();
+    let stored = store.user_events_after(user_id, None, limit).await.unwrap();
+    assert_eq!(stored, revoked, "every event stored, in order");
+    let expected: Vec<DeliveryFields> = revoked
+        .iter()
+        .map(|event| {
+            (
+                event.id,
+                "session.revoked".to_owned(),
+                DeliveryStatus::Pending,
+                0,
+                event.occurred_at,
+                Some(event.occurred_at),
+            )
+        })
+        .collect();
+    assert_eq!(deliveries(&store, user_id, subscribed).await, expected);
+    assert_eq!(deliveries(&store, user_id, every_type).await, expected);
+    assert!(deliveries(&store, user_id, other_types).await.is_empty());
+    assert!(deliveries(&store, stranger, strangers).await.is_empty());
+
+    // The payload is the exact text receivers are sent and verify the signature over.
+    let claim_limit = u32::try_from(count * 3).unwrap();
+    let claimed = store
+        .claim_webhook_deliveries(now(), now() + TimeDelta::minutes(5), claim_limit)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), count * 2);
+    for delivery in claimed {
+        let event = revoked
+            .iter()
+            .find(|event| event.id == delivery.event_id)
+            .unwrap();
+        let payload = serde_json::json!({
+            "id": event.id,
+            "type": event.event_type.as_str(),
+            "occurred_at": event.occurred_at,
+            "data": event.data,
+        })
+        .to_string();
+        assert_eq!(delivery.payload, payload);
+    }
+}
+
+async fn revoke_all_writes_an_event_and_a_delivery_per_session(store: Shared) {
+    revoke_all_fans_out(store, 300).await;
+}
+
+/// More events than one statement takes: the chunks together write them all.
+async fn revoke_all_beyond_one_statement_writes_every_event_and_delivery(store: Shared) {
+    revoke_all_fans_out(store, EVENTS_PER_STATEMENT + 1).await;
+}
+
 /// When the event cannot be written, the change it belongs to is rolled back with it (here the
-/// outbox refuses every insert: the disconnect stays undone).
+/// outbox refuses every insert: the disconnect stays undone), and so are the events already
+/// written when their webhook deliveries cannot be.
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn a_failed_event_write_rolls_its_change_back() {
     let sqlite = SqliteStore::in_memory().await.unwrap();
+    let pool = sqlite.pool().clone();
     sqlx::query(
         "CREATE TRIGGER refuse_events BEFORE INSERT ON events \
          BEGIN SELECT RAISE(ABORT, 'outbox refused'); END",
     )
-    .execute(sqlite.pool())
+    .execute(&pool)
     .await
     .unwrap();
     let store: Shared = std::sync::Arc::new(sqlite);
@@ -581,4 +710,28 @@ async fn a_failed_event_write_rolls_its_change_back() {
     );
     let sessions = store.sessions_for_user(user_id, true, now()).await.unwrap();
     assert_eq!(sessions.len(), 1, "the session is still live");
+
+    // Events written, then their webhook fan-out refused: the events go with the revocation.
+    sqlx::raw_sql(
+        "DROP TRIGGER refuse_events; \
+         CREATE TRIGGER refuse_deliveries BEFORE INSERT ON webhook_deliveries \
+         BEGIN SELECT RAISE(ABORT, 'deliveries refused'); END",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let hooked = endpoint(&store, user_id, &["session.revoked"]).await;
+    for index in 0..3 {
+        session(&store, user_id, format!("more-{index}").as_bytes()).await;
+    }
+    assert!(
+        store
+            .revoke_all_sessions(user_id, None, "logout_all", now())
+            .await
+            .is_err()
+    );
+    assert!(stored(&store, user_id).await.is_empty(), "no event left");
+    assert!(deliveries(&store, user_id, hooked).await.is_empty());
+    let sessions = store.sessions_for_user(user_id, true, now()).await.unwrap();
+    assert_eq!(sessions.len(), 4, "every session is still live");
 }

@@ -208,6 +208,12 @@ pub(super) fn count(total: i64) -> u64 {
     u64::try_from(total).unwrap_or(0)
 }
 
+/// Events per statement of the outbox (`sql_events.rs`): its insert and its webhook fan-out
+/// each bind 5 parameters an event, so a chunk stays far below SQLite's 32,766 and
+/// PostgreSQL's 65,535 bound parameters, and a revocation of every session of a user still
+/// takes one chunk in all but extreme cases.
+pub(super) const EVENTS_PER_STATEMENT: usize = 1_000;
+
 /// What an upsert did to one row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Upserted {

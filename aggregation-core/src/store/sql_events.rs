@@ -3,31 +3,37 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use sqlx::QueryBuilder;
 use uuid::Uuid;
 
 use super::{Db, SqlStore, Tx};
 use crate::events::{Event, EventType};
+use crate::store::sql::EVENTS_PER_STATEMENT;
 use crate::store::{AuditFilter, EventStore, StoreError};
 
 const SELECT_EVENT: &str = "SELECT id, type, user_id, occurred_at, data FROM events";
 
 /// Writes `events` in the transaction of the change that caused them: the ONE place events are
 /// written, so an event exists exactly when its change was committed.
+///
+/// Two statements per [`EVENTS_PER_STATEMENT`] events, none for no events: a revocation of
+/// every session of a user raises one event per session, and a statement per event (plus one
+/// per fan-out) would keep its transaction, and the locks it holds, open for as many round
+/// trips.
 pub(super) async fn insert_events(tx: &mut Tx, events: &[Event]) -> Result<(), StoreError> {
-    for event in events {
-        sqlx::query(
-            "INSERT INTO events (id, type, user_id, occurred_at, data) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(event.id)
-        .bind(event.event_type.as_str())
-        .bind(event.user_id)
-        .bind(event.occurred_at)
-        .bind(event.data.to_string())
-        .execute(&mut **tx)
-        .await?;
-        // Webhook fan-out in the same transaction: queued exactly when the event is committed.
-        super::webhooks::queue_webhook_deliveries(tx, event).await?;
+    for chunk in events.chunks(EVENTS_PER_STATEMENT) {
+        let mut insert =
+            QueryBuilder::<Db>::new("INSERT INTO events (id, type, user_id, occurred_at, data) ");
+        insert.push_values(chunk, |mut row, event| {
+            row.push_bind(event.id)
+                .push_bind(event.event_type.as_str())
+                .push_bind(event.user_id)
+                .push_bind(event.occurred_at)
+                .push_bind(event.data.to_string());
+        });
+        insert.build().execute(&mut **tx).await?;
+        // Webhook fan-out in the same transaction: queued exactly when the events are committed.
+        super::webhooks::queue_webhook_deliveries(tx, chunk).await?;
     }
     Ok(())
 }
@@ -79,7 +85,7 @@ impl EventStore for SqlStore {
         after: Option<Uuid>,
         limit: u32,
     ) -> Result<Vec<Event>, StoreError> {
-        let mut query = sqlx::QueryBuilder::<Db>::new(SELECT_EVENT);
+        let mut query = QueryBuilder::<Db>::new(SELECT_EVENT);
         query.push(" WHERE user_id = ").push_bind(user_id);
         if let Some(after) = after {
             query.push(" AND id > ").push_bind(after);
@@ -91,7 +97,7 @@ impl EventStore for SqlStore {
     }
 
     async fn audit_events(&self, filter: &AuditFilter) -> Result<Vec<Event>, StoreError> {
-        let mut query = sqlx::QueryBuilder::<Db>::new(SELECT_EVENT);
+        let mut query = QueryBuilder::<Db>::new(SELECT_EVENT);
         query.push(" WHERE 1 = 1");
         if let Some(user_id) = filter.user_id {
             query.push(" AND user_id = ").push_bind(user_id);

@@ -9,7 +9,7 @@ use sqlx::QueryBuilder;
 use uuid::Uuid;
 
 use super::connections::lock_user_in;
-use super::{BEGIN_WRITE, SqlStore, Tx};
+use super::{BEGIN_WRITE, Db, SqlStore, Tx};
 use crate::events::Event;
 use crate::store::{
     ClaimedDelivery, DeliveryStatus, NewWebhookEndpoint, NextDelivery, StoreError, WebhookAttempt,
@@ -94,37 +94,60 @@ struct ClaimRow {
     created_at: DateTime<Utc>,
 }
 
-/// Queues one pending delivery of `event` for every endpoint of its user that receives its
-/// type, inside the transaction that writes the event. The payload stored is the exact body
-/// that will be signed and sent: `{"id", "type", "occurred_at", "data"}`. An event without a
-/// user (a global rotation) goes to no webhook.
-pub(super) async fn queue_webhook_deliveries(tx: &mut Tx, event: &Event) -> Result<(), StoreError> {
-    let Some(user_id) = event.user_id else {
-        return Ok(());
-    };
-    let event_type = event.event_type.as_str();
-    let payload = serde_json::json!({
+/// The exact body a delivery of `event` sends and signs: `{"id", "type", "occurred_at",
+/// "data"}`.
+fn delivery_payload(event: &Event) -> String {
+    serde_json::json!({
         "id": event.id,
-        "type": event_type,
+        "type": event.event_type.as_str(),
         "occurred_at": event.occurred_at,
         "data": event.data,
     })
-    .to_string();
-    sqlx::query(
-        "INSERT INTO webhook_deliveries (endpoint_id, event_id, event_type, payload, status, \
+    .to_string()
+}
+
+/// Queues one pending delivery of each of `events` for every endpoint of its user that
+/// receives its type, in one statement, inside the transaction that writes the events. The
+/// payload stored is the exact body that will be signed and sent ([`delivery_payload`]). An
+/// event without a user (a global rotation) goes to no webhook. The caller keeps `events`
+/// within [`EVENTS_PER_STATEMENT`](crate::store::sql::EVENTS_PER_STATEMENT).
+pub(super) async fn queue_webhook_deliveries(
+    tx: &mut Tx,
+    events: &[Event],
+) -> Result<(), StoreError> {
+    let queued: Vec<(Uuid, &Event)> = events
+        .iter()
+        .filter_map(|event| Some((event.user_id?, event)))
+        .collect();
+    if queued.is_empty() {
+        return Ok(());
+    }
+    // The batch is bound as a VALUES list joined to the endpoints, rather than selected back
+    // from `events`: the payload is serialized here, by the same serde_json as ever, because
+    // receivers verify signatures over its exact text, and SQLite and PostgreSQL would each
+    // render timestamps and JSON their own way. No casts: sqlx declares every parameter's type
+    // to PostgreSQL (uuid, text, timestamptz), which the VALUES columns take, while on SQLite a
+    // `CAST(.. AS uuid)` would mean numeric affinity and mangle the id's bytes.
+    let mut query = QueryBuilder::<Db>::new(
+        "WITH queued (event_id, user_id, event_type, payload, occurred_at) AS (",
+    );
+    query.push_values(&queued, |mut row, (user_id, event)| {
+        row.push_bind(event.id)
+            .push_bind(*user_id)
+            .push_bind(event.event_type.as_str())
+            .push_bind(delivery_payload(event))
+            .push_bind(event.occurred_at);
+    });
+    // The WHERE clause also keeps SQLite from reading `ON CONFLICT` as the join's constraint.
+    query.push(
+        ") INSERT INTO webhook_deliveries (endpoint_id, event_id, event_type, payload, status, \
          attempt_count, next_attempt_at, created_at) \
-         SELECT id, $2, $3, $4, 'pending', 0, $5, $5 FROM webhook_endpoints \
-         WHERE user_id = $1 AND (event_types = '' OR event_types LIKE $6) \
+         SELECT w.id, q.event_id, q.event_type, q.payload, 'pending', 0, q.occurred_at, \
+         q.occurred_at FROM queued q JOIN webhook_endpoints w ON w.user_id = q.user_id \
+         WHERE (w.event_types = '' OR w.event_types LIKE '%,' || q.event_type || ',%') \
          ON CONFLICT (endpoint_id, event_id) DO NOTHING",
-    )
-    .bind(user_id)
-    .bind(event.id)
-    .bind(event_type)
-    .bind(payload)
-    .bind(event.occurred_at)
-    .bind(format!("%,{event_type},%"))
-    .execute(&mut **tx)
-    .await?;
+    );
+    query.build().execute(&mut **tx).await?;
     Ok(())
 }
 
