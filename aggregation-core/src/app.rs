@@ -34,10 +34,6 @@ pub(crate) struct App {
     pub(crate) webhooks: Webhooks,
     /// Committed durable events, published in process after each commit (the use cases hold
     /// clones; the event stream and the webhook deliverer subscribe here).
-    #[allow(
-        dead_code,
-        reason = "subscribed to by the event stream and webhooks (issue 15)"
-    )]
     pub(crate) bus: EventBus,
     /// The open event streams per user, for their cap.
     pub(crate) streams: crate::api::events::StreamSlots,

@@ -751,8 +751,8 @@ impl Config {
 
     /// Sets the delay before the second attempt of a failed webhook delivery (default 10 s)
     /// and the longest delay between attempts (default 1 h); each retry waits twice as long
-    /// as the one before, up to that longest delay. Zero retries at the next run of the
-    /// delivery job.
+    /// as the one before, up to that longest delay. Zero retries at the next delivery pass
+    /// (a run of the delivery job, or the delivery that follows a commit).
     #[must_use]
     pub fn with_webhook_retry_delays(mut self, first: Duration, max: Duration) -> Self {
         self.webhooks.first_retry = first;
@@ -771,6 +771,12 @@ impl Config {
     }
 
     /// Sets how often `deliver_webhooks` runs (default every 5 s; `None` turns it off).
+    ///
+    /// Deliveries do not wait for it: while it is on, the running jobs
+    /// ([`JobRunner::spawn`](crate::JobRunner::spawn)) start each event's deliveries right after
+    /// its commit, and the job retries failed ones once their backoff is due and sends those of
+    /// events raised on instances that do not run the jobs. `None` turns both off (deliveries
+    /// stay queued).
     #[must_use]
     pub fn with_deliver_webhooks_every(mut self, every: Option<Duration>) -> Self {
         self.webhooks.deliver_every = every;

@@ -140,6 +140,9 @@ impl AggregationService {
         );
         #[cfg(feature = "metrics")]
         let runner = runner.with_metrics(self.metrics.clone());
+        // Committed events wake webhook delivery once the runner is spawned.
+        #[cfg(feature = "webhooks")]
+        let runner = runner.with_event_bus(self.app.bus.clone());
         runner
     }
 

@@ -1,13 +1,20 @@
 //! Conformance: webhooks (Standard Webhooks) registered through the API and delivered by the
 //! jobs runner to a real receiver on a loopback socket that verifies every signature.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aggregation_core::Config;
 use aggregation_core::jobs::{DELIVER_WEBHOOKS, PURGE_EXPIRED, RunOutcome};
-use aggregation_tests::receiver::{Receiver, verify_signature};
+use aggregation_core::store::{
+    NewRefreshToken, NewSession, NewUser, NewWebhookEndpoint, Store, now,
+};
+use aggregation_tests::receiver::{Received, Receiver, verify_signature};
 use aggregation_tests::{PASSWORD, SharedDatabase, TestApp, conformance, test_config};
+use chrono::TimeDelta;
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 const WEBHOOKS: &str = "/api/v1/webhooks";
 
@@ -44,6 +51,16 @@ fn public_only() -> Config {
     test_config().with_keyring(keyring())
 }
 
+/// Receivers on loopback allowed, and the delivery job every hour: once its first run (at
+/// start) is over, only the delivery that follows each commit can send anything within a test.
+fn hourly_job() -> Config {
+    local_receivers_default_backoff().with_deliver_webhooks_every(Some(Duration::from_secs(3600)))
+}
+
+/// Far above what delivery takes even on a loaded machine: a functional check (without the
+/// wake the wait would be the job's hour), not a timing assertion.
+const CEILING: Duration = Duration::from_secs(20);
+
 conformance!(config = local_receivers;
     delivers_signed_events_to_a_local_receiver,
     failed_deliveries_are_retried_until_delivered,
@@ -60,6 +77,14 @@ mod backoff {
 mod max_age {
     use super::*;
     conformance!(config = local_receivers_no_retries; deliveries_past_their_maximum_age_give_up);
+}
+
+mod prompt {
+    use super::*;
+    conformance!(config = hourly_job;
+        deliveries_start_when_the_event_is_committed,
+        a_burst_of_events_is_delivered_exactly_once,
+    );
 }
 
 mod ssrf {
@@ -621,4 +646,294 @@ async fn an_instance_without_private_access_never_sends_there(app: TestApp) {
         deliveries(&app, &access, &webhook_id).await[0]["status"],
         "delivered"
     );
+}
+
+/// Waits (at most `ceiling`) until `receiver` got `count` requests; what it got.
+async fn received_at_least(receiver: &Receiver, count: usize, ceiling: Duration) -> Vec<Received> {
+    let deadline = tokio::time::Instant::now() + ceiling;
+    loop {
+        let received = receiver.received();
+        if received.len() >= count {
+            return received;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of {count} deliveries arrived within {ceiling:?}",
+            received.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until the schedule's first `deliver_webhooks` run (due at once: it never ran) has
+/// finished, so that the job's next run is an hour away.
+async fn first_job_run_over(app: &TestApp) {
+    let deadline = tokio::time::Instant::now() + CEILING;
+    loop {
+        let finished = app
+            .store
+            .job_runs()
+            .await
+            .expect("job records")
+            .iter()
+            .any(|record| record.name == DELIVER_WEBHOOKS && record.last_finished_at.is_some());
+        if finished {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the job never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// How many runs of `deliver_webhooks` are recorded.
+async fn job_runs(app: &TestApp) -> i64 {
+    app.store
+        .job_runs()
+        .await
+        .expect("job records")
+        .iter()
+        .find(|record| record.name == DELIVER_WEBHOOKS)
+        .map_or(0, |record| record.runs)
+}
+
+/// Logs `email` in and out: one `session.revoked` event (reason `logout`).
+async fn log_in_and_out(app: &TestApp, email: &str) {
+    let tokens = app.login(email, PASSWORD).await;
+    app.delete(
+        "/api/v1/sessions/current",
+        Some(&json!({ "refresh_token": str_of(&tokens, "refresh_token") })),
+        Some(str_of(&tokens, "access_token")),
+    )
+    .await
+    .expect(204);
+}
+
+async fn deliveries_start_when_the_event_is_committed(app: TestApp) {
+    let email = "prompt@example.com";
+    let Subscribed {
+        receiver,
+        access,
+        webhook_id,
+        ..
+    } = subscribe(&app, email, Some(&["session.revoked"])).await;
+    let jobs = app.service.jobs().spawn();
+    first_job_run_over(&app).await;
+    assert_eq!(job_runs(&app).await, 1);
+
+    log_in_and_out(&app, email).await;
+    let received = received_at_least(&receiver, 1, CEILING).await;
+    assert_eq!(received.len(), 1);
+    assert!(received[0].verified, "{:?}", received[0]);
+    let body = received[0].json();
+    assert_eq!(body["type"], "session.revoked");
+    assert_eq!(body["data"]["reason"], "logout");
+    let listed = deliveries(&app, &access, &webhook_id).await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["status"], "delivered");
+    assert_eq!(listed[0]["attempt_count"], 1);
+    assert_eq!(job_runs(&app).await, 1, "the job did not run again");
+
+    // Stopped with the jobs: a later event waits for the next runner.
+    jobs.shutdown().await;
+    log_in_and_out(&app, email).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        receiver.received().len(),
+        1,
+        "nothing sent after the shutdown"
+    );
+    let summary = deliver(&app).await;
+    assert!(summary.starts_with("delivered 1 "), "{summary}");
+    assert_eq!(receiver.received().len(), 2);
+}
+
+/// Creates `count` live sessions of the user directly in the store (no password hashing);
+/// their ids.
+async fn sessions_of(store: &Arc<dyn Store>, user_id: Uuid, count: usize) -> Vec<Uuid> {
+    let at = now();
+    let mut ids = Vec::with_capacity(count);
+    for _ in 0..count {
+        let id = Uuid::now_v7();
+        let session = NewSession {
+            id,
+            user_id,
+            device_info: None,
+            ip_address: None,
+            user_agent: None,
+            created_at: at,
+            expires_at: at + TimeDelta::days(1),
+        };
+        let token = NewRefreshToken {
+            digest: [Uuid::new_v4().as_bytes().as_slice(), id.as_bytes()].concat(),
+            session_id: id,
+            user_id,
+            token_version: 0,
+            issued_at: at,
+            expires_at: at + TimeDelta::days(1),
+        };
+        store
+            .create_session(&session, &token)
+            .await
+            .expect("session");
+        ids.push(id);
+    }
+    ids
+}
+
+async fn a_burst_of_events_is_delivered_exactly_once(app: TestApp) {
+    const SINGLE: usize = 200;
+    // More than two claims' worth (200 each) raised at once.
+    const AT_ONCE: usize = 450;
+    let email = "burst@example.com";
+    let Subscribed {
+        receiver, access, ..
+    } = subscribe(&app, email, Some(&["session.revoked"])).await;
+    let user_id = app
+        .store
+        .user_by_email(email)
+        .await
+        .expect("store")
+        .expect("the user")
+        .id;
+    let first = app.service.jobs().spawn();
+    first_job_run_over(&app).await;
+
+    // One revocation of many sessions: its events are all committed (and due) before the
+    // first pass claims, and two passes (one running, one pending) claim 400 at most, so the
+    // last ones arrive only because a pass goes on claiming while its claims come back full.
+    let at_once = sessions_of(&app.store, user_id, AT_ONCE).await;
+    let bulk = app
+        .delete("/api/v1/sessions", None, Some(&access))
+        .await
+        .expect(200);
+    assert_eq!(bulk["revoked_count"], AT_ONCE);
+    received_at_least(&receiver, AT_ONCE, CEILING * 3).await;
+
+    // Single events with a second runner, as a second instance would have: the passes of
+    // both race for every delivery.
+    let second = app.service.jobs().spawn();
+    let single = sessions_of(&app.store, user_id, SINGLE).await;
+    for id in &single {
+        app.delete(&format!("/api/v1/sessions/{id}"), None, Some(&access))
+            .await
+            .expect(204);
+    }
+    let total = SINGLE + AT_ONCE;
+    received_at_least(&receiver, total, CEILING * 3).await;
+    // Anything sent twice would arrive about now.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let received = receiver.received();
+    assert!(received.iter().all(|request| request.verified));
+    let ids: HashSet<&str> = received.iter().map(|request| request.id.as_str()).collect();
+    assert_eq!(
+        (received.len(), ids.len()),
+        (total, total),
+        "every event exactly once"
+    );
+    let revoked: HashSet<String> = received
+        .iter()
+        .map(|request| str_of(&request.json()["data"], "session_id").to_owned())
+        .collect();
+    let expected: HashSet<String> = single
+        .iter()
+        .chain(&at_once)
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(revoked, expected);
+    assert_eq!(job_runs(&app).await, 1, "the job did not run again");
+    first.shutdown().await;
+    second.shutdown().await;
+}
+
+/// Two pools over one database (two instances): claims racing for the same due deliveries
+/// never hand one out twice while its lease holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_claims_never_hand_out_one_delivery_twice() {
+    const DELIVERIES: usize = 300;
+    let shared = SharedDatabase::open().await;
+    let at = now();
+    let user_id = Uuid::now_v7();
+    shared
+        .first
+        .create_user(&NewUser {
+            id: user_id,
+            email: "claims@example.com".to_owned(),
+            email_normalized: "claims@example.com".to_owned(),
+            password_hash: "not used".to_owned(),
+            created_at: at,
+        })
+        .await
+        .expect("user");
+    let created = shared
+        .first
+        .create_webhook_endpoint(
+            &NewWebhookEndpoint {
+                id: Uuid::now_v7(),
+                user_id,
+                url: "https://hooks.example.com/x".to_owned(),
+                event_types: Vec::new(),
+                encrypted_secret: vec![0; 44],
+                secret_key_id: "test".to_owned(),
+                created_at: at,
+            },
+            10,
+        )
+        .await
+        .expect("endpoint");
+    assert!(created);
+    sessions_of(&shared.first, user_id, DELIVERIES).await;
+    let events = shared
+        .first
+        .revoke_all_sessions(user_id, None, "claims", now())
+        .await
+        .expect("revoked");
+    assert_eq!(events.len(), DELIVERIES);
+
+    let claimed = Arc::new(Mutex::new(Vec::new()));
+    let claimers: Vec<_> = (0..8)
+        .map(|index| {
+            let store = if index % 2 == 0 {
+                shared.first.clone()
+            } else {
+                shared.second.clone()
+            };
+            let claimed = claimed.clone();
+            tokio::spawn(async move {
+                let deadline = tokio::time::Instant::now() + CEILING;
+                while claimed.lock().expect("claims").len() < DELIVERIES {
+                    assert!(tokio::time::Instant::now() < deadline, "claims stalled");
+                    let at = now();
+                    let batch = store
+                        .claim_webhook_deliveries(at, at + TimeDelta::minutes(5), 7)
+                        .await
+                        .expect("claim");
+                    claimed.lock().expect("claims").extend(
+                        batch
+                            .into_iter()
+                            .map(|delivery| (delivery.endpoint_id, delivery.event_id)),
+                    );
+                }
+            })
+        })
+        .collect();
+    for claimer in claimers {
+        claimer.await.expect("claimer");
+    }
+    let claimed = claimed.lock().expect("claims").clone();
+    let distinct: HashSet<_> = claimed.iter().collect();
+    assert_eq!(
+        (claimed.len(), distinct.len()),
+        (DELIVERIES, DELIVERIES),
+        "on {:?}",
+        shared.backend
+    );
+    // Everything is leased now: one more claim gets nothing.
+    let at = now();
+    let more = shared
+        .second
+        .claim_webhook_deliveries(at, at + TimeDelta::minutes(5), 7)
+        .await
+        .expect("claim");
+    assert!(more.is_empty());
+    shared.cleanup().await;
 }

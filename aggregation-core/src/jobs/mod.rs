@@ -1,6 +1,8 @@
 //! Background jobs: `refresh_provider_tokens` (every 5 min), `purge_expired` (hourly),
 //! `sync_connections` (off unless configured) and `deliver_webhooks` (every 5 s), run inside
-//! the service when the host starts them.
+//! the service when the host starts them. With the `webhooks` feature, the started jobs also
+//! deliver each event's webhooks right after its commit (see [`JobRunner::spawn`]); the
+//! `deliver_webhooks` schedule then retries and picks up what was raised elsewhere.
 //!
 //! ```no_run
 //! # async fn demo(service: aggregation_core::AggregationService) {
@@ -41,6 +43,11 @@ pub const PURGE_EXPIRED: &str = "purge_expired";
 /// Name of the job that syncs every active provider connection.
 pub const SYNC_CONNECTIONS: &str = "sync_connections";
 /// Name of the job that sends due webhook deliveries (signed, retried with backoff).
+///
+/// Deliveries of an event committed on this instance start right after the commit, without
+/// waiting for this job (see [`JobRunner::spawn`]). The job retries failed deliveries once
+/// their backoff is due and sends those of events raised on instances not running the jobs,
+/// at most 200 per run.
 pub const DELIVER_WEBHOOKS: &str = "deliver_webhooks";
 
 /// Why a job run failed.
@@ -143,6 +150,13 @@ pub struct JobRunner {
     jobs: Vec<Registered>,
     #[cfg(feature = "metrics")]
     metrics: Option<crate::metrics::Metrics>,
+    /// The one HTTP client of webhook deliveries (the job's and the wake's), or why there is
+    /// none.
+    #[cfg(feature = "webhooks")]
+    webhook_sender: Result<crate::webhooks::delivery::Sender, String>,
+    /// The service's bus of committed events, which wakes webhook delivery.
+    #[cfg(feature = "webhooks")]
+    events: Option<crate::events::EventBus>,
 }
 
 impl std::fmt::Debug for JobRunner {
@@ -197,6 +211,10 @@ impl JobRunner {
         connections: Connections,
     ) -> Self {
         let mut runner = Self {
+            #[cfg(feature = "webhooks")]
+            webhook_sender: crate::webhooks::delivery::Sender::new(&config),
+            #[cfg(feature = "webhooks")]
+            events: None,
             store,
             config,
             connections,
@@ -209,7 +227,7 @@ impl JobRunner {
             let job: Arc<dyn Job> = match name {
                 PURGE_EXPIRED => Arc::new(PurgeExpired),
                 SYNC_CONNECTIONS => Arc::new(SyncConnections),
-                DELIVER_WEBHOOKS => deliver_webhooks_job(&runner.config),
+                DELIVER_WEBHOOKS => runner.deliver_webhooks_job(),
                 _ => Arc::new(RefreshProviderTokens),
             };
             runner.jobs.push(Registered {
@@ -226,6 +244,51 @@ impl JobRunner {
     pub(crate) fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
         self.metrics = Some(metrics);
         self
+    }
+
+    /// Delivers webhooks right after each event published on `bus` (the service's), once
+    /// spawned.
+    #[cfg(feature = "webhooks")]
+    pub(crate) fn with_event_bus(mut self, bus: crate::events::EventBus) -> Self {
+        self.events = Some(bus);
+        self
+    }
+
+    /// The `deliver_webhooks` job: without the `webhooks` feature a job that fails saying so
+    /// (deliveries stay queued for an instance built with it).
+    fn deliver_webhooks_job(&self) -> Arc<dyn Job> {
+        #[cfg(feature = "webhooks")]
+        {
+            Arc::new(DeliverWebhooks(self.webhook_sender.clone()))
+        }
+        #[cfg(not(feature = "webhooks"))]
+        {
+            Arc::new(DeliverWebhooks)
+        }
+    }
+
+    /// Starts the prompt webhook delivery (`webhooks/wake.rs`) when delivery is on
+    /// ([`Config::deliver_webhooks_every`]) and the runner has the service's event bus; its
+    /// tasks, which end when `stop` changes. The runner lets go of the bus (it only needed a
+    /// subscription), so the running jobs do not keep the service's bus alive.
+    #[cfg(feature = "webhooks")]
+    fn spawn_delivery_wake(&mut self, stop: &watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
+        let (Some(bus), Some(_)) = (self.events.take(), self.config.deliver_webhooks_every())
+        else {
+            return Vec::new();
+        };
+        let Ok(sender) = &self.webhook_sender else {
+            // Every run of the job records why there is no client; nothing to send with here.
+            return Vec::new();
+        };
+        crate::webhooks::wake::spawn(
+            &bus,
+            self.store.clone(),
+            self.config.clone(),
+            sender.clone(),
+            stop,
+        )
+        .into()
     }
 
     /// Adds a job (or replaces the one with this name) running every `every` (`None`: only
@@ -416,9 +479,26 @@ impl JobRunner {
 
     /// Starts every job that has an interval on the current Tokio runtime. Must be called
     /// inside a runtime.
+    ///
+    /// With the `webhooks` feature and webhook delivery on
+    /// ([`Config::deliver_webhooks_every`] is `Some`), this also starts delivering webhooks
+    /// right after each commit: every event with a user published by this service from now on
+    /// (or relayed to it from another instance) starts a delivery pass, the same claim, send
+    /// and record as a run of [`DELIVER_WEBHOOKS`], without waiting for that job. Passes are
+    /// coalesced (one at a time, at most one more pending, whatever the number of events) and
+    /// never send a delivery that the job or another instance has claimed. The
+    /// [`JobsHandle`] stops them with the schedules.
     pub fn spawn(self) -> JobsHandle {
         let (stop, receiver) = watch::channel(false);
-        let runner = Arc::new(self);
+        #[cfg(feature = "webhooks")]
+        let (runner, wake) = {
+            let mut runner = self;
+            let wake = runner.spawn_delivery_wake(&receiver);
+            (runner, wake)
+        };
+        #[cfg(not(feature = "webhooks"))]
+        let (runner, wake) = (self, Vec::new());
+        let runner = Arc::new(runner);
         let tasks = runner
             .jobs
             .iter()
@@ -427,6 +507,7 @@ impl JobRunner {
             .map(|(index, every)| {
                 tokio::spawn(runner.clone().schedule(index, every, receiver.clone()))
             })
+            .chain(wake)
             .collect();
         JobsHandle { stop, tasks }
     }
@@ -442,7 +523,9 @@ pub struct JobsHandle {
 }
 
 impl JobsHandle {
-    /// Stops the schedules and waits: a job that is running finishes (and is recorded) first.
+    /// Stops the schedules (and the webhook delivery that follows commits) and waits: a job
+    /// that is running finishes (and is recorded) first, as does a delivery pass (its
+    /// attempts recorded).
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         for task in self.tasks {
@@ -484,22 +567,6 @@ impl Job for SyncConnections {
             return Err(JobError::Failed(summary));
         }
         Ok(summary)
-    }
-}
-
-/// The `deliver_webhooks` job: without the `webhooks` feature a job that fails saying so
-/// (deliveries stay queued for an instance built with it).
-fn deliver_webhooks_job(config: &Config) -> Arc<dyn Job> {
-    #[cfg(feature = "webhooks")]
-    {
-        Arc::new(DeliverWebhooks(crate::webhooks::delivery::Sender::new(
-            config,
-        )))
-    }
-    #[cfg(not(feature = "webhooks"))]
-    {
-        let _ = config;
-        Arc::new(DeliverWebhooks)
     }
 }
 

@@ -329,8 +329,19 @@ impl WebhookStore for SqlStore {
         limit: u32,
     ) -> Result<Vec<ClaimedDelivery>, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        // The outer conditions repeat the inner ones: on PostgreSQL a concurrent claimer that
-        // leased a row first makes this UPDATE re-check it and skip it.
+        // One claimer at a time per row, whoever claims (the job, a pass woken by a commit,
+        // another instance), so no delivery is sent twice while its lease holds:
+        // - SQLite: `BEGIN IMMEDIATE` takes the write lock before the UPDATE reads, so claims
+        //   run one after another and each sees the leases the earlier ones committed.
+        // - PostgreSQL (read committed): two claims may pick the same rows in their subquery
+        //   snapshots. The second UPDATE then waits on the first's row locks and, once that
+        //   commits, re-evaluates its WHERE against the new row version (EvalPlanQual). That
+        //   is why the outer conditions repeat the inner ones: the re-check sees the fresh
+        //   `lease_until` (later than `$1`) and skips the row, which is then neither leased
+        //   again nor returned. Without them only the key would be re-checked.
+        // The lease outlasts a whole run (`CLAIM_LEASE` in `webhooks/delivery.rs`), and
+        // recording an attempt clears it; `tests/tests/webhooks.rs` races claims from two
+        // pools.
         let claimed: Vec<ClaimRow> = sqlx::query_as(
             "UPDATE webhook_deliveries SET lease_until = $2 \
              WHERE status = 'pending' AND next_attempt_at <= $1 \

@@ -2,8 +2,9 @@
 //!
 //! Deliveries are written by the event outbox itself (in the transaction that writes the
 //! event, one per matching endpoint), so an event is queued for a webhook exactly when it was
-//! committed. The delivery job claims due deliveries with a lease, sends them, and records
-//! each attempt with [`WebhookStore::record_webhook_attempts`].
+//! committed. Delivery (right after the commit, and the `deliver_webhooks` job for retries)
+//! claims due deliveries with a lease, sends them, and records each attempt with
+//! [`WebhookStore::record_webhook_attempts`].
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

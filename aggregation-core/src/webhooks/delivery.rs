@@ -1,4 +1,5 @@
-//! Sending due webhook deliveries: the work of the `deliver_webhooks` job.
+//! Sending due webhook deliveries: the work of the `deliver_webhooks` job, and of the passes
+//! that start right after an event's commit (`wake.rs`).
 //!
 //! One HTTP client serves every delivery. Its resolver ([`GuardedResolver`]) resolves the
 //! endpoint's host name and hands the connector only the addresses the SSRF rule allows, so
@@ -140,7 +141,16 @@ pub(crate) struct DeliveryRun {
     pub(crate) given_up: u32,
 }
 
+impl DeliveryRun {
+    /// How many deliveries the run claimed (each had one attempt).
+    pub(crate) fn claimed(&self) -> u32 {
+        self.delivered + self.retrying + self.given_up
+    }
+}
+
 /// Claims the due deliveries (at most [`BATCH`]), sends them, and records every attempt.
+/// Concurrent callers (the job, wake passes, other instances) each send only what they
+/// claimed: the claim leases every row it returns.
 pub(crate) async fn deliver_due(
     store: &dyn Store,
     config: &Config,

@@ -9,9 +9,13 @@
 //!   endpoint's secret, handed out once as `whsec_<base64>` and stored only encrypted with
 //!   the service's [`Keyring`](crate::Keyring)).
 //! - Delivery: the outbox queues one delivery per matching endpoint in the transaction that
-//!   writes the event; the `deliver_webhooks` job ([`crate::jobs`]) claims due deliveries
-//!   with a lease and sends them. A 2xx answer delivers; anything else is retried with
-//!   exponential backoff ([`Config::with_webhook_retry_delays`]) until the delivery is
+//!   writes the event. Sending starts right after the commit: the running jobs
+//!   ([`JobRunner::spawn`](crate::jobs::JobRunner::spawn)) hear the event on the service's
+//!   event bus and run a delivery pass (`wake.rs`); the `deliver_webhooks` job
+//!   ([`crate::jobs`]) runs the same pass on its schedule for retries and for events raised
+//!   elsewhere. Every pass claims due deliveries with a per-row lease and sends them. A 2xx
+//!   answer delivers; anything else is retried with exponential backoff
+//!   ([`Config::with_webhook_retry_delays`]) until the delivery is
 //!   [`Config::webhook_max_age`] old. At least once: a receiver may see an event twice.
 //! - Only public addresses are reached unless the host allows private ones (`ssrf.rs`).
 
@@ -19,6 +23,8 @@
 pub(crate) mod delivery;
 pub(crate) mod signing;
 pub(crate) mod ssrf;
+#[cfg(feature = "webhooks")]
+pub(crate) mod wake;
 
 use std::sync::Arc;
 
