@@ -11,10 +11,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aggregation_benches::{on_each_backend, runtime};
-use aggregation_core::store::{
-    NewRefreshToken, NewSession, NewUser, NewWebhookEndpoint, Store, now,
-};
+use aggregation_benches::{on_each_backend, runtime, seed_sessions};
+use aggregation_core::store::{NewUser, NewWebhookEndpoint, Store, now};
 use chrono::TimeDelta;
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
@@ -64,31 +62,7 @@ async fn prepare(fixture: &Fixture, count: usize) -> Uuid {
         .await
         .expect("endpoint");
     assert!(created, "the previous iteration's endpoint was deleted");
-    for _ in 0..count {
-        let id = Uuid::now_v7();
-        let session = NewSession {
-            id,
-            user_id: fixture.user_id,
-            device_info: None,
-            ip_address: None,
-            user_agent: None,
-            created_at: at,
-            expires_at: at + TimeDelta::days(1),
-        };
-        let token = NewRefreshToken {
-            digest: id.as_bytes().to_vec(),
-            session_id: id,
-            user_id: fixture.user_id,
-            token_version: 0,
-            issued_at: at,
-            expires_at: at + TimeDelta::days(1),
-        };
-        fixture
-            .store
-            .create_session(&session, &token)
-            .await
-            .expect("session");
-    }
+    seed_sessions(fixture.store.as_ref(), fixture.user_id, count).await;
     endpoint.id
 }
 

@@ -16,15 +16,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aggregation_benches::{access_token, call, config, on_each_backend, runtime};
+use aggregation_benches::{access_token, call, config, on_each_backend, runtime, seed_sessions};
 use aggregation_core::crypto::Keyring;
 use aggregation_core::jobs::JobsHandle;
 use aggregation_core::mail::MemoryMailer;
 use aggregation_core::rate_limit::PolicyTable;
-use aggregation_core::store::{NewRefreshToken, NewSession, Store, now};
+use aggregation_core::store::Store;
 use aggregation_core::{AggregationService, Config};
 use bytes::Bytes;
-use chrono::TimeDelta;
 use http::Method;
 use http_body_util::Full;
 use uuid::Uuid;
@@ -139,35 +138,7 @@ async fn fixture(store: Arc<dyn Store>) -> Fixture {
 
 /// Creates `count` live sessions of the user; their ids.
 async fn sessions(fixture: &Fixture, count: usize) -> Vec<Uuid> {
-    let at = now();
-    let mut ids = Vec::with_capacity(count);
-    for _ in 0..count {
-        let id = Uuid::now_v7();
-        let session = NewSession {
-            id,
-            user_id: fixture.user_id,
-            device_info: None,
-            ip_address: None,
-            user_agent: None,
-            created_at: at,
-            expires_at: at + TimeDelta::days(1),
-        };
-        let token = NewRefreshToken {
-            digest: [Uuid::new_v4().as_bytes().as_slice(), id.as_bytes()].concat(),
-            session_id: id,
-            user_id: fixture.user_id,
-            token_version: 0,
-            issued_at: at,
-            expires_at: at + TimeDelta::days(1),
-        };
-        fixture
-            .store
-            .create_session(&session, &token)
-            .await
-            .expect("session");
-        ids.push(id);
-    }
-    ids
+    seed_sessions(fixture.store.as_ref(), fixture.user_id, count).await
 }
 
 /// The `q`-quantile (nearest rank) of sorted durations.

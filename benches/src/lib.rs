@@ -195,3 +195,44 @@ pub fn on_each_backend<T, F, Fut>(
     drop(postgres);
     runtime.block_on(database.drop_database());
 }
+
+/// Creates `count` live sessions (with their refresh tokens) of `user_id` directly in `store`,
+/// valid for a day; their ids.
+pub async fn seed_sessions(
+    store: &dyn Store,
+    user_id: uuid::Uuid,
+    count: usize,
+) -> Vec<uuid::Uuid> {
+    use aggregation_core::store::{NewRefreshToken, NewSession, now};
+
+    let at = now();
+    let expires_at = at + chrono::TimeDelta::days(1);
+    let mut ids = Vec::with_capacity(count);
+    for _ in 0..count {
+        let id = uuid::Uuid::now_v7();
+        let session = NewSession {
+            id,
+            user_id,
+            device_info: None,
+            ip_address: None,
+            user_agent: None,
+            created_at: at,
+            expires_at,
+        };
+        let token = NewRefreshToken {
+            // Unique across runs on one database: the session ids are.
+            digest: id.as_bytes().to_vec(),
+            session_id: id,
+            user_id,
+            token_version: 0,
+            issued_at: at,
+            expires_at,
+        };
+        store
+            .create_session(&session, &token)
+            .await
+            .expect("session");
+        ids.push(id);
+    }
+    ids
+}
