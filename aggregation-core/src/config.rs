@@ -706,6 +706,7 @@ struct WebhookSettings {
     first_retry: Duration,
     max_retry_delay: Duration,
     deliver_every: Option<Duration>,
+    disable_after: Duration,
 }
 
 impl Default for WebhookSettings {
@@ -716,6 +717,7 @@ impl Default for WebhookSettings {
             first_retry: Duration::from_secs(10),
             max_retry_delay: Duration::from_secs(3600),
             deliver_every: Some(Duration::from_secs(5)),
+            disable_after: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -786,6 +788,20 @@ impl Config {
     /// Interval of `deliver_webhooks`; `None` when off.
     pub fn deliver_webhooks_every(&self) -> Option<Duration> {
         self.webhooks.deliver_every
+    }
+
+    /// Sets how long a webhook endpoint may fail every attempt before it is disabled
+    /// (default 24 h, counted from the first failure after its last success). A disabled
+    /// endpoint receives nothing until its owner enables it again.
+    #[must_use]
+    pub fn with_webhook_disable_after(mut self, after: Duration) -> Self {
+        self.webhooks.disable_after = after;
+        self
+    }
+
+    /// How long a webhook endpoint may fail every attempt before it is disabled.
+    pub fn webhook_disable_after(&self) -> Duration {
+        self.webhooks.disable_after
     }
 }
 

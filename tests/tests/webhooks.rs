@@ -8,11 +8,11 @@ use std::time::Duration;
 use aggregation_core::Config;
 use aggregation_core::jobs::{DELIVER_WEBHOOKS, PURGE_EXPIRED, RunOutcome};
 use aggregation_core::store::{
-    NewRefreshToken, NewSession, NewUser, NewWebhookEndpoint, Store, now,
+    DeliveryClaim, NewRefreshToken, NewSession, NewUser, NewWebhookEndpoint, Store, now,
 };
 use aggregation_tests::receiver::{Received, Receiver, verify_signature};
 use aggregation_tests::{PASSWORD, SharedDatabase, TestApp, conformance, test_config};
-use chrono::TimeDelta;
+use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -845,6 +845,17 @@ async fn a_burst_of_events_is_delivered_exactly_once(app: TestApp) {
     second.shutdown().await;
 }
 
+/// A claim at `at` of at most `limit` deliveries, however many of one endpoint.
+fn unlimited_per_endpoint(at: DateTime<Utc>, limit: u32) -> DeliveryClaim {
+    DeliveryClaim {
+        now: at,
+        due_by: at,
+        lease_until: at + TimeDelta::minutes(5),
+        limit,
+        per_endpoint: u32::MAX,
+    }
+}
+
 /// Two pools over one database (two instances): claims racing for the same due deliveries
 /// never hand one out twice while its lease holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -904,7 +915,7 @@ async fn concurrent_claims_never_hand_out_one_delivery_twice() {
                     assert!(tokio::time::Instant::now() < deadline, "claims stalled");
                     let at = now();
                     let batch = store
-                        .claim_webhook_deliveries(at, at + TimeDelta::minutes(5), 7)
+                        .claim_webhook_deliveries(&unlimited_per_endpoint(at, 7))
                         .await
                         .expect("claim");
                     claimed.lock().expect("claims").extend(
@@ -931,7 +942,7 @@ async fn concurrent_claims_never_hand_out_one_delivery_twice() {
     let at = now();
     let more = shared
         .second
-        .claim_webhook_deliveries(at, at + TimeDelta::minutes(5), 7)
+        .claim_webhook_deliveries(&unlimited_per_endpoint(at, 7))
         .await
         .expect("claim");
     assert!(more.is_empty());

@@ -6,8 +6,12 @@
 //! characters, absolute `http`/`https` without credentials or fragment; a literal loopback,
 //! private or otherwise non-public address, or a `localhost` name, is 422 `private_address`
 //! unless the server allows private addresses. Secrets are returned only by the registration
-//! and the rotation (201); a rotation takes effect at once, for retries of earlier events too.
-//! Deliveries list the 50 newest, newest first, each with its attempts.
+//! and the rotation (201); a rotation takes effect at once, for retries of earlier events too,
+//! and the replaced secret signs beside the new one for 24 h. Deliveries list the 50 newest,
+//! newest first, each with its attempts. An endpoint that failed every attempt for 24 h is
+//! disabled (`enabled: false`, `disabled_at`); `PATCH` with exactly `{"enabled": true}`
+//! enables it again (anything else is 422 naming `enabled`: the service disables, the owner
+//! only enables), and enabling an enabled endpoint is a 200 that changes nothing.
 
 use chrono::{DateTime, Utc};
 use http::StatusCode;
@@ -38,6 +42,9 @@ pub(crate) const ROUTES: &[Route] = &[
         [201: WebhookWithSecretJson<'static>; Conflict, CommandExecutionFailed]),
     route!(GET "/api/v1/webhooks/{id}" => get, limited(API_READ),
         "Read one of the caller's webhook endpoints", [200: WebhookJson<'static>]),
+    route!(PATCH "/api/v1/webhooks/{id}" => update, limited(API_WRITE),
+        "Enable a webhook endpoint again after it was disabled for failing; `{\"enabled\": true}` is the only change",
+        [200: WebhookJson<'static>]),
     route!(DELETE "/api/v1/webhooks/{id}" => delete, limited(API_WRITE),
         "Delete a webhook endpoint; nothing more is sent to it", [204]),
     route!(POST "/api/v1/webhooks/{id}/secret-rotations" => rotate_secret, limited(API_WRITE),
@@ -125,6 +132,45 @@ impl Validate for RegisterBody {
     }
 }
 
+/// `{enabled}` of a PATCH.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(default)]
+pub(crate) struct WebhookUpdateBody {
+    /// Must be `true`: enables the endpoint again.
+    #[schema(value_type = bool, required = true, example = true)]
+    enabled: Field,
+}
+
+/// What a PATCH asks for: enabling (the only change there is).
+pub(crate) struct Enable;
+
+impl Validate for WebhookUpdateBody {
+    type Valid = Enable;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        let enabled = match self.enabled {
+            Field::Value(Value::Bool(true)) => Ok(Enable),
+            Field::Absent | Field::Null => Err(FieldError::new(
+                "enabled",
+                "required",
+                "This field is required.",
+            )),
+            Field::Value(Value::Bool(false)) => Err(FieldError::new(
+                "enabled",
+                "invalid_value",
+                "Only true is accepted: endpoints are disabled by the service when they keep \
+                 failing; delete one to stop its deliveries.",
+            )),
+            Field::Value(_) => Err(FieldError::new(
+                "enabled",
+                "invalid_type",
+                "Must be true.",
+            )),
+        };
+        enabled.all_valid()
+    }
+}
+
 impl From<WebhookError> for ApiError {
     fn from(error: WebhookError) -> Self {
         let detail = error.to_string();
@@ -152,6 +198,14 @@ pub(crate) struct WebhookJson<'a> {
     event_types: &'a [String],
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    /// False once disabled for failing every attempt for 24 h: nothing is sent to it until
+    /// `PATCH` enables it.
+    enabled: bool,
+    /// When it was disabled; null while enabled.
+    disabled_at: Option<DateTime<Utc>>,
+    /// Until when the secret replaced by the last rotation still signs beside the current
+    /// one; null when no replaced secret signs.
+    previous_secret_expires_at: Option<DateTime<Utc>>,
 }
 
 fn webhook_json(endpoint: &WebhookEndpointRecord) -> WebhookJson<'_> {
@@ -161,6 +215,11 @@ fn webhook_json(endpoint: &WebhookEndpointRecord) -> WebhookJson<'_> {
         event_types: &endpoint.event_types,
         created_at: endpoint.created_at,
         updated_at: endpoint.updated_at,
+        enabled: endpoint.disabled_at.is_none(),
+        disabled_at: endpoint.disabled_at,
+        previous_secret_expires_at: endpoint
+            .previous_secret_expires_at
+            .filter(|until| *until > crate::store::now()),
     }
 }
 
@@ -172,6 +231,8 @@ pub(crate) struct WebhookWithSecretJson<'a> {
     event_types: &'a [String],
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    /// Always true for a new endpoint.
+    enabled: bool,
     /// `whsec_` and the base64 key: the Standard Webhooks secret.
     #[schema(example = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")]
     secret: &'a str,
@@ -189,6 +250,9 @@ struct SecretRotationJson {
     webhook_id: Uuid,
     secret: String,
     rotated_at: DateTime<Utc>,
+    /// Until when the replaced secret signs beside the new one (both signatures in
+    /// `webhook-signature`).
+    previous_secret_expires_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -273,6 +337,7 @@ async fn register(
             event_types: &endpoint.event_types,
             created_at: endpoint.created_at,
             updated_at: endpoint.updated_at,
+            enabled: endpoint.disabled_at.is_none(),
             secret: &secret,
         },
     )
@@ -281,6 +346,17 @@ async fn register(
 /// `GET /api/v1/webhooks/{id}`
 async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult {
     let endpoint = state.webhooks.get(claims.sub, id).await?;
+    json(StatusCode::OK, &webhook_json(&endpoint))
+}
+
+/// `PATCH /api/v1/webhooks/{id}`
+async fn update(
+    state: &App,
+    User(claims): User,
+    PathId(id): PathId,
+    Json(Enable): Json<WebhookUpdateBody>,
+) -> ApiResult {
+    let endpoint = state.webhooks.enable(claims.sub, id).await?;
     json(StatusCode::OK, &webhook_json(&endpoint))
 }
 
@@ -299,6 +375,7 @@ async fn rotate_secret(state: &App, User(claims): User, PathId(id): PathId) -> A
             webhook_id: rotated.endpoint.id,
             secret: rotated.secret,
             rotated_at,
+            previous_secret_expires_at: rotated.endpoint.previous_secret_expires_at,
         },
     )
 }
@@ -331,6 +408,9 @@ mod tests {
             ("/api/v1/webhooks", "get", "200"),
             ("/api/v1/webhooks/{id}", "delete", "204"),
             ("/api/v1/webhooks/{id}", "delete", "404"),
+            ("/api/v1/webhooks/{id}", "patch", "200"),
+            ("/api/v1/webhooks/{id}", "patch", "404"),
+            ("/api/v1/webhooks/{id}", "patch", "422"),
             ("/api/v1/webhooks/{id}/secret-rotations", "post", "201"),
             ("/api/v1/webhooks/{id}/deliveries", "get", "200"),
         ] {
@@ -340,7 +420,15 @@ mod tests {
             );
         }
         let text = document.to_string();
-        for documented in ["whsec_", "import.completed", "status_code", "delivered"] {
+        for documented in [
+            "whsec_",
+            "import.completed",
+            "webhook.disabled",
+            "status_code",
+            "delivered",
+            "disabled_at",
+            "previous_secret_expires_at",
+        ] {
             assert!(text.contains(documented), "{documented} is documented");
         }
     }

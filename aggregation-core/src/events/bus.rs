@@ -68,6 +68,38 @@ impl EventBus {
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.sender.subscribe()
     }
+
+    /// A handle that publishes on this bus while the service holds it, without keeping it
+    /// alive (so its listeners still see it close when the service goes).
+    #[cfg(feature = "webhooks")]
+    pub(crate) fn downgrade(&self) -> WeakEventBus {
+        WeakEventBus {
+            sender: self.sender.downgrade(),
+            #[cfg(feature = "redis")]
+            relay: self.relay.clone(),
+        }
+    }
+}
+
+/// An [`EventBus`] that does not keep the bus alive ([`EventBus::downgrade`]).
+#[cfg(feature = "webhooks")]
+#[derive(Debug, Clone)]
+pub(crate) struct WeakEventBus {
+    sender: broadcast::WeakSender<Arc<Event>>,
+    #[cfg(feature = "redis")]
+    relay: Arc<std::sync::OnceLock<super::relay::RelayLink>>,
+}
+
+#[cfg(feature = "webhooks")]
+impl WeakEventBus {
+    /// The bus, unless the service let go of it.
+    pub(crate) fn upgrade(&self) -> Option<EventBus> {
+        Some(EventBus {
+            sender: self.sender.upgrade()?,
+            #[cfg(feature = "redis")]
+            relay: self.relay.clone(),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -46,6 +46,8 @@ mod raised;
 mod relay;
 
 pub(crate) use bus::EventBus;
+#[cfg(feature = "webhooks")]
+pub(crate) use bus::WeakEventBus;
 pub use outbox::{Event, EventType};
 #[cfg(feature = "redis")]
 pub use relay::{EventRelayError, RedisEventRelay};

@@ -31,6 +31,9 @@ string_enum! {
         /// An administrator rotated refresh-token versions (`data`: `rotation_id`, `scope`,
         /// `target_user_id`, `previous_version`, `new_version`, `initiated_by`).
         SecurityRotation => "security.rotation",
+        /// A webhook endpoint that failed every attempt for 24 h was disabled; nothing more
+        /// is sent to it until its owner enables it again (`data`: `webhook_id`).
+        WebhookDisabled => "webhook.disabled",
     }
 }
 
@@ -123,6 +126,6 @@ mod tests {
         for event_type in EventType::ALL {
             assert_eq!(EventType::parse(event_type.as_str()), Some(*event_type));
         }
-        assert_eq!(EventType::ALL.len(), 8);
+        assert_eq!(EventType::ALL.len(), 9);
     }
 }

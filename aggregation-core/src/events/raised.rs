@@ -177,4 +177,15 @@ impl Event {
             }),
         )
     }
+
+    /// `webhook.disabled`: the user's webhook endpoint failed every attempt for too long and
+    /// was disabled.
+    pub(crate) fn webhook_disabled(user_id: Uuid, webhook_id: Uuid, at: DateTime<Utc>) -> Self {
+        Self::new(
+            EventType::WebhookDisabled,
+            Some(user_id),
+            at,
+            json!({ "webhook_id": webhook_id }),
+        )
+    }
 }

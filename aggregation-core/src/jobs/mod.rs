@@ -153,7 +153,7 @@ pub struct JobRunner {
     /// The one HTTP client of webhook deliveries (the job's and the wake's), or why there is
     /// none.
     #[cfg(feature = "webhooks")]
-    webhook_sender: Result<crate::webhooks::delivery::Sender, String>,
+    webhook_sender: Result<crate::webhooks::delivery::Deliverer, String>,
     /// The service's bus of committed events, which wakes webhook delivery.
     #[cfg(feature = "webhooks")]
     events: Option<crate::events::EventBus>,
@@ -212,7 +212,8 @@ impl JobRunner {
     ) -> Self {
         let mut runner = Self {
             #[cfg(feature = "webhooks")]
-            webhook_sender: crate::webhooks::delivery::Sender::new(&config),
+            webhook_sender: crate::webhooks::delivery::Sender::new(&config)
+                .map(crate::webhooks::delivery::Deliverer::new),
             #[cfg(feature = "webhooks")]
             events: None,
             store,
@@ -250,6 +251,10 @@ impl JobRunner {
     /// spawned.
     #[cfg(feature = "webhooks")]
     pub(crate) fn with_event_bus(mut self, bus: crate::events::EventBus) -> Self {
+        // The events delivery raises (`webhook.disabled`) reach the event stream.
+        if let Ok(deliverer) = &self.webhook_sender {
+            deliverer.publish_on(&bus);
+        }
         self.events = Some(bus);
         self
     }
@@ -571,7 +576,7 @@ impl Job for SyncConnections {
 }
 
 #[cfg(feature = "webhooks")]
-struct DeliverWebhooks(Result<crate::webhooks::delivery::Sender, String>);
+struct DeliverWebhooks(Result<crate::webhooks::delivery::Deliverer, String>);
 
 #[cfg(feature = "webhooks")]
 #[async_trait]
@@ -581,7 +586,8 @@ impl Job for DeliverWebhooks {
             .0
             .as_ref()
             .map_err(|error| JobError::Failed(format!("no HTTP client: {error}")))?;
-        let run = crate::webhooks::delivery::deliver_due(ctx.store(), ctx.config(), sender).await?;
+        let run =
+            crate::webhooks::delivery::deliver_due(ctx.store(), ctx.config(), sender, None).await?;
         Ok(format!(
             "delivered {} webhooks, {} to retry, {} given up",
             run.delivered, run.retrying, run.given_up

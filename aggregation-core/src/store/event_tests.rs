@@ -631,7 +631,13 @@ async fn revoke_all_fans_out(store: Shared, count: usize) {
     // The payload is the exact text receivers are sent and verify the signature over.
     let claim_limit = u32::try_from(count * 3).unwrap();
     let claimed = store
-        .claim_webhook_deliveries(now(), now() + TimeDelta::minutes(5), claim_limit)
+        .claim_webhook_deliveries(&DeliveryClaim {
+            now: now(),
+            due_by: now(),
+            lease_until: now() + TimeDelta::minutes(5),
+            limit: claim_limit,
+            per_endpoint: claim_limit,
+        })
         .await
         .unwrap();
     assert_eq!(claimed.len(), count * 2);

@@ -63,7 +63,7 @@ pub use records::{
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use webhooks::{
-    ClaimedDelivery, DeliveryStatus, NewWebhookEndpoint, NextDelivery, WebhookAttempt,
+    ClaimedDelivery, DeliveryClaim, DeliveryStatus, NewWebhookEndpoint, NextDelivery, WebhookAttempt,
     WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord, WebhookStore,
 };
 

@@ -9,15 +9,27 @@ use sqlx::QueryBuilder;
 use uuid::Uuid;
 
 use super::connections::lock_user_in;
+use super::events::insert_event;
 use super::{BEGIN_WRITE, Db, SqlStore, Tx};
 use crate::events::Event;
 use crate::store::{
-    ClaimedDelivery, DeliveryStatus, NewWebhookEndpoint, NextDelivery, StoreError, WebhookAttempt,
+    ClaimedDelivery, DeliveryClaim, DeliveryStatus, NewWebhookEndpoint, NextDelivery, StoreError, WebhookAttempt,
     WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord, WebhookStore,
 };
 
-const SELECT_ENDPOINT: &str = "SELECT id, user_id, url, event_types, encrypted_secret, \
-     secret_key_id, created_at, updated_at FROM webhook_endpoints";
+/// The columns of an [`EndpointRow`] (a macro, so `concat!` can build on it).
+macro_rules! endpoint_columns {
+    () => {
+        "id, user_id, url, event_types, encrypted_secret, secret_key_id, created_at, \
+         updated_at, disabled_at, previous_secret_expires_at"
+    };
+}
+
+/// The columns of an [`EndpointRow`], for `RETURNING`.
+const ENDPOINT_COLUMNS: &str = endpoint_columns!();
+
+/// The endpoints table, to read [`EndpointRow`]s from.
+const SELECT_ENDPOINT: &str = concat!("SELECT ", endpoint_columns!(), " FROM webhook_endpoints");
 
 /// The stored form of an endpoint's event types: `",a,b,"` (every name framed by commas, so
 /// one `LIKE '%,name,%'` matches it), or empty for every type.
@@ -48,6 +60,8 @@ struct EndpointRow {
     secret_key_id: String,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    disabled_at: Option<DateTime<Utc>>,
+    previous_secret_expires_at: Option<DateTime<Utc>>,
 }
 
 impl From<EndpointRow> for WebhookEndpointRecord {
@@ -61,9 +75,28 @@ impl From<EndpointRow> for WebhookEndpointRecord {
             secret_key_id: row.secret_key_id,
             created_at: row.created_at,
             updated_at: row.updated_at,
+            disabled_at: row.disabled_at,
+            previous_secret_expires_at: row.previous_secret_expires_at,
         }
     }
 }
+
+/// What sending a claimed delivery needs of its endpoint.
+#[derive(sqlx::FromRow)]
+struct SendingRow {
+    id: Uuid,
+    url: String,
+    encrypted_secret: Vec<u8>,
+    secret_key_id: String,
+    previous_encrypted_secret: Option<Vec<u8>>,
+    previous_secret_key_id: Option<String>,
+    previous_secret_expires_at: Option<DateTime<Utc>>,
+}
+
+/// Claims serialize on this PostgreSQL advisory lock (held to the claim's commit), so the
+/// per-endpoint count of leased deliveries one claim reads cannot be overtaken by another's.
+/// SQLite needs none: a claim's `BEGIN IMMEDIATE` already runs claims one after another.
+const CLAIM_LOCK: i64 = 7_243_100_118;
 
 #[derive(sqlx::FromRow)]
 struct DeliveryRow {
@@ -144,7 +177,8 @@ pub(super) async fn queue_webhook_deliveries(
          attempt_count, next_attempt_at, created_at) \
          SELECT w.id, q.event_id, q.event_type, q.payload, 'pending', 0, q.occurred_at, \
          q.occurred_at FROM queued q JOIN webhook_endpoints w ON w.user_id = q.user_id \
-         WHERE (w.event_types = '' OR w.event_types LIKE '%,' || q.event_type || ',%') \
+         WHERE w.disabled_at IS NULL \
+         AND (w.event_types = '' OR w.event_types LIKE '%,' || q.event_type || ',%') \
          ON CONFLICT (endpoint_id, event_id) DO NOTHING",
     );
     query.build().execute(&mut **tx).await?;
@@ -233,20 +267,46 @@ impl WebhookStore for SqlStore {
         encrypted_secret: &[u8],
         secret_key_id: &str,
         at: DateTime<Utc>,
+        previous_until: DateTime<Utc>,
     ) -> Result<Option<WebhookEndpointRecord>, StoreError> {
-        let row: Option<EndpointRow> = sqlx::query_as(
-            "UPDATE webhook_endpoints SET encrypted_secret = $3, secret_key_id = $4, \
-             updated_at = $5 WHERE id = $1 AND user_id = $2 \
-             RETURNING id, user_id, url, event_types, encrypted_secret, secret_key_id, \
-             created_at, updated_at",
-        )
-        .bind(endpoint_id)
-        .bind(user_id)
-        .bind(encrypted_secret)
-        .bind(secret_key_id)
-        .bind(at)
-        .fetch_optional(&self.pool)
-        .await?;
+        // The right-hand sides read the row as it was: the current secret moves aside.
+        let sql = format!(
+            "UPDATE webhook_endpoints SET previous_encrypted_secret = encrypted_secret, \
+             previous_secret_key_id = secret_key_id, previous_secret_expires_at = $6, \
+             encrypted_secret = $3, secret_key_id = $4, updated_at = $5 \
+             WHERE id = $1 AND user_id = $2 RETURNING {ENDPOINT_COLUMNS}"
+        );
+        let row: Option<EndpointRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(endpoint_id)
+            .bind(user_id)
+            .bind(encrypted_secret)
+            .bind(secret_key_id)
+            .bind(at)
+            .bind(previous_until)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(Into::into))
+    }
+
+    async fn enable_webhook_endpoint(
+        &self,
+        user_id: Uuid,
+        endpoint_id: Uuid,
+        at: DateTime<Utc>,
+    ) -> Result<Option<WebhookEndpointRecord>, StoreError> {
+        // The CASEs read the row as it was: only a disabled endpoint changes.
+        let sql = format!(
+            "UPDATE webhook_endpoints SET \
+             failing_since = CASE WHEN disabled_at IS NULL THEN failing_since ELSE NULL END, \
+             updated_at = CASE WHEN disabled_at IS NULL THEN updated_at ELSE $3 END, \
+             disabled_at = NULL WHERE id = $1 AND user_id = $2 RETURNING {ENDPOINT_COLUMNS}"
+        );
+        let row: Option<EndpointRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(endpoint_id)
+            .bind(user_id)
+            .bind(at)
+            .fetch_optional(&self.pool)
+            .await?;
         Ok(row.map(Into::into))
     }
 
@@ -324,55 +384,98 @@ impl WebhookStore for SqlStore {
 
     async fn claim_webhook_deliveries(
         &self,
-        now: DateTime<Utc>,
-        lease_until: DateTime<Utc>,
-        limit: u32,
+        claim: &DeliveryClaim,
     ) -> Result<Vec<ClaimedDelivery>, StoreError> {
+        if claim.limit == 0 || claim.per_endpoint == 0 {
+            return Ok(Vec::new());
+        }
+        // A plain read first: an installation with nothing due (no endpoints, say) never takes
+        // the write lock below. Deliveries of endpoints at their in-flight cap count as due,
+        // so a claim may still come back empty while those are in flight.
+        let due: Option<i32> = sqlx::query_scalar(
+            "SELECT 1 FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
+             WHERE d.status = 'pending' AND d.next_attempt_at <= $1 \
+             AND (d.lease_until IS NULL OR d.lease_until <= $2) AND w.disabled_at IS NULL \
+             LIMIT 1",
+        )
+        .bind(claim.due_by)
+        .bind(claim.now)
+        .fetch_optional(&self.pool)
+        .await?;
+        if due.is_none() {
+            return Ok(Vec::new());
+        }
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        // One claimer at a time per row, whoever claims (the job, a pass woken by a commit,
-        // another instance), so no delivery is sent twice while its lease holds:
-        // - SQLite: `BEGIN IMMEDIATE` takes the write lock before the UPDATE reads, so claims
-        //   run one after another and each sees the leases the earlier ones committed.
-        // - PostgreSQL (read committed): two claims may pick the same rows in their subquery
-        //   snapshots. The second UPDATE then waits on the first's row locks and, once that
-        //   commits, re-evaluates its WHERE against the new row version (EvalPlanQual). That
-        //   is why the outer conditions repeat the inner ones: the re-check sees the fresh
-        //   `lease_until` (later than `$1`) and skips the row, which is then neither leased
-        //   again nor returned. Without them only the key would be re-checked.
-        // The lease outlasts a whole run (`CLAIM_LEASE` in `webhooks/delivery.rs`), and
-        // recording an attempt clears it; `tests/tests/webhooks.rs` races claims from two
+        // One claimer at a time, whoever claims (the job, a pass woken by a commit, another
+        // instance), so no delivery is sent twice while its lease holds and no endpoint gets
+        // more than its share: on SQLite `BEGIN IMMEDIATE` takes the write lock before the
+        // UPDATE reads; on PostgreSQL the advisory lock does, and the UPDATE (read committed:
+        // a fresh snapshot per statement) then sees the leases the earlier claims committed.
+        // The lease outlasts an attempt (`CLAIM_LEASE` in `webhooks/delivery.rs`), and
+        // recording the attempt clears it; `tests/tests/webhooks.rs` races claims from two
         // pools.
+        if <Db as sqlx::Database>::NAME == "PostgreSQL" {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(CLAIM_LOCK)
+                .execute(&mut *tx)
+                .await?;
+        }
+        // `turn`: the place of a delivery in its endpoint's queue. Taking every endpoint's
+        // first turn before anyone's second is the round-robin; an endpoint's turns plus what
+        // it has leased already stay within its cap.
         let claimed: Vec<ClaimRow> = sqlx::query_as(
-            "UPDATE webhook_deliveries SET lease_until = $2 \
-             WHERE status = 'pending' AND next_attempt_at <= $1 \
-             AND (lease_until IS NULL OR lease_until <= $1) \
-             AND (endpoint_id, event_id) IN (SELECT endpoint_id, event_id \
-                 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $1 \
-                 AND (lease_until IS NULL OR lease_until <= $1) \
-                 ORDER BY next_attempt_at LIMIT $3) \
+            "WITH leased AS (SELECT endpoint_id, COUNT(*) AS in_flight FROM webhook_deliveries \
+                 WHERE status = 'pending' AND lease_until > $1 GROUP BY endpoint_id), \
+             queued AS (SELECT d.endpoint_id, d.event_id, d.next_attempt_at, \
+                 ROW_NUMBER() OVER (PARTITION BY d.endpoint_id \
+                     ORDER BY d.next_attempt_at, d.event_id) AS turn \
+                 FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
+                 WHERE d.status = 'pending' AND d.next_attempt_at <= $2 \
+                 AND (d.lease_until IS NULL OR d.lease_until <= $1) AND w.disabled_at IS NULL), \
+             picked AS (SELECT q.endpoint_id, q.event_id FROM queued q \
+                 LEFT JOIN leased l ON l.endpoint_id = q.endpoint_id \
+                 WHERE q.turn + COALESCE(l.in_flight, 0) <= $4 \
+                 ORDER BY q.turn, q.next_attempt_at, q.endpoint_id LIMIT $5) \
+             UPDATE webhook_deliveries SET lease_until = $3 \
+             WHERE (endpoint_id, event_id) IN (SELECT endpoint_id, event_id FROM picked) \
              RETURNING endpoint_id, event_id, payload, attempt_count, created_at",
         )
-        .bind(now)
-        .bind(lease_until)
-        .bind(i64::from(limit))
+        .bind(claim.now)
+        .bind(claim.due_by)
+        .bind(claim.lease_until)
+        .bind(i64::from(claim.per_endpoint))
+        .bind(i64::from(claim.limit))
         .fetch_all(&mut *tx)
         .await?;
         let mut deliveries = Vec::with_capacity(claimed.len());
-        let mut endpoints: Vec<EndpointRow> = Vec::new();
+        let mut endpoints: Vec<SendingRow> = Vec::new();
         for row in claimed {
             if !endpoints
                 .iter()
                 .any(|endpoint| endpoint.id == row.endpoint_id)
             {
-                let sql = format!("{SELECT_ENDPOINT} WHERE id = $1");
-                let endpoint: EndpointRow = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                    .bind(row.endpoint_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
+                let endpoint: SendingRow = sqlx::query_as(
+                    "SELECT id, url, encrypted_secret, secret_key_id, previous_encrypted_secret, \
+                     previous_secret_key_id, previous_secret_expires_at \
+                     FROM webhook_endpoints WHERE id = $1",
+                )
+                .bind(row.endpoint_id)
+                .fetch_one(&mut *tx)
+                .await?;
                 endpoints.push(endpoint);
             }
             let Some(endpoint) = endpoints.iter().find(|e| e.id == row.endpoint_id) else {
                 continue;
+            };
+            let previous_secret = match (
+                &endpoint.previous_encrypted_secret,
+                &endpoint.previous_secret_key_id,
+                endpoint.previous_secret_expires_at,
+            ) {
+                (Some(secret), Some(key_id), Some(until)) if until > claim.now => {
+                    Some((secret.clone(), key_id.clone()))
+                }
+                _ => None,
             };
             deliveries.push(ClaimedDelivery {
                 endpoint_id: row.endpoint_id,
@@ -383,22 +486,37 @@ impl WebhookStore for SqlStore {
                 url: endpoint.url.clone(),
                 encrypted_secret: endpoint.encrypted_secret.clone(),
                 secret_key_id: endpoint.secret_key_id.clone(),
+                previous_secret,
             });
         }
         tx.commit().await?;
-        // Earliest queued first, so one endpoint receives its events in the order raised.
+        // Earliest queued first, so one endpoint tends to receive its events in the order
+        // raised (two may be in flight at once).
         deliveries.sort_by_key(|delivery| (delivery.created_at, delivery.event_id));
         Ok(deliveries)
     }
 
-    async fn record_webhook_attempts(&self, attempts: &[WebhookAttempt]) -> Result<(), StoreError> {
-        // One transaction per run rather than per attempt: one commit (one fsync) for a batch.
+    async fn record_webhook_attempts(
+        &self,
+        attempts: &[WebhookAttempt],
+        disable_failing_since: DateTime<Utc>,
+    ) -> Result<Vec<Event>, StoreError> {
+        if attempts.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One transaction for what finished together: one commit (one fsync) for a batch.
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut raised = Vec::new();
         for attempt in attempts {
-            record_attempt_in(&mut tx, attempt).await?;
+            if record_attempt_in(&mut tx, attempt).await?
+                && let Some(event) =
+                    track_failures_in(&mut tx, attempt, disable_failing_since).await?
+            {
+                raised.push(event);
+            }
         }
         tx.commit().await?;
-        Ok(())
+        Ok(raised)
     }
 
     async fn purge_webhook_deliveries_before(
@@ -416,8 +534,60 @@ impl WebhookStore for SqlStore {
     }
 }
 
-/// Records one attempt and moves its delivery on, inside `tx`.
-async fn record_attempt_in(tx: &mut Tx, attempt: &WebhookAttempt) -> Result<(), StoreError> {
+/// Keeps the failure streak of an attempt's endpoint, inside `tx`: a success ends it, a
+/// failure starts it (if none runs). An endpoint failing again with a streak that started at
+/// or before `disable_failing_since` is disabled, its pending deliveries given up: the
+/// `webhook.disabled` event, written here.
+async fn track_failures_in(
+    tx: &mut Tx,
+    attempt: &WebhookAttempt,
+    disable_failing_since: DateTime<Utc>,
+) -> Result<Option<Event>, StoreError> {
+    if attempt.next == NextDelivery::Delivered {
+        sqlx::query(
+            "UPDATE webhook_endpoints SET failing_since = NULL \
+             WHERE id = $1 AND failing_since IS NOT NULL",
+        )
+        .bind(attempt.endpoint_id)
+        .execute(&mut **tx)
+        .await?;
+        return Ok(None);
+    }
+    sqlx::query(
+        "UPDATE webhook_endpoints SET failing_since = $2 WHERE id = $1 AND failing_since IS NULL",
+    )
+    .bind(attempt.endpoint_id)
+    .bind(attempt.attempted_at)
+    .execute(&mut **tx)
+    .await?;
+    let owner: Option<Uuid> = sqlx::query_scalar(
+        "UPDATE webhook_endpoints SET disabled_at = $2 \
+         WHERE id = $1 AND disabled_at IS NULL AND failing_since <= $3 RETURNING user_id",
+    )
+    .bind(attempt.endpoint_id)
+    .bind(attempt.attempted_at)
+    .bind(disable_failing_since)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(user_id) = owner else {
+        return Ok(None);
+    };
+    // Nothing more goes out while disabled: what was queued is given up (its attempts stay
+    // listed), and enabling the endpoint starts over with the events raised from then on.
+    sqlx::query(
+        "UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, \
+         lease_until = NULL WHERE endpoint_id = $1 AND status = 'pending'",
+    )
+    .bind(attempt.endpoint_id)
+    .execute(&mut **tx)
+    .await?;
+    let event = Event::webhook_disabled(user_id, attempt.endpoint_id, attempt.attempted_at);
+    Ok(Some(insert_event(tx, event).await?))
+}
+
+/// Records one attempt and moves its delivery on, inside `tx`: whether it was recorded (its
+/// delivery was still pending).
+async fn record_attempt_in(tx: &mut Tx, attempt: &WebhookAttempt) -> Result<bool, StoreError> {
     let status = match attempt.next {
         NextDelivery::Delivered => DeliveryStatus::Delivered,
         NextDelivery::RetryAt(_) => DeliveryStatus::Pending,
@@ -443,8 +613,9 @@ async fn record_attempt_in(tx: &mut Tx, attempt: &WebhookAttempt) -> Result<(), 
     .fetch_optional(&mut **tx)
     .await?;
     let Some(number) = number else {
-        // Deleted meanwhile (or already recorded by a claimer whose lease had lapsed).
-        return Ok(());
+        // Deleted meanwhile (or already recorded by a claimer whose lease had lapsed, or given
+        // up when its endpoint was disabled).
+        return Ok(false);
     };
     sqlx::query(
         "INSERT INTO webhook_attempts (endpoint_id, event_id, attempt, attempted_at, \
@@ -458,7 +629,7 @@ async fn record_attempt_in(tx: &mut Tx, attempt: &WebhookAttempt) -> Result<(), 
     .bind(attempt.error.as_deref())
     .execute(&mut **tx)
     .await?;
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]

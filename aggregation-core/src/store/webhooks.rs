@@ -49,8 +49,12 @@ pub struct WebhookEndpointRecord {
     pub secret_key_id: String,
     /// Creation time.
     pub created_at: DateTime<Utc>,
-    /// Last change (creation or secret rotation).
+    /// Last change (creation, secret rotation, or enabling).
     pub updated_at: DateTime<Utc>,
+    /// When it was disabled for failing too long; `None` while enabled.
+    pub disabled_at: Option<DateTime<Utc>>,
+    /// When the secret it had before its last rotation stops signing beside the current one.
+    pub previous_secret_expires_at: Option<DateTime<Utc>>,
 }
 
 string_enum! {
@@ -119,6 +123,25 @@ pub struct ClaimedDelivery {
     pub encrypted_secret: Vec<u8>,
     /// The key that encrypted it.
     pub secret_key_id: String,
+    /// The secret before the last rotation, while it still signs: its ciphertext and the key
+    /// that encrypted it.
+    pub previous_secret: Option<(Vec<u8>, String)>,
+}
+
+/// What a claim of deliveries may take.
+#[derive(Debug, Clone, Copy)]
+pub struct DeliveryClaim {
+    /// The time of the claim: leases that end at or before it are free.
+    pub now: DateTime<Utc>,
+    /// Only deliveries due at or before this time are claimed (a pass attempts each delivery
+    /// at most once by keeping it fixed: a retry is due after the attempt).
+    pub due_by: DateTime<Utc>,
+    /// Until when the claimed deliveries are leased.
+    pub lease_until: DateTime<Utc>,
+    /// Most deliveries claimed.
+    pub limit: u32,
+    /// Most deliveries of one endpoint leased at once, counting those leased before.
+    pub per_endpoint: u32,
 }
 
 /// What follows an attempt.
@@ -183,7 +206,8 @@ pub trait WebhookStore: Send + Sync {
     ) -> Result<bool, StoreError>;
 
     /// Replaces the signing secret of an endpoint of the user; `None` when unknown or another
-    /// user's, else the updated endpoint.
+    /// user's, else the updated endpoint. The secret it replaces keeps signing beside the new
+    /// one until `previous_until` (a secret replaced earlier stops at once).
     async fn replace_webhook_secret(
         &self,
         user_id: Uuid,
@@ -191,6 +215,7 @@ pub trait WebhookStore: Send + Sync {
         encrypted_secret: &[u8],
         secret_key_id: &str,
         at: DateTime<Utc>,
+        previous_until: DateTime<Utc>,
     ) -> Result<Option<WebhookEndpointRecord>, StoreError>;
 
     /// The latest `limit` deliveries of an endpoint of the user, newest first, each with its
@@ -202,20 +227,44 @@ pub trait WebhookStore: Send + Sync {
         limit: u32,
     ) -> Result<Option<Vec<WebhookDeliveryRecord>>, StoreError>;
 
-    /// Claims up to `limit` pending deliveries due at `now` (earliest due first) whose lease
-    /// is free, leasing them until `lease_until`. Of concurrent callers each delivery goes to
-    /// at most one until its lease lapses (a claimer that died leaves it to the next).
+    /// Enables an endpoint of the user again (a disabled one starts over: its failures are
+    /// forgotten); `None` when unknown or another user's, else the endpoint. Enabling an
+    /// enabled endpoint changes nothing.
+    async fn enable_webhook_endpoint(
+        &self,
+        user_id: Uuid,
+        endpoint_id: Uuid,
+        at: DateTime<Utc>,
+    ) -> Result<Option<WebhookEndpointRecord>, StoreError>;
+
+    /// Claims pending deliveries of enabled endpoints, due by `claim.due_by`, whose lease is
+    /// free at `claim.now`, leasing them until `claim.lease_until`: at most `claim.limit`,
+    /// and at most `claim.per_endpoint` leased at once per endpoint (those leased earlier by
+    /// anyone count). Round-robin across endpoints: every endpoint's earliest due delivery
+    /// comes before any endpoint's second. Of concurrent callers each delivery goes to at
+    /// most one until its lease lapses (a claimer that died leaves it to the next).
+    ///
+    /// First a plain read of whether anything is due: when nothing is, no write transaction
+    /// (on SQLite, no write lock) is taken.
     async fn claim_webhook_deliveries(
         &self,
-        now: DateTime<Utc>,
-        lease_until: DateTime<Utc>,
-        limit: u32,
+        claim: &DeliveryClaim,
     ) -> Result<Vec<ClaimedDelivery>, StoreError>;
 
     /// Records attempts and moves each delivery on (delivered, due again, or given up),
     /// releasing its lease, all in one transaction. An attempt whose delivery no longer exists
     /// (its endpoint was deleted meanwhile) or is no longer pending is skipped.
-    async fn record_webhook_attempts(&self, attempts: &[WebhookAttempt]) -> Result<(), StoreError>;
+    ///
+    /// A success clears the endpoint's failure streak; a failure starts one if none is
+    /// running. An endpoint whose streak started at or before `disable_failing_since` and
+    /// that failed again is disabled, its pending deliveries given up, and a
+    /// `webhook.disabled` event raised in the same transaction: the events raised, to
+    /// publish after the call.
+    async fn record_webhook_attempts(
+        &self,
+        attempts: &[WebhookAttempt],
+        disable_failing_since: DateTime<Utc>,
+    ) -> Result<Vec<crate::events::Event>, StoreError>;
 
     /// Deletes delivered and given-up deliveries queued before `cutoff`, with their attempts,
     /// atomically; how many deliveries. Pending ones stay whatever their age.

@@ -8,31 +8,44 @@
 //! never reaches a resolver and is checked before sending. Redirects are not followed, proxies
 //! from the environment are not used, and every request is bounded by short timeouts.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt as _, StreamExt as _};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 
+use super::signing::SigningSecrets;
 use super::ssrf::{WebhookHost, may_connect, webhook_host};
-use super::{open_secret, signing::SigningSecret};
+use super::open_secret;
 use crate::config::Config;
 use crate::dates;
+use crate::events::{EventBus, WeakEventBus};
 use crate::outbound::describe_request_error;
-use crate::store::{ClaimedDelivery, NextDelivery, Store, StoreError, WebhookAttempt, now};
+use crate::store::{
+    ClaimedDelivery, DeliveryClaim, NextDelivery, Store, StoreError, WebhookAttempt, now,
+};
 
-/// Most deliveries one run claims.
-pub(crate) const BATCH: u32 = 200;
-/// Deliveries sent at once within a run.
-const CONCURRENCY: usize = 16;
+/// Most deliveries in flight at once on this instance, every endpoint together.
+pub(crate) const MAX_IN_FLIGHT: usize = 64;
+/// Most deliveries of one endpoint in flight at once (on every instance together: the claim
+/// counts leases), so a slow endpoint holds at most this many sending slots.
+pub(crate) const PER_ENDPOINT_IN_FLIGHT: u32 = 2;
 /// Time to connect to a receiver.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time for a receiver's whole answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long a claim holds its deliveries: longer than a run's requests can take (every one
-/// timing out), so no other run sends them meanwhile.
-const CLAIM_LEASE: Duration = Duration::from_secs(
-    (BATCH as u64).div_ceil(CONCURRENCY as u64) * REQUEST_TIMEOUT.as_secs() + 60,
-);
+/// How long a claim holds a delivery: longer than its attempt can take (a delivery is claimed
+/// only when a slot is free to send it at once, and recorded as soon as it is answered), so
+/// no other claimer sends it meanwhile.
+const CLAIM_LEASE: Duration = Duration::from_secs(REQUEST_TIMEOUT.as_secs() + 45);
+/// How long one pass goes on claiming. An endpoint with a long queue that answers slowly is
+/// served two at a time; without this bound the pass (and the job run it is) would last as
+/// long as that queue. Afterwards the pass only finishes what is in flight, and the next pass
+/// (the job's next run, or the next commit's) takes over.
+const PASS_CLAIMS_FOR: Duration = Duration::from_secs(30);
 /// The `User-Agent` of deliveries.
 const USER_AGENT: &str = concat!("aggregation-webhooks/", env!("CARGO_PKG_VERSION"));
 
@@ -93,7 +106,7 @@ impl Sender {
     async fn send(
         &self,
         delivery: &ClaimedDelivery,
-        secret: &SigningSecret,
+        secret: &SigningSecrets,
     ) -> Result<u16, String> {
         if let Ok(WebhookHost::Ip(ip)) = webhook_host(&delivery.url)
             && !may_connect(ip, self.allow_private)
@@ -130,6 +143,38 @@ pub(crate) fn retry_delay(config: &Config, next_attempt: i32) -> Duration {
         .min(config.webhook_max_retry_delay())
 }
 
+/// The sending side the job and the passes after commits share: the guarded client, this
+/// instance's sending slots ([`MAX_IN_FLIGHT`]), and the bus `webhook.disabled` events are
+/// published on. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Deliverer {
+    sender: Sender,
+    slots: Arc<Semaphore>,
+    bus: Arc<OnceLock<WeakEventBus>>,
+}
+
+impl Deliverer {
+    /// Sends with `sender`.
+    pub(crate) fn new(sender: Sender) -> Self {
+        Self {
+            sender,
+            slots: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            bus: Arc::default(),
+        }
+    }
+
+    /// Publishes the events delivery raises on `bus` (the service's) from now on, every
+    /// clone included; without keeping the bus alive. A second bus is ignored.
+    pub(crate) fn publish_on(&self, bus: &EventBus) {
+        let _ = self.bus.set(bus.downgrade());
+    }
+
+    /// Every sending slot free right now, taken.
+    fn free_slots(&self) -> Vec<OwnedSemaphorePermit> {
+        std::iter::from_fn(|| self.slots.clone().try_acquire_owned().ok()).collect()
+    }
+}
+
 /// What one run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct DeliveryRun {
@@ -142,51 +187,208 @@ pub(crate) struct DeliveryRun {
 }
 
 impl DeliveryRun {
-    /// How many deliveries the run claimed (each had one attempt).
-    pub(crate) fn claimed(&self) -> u32 {
+    /// How many deliveries the run attempted (each once).
+    pub(crate) fn attempted(&self) -> u32 {
         self.delivered + self.retrying + self.given_up
+    }
+
+    fn count(&mut self, attempts: &[WebhookAttempt]) {
+        for attempt in attempts {
+            match attempt.next {
+                NextDelivery::Delivered => self.delivered += 1,
+                NextDelivery::RetryAt(_) => self.retrying += 1,
+                NextDelivery::GiveUp => self.given_up += 1,
+            }
+        }
     }
 }
 
-/// Claims the due deliveries (at most [`BATCH`]), sends them, and records every attempt.
-/// Concurrent callers (the job, wake passes, other instances) each send only what they
-/// claimed: the claim leases every row it returns.
+/// How a pass after commits hears of more work and of the stop.
+pub(crate) struct Wake<'a> {
+    /// Signalled when an event with deliveries was committed.
+    pub(crate) more: &'a Notify,
+    /// Changes when the jobs stop.
+    pub(crate) stop: watch::Receiver<bool>,
+}
+
+/// Resolves when `more` is signalled, or never without it.
+async fn more_work(more: Option<&Notify>) {
+    match more {
+        Some(more) => more.notified().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves when `stop` changes, or never without it.
+async fn stopping(stop: Option<&mut watch::Receiver<bool>>) {
+    match stop {
+        // An error: the sender is gone, which stops too.
+        Some(stop) => {
+            let _ = stop.changed().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// A delivery pass: claims due deliveries as sending slots and endpoint caps allow, sends each
+/// at once, records each attempt as soon as it is answered, and claims again whenever a slot
+/// frees (so one endpoint's next delivery, or another endpoint's, goes out while a slow
+/// endpoint still holds its two). It never waits for a slow endpoint before claiming for the
+/// others, and it ends once nothing it claimed is in flight and nothing more can be claimed.
+///
+/// Each delivery is attempted at most once per pass: only deliveries due when the pass
+/// started are claimed (a failed one is due again later), unless `wake` reports newly
+/// committed events, which moves that horizon to the present. A pass claims for at most
+/// [`PASS_CLAIMS_FOR`], then finishes what is in flight. The job runs without `wake`;
+/// the pass after commits with it, and stops claiming once `wake.stop` changes (what is in
+/// flight is still recorded).
+///
+/// Concurrent passes (the job, the pass after commits, other instances) each send only what
+/// they claimed: the claim leases every row it returns.
 pub(crate) async fn deliver_due(
     store: &dyn Store,
     config: &Config,
-    sender: &Sender,
+    deliverer: &Deliverer,
+    wake: Option<Wake<'_>>,
 ) -> Result<DeliveryRun, StoreError> {
-    let at = now();
-    let claimed = store
-        .claim_webhook_deliveries(at, dates::later(at, dates::delta(CLAIM_LEASE)), BATCH)
-        .await?;
-    let attempts: Vec<WebhookAttempt> = futures_util::stream::iter(claimed)
-        .map(|delivery| attempt(config, sender, delivery))
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
-    // Recorded together; should that fail, the claims' leases lapse and the deliveries are
-    // sent again (at least once).
-    store.record_webhook_attempts(&attempts).await?;
+    let (more, mut stop) = match wake {
+        Some(Wake { more, stop }) => (Some(more), Some(stop)),
+        None => (None, None),
+    };
     let mut run = DeliveryRun::default();
-    for attempt in &attempts {
-        match attempt.next {
-            NextDelivery::Delivered => run.delivered += 1,
-            NextDelivery::RetryAt(_) => run.retrying += 1,
-            NextDelivery::GiveUp => run.given_up += 1,
+    let claim_until = tokio::time::Instant::now() + PASS_CLAIMS_FOR;
+    let mut due_by = now();
+    let mut in_flight = FuturesUnordered::new();
+    let mut claim = true;
+    let mut stopped = false;
+    loop {
+        // Once it stops claiming, the pass leaves the requests of later commits to the next.
+        let claiming = !stopped && tokio::time::Instant::now() < claim_until;
+        if claim && claiming {
+            claim = false;
+            let mut slots = deliverer.free_slots();
+            if !slots.is_empty() {
+                let at = now();
+                let claimed = store
+                    .claim_webhook_deliveries(&DeliveryClaim {
+                        now: at,
+                        due_by,
+                        lease_until: dates::later(at, dates::delta(CLAIM_LEASE)),
+                        limit: u32::try_from(slots.len()).unwrap_or(u32::MAX),
+                        per_endpoint: PER_ENDPOINT_IN_FLIGHT,
+                    })
+                    .await;
+                match claimed {
+                    Ok(claimed) => {
+                        for delivery in claimed {
+                            let Some(slot) = slots.pop() else { break };
+                            in_flight.push(sending(config, &deliverer.sender, delivery, slot));
+                        }
+                    }
+                    // Nothing of ours in flight: nothing lost, the caller hears of it.
+                    Err(error) if in_flight.is_empty() => return Err(error),
+                    // What is in flight is still recorded; the next pass claims again.
+                    Err(error) => {
+                        tracing::warn!(error = %error, "claiming webhook deliveries failed");
+                    }
+                }
+            }
+        }
+        if in_flight.is_empty() {
+            return Ok(run);
+        }
+        tokio::select! {
+            Some(first) = in_flight.next() => {
+                // Whatever else finished meanwhile is recorded in the same transaction.
+                let mut finished = vec![first];
+                while let Some(Some(attempt)) = in_flight.next().now_or_never() {
+                    finished.push(attempt);
+                }
+                record(store, config, deliverer, &finished).await?;
+                run.count(&finished);
+                claim = true;
+            }
+            () = more_work(more), if claiming => {
+                due_by = now();
+                claim = true;
+            }
+            () = stopping(stop.as_mut()), if !stopped => stopped = true,
         }
     }
-    Ok(run)
 }
 
-/// One attempt at one delivery: what to record.
-async fn attempt(config: &Config, sender: &Sender, delivery: ClaimedDelivery) -> WebhookAttempt {
-    let result = match open_secret(
+/// One delivery sent while it holds its sending slot.
+fn sending<'a>(
+    config: &'a Config,
+    sender: &'a Sender,
+    delivery: ClaimedDelivery,
+    slot: OwnedSemaphorePermit,
+) -> impl Future<Output = WebhookAttempt> + 'a {
+    async move {
+        let attempt = attempt(config, sender, delivery).await;
+        drop(slot);
+        attempt
+    }
+}
+
+/// Records finished attempts (an endpoint failing for too long is disabled on the way) and
+/// publishes the events that raised. Should recording fail, the leases lapse and the
+/// deliveries are sent again (at least once).
+async fn record(
+    store: &dyn Store,
+    config: &Config,
+    deliverer: &Deliverer,
+    attempts: &[WebhookAttempt],
+) -> Result<(), StoreError> {
+    let disable_failing_since =
+        dates::earlier(now(), dates::delta(config.webhook_disable_after()));
+    let raised = store
+        .record_webhook_attempts(attempts, disable_failing_since)
+        .await?;
+    for event in &raised {
+        tracing::warn!(
+            user_id = ?event.user_id,
+            data = %event.data,
+            "webhook endpoint disabled after failing every attempt"
+        );
+    }
+    if !raised.is_empty()
+        && let Some(bus) = deliverer.bus.get().and_then(WeakEventBus::upgrade)
+    {
+        bus.publish(&raised);
+    }
+    Ok(())
+}
+
+/// The secrets that sign a delivery: the endpoint's current one, and the previous one while
+/// it still signs. A previous secret that cannot be read is left out (the current one signs).
+fn secrets(
+    config: &Config,
+    delivery: &ClaimedDelivery,
+) -> Result<SigningSecrets, crate::crypto::CryptoError> {
+    let current = open_secret(
         config,
         delivery.endpoint_id,
         &delivery.secret_key_id,
         &delivery.encrypted_secret,
-    ) {
+    )?;
+    let previous = delivery
+        .previous_secret
+        .as_ref()
+        .and_then(|(ciphertext, key_id)| {
+            open_secret(config, delivery.endpoint_id, key_id, ciphertext)
+                .inspect_err(|error| {
+                    tracing::warn!(endpoint_id = %delivery.endpoint_id, error = %error,
+                        "previous webhook secret unreadable");
+                })
+                .ok()
+        });
+    Ok(SigningSecrets { current, previous })
+}
+
+/// One attempt at one delivery: what to record.
+async fn attempt(config: &Config, sender: &Sender, delivery: ClaimedDelivery) -> WebhookAttempt {
+    let result = match secrets(config, &delivery) {
         Ok(secret) => sender.send(&delivery, &secret).await,
         Err(error) => {
             tracing::error!(endpoint_id = %delivery.endpoint_id, error = %error, "webhook secret unreadable");
@@ -276,9 +478,16 @@ mod tests {
                 url: url.to_owned(),
                 encrypted_secret: Vec::new(),
                 secret_key_id: String::new(),
+                previous_secret: None,
             };
             let error = sender
-                .send(&delivery, &SigningSecret::generate())
+                .send(
+                    &delivery,
+                    &SigningSecrets {
+                        current: super::super::signing::SigningSecret::generate(),
+                        previous: None,
+                    },
+                )
                 .await
                 .expect_err("refused");
             assert!(

@@ -7,7 +7,8 @@
 //!   it), `webhook-timestamp` (Unix seconds of the attempt) and `webhook-signature`
 //!   (`v1,` and the base64 HMAC-SHA256 of `"{id}.{timestamp}.{body}"` keyed with the
 //!   endpoint's secret, handed out once as `whsec_<base64>` and stored only encrypted with
-//!   the service's [`Keyring`](crate::Keyring)).
+//!   the service's [`Keyring`](crate::Keyring)). For 24 h after a rotation the replaced
+//!   secret signs too: the header then carries both signatures, space-separated.
 //! - Delivery: the outbox queues one delivery per matching endpoint in the transaction that
 //!   writes the event. Sending starts right after the commit: the running jobs
 //!   ([`JobRunner::spawn`](crate::jobs::JobRunner::spawn)) hear the event on the service's
@@ -17,6 +18,12 @@
 //!   answer delivers; anything else is retried with exponential backoff
 //!   ([`Config::with_webhook_retry_delays`]) until the delivery is
 //!   [`Config::webhook_max_age`] old. At least once: a receiver may see an event twice.
+//! - Fairness: claims take every endpoint's earliest due delivery before anyone's second, and
+//!   at most 2 deliveries of one endpoint are in flight at once, so a slow endpoint holds at
+//!   most 2 of the sending slots while the others' deliveries go out.
+//! - An endpoint that failed every attempt for [`Config::webhook_disable_after`] (24 h) is
+//!   disabled: a `webhook.disabled` event goes to its owner, its queued deliveries are given
+//!   up, and nothing is queued for it until `PATCH /api/v1/webhooks/{id}` enables it.
 //! - Only public addresses are reached unless the host allows private ones (`ssrf.rs`).
 
 #[cfg(feature = "webhooks")]
@@ -42,6 +49,9 @@ use signing::SigningSecret;
 pub(crate) const MAX_ENDPOINTS_PER_USER: u32 = 10;
 /// Most deliveries `GET /webhooks/{id}/deliveries` lists (the newest).
 pub(crate) const LISTED_DELIVERIES: u32 = 50;
+/// How long a rotated-away secret keeps signing beside the new one, so receivers can switch
+/// without losing deliveries.
+pub(crate) const PREVIOUS_SECRET_SIGNS_FOR: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
 /// Why a webhook operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -143,6 +153,8 @@ impl Webhooks {
                 secret_key_id: endpoint.secret_key_id,
                 created_at: at,
                 updated_at: at,
+                disabled_at: None,
+                previous_secret_expires_at: None,
             },
             secret: secret.to_whsec(),
         })
@@ -177,8 +189,22 @@ impl Webhooks {
         }
     }
 
+    /// Enables one of the user's endpoints again (after it was disabled for failing); the
+    /// endpoint.
+    pub(crate) async fn enable(
+        &self,
+        user_id: Uuid,
+        id: Uuid,
+    ) -> Result<WebhookEndpointRecord, WebhookError> {
+        self.store
+            .enable_webhook_endpoint(user_id, id, now())
+            .await?
+            .ok_or(WebhookError::NotFound)
+    }
+
     /// Replaces the secret of one of the user's endpoints; every later attempt (retries of
-    /// earlier events included) is signed with the new one.
+    /// earlier events included) is signed with the new one, and for
+    /// [`PREVIOUS_SECRET_SIGNS_FOR`] with the replaced one beside it.
     pub(crate) async fn rotate_secret(
         &self,
         user_id: Uuid,
@@ -189,7 +215,14 @@ impl Webhooks {
         let at = now();
         let endpoint = self
             .store
-            .replace_webhook_secret(user_id, id, &encrypted_secret, &key_id, at)
+            .replace_webhook_secret(
+                user_id,
+                id,
+                &encrypted_secret,
+                &key_id,
+                at,
+                crate::dates::later(at, PREVIOUS_SECRET_SIGNS_FOR),
+            )
             .await?
             .ok_or(WebhookError::NotFound)?;
         Ok((

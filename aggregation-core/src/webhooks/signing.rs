@@ -69,6 +69,31 @@ impl SigningSecret {
     }
 }
 
+/// The secrets that sign an attempt: the endpoint's current one, and for a while after a
+/// rotation the one it replaced.
+#[cfg(feature = "webhooks")]
+#[derive(Debug, Clone)]
+pub(crate) struct SigningSecrets {
+    /// The current secret.
+    pub(crate) current: SigningSecret,
+    /// The secret before the last rotation, while it still signs.
+    pub(crate) previous: Option<SigningSecret>,
+}
+
+#[cfg(feature = "webhooks")]
+impl SigningSecrets {
+    /// The `webhook-signature` header value: the current secret's `v1,` signature, then the
+    /// previous secret's, space-separated as Standard Webhooks allows, so a receiver that
+    /// still knows only the previous secret verifies the delivery too.
+    pub(crate) fn sign(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
+        let current = self.current.sign(id, timestamp, body);
+        match &self.previous {
+            Some(previous) => format!("{current} {}", previous.sign(id, timestamp, body)),
+            None => current,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +136,30 @@ mod tests {
         assert_ne!(secret.sign("b", 1, b"{}"), base);
         assert_ne!(secret.sign("a", 2, b"{}"), base);
         assert_ne!(secret.sign("a", 1, b"{ }"), base);
+    }
+
+    #[cfg(feature = "webhooks")]
+    #[test]
+    fn a_previous_secret_signs_beside_the_current_one() {
+        let current = SigningSecret::generate();
+        let previous = reference_secret();
+        let both = SigningSecrets {
+            current: current.clone(),
+            previous: Some(previous.clone()),
+        };
+        let header = both.sign("msg_27UH4WbU6Z5A5EzD8u03UvzRbpk", 1_649_367_553, b"{}");
+        let signatures: Vec<&str> = header.split(' ').collect();
+        assert_eq!(
+            signatures,
+            [
+                current.sign("msg_27UH4WbU6Z5A5EzD8u03UvzRbpk", 1_649_367_553, b"{}"),
+                previous.sign("msg_27UH4WbU6Z5A5EzD8u03UvzRbpk", 1_649_367_553, b"{}"),
+            ]
+        );
+        let alone = SigningSecrets {
+            current: current.clone(),
+            previous: None,
+        };
+        assert_eq!(alone.sign("a", 1, b"{}"), current.sign("a", 1, b"{}"));
     }
 }

@@ -7,7 +7,9 @@
 //! ([`deliver_due`]: claim due deliveries with their lease, send, record) once per request.
 //! Requests are coalesced by a [`Notify`]: one pass runs at a time and at most one more is
 //! pending, however many events arrive, so a burst costs at most two passes and no task or
-//! queue per event. A listener that lags behind the bus has missed events whose deliveries
+//! queue per event. A running pass hears the requests itself: while slow endpoints still
+//! hold their slots it claims the deliveries of newly committed events at once, so nobody's
+//! delivery waits for another endpoint's timeout. A listener that lags behind the bus has missed events whose deliveries
 //! are in the store anyway, so a lag is one more request, never an error.
 //!
 //! The passes and the job (on this instance or another sharing the store) never send one
@@ -25,15 +27,10 @@ use tokio::sync::{Notify, broadcast, watch};
 use tokio::task::JoinHandle;
 use tracing::Instrument as _;
 
-use super::delivery::{BATCH, Sender, deliver_due};
+use super::delivery::{Deliverer, Wake, deliver_due};
 use crate::config::Config;
 use crate::events::{Event, EventBus};
 use crate::store::Store;
-
-/// Most claims one pass makes while every claim comes back full: a backlog larger than this
-/// (`MAX_CLAIMS_PER_PASS * BATCH` deliveries) is left to the next pass or the job, so a pass
-/// always ends (even when every delivery fails and is due again at once).
-const MAX_CLAIMS_PER_PASS: u32 = 50;
 
 /// Requests for a delivery pass, coalesced: requests made while a pass runs amount to one
 /// more pass after it. Cheap to clone.
@@ -97,33 +94,31 @@ async fn listen(
     }
 }
 
-/// One wake-triggered pass: claims and sends until a claim comes back short of a full batch
-/// (nothing more is due now) or after [`MAX_CLAIMS_PER_PASS`] claims, or once `stop` is set.
-async fn pass(store: &dyn Store, config: &Config, sender: &Sender, stop: &watch::Receiver<bool>) {
-    for _ in 0..MAX_CLAIMS_PER_PASS {
-        match deliver_due(store, config, sender).await {
-            Ok(run) => {
-                if run.claimed() > 0 {
-                    tracing::debug!(
-                        delivered = run.delivered,
-                        retrying = run.retrying,
-                        given_up = run.given_up,
-                        "webhook deliveries sent after a commit"
-                    );
-                }
-                if run.claimed() < BATCH {
-                    return;
-                }
-            }
-            Err(error) => {
-                // The job sends them at its next run.
-                tracing::warn!(error = %error, "webhook delivery after a commit failed");
-                return;
-            }
-        }
-        if *stop.borrow() {
-            return;
-        }
+/// One wake-triggered pass ([`deliver_due`] told of later commits through `requests`, so it
+/// claims their deliveries too while earlier ones are still in flight). It ends once nothing
+/// it claimed is in flight and nothing more is due, or, after `stop`, once what is in flight
+/// is recorded.
+async fn pass(
+    store: &dyn Store,
+    config: &Config,
+    deliverer: &Deliverer,
+    requests: &PassRequests,
+    stop: watch::Receiver<bool>,
+) {
+    let wake = Wake {
+        more: &requests.0,
+        stop,
+    };
+    match deliver_due(store, config, deliverer, Some(wake)).await {
+        Ok(run) if run.attempted() > 0 => tracing::debug!(
+            delivered = run.delivered,
+            retrying = run.retrying,
+            given_up = run.given_up,
+            "webhook deliveries sent after a commit"
+        ),
+        Ok(_) => {}
+        // The job sends them at its next run.
+        Err(error) => tracing::warn!(error = %error, "webhook delivery after a commit failed"),
     }
 }
 
@@ -133,25 +128,28 @@ pub(crate) fn spawn(
     bus: &EventBus,
     store: Arc<dyn Store>,
     config: Arc<Config>,
-    sender: Sender,
+    deliverer: Deliverer,
     stop: &watch::Receiver<bool>,
 ) -> [JoinHandle<()>; 2] {
     let requests = PassRequests::default();
     let listener = tokio::spawn(listen(bus.subscribe(), requests.clone(), stop.clone()));
     let passes_stop = stop.clone();
     let passer = tokio::spawn(async move {
-        requests
+        let serving = requests.clone();
+        serving
             .serve(passes_stop.clone(), || {
                 // Cheap clones (`Arc`s; the HTTP client is one too) owned by the pass.
-                let (store, config, sender, stop) = (
+                let (store, config, deliverer, requests, stop) = (
                     store.clone(),
                     config.clone(),
-                    sender.clone(),
+                    deliverer.clone(),
+                    requests.clone(),
                     passes_stop.clone(),
                 );
                 async move {
                     // A panic ends this pass, not the prompt delivery (as a job's run).
-                    let run = AssertUnwindSafe(pass(&*store, &config, &sender, &stop));
+                    let run =
+                        AssertUnwindSafe(pass(&*store, &config, &deliverer, &requests, stop));
                     if run.catch_unwind().await.is_err() {
                         tracing::error!("webhook delivery after a commit panicked");
                     }
