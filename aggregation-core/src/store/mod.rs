@@ -38,6 +38,9 @@ mod providers;
 mod records;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
+#[cfg(test)]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod webhook_tests;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod webhooks;
