@@ -178,3 +178,45 @@ impl Receiver {
         self.inner.lock().expect("receiver state").received.clone()
     }
 }
+
+/// An endpoint that accepts connections and never answers (a receiver that hangs), counting
+/// the connections it holds. Stopped, every connection closed, when dropped.
+pub struct Hanging {
+    /// Its URL (`http://127.0.0.1:{port}/hooks`).
+    pub url: String,
+    connections: Arc<Mutex<Vec<tokio::net::TcpStream>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Hanging {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Hanging {
+    /// Starts one on a loopback port.
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind loopback");
+        let address = listener.local_addr().expect("local address");
+        let connections = Arc::new(Mutex::new(Vec::new()));
+        let held = connections.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                held.lock().expect("connections").push(stream);
+            }
+        });
+        Self {
+            url: format!("http://{address}/hooks"),
+            connections,
+            task,
+        }
+    }
+
+    /// How many connections it accepted so far (each an attempt that never gets an answer).
+    pub fn connections(&self) -> usize {
+        self.connections.lock().expect("connections").len()
+    }
+}

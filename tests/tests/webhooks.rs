@@ -10,8 +10,11 @@ use aggregation_core::jobs::{DELIVER_WEBHOOKS, PURGE_EXPIRED, RunOutcome};
 use aggregation_core::store::{
     DeliveryClaim, NewRefreshToken, NewSession, NewUser, NewWebhookEndpoint, Store, now,
 };
-use aggregation_tests::receiver::{Received, Receiver, verify_signature};
-use aggregation_tests::{PASSWORD, SharedDatabase, TestApp, conformance, test_config};
+use aggregation_tests::receiver::{Hanging, Received, Receiver, verify_signature};
+use aggregation_tests::{
+    PASSWORD, SharedDatabase, TestApp, TestResponse, conformance, test_config,
+};
+use http::Method;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -64,7 +67,8 @@ const CEILING: Duration = Duration::from_secs(20);
 conformance!(config = local_receivers;
     delivers_signed_events_to_a_local_receiver,
     failed_deliveries_are_retried_until_delivered,
-    rotating_the_secret_changes_the_signature,
+    rotating_the_secret_signs_with_both_for_a_day,
+    enabling_is_the_only_change_a_patch_makes,
     webhooks_belong_to_their_owner_and_deletion_stops_deliveries,
     an_instance_without_private_access_never_sends_there,
 );
@@ -72,6 +76,18 @@ conformance!(config = local_receivers;
 mod backoff {
     use super::*;
     conformance!(config = local_receivers_default_backoff; retries_wait_for_their_backoff);
+}
+
+/// Receivers on loopback allowed, failed deliveries due again at once, and an endpoint
+/// disabled at its first failure (the 24 h of failures, shortened).
+fn disabled_at_the_first_failure() -> Config {
+    local_receivers().with_webhook_disable_after(Duration::ZERO)
+}
+
+mod disabling {
+    use super::*;
+    conformance!(config = disabled_at_the_first_failure;
+        an_endpoint_failing_long_enough_is_disabled_until_enabled);
 }
 
 mod max_age {
@@ -84,6 +100,7 @@ mod prompt {
     conformance!(config = hourly_job;
         deliveries_start_when_the_event_is_committed,
         a_burst_of_events_is_delivered_exactly_once,
+        a_user_with_hanging_endpoints_holds_up_nobody_else,
     );
 }
 
@@ -326,6 +343,12 @@ async fn failed_deliveries_are_retried_until_delivered(app: TestApp) {
         .map(|attempt| &attempt["status_code"])
         .collect();
     assert_eq!(codes, [&json!(500), &json!(503), &json!(204)]);
+    // Failures for less than a day leave the endpoint enabled.
+    let shown = app
+        .get(&format!("{WEBHOOKS}/{webhook_id}"), Some(&access))
+        .await
+        .expect(200);
+    assert_eq!(shown["enabled"], true);
 }
 
 async fn retries_wait_for_their_backoff(app: TestApp) {
@@ -392,7 +415,7 @@ async fn deliveries_past_their_maximum_age_give_up(app: TestApp) {
     assert!(deliveries(&app, &access, &webhook_id).await.is_empty());
 }
 
-async fn rotating_the_secret_changes_the_signature(app: TestApp) {
+async fn rotating_the_secret_signs_with_both_for_a_day(app: TestApp) {
     let email = "rotate@example.com";
     let Subscribed {
         receiver,
@@ -401,6 +424,7 @@ async fn rotating_the_secret_changes_the_signature(app: TestApp) {
         created,
     } = subscribe(&app, email, Some(&["session.revoked"])).await;
     let old_secret = str_of(&created, "secret").to_owned();
+    assert_eq!(created["enabled"], true);
 
     let rotated = app
         .post(
@@ -415,33 +439,243 @@ async fn rotating_the_secret_changes_the_signature(app: TestApp) {
     assert_ne!(new_secret, old_secret);
     assert_eq!(rotated["webhook_id"], webhook_id.as_str());
     assert!(rotated["rotated_at"].is_string());
+    assert!(rotated["previous_secret_expires_at"].is_string());
+    let shown = app
+        .get(&format!("{WEBHOOKS}/{webhook_id}"), Some(&access))
+        .await
+        .expect(200);
+    assert_eq!(
+        shown["previous_secret_expires_at"],
+        rotated["previous_secret_expires_at"]
+    );
 
-    // A receiver still holding the old secret refuses the delivery...
+    // A receiver still holding the old secret accepts the delivery: both secrets sign it.
     revoke_a_session(&app, email, &access).await;
     deliver(&app).await;
     let received = receiver.received();
     assert_eq!(received.len(), 1);
-    assert!(!received[0].verified);
-    assert!(verify_signature(
-        &new_secret,
-        &received[0].id,
-        &received[0].timestamp,
-        &received[0].body,
-        &received[0].signature
-    ));
+    assert!(received[0].verified, "{:?}", received[0]);
+    let signatures: Vec<&str> = received[0].signature.split(' ').collect();
+    assert_eq!(signatures.len(), 2, "{}", received[0].signature);
+    assert!(signatures.iter().all(|signature| signature.starts_with("v1,")));
+    for (secret, signature) in [(&new_secret, signatures[0]), (&old_secret, signatures[1])] {
+        assert!(verify_signature(
+            secret,
+            &received[0].id,
+            &received[0].timestamp,
+            &received[0].body,
+            signature
+        ));
+    }
     let listed = deliveries(&app, &access, &webhook_id).await;
-    assert_eq!(listed[0]["attempts"][0]["status_code"], 401);
-    assert_eq!(listed[0]["status"], "pending");
+    assert_eq!(listed[0]["status"], "delivered");
 
-    // ...and accepts the retry once it knows the new one.
-    receiver.trust(&new_secret);
+    // Rotated again: the secret before stops at once, the one it replaced signs beside the
+    // newest, so a receiver still on the first secret refuses.
+    let third = app
+        .post(
+            &format!("{WEBHOOKS}/{webhook_id}/secret-rotations"),
+            &json!({}),
+            Some(&access),
+        )
+        .await
+        .expect(201);
+    let third_secret = str_of(&third, "secret").to_owned();
+    revoke_a_session(&app, email, &access).await;
     deliver(&app).await;
     let received = receiver.received();
     assert_eq!(received.len(), 2);
-    assert!(received[1].verified);
-    assert_eq!(received[1].id, received[0].id);
+    assert!(!received[1].verified, "the first secret no longer signs");
+    for secret in [&third_secret, &new_secret] {
+        assert!(verify_signature(
+            secret,
+            &received[1].id,
+            &received[1].timestamp,
+            &received[1].body,
+            &received[1].signature
+        ));
+    }
+    receiver.trust(&new_secret);
+    deliver(&app).await;
+    let received = receiver.received();
+    assert_eq!(received.len(), 3);
+    assert!(received[2].verified);
+    assert_eq!(received[2].id, received[1].id);
+}
+
+/// `PATCH /webhooks/{id}` of a webhook.
+async fn patch(app: &TestApp, access: &str, webhook_id: &str, body: &Value) -> TestResponse {
+    app.call(
+        Method::PATCH,
+        &format!("{WEBHOOKS}/{webhook_id}"),
+        Some(body),
+        Some(access),
+    )
+    .await
+}
+
+async fn enabling_is_the_only_change_a_patch_makes(app: TestApp) {
+    let Subscribed {
+        access, webhook_id, ..
+    } = subscribe(&app, "patch@example.com", None).await;
+    for (body, code) in [
+        (json!({}), "required"),
+        (json!({ "enabled": null }), "required"),
+        (json!({ "enabled": false }), "invalid_value"),
+        (json!({ "enabled": "true" }), "invalid_type"),
+        (json!({ "enabled": 1 }), "invalid_type"),
+    ] {
+        let refused = patch(&app, &access, &webhook_id, &body)
+            .await
+            .expect_problem(422, "validation_failed");
+        assert_eq!(refused["errors"][0]["field"], "enabled", "{body}: {refused}");
+        assert_eq!(refused["errors"][0]["code"], code, "{body}");
+    }
+    let refused = patch(&app, &access, &webhook_id, &json!([true])).await;
+    assert_eq!(refused.status.as_u16(), 422, "{body:?}", body = refused.body);
+
+    // Enabling an enabled endpoint changes nothing.
+    let shown = app
+        .get(&format!("{WEBHOOKS}/{webhook_id}"), Some(&access))
+        .await
+        .expect(200);
+    assert_eq!(shown["enabled"], true);
+    assert_eq!(shown["disabled_at"], Value::Null);
+    let patched = patch(&app, &access, &webhook_id, &json!({ "enabled": true }))
+        .await
+        .expect(200);
+    assert_eq!(patched, shown);
+
+    // Another user's webhook, or none: 404; no token: 401.
+    let (_, stranger, _) = app.user("patch-stranger@example.com").await;
+    patch(&app, &stranger, &webhook_id, &json!({ "enabled": true }))
+        .await
+        .expect_problem(404, "not_found");
+    patch(
+        &app,
+        &access,
+        &Uuid::now_v7().to_string(),
+        &json!({ "enabled": true }),
+    )
+    .await
+    .expect_problem(404, "not_found");
+    app.call(
+        Method::PATCH,
+        &format!("{WEBHOOKS}/{webhook_id}"),
+        Some(&json!({ "enabled": true })),
+        None,
+    )
+    .await
+    .expect(401);
+}
+
+async fn an_endpoint_failing_long_enough_is_disabled_until_enabled(app: TestApp) {
+    let email = "disabled@example.com";
+    let Subscribed {
+        receiver: failing,
+        access,
+        webhook_id,
+        ..
+    } = subscribe(&app, email, Some(&["session.revoked"])).await;
+    // Another endpoint of the owner hears of the disabling.
+    let watcher = Receiver::start().await;
+    let created = register(&app, &access, &watcher.url, Some(&["webhook.disabled"])).await;
+    watcher.trust(str_of(&created, "secret"));
+    failing.answer_with(&[500]);
+
+    // With the failure window at zero, the first failure disables.
+    revoke_a_session(&app, email, &access).await;
+    let summary = deliver(&app).await;
+    assert!(summary.starts_with("delivered 0 "), "{summary}");
+    let shown = app
+        .get(&format!("{WEBHOOKS}/{webhook_id}"), Some(&access))
+        .await
+        .expect(200);
+    assert_eq!(shown["enabled"], false, "{shown}");
+    assert!(shown["disabled_at"].is_string(), "{shown}");
     let listed = deliveries(&app, &access, &webhook_id).await;
-    assert_eq!(listed[0]["status"], "delivered");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["status"], "failed", "its queue is given up");
+
+    // The owner hears of it: a `webhook.disabled` event with the webhook's id.
+    deliver(&app).await;
+    let heard = received_at_least(&watcher, 1, CEILING).await;
+    assert!(heard[0].verified);
+    let event = heard[0].json();
+    assert_eq!(event["type"], "webhook.disabled");
+    assert_eq!(event["data"], json!({ "webhook_id": webhook_id }));
+
+    // Nothing is queued or sent while it is disabled.
+    revoke_a_session(&app, email, &access).await;
+    deliver(&app).await;
+    assert_eq!(failing.received().len(), 1);
+    assert_eq!(deliveries(&app, &access, &webhook_id).await.len(), 1);
+
+    // Enabled again by its owner, it receives what is raised from then on.
+    let enabled = patch(&app, &access, &webhook_id, &json!({ "enabled": true }))
+        .await
+        .expect(200);
+    assert_eq!(enabled["enabled"], true);
+    assert_eq!(enabled["disabled_at"], Value::Null);
+    revoke_a_session(&app, email, &access).await;
+    let summary = deliver(&app).await;
+    assert!(summary.starts_with("delivered 1 "), "{summary}");
+    let received = failing.received();
+    assert_eq!(received.len(), 2);
+    assert!(received[1].verified);
+}
+
+/// Ten endpoints of one user that never answer hold two sending slots each; another user's
+/// delivery goes out meanwhile, long before any of theirs times out.
+async fn a_user_with_hanging_endpoints_holds_up_nobody_else(app: TestApp) {
+    const HANGING: usize = 10;
+    const EVENTS: usize = 3;
+    let hanging_email = "hanging@example.com";
+    let (_, hanging_access, _) = app.user(hanging_email).await;
+    let mut hanging = Vec::with_capacity(HANGING);
+    for _ in 0..HANGING {
+        let endpoint = Hanging::start().await;
+        let created = register(&app, &hanging_access, &endpoint.url, None).await;
+        hanging.push((endpoint, str_of(&created, "id").to_owned()));
+    }
+    let other_email = "patient@example.com";
+    let Subscribed { receiver, .. } = subscribe(&app, other_email, Some(&["session.revoked"])).await;
+    let jobs = app.service.jobs().spawn();
+    first_job_run_over(&app).await;
+
+    for _ in 0..EVENTS {
+        log_in_and_out(&app, hanging_email).await;
+    }
+    // Every hanging endpoint gets its two attempts in flight, and no more.
+    let deadline = tokio::time::Instant::now() + CEILING;
+    while hanging.iter().any(|(endpoint, _)| endpoint.connections() < 2) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "attempts in flight: {:?}",
+            hanging
+                .iter()
+                .map(|(endpoint, _)| endpoint.connections())
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    log_in_and_out(&app, other_email).await;
+    let received = received_at_least(&receiver, 1, CEILING).await;
+    assert!(received[0].verified);
+    // It came while the hanging endpoints still held their slots: none of their attempts has
+    // ended (each ends only at the request timeout), and none got a third.
+    for (endpoint, webhook_id) in &hanging {
+        assert_eq!(endpoint.connections(), 2, "two in flight per endpoint");
+        let listed = deliveries(&app, &hanging_access, webhook_id).await;
+        assert_eq!(listed.len(), EVENTS);
+        assert!(
+            listed.iter().all(|delivery| delivery["attempt_count"] == 0),
+            "no attempt of the hanging endpoints ended before the other delivery: {listed:?}"
+        );
+    }
+    drop(hanging);
+    jobs.shutdown().await;
 }
 
 async fn webhooks_belong_to_their_owner_and_deletion_stops_deliveries(app: TestApp) {
