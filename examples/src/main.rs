@@ -160,6 +160,15 @@ struct Cli {
         value_parser = named::<u64>("AGG_WEBHOOK_MAX_AGE_HOURS")
     )]
     webhook_max_age_hours: u64,
+    /// Hours a webhook endpoint may fail every attempt (from its first failure after its last
+    /// success) before it is disabled until its owner enables it again.
+    #[arg(
+        long,
+        env = "AGG_WEBHOOK_DISABLE_AFTER_HOURS",
+        default_value_t = 24,
+        value_parser = named::<u64>("AGG_WEBHOOK_DISABLE_AFTER_HOURS")
+    )]
+    webhook_disable_after_hours: u64,
     /// Schwab API address.
     #[arg(
         long,
@@ -671,6 +680,9 @@ fn config(cli: &Cli, address: SocketAddr, sandbox: bool) -> Result<Config, Start
         )?)
         .with_webhook_max_age(Duration::from_secs(
             cli.webhook_max_age_hours.saturating_mul(3600),
+        ))
+        .with_webhook_disable_after(Duration::from_secs(
+            cli.webhook_disable_after_hours.saturating_mul(3600),
         ))
         .with_audit_retention(Duration::from_secs(
             u64::from(cli.audit_retention_days).saturating_mul(24 * 3600),

@@ -161,11 +161,7 @@ impl Validate for WebhookUpdateBody {
                 "Only true is accepted: endpoints are disabled by the service when they keep \
                  failing; delete one to stop its deliveries.",
             )),
-            Field::Value(_) => Err(FieldError::new(
-                "enabled",
-                "invalid_type",
-                "Must be true.",
-            )),
+            Field::Value(_) => Err(FieldError::new("enabled", "invalid_type", "Must be true.")),
         };
         enabled.all_valid()
     }

@@ -38,11 +38,11 @@ mod providers;
 mod records;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 #[cfg(test)]
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod webhook_tests;
-#[cfg(feature = "sqlite")]
-mod sqlite;
 mod webhooks;
 
 pub use events::{AuditFilter, EventStore};
@@ -66,8 +66,9 @@ pub use records::{
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use webhooks::{
-    ClaimedDelivery, DeliveryClaim, DeliveryStatus, NewWebhookEndpoint, NextDelivery, WebhookAttempt,
-    WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord, WebhookStore,
+    ClaimedDelivery, DeliveryClaim, DeliveryStatus, NewWebhookEndpoint, NextDelivery,
+    WebhookAttempt, WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord,
+    WebhookStore,
 };
 
 /// A coarse storage failure; backends log their detail and convert it into one of these.

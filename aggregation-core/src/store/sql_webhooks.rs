@@ -13,8 +13,9 @@ use super::events::insert_event;
 use super::{BEGIN_WRITE, Db, SqlStore, Tx};
 use crate::events::Event;
 use crate::store::{
-    ClaimedDelivery, DeliveryClaim, DeliveryStatus, NewWebhookEndpoint, NextDelivery, StoreError, WebhookAttempt,
-    WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord, WebhookStore,
+    ClaimedDelivery, DeliveryClaim, DeliveryStatus, NewWebhookEndpoint, NextDelivery, StoreError,
+    WebhookAttempt, WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord,
+    WebhookStore,
 };
 
 /// The columns of an [`EndpointRow`] (a macro, so `concat!` can build on it).

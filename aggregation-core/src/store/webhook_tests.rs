@@ -149,7 +149,10 @@ async fn claims_take_turns_across_endpoints_within_their_cap(store: Shared) {
         .find(|delivery| delivery.endpoint_id == busy[0])
         .unwrap();
     store
-        .record_webhook_attempts(&[attempt(answered, now(), NextDelivery::Delivered)], never())
+        .record_webhook_attempts(
+            &[attempt(answered, now(), NextDelivery::Delivered)],
+            never(),
+        )
         .await
         .unwrap();
     let third = store.claim_webhook_deliveries(&claim(50, 2)).await.unwrap();
@@ -195,7 +198,10 @@ async fn an_endpoint_failing_long_enough_is_disabled_until_enabled(store: Shared
     let failing = endpoint(&store, user_id).await;
     let healthy = endpoint(&store, user_id).await;
     raise(&store, user_id, 3).await;
-    let claimed = store.claim_webhook_deliveries(&claim(100, 1)).await.unwrap();
+    let claimed = store
+        .claim_webhook_deliveries(&claim(100, 1))
+        .await
+        .unwrap();
     let failed_at = now() - TimeDelta::hours(25);
     let first = claimed
         .iter()
@@ -254,7 +260,10 @@ async fn an_endpoint_failing_long_enough_is_disabled_until_enabled(store: Shared
 
     // Nothing is claimed or queued for it while disabled; the healthy endpoint goes on (and
     // hears of the disabling).
-    let claimable = store.claim_webhook_deliveries(&claim(100, 100)).await.unwrap();
+    let claimable = store
+        .claim_webhook_deliveries(&claim(100, 100))
+        .await
+        .unwrap();
     assert_eq!(of(&claimable, failing), 0);
     assert!(of(&claimable, healthy) > 0);
     assert!(
@@ -293,7 +302,10 @@ async fn an_endpoint_failing_long_enough_is_disabled_until_enabled(store: Shared
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(again.updated_at, enabled_at, "enabling twice changes nothing");
+    assert_eq!(
+        again.updated_at, enabled_at,
+        "enabling twice changes nothing"
+    );
     raise(&store, user_id, 1).await;
     let requeued = store
         .webhook_deliveries(user_id, failing, 100)
@@ -302,7 +314,10 @@ async fn an_endpoint_failing_long_enough_is_disabled_until_enabled(store: Shared
         .unwrap();
     assert_eq!(requeued.len(), queue.len() + 1);
     // The streak started over: one more failure does not disable it.
-    let fresh = store.claim_webhook_deliveries(&claim(100, 100)).await.unwrap();
+    let fresh = store
+        .claim_webhook_deliveries(&claim(100, 100))
+        .await
+        .unwrap();
     let fresh = fresh
         .iter()
         .find(|delivery| delivery.endpoint_id == failing)
@@ -344,7 +359,11 @@ async fn a_success_ends_the_failure_streak(store: Shared) {
         .await
         .unwrap();
     assert!(raised.is_empty());
-    let endpoint = store.webhook_endpoint(user_id, flaky).await.unwrap().unwrap();
+    let endpoint = store
+        .webhook_endpoint(user_id, flaky)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(endpoint.disabled_at.is_none());
 }
 
@@ -354,7 +373,14 @@ async fn a_replaced_secret_is_handed_out_until_it_expires(store: Shared) {
     raise(&store, user_id, 2).await;
     let at = now();
     let endpoint = store
-        .replace_webhook_secret(user_id, rotated, &[2; 28], "next", at, at + TimeDelta::hours(24))
+        .replace_webhook_secret(
+            user_id,
+            rotated,
+            &[2; 28],
+            "next",
+            at,
+            at + TimeDelta::hours(24),
+        )
         .await
         .unwrap()
         .unwrap();

@@ -17,9 +17,9 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt as _, StreamExt as _};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 
+use super::open_secret;
 use super::signing::SigningSecrets;
 use super::ssrf::{WebhookHost, may_connect, webhook_host};
-use super::open_secret;
 use crate::config::Config;
 use crate::dates;
 use crate::events::{EventBus, WeakEventBus};
@@ -46,6 +46,9 @@ const CLAIM_LEASE: Duration = Duration::from_secs(REQUEST_TIMEOUT.as_secs() + 45
 /// long as that queue. Afterwards the pass only finishes what is in flight, and the next pass
 /// (the job's next run, or the next commit's) takes over.
 const PASS_CLAIMS_FOR: Duration = Duration::from_secs(30);
+/// How soon a pass that found every sending slot taken (by another pass on this instance)
+/// looks again.
+const SLOT_POLL: Duration = Duration::from_millis(50);
 /// The `User-Agent` of deliveries.
 const USER_AGENT: &str = concat!("aggregation-webhooks/", env!("CARGO_PKG_VERSION"));
 
@@ -261,13 +264,17 @@ pub(crate) async fn deliver_due(
     let mut in_flight = FuturesUnordered::new();
     let mut claim = true;
     let mut stopped = false;
+    // Every slot was taken when the pass last tried to claim: it looks again shortly rather
+    // than end with due deliveries unclaimed.
+    let mut starved = false;
     loop {
         // Once it stops claiming, the pass leaves the requests of later commits to the next.
         let claiming = !stopped && tokio::time::Instant::now() < claim_until;
         if claim && claiming {
             claim = false;
             let mut slots = deliverer.free_slots();
-            if !slots.is_empty() {
+            starved = slots.is_empty();
+            if !starved {
                 let at = now();
                 let claimed = store
                     .claim_webhook_deliveries(&DeliveryClaim {
@@ -294,7 +301,7 @@ pub(crate) async fn deliver_due(
                 }
             }
         }
-        if in_flight.is_empty() {
+        if in_flight.is_empty() && !(starved && claiming) {
             return Ok(run);
         }
         tokio::select! {
@@ -312,6 +319,7 @@ pub(crate) async fn deliver_due(
                 due_by = now();
                 claim = true;
             }
+            () = tokio::time::sleep(SLOT_POLL), if starved && claiming => claim = true,
             () = stopping(stop.as_mut()), if !stopped => stopped = true,
         }
     }
@@ -340,8 +348,7 @@ async fn record(
     deliverer: &Deliverer,
     attempts: &[WebhookAttempt],
 ) -> Result<(), StoreError> {
-    let disable_failing_since =
-        dates::earlier(now(), dates::delta(config.webhook_disable_after()));
+    let disable_failing_since = dates::earlier(now(), dates::delta(config.webhook_disable_after()));
     let raised = store
         .record_webhook_attempts(attempts, disable_failing_since)
         .await?;

@@ -148,8 +148,7 @@ pub(crate) fn spawn(
                 );
                 async move {
                     // A panic ends this pass, not the prompt delivery (as a job's run).
-                    let run =
-                        AssertUnwindSafe(pass(&*store, &config, &deliverer, &requests, stop));
+                    let run = AssertUnwindSafe(pass(&*store, &config, &deliverer, &requests, stop));
                     if run.catch_unwind().await.is_err() {
                         tracing::error!("webhook delivery after a commit panicked");
                     }
