@@ -8,7 +8,6 @@
 //! never reaches a resolver and is checked before sending. Redirects are not followed, proxies
 //! from the environment are not used, and every request is bounded by short timeouts.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -326,17 +325,15 @@ pub(crate) async fn deliver_due(
 }
 
 /// One delivery sent while it holds its sending slot.
-fn sending<'a>(
-    config: &'a Config,
-    sender: &'a Sender,
+async fn sending(
+    config: &Config,
+    sender: &Sender,
     delivery: ClaimedDelivery,
     slot: OwnedSemaphorePermit,
-) -> impl Future<Output = WebhookAttempt> + 'a {
-    async move {
-        let attempt = attempt(config, sender, delivery).await;
-        drop(slot);
-        attempt
-    }
+) -> WebhookAttempt {
+    let attempt = attempt(config, sender, delivery).await;
+    drop(slot);
+    attempt
 }
 
 /// Records finished attempts (an endpoint failing for too long is disabled on the way) and
