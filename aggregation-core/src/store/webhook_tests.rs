@@ -417,3 +417,44 @@ async fn a_replaced_secret_is_handed_out_until_it_expires(store: Shared) {
             .is_none()
     );
 }
+
+/// With nothing due, a claim is a plain read: it answers while another connection holds the
+/// SQLite write lock (a write transaction would wait for that lock and then fail as busy).
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn a_claim_with_nothing_due_takes_no_write_lock() {
+    use std::str::FromStr as _;
+    use std::time::Duration;
+
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+
+    let path = std::env::temp_dir().join(format!("agg-claims-{}.db", Uuid::new_v4().simple()));
+    let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+        .unwrap()
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .foreign_keys(true)
+        .busy_timeout(Duration::from_millis(200));
+    let pool = SqlitePoolOptions::new()
+        .max_connections(4)
+        .connect_with(options)
+        .await
+        .unwrap();
+    let store = SqliteStore::new(pool.clone());
+    store.migrate().await.unwrap();
+    let mut writer = pool.acquire().await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut *writer)
+        .await
+        .unwrap();
+
+    let claimed = store.claim_webhook_deliveries(&claim(10, 2)).await;
+
+    sqlx::query("ROLLBACK").execute(&mut *writer).await.unwrap();
+    drop(writer);
+    pool.close().await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    assert!(claimed.expect("no write lock needed").is_empty());
+}
