@@ -1215,3 +1215,92 @@ async fn concurrent_claims_never_hand_out_one_delivery_twice() {
     assert!(more.is_empty());
     shared.cleanup().await;
 }
+
+/// Two pools over one database (two instances): claims racing with the per-endpoint cap never
+/// lease more than that cap of one endpoint's deliveries at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_claims_keep_the_per_endpoint_cap() {
+    const ENDPOINTS: usize = 3;
+    const EVENTS: usize = 20;
+    const CAP: u32 = 2;
+    let shared = SharedDatabase::open().await;
+    let at = now();
+    let user_id = Uuid::now_v7();
+    shared
+        .first
+        .create_user(&NewUser {
+            id: user_id,
+            email: "capped@example.com".to_owned(),
+            email_normalized: "capped@example.com".to_owned(),
+            password_hash: "not used".to_owned(),
+            created_at: at,
+        })
+        .await
+        .expect("user");
+    for index in 0..ENDPOINTS {
+        let created = shared
+            .first
+            .create_webhook_endpoint(
+                &NewWebhookEndpoint {
+                    id: Uuid::now_v7(),
+                    user_id,
+                    url: format!("https://hooks.example.com/{index}"),
+                    event_types: Vec::new(),
+                    encrypted_secret: vec![0; 44],
+                    secret_key_id: "test".to_owned(),
+                    created_at: at,
+                },
+                10,
+            )
+            .await
+            .expect("endpoint");
+        assert!(created);
+    }
+    sessions_of(&shared.first, user_id, EVENTS).await;
+    shared
+        .first
+        .revoke_all_sessions(user_id, None, "capped", now())
+        .await
+        .expect("revoked");
+
+    let claimers: Vec<_> = (0..8)
+        .map(|index| {
+            let store = if index % 2 == 0 {
+                shared.first.clone()
+            } else {
+                shared.second.clone()
+            };
+            tokio::spawn(async move {
+                let mut claimed = Vec::new();
+                for _ in 0..5 {
+                    let at = now();
+                    let batch = store
+                        .claim_webhook_deliveries(&DeliveryClaim {
+                            now: at,
+                            due_by: at,
+                            lease_until: at + TimeDelta::minutes(5),
+                            limit: 4,
+                            per_endpoint: CAP,
+                        })
+                        .await
+                        .expect("claim");
+                    claimed.extend(batch.into_iter().map(|delivery| delivery.endpoint_id));
+                }
+                claimed
+            })
+        })
+        .collect();
+    let mut per_endpoint: std::collections::HashMap<Uuid, usize> = std::collections::HashMap::new();
+    for claimer in claimers {
+        for endpoint_id in claimer.await.expect("claimer") {
+            *per_endpoint.entry(endpoint_id).or_default() += 1;
+        }
+    }
+    assert_eq!(per_endpoint.len(), ENDPOINTS, "on {:?}", shared.backend);
+    assert!(
+        per_endpoint.values().all(|count| *count == CAP as usize),
+        "{per_endpoint:?} on {:?}",
+        shared.backend
+    );
+    shared.cleanup().await;
+}
