@@ -250,10 +250,10 @@ pub(crate) struct AuditQuery {
     #[serde(rename = "type")]
     event_type: Option<String>,
     /// Only events at or after this instant (RFC 3339, or a date: its midnight UTC).
-    #[param(value_type = Option<String>, example = "2026-01-01T00:00:00Z")]
+    #[param(schema_with = crate::api::openapi::schemas::instant)]
     since: Option<String>,
     /// Only events before this instant (RFC 3339, or a date: its midnight UTC).
-    #[param(value_type = Option<String>, example = "2026-02-01T00:00:00Z")]
+    #[param(schema_with = crate::api::openapi::schemas::instant)]
     until: Option<String>,
     /// The `next_after` of the previous page: only events after this one.
     #[param(value_type = Option<Uuid>)]

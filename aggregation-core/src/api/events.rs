@@ -129,8 +129,9 @@ impl DescribeArg for LastEventId {
     fn describe(doc: &mut OperationDoc) {
         doc.optional_header(
             "Last-Event-ID",
-            "The id of the last event received: the stream first sends the caller's events \
-             stored after it.",
+            "The id of the last event received (a UUID; empty means none): the stream first \
+             sends the caller's events stored after it.",
+            crate::api::openapi::schemas::uuid(),
         );
         doc.error(ErrorCode::ValidationFailed);
     }

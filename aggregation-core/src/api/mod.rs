@@ -113,14 +113,16 @@ pub fn routes() -> impl Iterator<Item = &'static Route> {
 }
 
 /// The OpenAPI 3.1 document of [`routes()`], pretty-printed, its server at `base_url` (what
-/// `GET /api/v1/openapi.json` serves, compact, for a service configured with that base URL).
+/// `GET /api/v1/openapi.json` serves, compact, for a service configured with that base URL,
+/// except that a service also lists the provider slugs it connects where this document can
+/// only say "a slug").
 ///
 /// ```
 /// let document = aggregation_core::api::openapi_json("https://api.example.com").unwrap();
 /// assert!(document.contains("\"openapi\": \"3.1.0\""));
 /// ```
 pub fn openapi_json(base_url: &str) -> Result<String, serde_json::Error> {
-    openapi::document(base_url).to_pretty_json()
+    openapi::document(base_url, None).to_pretty_json()
 }
 
 /// A JSON response.

@@ -34,10 +34,10 @@ const DEFAULT_LIMIT: u32 = 30;
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct HistoryQuery {
     /// A date-time (RFC 3339) or a date (`YYYY-MM-DD`, from its midnight UTC).
-    #[param(value_type = String, required = true, example = "2026-01-01")]
+    #[param(required = true, schema_with = crate::api::openapi::schemas::instant)]
     start_date: Option<String>,
     /// A date-time (RFC 3339) or a date (`YYYY-MM-DD`, to its end, UTC).
-    #[param(value_type = String, required = true, example = "2026-01-31")]
+    #[param(required = true, schema_with = crate::api::openapi::schemas::instant)]
     end_date: Option<String>,
     #[param(value_type = Option<SnapshotSource>, inline)]
     source: Option<String>,

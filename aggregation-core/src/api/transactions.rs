@@ -37,9 +37,9 @@ pub(crate) struct ListQuery {
     offset: Option<String>,
     #[param(value_type = Option<TransactionType>, inline)]
     transaction_type: Option<String>,
-    #[param(value_type = Option<String>, format = Date, example = "2026-01-01")]
+    #[param(schema_with = crate::api::openapi::schemas::date)]
     start_date: Option<String>,
-    #[param(value_type = Option<String>, format = Date, example = "2026-01-31")]
+    #[param(schema_with = crate::api::openapi::schemas::date)]
     end_date: Option<String>,
 }
 

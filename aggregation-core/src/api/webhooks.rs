@@ -54,7 +54,7 @@ const MAX_EVENT_TYPE_NAMES: usize = 32;
 /// `{url, event_types?}` of a registration.
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
-pub(crate) struct RegisterBody {
+pub(crate) struct WebhookRegistrationBody {
     #[schema(value_type = String, required = true, min_length = 1, max_length = 2048,
         example = "https://hooks.example.com/aggregation")]
     url: Field,
@@ -115,7 +115,7 @@ fn webhook_url(field: Field, config: &Config) -> Result<String, FieldError> {
     Ok(url)
 }
 
-impl Validate for RegisterBody {
+impl Validate for WebhookRegistrationBody {
     type Valid = Register;
 
     fn validate(self, config: &Config) -> Result<Self::Valid, ApiError> {
@@ -259,7 +259,7 @@ async fn list(state: &App, User(claims): User) -> ApiResult {
 async fn register(
     state: &App,
     User(claims): User,
-    Json(Register { url, event_types }): Json<RegisterBody>,
+    Json(Register { url, event_types }): Json<WebhookRegistrationBody>,
 ) -> ApiResult {
     let WithSecret { endpoint, secret } = state
         .webhooks

@@ -28,8 +28,8 @@ pub(crate) struct Published {
 }
 
 impl Published {
-    fn new(base_url: &str) -> Result<Self, ApiError> {
-        let json = serde_json::to_vec(&document(base_url)).map_err(|error| {
+    fn new(base_url: &str, connectable_providers: &[String]) -> Result<Self, ApiError> {
+        let json = serde_json::to_vec(&document(base_url, Some(connectable_providers))).map_err(|error| {
             tracing::error!(error = %error, "OpenAPI document serialization failed");
             ApiError::internal()
         })?;
@@ -91,7 +91,10 @@ async fn serve(state: &App, IfNoneMatch(if_none_match): IfNoneMatch) -> ApiResul
     let published = match state.openapi.get() {
         Some(published) => published,
         None => {
-            let built = Published::new(state.config.base_url())?;
+            let built = Published::new(
+                state.config.base_url(),
+                &state.connections.oauth_slugs(),
+            )?;
             state.openapi.get_or_init(|| built)
         }
     };
