@@ -243,7 +243,7 @@ const DEFAULT_AUDIT_LIMIT: u32 = 50;
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct AuditQuery {
     /// Only events of this user.
-    #[param(value_type = Option<Uuid>)]
+    #[param(schema_with = crate::api::openapi::schemas::uuid)]
     user_id: Option<String>,
     /// Only events of this type.
     #[param(rename = "type", value_type = Option<EventType>, inline)]
@@ -256,7 +256,7 @@ pub(crate) struct AuditQuery {
     #[param(schema_with = crate::api::openapi::schemas::instant)]
     until: Option<String>,
     /// The `next_after` of the previous page: only events after this one.
-    #[param(value_type = Option<Uuid>)]
+    #[param(schema_with = crate::api::openapi::schemas::uuid)]
     after: Option<String>,
     /// Events per page.
     #[param(value_type = Option<i64>, minimum = 1, maximum = 200)]

@@ -62,7 +62,7 @@ pub(crate) struct ConnectBody {
     provider_slug: Field,
     #[schema(value_type = Option<String>, max_length = 100, example = "Brokerage")]
     alias: Field,
-    #[schema(value_type = Option<String>, min_length = 1, max_length = 2048)]
+    #[schema(value_type = Option<crate::api::openapi::schemas::AllowedRedirectUri>)]
     redirect_uri: Field,
 }
 

@@ -9,8 +9,8 @@ use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::request_body::{RequestBody, RequestBodyBuilder};
 use utoipa::openapi::response::{Response, ResponseBuilder};
-use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaFormat, Type};
-use utoipa::openapi::{KnownFormat, Ref, RefOr, Required};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::{Ref, RefOr, Required};
 use utoipa::{IntoParams, ToSchema};
 
 use super::status_description;
@@ -103,11 +103,7 @@ impl OperationDoc {
                 .name(name)
                 .parameter_in(ParameterIn::Path)
                 .required(Required::True)
-                .schema(Some(
-                    ObjectBuilder::new()
-                        .schema_type(Type::String)
-                        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid))),
-                ))
+                .schema(Some(super::schemas::uuid()))
                 .build(),
         );
         self.error(ErrorCode::ValidationFailed);
@@ -211,7 +207,14 @@ impl DescribeArg for PathUserId {
 impl<T: Validate + IntoParams> DescribeArg for Query<T> {
     fn describe(doc: &mut OperationDoc) {
         doc.parameters
-            .extend(T::into_params(|| Some(ParameterIn::Query)));
+            .extend(T::into_params(|| Some(ParameterIn::Query)).into_iter().map(
+                |mut parameter| {
+                    if T::REQUIRED_PARAMETERS.contains(&parameter.name.as_str()) {
+                        parameter.required = Required::True;
+                    }
+                    parameter
+                },
+            ));
         doc.error(ErrorCode::ValidationFailed);
     }
 }

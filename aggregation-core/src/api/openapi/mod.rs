@@ -220,9 +220,9 @@ fn operation_id(method: &http::Method, template: &str) -> String {
     id
 }
 
-/// The document of every route row, its server at `base_url`; `connectable_providers` are the
-/// slugs a connect accepts, when known (a service knows its providers).
-pub(crate) fn document(base_url: &str, connectable_providers: Option<&[String]>) -> OpenApi {
+/// The document of every route row, its server at `base_url`, with the `facts` of a service
+/// when there is one (without, the fields they constrain are documented more loosely).
+pub(crate) fn document(base_url: &str, facts: Option<&schemas::ServiceFacts<'_>>) -> OpenApi {
     let mut paths = Paths::new();
     let mut schemas: Vec<(String, RefOr<Schema>)> = Vec::new();
     let described: Vec<(&Route, OperationDoc)> = routes()
@@ -275,14 +275,11 @@ pub(crate) fn document(base_url: &str, connectable_providers: Option<&[String]>)
         paths.add_path_operation(route.template(), vec![method], operation);
         schemas.extend(doc.schemas);
     }
-    // The placeholder of the derives gives way to the server's own providers.
-    if let Some(slugs) = connectable_providers {
-        let slug = schemas::ConnectableProviderSlug::name();
-        schemas.retain(|(name, _)| *name != slug);
-        schemas.push((
-            slug.into_owned(),
-            schemas::connectable_provider_slug(slugs),
-        ));
+    // The placeholders of the derives give way to the service's own values.
+    if let Some(facts) = facts {
+        let components = facts.components();
+        schemas.retain(|(name, _)| components.iter().all(|(fact, _)| fact != name));
+        schemas.extend(components);
     }
     schemas.push((ProblemBody::name().into_owned(), ProblemBody::schema()));
     ProblemBody::schemas(&mut schemas);
@@ -345,8 +342,14 @@ mod tests {
     use super::*;
 
     fn document_json() -> serde_json::Value {
-        serde_json::to_value(document("https://api.example.com", Some(&["schwab".to_owned()])))
-            .expect("document serializes")
+        serde_json::to_value(document(
+            "https://api.example.com",
+            Some(&schemas::ServiceFacts {
+                connectable_providers: &["schwab".to_owned()],
+                redirect_uris: &["https://app.example.com/connected".to_owned()],
+            }),
+        ))
+        .expect("document serializes")
     }
 
     /// Every route row is one documented operation, and every documented operation a row.

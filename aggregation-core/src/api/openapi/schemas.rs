@@ -31,8 +31,8 @@ pub(crate) const INSTANT_PATTERN: &str = concat!(
     "|(?:19(?:0[48]|[2468][048]|[13579][26])|20(?:[02468][048]|[13579][26])",
     "|21(?:0[48]|[2468][048]|[13579][26]))-02-29",
     ")",
-    "(?:T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?",
-    "(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9]))?$"
+    "(?:[Tt](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?",
+    "(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9]))?$"
 );
 
 /// The password composition rule ([`crate::auth::password::check_password_rule`]) as a
@@ -56,8 +56,59 @@ pub(crate) fn password_pattern() -> String {
     format!("^{demands}[\\s\\S]{{{MIN_PASSWORD_CHARS},{MAX_PASSWORD_CHARS}}}$")
 }
 
+/// What only a running service knows and its document states: the values some fields accept.
+pub(crate) struct ServiceFacts<'a> {
+    /// The slugs a connect accepts ([`ConnectableProviderSlug`]).
+    pub(crate) connectable_providers: &'a [String],
+    /// The redirect URIs a connect accepts ([`AllowedRedirectUri`]).
+    pub(crate) redirect_uris: &'a [String],
+}
+
+impl ServiceFacts<'_> {
+    /// The components standing for these facts, which replace their placeholders.
+    pub(crate) fn components(&self) -> [(String, RefOr<Schema>); 2] {
+        use utoipa::ToSchema as _;
+        [
+            (
+                ConnectableProviderSlug::name().into_owned(),
+                connectable_provider_slug(self.connectable_providers),
+            ),
+            (
+                AllowedRedirectUri::name().into_owned(),
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some(self.redirect_uris.iter().cloned()))
+                    .description(Some(
+                        "One of the redirect URIs this server is configured with.",
+                    ))
+                    .into(),
+            ),
+        ]
+    }
+}
+
+/// A redirect URI that a connect accepts: one the server is configured with
+/// ([`ServiceFacts`] lists them in a service's document).
+pub(crate) struct AllowedRedirectUri;
+
+/// Without a service, any URI a connect reads.
+impl utoipa::PartialSchema for AllowedRedirectUri {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(Some(1))
+            .max_length(Some(2048))
+            .description(Some(
+                "One of the redirect URIs the server is configured with.",
+            ))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for AllowedRedirectUri {}
+
 /// A provider slug that a connect accepts. A component of its own whose values the document
-/// takes from the running server ([`connectable_provider_slug`]): embedders add providers.
+/// takes from the running service ([`ServiceFacts`]): embedders add providers.
 pub(crate) struct ConnectableProviderSlug;
 
 /// Without a service, any slug a connect reads (the providers are unknown).
@@ -127,10 +178,15 @@ pub(crate) fn instant() -> ObjectBuilder {
         .examples(["2026-01-01"])
 }
 
+/// A UUID in its hyphenated form, any case (JSON Schema leaves `format` unchecked by default).
+pub(crate) const UUID_PATTERN: &str =
+    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+
 fn uuid_schema(nullable: bool) -> ObjectBuilder {
     ObjectBuilder::new()
         .schema_type(string_type(nullable))
         .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)))
+        .pattern(Some(UUID_PATTERN))
 }
 
 /// A UUID.
@@ -255,6 +311,7 @@ mod tests {
         }
         assert!(matches(INSTANT_PATTERN, "2026-01-01T12:30:00Z"));
         assert!(matches(INSTANT_PATTERN, "2026-01-01T12:30:00.123456+02:00"));
+        assert!(matches(INSTANT_PATTERN, "2026-01-01t12:30:00z"));
         assert!(!matches(INSTANT_PATTERN, "2026-01-01T24:00:00Z"));
         assert!(!matches(INSTANT_PATTERN, "2026-01-01T12:30:00"));
     }
