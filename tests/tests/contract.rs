@@ -26,9 +26,8 @@ fn component<'a>(document: &'a Value, reference: &Value) -> &'a Value {
 
 /// The JSON request body schema of an operation.
 fn json_body<'a>(document: &'a Value, path: &str, method: &str) -> &'a Value {
-    let reference =
-        &document["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"]
-            ["$ref"];
+    let reference = &document["paths"][path][method]["requestBody"]["content"]["application/json"]
+        ["schema"]["$ref"];
     component(document, reference)
 }
 
@@ -79,14 +78,19 @@ async fn each_body_has_its_own_component_and_ids_are_linked(app: TestApp) {
     // A listed connection's id, followed as the link says, reads that connection.
     let (_, access, _) = app.user("linked@example.com").await;
     let connection = app.connect_sandbox(&access, None).await;
-    let list = app.get("/api/v1/providers", Some(&access)).await.expect(200);
-    let link = &document["paths"]["/api/v1/providers"]["get"]["responses"]["200"]["links"]
-        ["get_api_v1_providers_id"];
+    let list = app
+        .get("/api/v1/providers", Some(&access))
+        .await
+        .expect(200);
+    let link = &document["paths"]["/api/v1/providers"]["get"]["responses"]["200"]["links"]["get_api_v1_providers_id"];
     let pointer = link["parameters"]["path.id"]
         .as_str()
         .and_then(|expression| expression.strip_prefix("$response.body#"))
         .expect("a body pointer");
-    let id = list.pointer(pointer).and_then(Value::as_str).expect("an id");
+    let id = list
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .expect("an id");
     assert_eq!(id, connection["id"]);
     app.get(&format!("/api/v1/providers/{id}"), Some(&access))
         .await
@@ -176,7 +180,11 @@ async fn field_schemas_and_the_server_agree(app: TestApp) {
         "start_date",
     )["schema"];
     assert_eq!(start["format"], "date");
-    assert!(start["pattern"].as_str().is_some_and(|p| p.contains("2200")));
+    assert!(
+        start["pattern"]
+            .as_str()
+            .is_some_and(|p| p.contains("2200"))
+    );
     let history = parameter(
         &document,
         "/api/v1/accounts/{id}/balance-history",
@@ -189,8 +197,8 @@ async fn field_schemas_and_the_server_agree(app: TestApp) {
     assert!(resume["pattern"].is_string());
     let sync = json_body(&document, "/api/v1/transactions/syncs", "post");
     assert!(sync["properties"]["account_id"]["pattern"].is_string());
-    let disposition = &document["paths"]["/api/v1/imports"]["post"]["requestBody"]["content"]
-        ["multipart/form-data"]["encoding"]["file"]["headers"]["Content-Disposition"];
+    let disposition = &document["paths"]["/api/v1/imports"]["post"]["requestBody"]["content"]["multipart/form-data"]
+        ["encoding"]["file"]["headers"]["Content-Disposition"];
     assert!(
         disposition["schema"]["pattern"]
             .as_str()

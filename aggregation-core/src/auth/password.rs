@@ -137,7 +137,9 @@ mod tests {
     #[test]
     fn rule_classes_are_the_published_pattern_classes() {
         let unassigned = regex::Regex::new(r"^\p{Cn}$").expect("compiles");
-        let classes: [(&str, fn(char) -> bool); 4] = [
+        /// A published class and the rule's test of it.
+        type Class = (&'static str, fn(char) -> bool);
+        let classes: [Class; 4] = [
             (UPPER_CASE_LETTER_CLASS, is_upper_case_letter),
             (LOWER_CASE_LETTER_CLASS, is_lower_case_letter),
             (DIGIT_CLASS, is_digit),

@@ -73,12 +73,7 @@ impl OperationDoc {
     }
 
     /// An optional request header whose value has `schema` (one of [`super::schemas`]).
-    pub(crate) fn optional_header(
-        &mut self,
-        name: &str,
-        description: &str,
-        schema: ObjectBuilder,
-    ) {
+    pub(crate) fn optional_header(&mut self, name: &str, description: &str, schema: ObjectBuilder) {
         self.parameters.push(
             ParameterBuilder::new()
                 .name(name)

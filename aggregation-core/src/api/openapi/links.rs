@@ -77,7 +77,9 @@ impl Links {
                 let item = format!("{collection}/{{{parameter}}}");
                 let resource = described
                     .iter()
-                    .find(|(other, _)| other.method() == http::Method::GET && other.template() == item)
+                    .find(|(other, _)| {
+                        other.method() == http::Method::GET && other.template() == item
+                    })
                     .and_then(|(_, doc)| doc.responses.get(&200))
                     .and_then(json_body)
                     .map(str::to_owned);
@@ -109,7 +111,9 @@ impl Links {
         properties
             .iter()
             .filter_map(|(property, schema)| {
-                let item = schema["items"]["$ref"].as_str()?.strip_prefix(SCHEMA_PREFIX)?;
+                let item = schema["items"]["$ref"]
+                    .as_str()?
+                    .strip_prefix(SCHEMA_PREFIX)?;
                 Some((property.clone(), item.to_owned()))
             })
             .collect()

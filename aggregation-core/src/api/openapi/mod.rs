@@ -427,7 +427,10 @@ mod tests {
                     .map(|(name, shapes)| format!("{name}: {} shapes", shapes.len())),
             )
             .collect();
-        assert!(collisions.is_empty(), "component name collisions: {collisions:?}");
+        assert!(
+            collisions.is_empty(),
+            "component name collisions: {collisions:?}"
+        );
     }
 
     /// Creations and listings link to the operations taking the ids they answer with.
@@ -481,7 +484,10 @@ mod tests {
             "$response.body#/connections/0/id"
         );
         let connected = links("/api/v1/providers/callback", "post", "201");
-        assert_eq!(connected["delete_api_v1_providers_id"], "$response.body#/id");
+        assert_eq!(
+            connected["delete_api_v1_providers_id"],
+            "$response.body#/id"
+        );
         for (name, link) in document["paths"]
             .as_object()
             .expect("paths")

@@ -6,10 +6,8 @@
 //! without the `u` flag's extras read them the same way where possible; the password pattern
 //! needs Unicode property escapes (`\p{Lu}`), as the rule it states is a Unicode one.
 
-use utoipa::openapi::schema::{
-    KnownFormat, ObjectBuilder, Schema, SchemaFormat, SchemaType, Type,
-};
 use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, SchemaType, Type};
 
 /// A calendar day from 1900-01-01 to 2200-12-31 ([`crate::dates`]), exactly: the months' lengths
 /// and the leap days of that range (1900, 2100 and 2200 are not leap years) included.
@@ -118,7 +116,9 @@ impl utoipa::PartialSchema for ConnectableProviderSlug {
             .schema_type(Type::String)
             .min_length(Some(1))
             .max_length(Some(100))
-            .description(Some("The slug of a provider the server connects through OAuth."))
+            .description(Some(
+                "The slug of a provider the server connects through OAuth.",
+            ))
             .examples(["schwab"])
             .into()
     }
@@ -318,8 +318,8 @@ mod tests {
 
     #[test]
     fn upload_disposition_requires_an_accepted_extension() {
-        let schema = serde_json::to_value(upload_disposition(&["ofx", "qfx"]).build())
-            .expect("serializes");
+        let schema =
+            serde_json::to_value(upload_disposition(&["ofx", "qfx"]).build()).expect("serializes");
         let pattern = schema["pattern"].as_str().expect("pattern");
         assert!(matches(
             pattern,
