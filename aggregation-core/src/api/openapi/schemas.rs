@@ -5,6 +5,17 @@
 //! Patterns are ECMA-262 regular expressions (JSON Schema 2020-12), written so that engines
 //! without the `u` flag's extras read them the same way where possible; the password pattern
 //! needs Unicode property escapes (`\p{Lu}`), as the rule it states is a Unicode one.
+//!
+//! What a schema cannot state, and where the server is therefore stricter or looser:
+//! - a new password that is one of the 10,000 most common ones is 422 `too_common`; a client
+//!   whose regex engine has another Unicode version may class a few code points otherwise
+//!   (U+0295 is `Ll` in Unicode 16, `Lo` from 17 on);
+//! - an RFC 3339 instant whose offset moves it across 1900-01-01 or 2200-12-31 in UTC
+//!   (`1900-01-01T00:30:00+01:00`) matches the pattern and is 422 `out_of_range`;
+//! - the server also reads UUIDs spelled without hyphens, in braces or as `urn:uuid:`, and an
+//!   empty `Last-Event-ID` as none;
+//! - a start after its end is 422 (an order between two fields), and a webhook target must
+//!   resolve to public addresses (a DNS answer).
 
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, SchemaType, Type};
