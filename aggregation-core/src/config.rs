@@ -724,7 +724,9 @@ impl Config {
     /// Sets whether webhooks may be registered for and delivered to loopback, private,
     /// link-local and other non-public addresses (default `false`; the reference server's
     /// `AGG_WEBHOOK_ALLOW_PRIVATE=1`). Meant for receivers on the host's own network; anyone
-    /// who can register a webhook can then make the service send requests there.
+    /// who can register a webhook can then make the service send requests there. Cloud
+    /// metadata services (169.254.169.254, fd00:ec2::254, 100.100.100.200 and the like, in
+    /// every spelling) and unspecified, multicast and broadcast addresses stay refused.
     #[must_use]
     pub fn with_webhook_allow_private(mut self, allow: bool) -> Self {
         self.webhooks.allow_private = allow;

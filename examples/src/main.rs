@@ -149,6 +149,8 @@ struct Cli {
     oauth_callback_requires_auth: String,
     /// `1` lets webhooks be registered for and delivered to loopback, private and link-local
     /// addresses (receivers on this host or its network); `0` allows public addresses only.
+    /// Cloud metadata addresses (169.254.169.254, fd00:ec2::254, 100.100.100.200...) are
+    /// refused either way.
     #[arg(long, env = "AGG_WEBHOOK_ALLOW_PRIVATE", default_value = "0")]
     webhook_allow_private: String,
     /// Hours a failing webhook delivery is retried (with exponential backoff) before it is
