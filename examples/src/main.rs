@@ -102,8 +102,11 @@ struct Cli {
         value_parser = named::<usize>("AGG_RATE_LIMIT_MAX_BUCKETS")
     )]
     rate_limit_max_buckets: usize,
-    /// Failed logins per account (normalized email) before its logins are refused, the right
-    /// password included, until one failure has refilled; `0` turns this throttle off.
+    /// Failed logins per account (normalized email) and client network (IPv4 /24, IPv6 /64)
+    /// before that network's logins are refused, the right password included, until one
+    /// failure has refilled; networks the account has not logged in from within 30 days share
+    /// as many more, and networks it has are never refused for others' failures; `0` turns
+    /// this throttle off.
     #[arg(
         long,
         env = "AGG_LOGIN_MAX_FAILURES",

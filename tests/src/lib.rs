@@ -298,6 +298,27 @@ pub fn redis_url() -> Option<String> {
     url
 }
 
+/// Deletes the Redis keys starting with `prefix` (what a case's buckets left behind); does
+/// nothing when Redis cannot be reached.
+pub async fn delete_redis_keys(url: &str, prefix: &str) {
+    let Ok(client) = redis::Client::open(url) else {
+        return;
+    };
+    if let Ok(mut connection) = client.get_multiplexed_async_connection().await {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}*"))
+            .query_async(&mut connection)
+            .await
+            .unwrap_or_default();
+        if !keys.is_empty() {
+            let _: Result<(), _> = redis::cmd("DEL")
+                .arg(keys)
+                .query_async(&mut connection)
+                .await;
+        }
+    }
+}
+
 /// The PostgreSQL URL of the suite, if configured.
 pub fn postgres_url() -> Option<String> {
     std::env::var("AGG_TEST_DATABASE_URL")

@@ -28,6 +28,10 @@ mod import_tests;
 mod imports;
 #[cfg(test)]
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod login_network_tests;
+mod login_networks;
+#[cfg(test)]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod migrate_tests;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -47,6 +51,7 @@ pub use imports::{
     FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportInstitution,
     ImportSnapshot, ImportStore,
 };
+pub use login_networks::LoginNetworkStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{InvalidSchemaName, PostgresStore, PostgresStoreBuilder, SchemaName};
 pub use providers::{
@@ -648,6 +653,7 @@ pub trait Store:
     + SyncStore
     + WebhookStore
     + EventStore
+    + LoginNetworkStore
     + 'static
 {
 }
@@ -668,6 +674,7 @@ impl<T> Store for T where
         + SyncStore
         + WebhookStore
         + EventStore
+        + LoginNetworkStore
         + 'static
 {
 }
