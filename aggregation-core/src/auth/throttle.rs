@@ -71,7 +71,7 @@ impl LoginThrottle {
         };
         let key = self.bucket_key(normalized_email);
         if let Err(error) = self.store.check(&key, bucket).await {
-            tracing::error!(
+            tracing::debug!(
                 error = %error,
                 layer = "login_throttle",
                 result = "fail_open",
@@ -90,7 +90,7 @@ impl LoginThrottle {
         match self.store.peek(&key, bucket).await {
             Ok(decision) => !decision.allowed,
             Err(error) => {
-                tracing::error!(
+                tracing::debug!(
                     error = %error,
                     layer = "login_throttle",
                     result = "fail_open",

@@ -22,6 +22,7 @@ use crate::events::Event;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod event_tests;
 mod events;
+mod guard;
 #[cfg(test)]
 #[cfg(feature = "sqlite")]
 mod import_tests;
@@ -43,6 +44,7 @@ mod sqlite;
 mod webhooks;
 
 pub use events::{AuditFilter, EventStore};
+pub(crate) use guard::GuardedStore;
 pub use imports::{
     FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportInstitution,
     ImportSnapshot, ImportStore,
