@@ -4,15 +4,16 @@
 //! A store that cannot be reached used to cost every request the full store timeout (5 s
 //! waiting for a pooled connection that never came). After [`FAILURES_TO_OPEN`] calls in a
 //! row fail with [`StoreError::Unavailable`] the breaker opens: calls fail at once with
-//! `Unavailable` (503 with `Retry-After`), and a background task pings the store every
-//! [`PROBE_EVERY`] (one ping at a time). The first call or ping that gets an answer closes it.
-//! Any answer counts, a conflict or a failed statement included: the store is reachable.
+//! `Unavailable` (503 with `Retry-After`), and a background task pings the store
+//! [`PROBE_EVERY`] after its last ping ended, whether requests come or not. The first call or
+//! ping that gets an answer closes it. Any answer counts, a conflict or a failed statement
+//! included: the store is reachable.
 //!
 //! The outage is logged here, once when the first call fails, as a count every 10 s while it
 //! lasts, and once when it ends ([`OutageLog`]), never once per call.
 
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -25,7 +26,7 @@ use crate::outage::OutageLog;
 /// Calls in a row failing with [`StoreError::Unavailable`] that open the breaker.
 pub(crate) const FAILURES_TO_OPEN: u32 = 3;
 
-/// How often an open breaker pings the store.
+/// The pause between the end of one ping of an open breaker and the start of the next.
 pub(crate) const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 /// What an open breaker answers (the detail is never shown to clients).
@@ -51,60 +52,62 @@ impl GuardedStore {
         &self,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        match self.breaker.admit() {
-            Admission::Call => {}
-            Admission::Refuse { probe } => {
-                if probe {
-                    self.spawn_probe();
-                }
-                let refused = StoreError::Unavailable(OPEN.to_owned());
-                self.breaker.outage.failure(&refused);
-                return Err(refused);
-            }
+        if self.breaker.is_open() {
+            let refused = StoreError::Unavailable(OPEN.to_owned());
+            self.breaker.outage.failure(&refused);
+            return Err(refused);
         }
         let outcome = call.await;
-        self.breaker.learn(&outcome);
+        if self.breaker.learn(&outcome) == Learned::Opened {
+            self.spawn_probe();
+        }
         outcome
     }
 
-    /// Pings the store in the background; the outcome closes the breaker or schedules the next
-    /// ping. Without a Tokio runtime (an embedder calling from elsewhere) the ping runs on the
-    /// next call instead.
+    /// Pings the store in the background until it answers, which closes the breaker. Ends
+    /// with the service (it holds neither the store nor the breaker alive). Without a Tokio
+    /// runtime (an embedder calling from elsewhere) the breaker lets the next call through as
+    /// the probe instead.
     fn spawn_probe(&self) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            self.breaker.probe_failed_to_start();
+            self.breaker.half_open();
             return;
         };
-        let inner = self.inner.clone();
-        let breaker = self.breaker.clone();
-        runtime.spawn(async move {
-            let outcome = inner.ping().await;
-            breaker.learn(&outcome);
-        });
+        let store = Arc::downgrade(&self.inner);
+        let breaker = Arc::downgrade(&self.breaker);
+        runtime.spawn(probe(store, breaker));
     }
 }
 
-/// Whether a call may go to the store.
+async fn probe(store: Weak<dyn Store>, breaker: Weak<Breaker>) {
+    loop {
+        tokio::time::sleep(PROBE_EVERY).await;
+        let (Some(store), Some(breaker)) = (store.upgrade(), breaker.upgrade()) else {
+            return;
+        };
+        if !breaker.is_open() {
+            // A call admitted before the breaker opened got an answer.
+            return;
+        }
+        let outcome = store.ping().await;
+        if breaker.learn(&outcome) == Learned::Closed {
+            return;
+        }
+    }
+}
+
+/// What an outcome did to the breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Admission {
-    Call,
-    /// The breaker is open; `probe`: this call should start the background ping.
-    Refuse {
-        probe: bool,
-    },
+enum Learned {
+    Nothing,
+    Opened,
+    Closed,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
-    Closed {
-        failures_in_a_row: u32,
-    },
-    Open {
-        /// When the next ping may start.
-        probe_at: Instant,
-        /// A ping is under way.
-        probing: bool,
-    },
+    Closed { failures_in_a_row: u32 },
+    Open,
 }
 
 #[derive(Debug)]
@@ -128,41 +131,23 @@ impl Default for Breaker {
 }
 
 impl Breaker {
-    fn admit(&self) -> Admission {
-        self.admit_at(Instant::now())
+    fn is_open(&self) -> bool {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) == State::Open
     }
 
-    fn admit_at(&self, now: Instant) -> Admission {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        match *state {
-            State::Closed { .. } => Admission::Call,
-            State::Open { probing: true, .. } => Admission::Refuse { probe: false },
-            State::Open { probe_at, .. } if now < probe_at => Admission::Refuse { probe: false },
-            State::Open { probe_at, .. } => {
-                *state = State::Open {
-                    probe_at,
-                    probing: true,
-                };
-                Admission::Refuse { probe: true }
-            }
-        }
-    }
-
-    /// No runtime to ping on: the next call after [`PROBE_EVERY`] goes to the store as the
-    /// probe.
-    fn probe_failed_to_start(&self) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        *state = State::Closed {
+    /// One more failure closes it again: the next call is the probe.
+    fn half_open(&self) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = State::Closed {
             failures_in_a_row: FAILURES_TO_OPEN - 1,
         };
     }
 
-    fn learn<T>(&self, outcome: &Result<T, StoreError>) {
+    fn learn<T>(&self, outcome: &Result<T, StoreError>) -> Learned {
         match outcome {
             Err(error @ StoreError::Unavailable(_)) => {
-                let opened = self.failed_at(Instant::now());
                 self.outage.failure(error);
-                if opened {
+                let opened = self.failed();
+                if opened == Learned::Opened {
                     tracing::warn!(
                         failures = FAILURES_TO_OPEN,
                         probe_every_ms = PROBE_EVERY.as_millis(),
@@ -170,53 +155,48 @@ impl Breaker {
                          ping gets an answer"
                     );
                 }
+                opened
             }
             // The store answered, even if it refused the statement.
             Ok(_) | Err(_) => {
-                if self.succeeded() {
+                let closed = self.answered();
+                if closed == Learned::Closed {
                     tracing::warn!("store circuit breaker closed: the store answers again");
                 }
                 self.outage.success();
+                closed
             }
         }
     }
 
-    /// Counts a failure; whether the breaker opened with it.
-    fn failed_at(&self, now: Instant) -> bool {
+    fn failed(&self) -> Learned {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         match *state {
             State::Closed { failures_in_a_row } if failures_in_a_row + 1 >= FAILURES_TO_OPEN => {
-                *state = State::Open {
-                    probe_at: now + PROBE_EVERY,
-                    probing: false,
-                };
-                true
+                *state = State::Open;
+                Learned::Opened
             }
             State::Closed { failures_in_a_row } => {
                 *state = State::Closed {
                     failures_in_a_row: failures_in_a_row + 1,
                 };
-                false
+                Learned::Nothing
             }
-            // A call admitted before the breaker opened, or the ping: ping again later.
-            State::Open { .. } => {
-                *state = State::Open {
-                    probe_at: now + PROBE_EVERY,
-                    probing: false,
-                };
-                false
-            }
+            State::Open => Learned::Nothing,
         }
     }
 
-    /// Closes the breaker; whether it was open.
-    fn succeeded(&self) -> bool {
+    fn answered(&self) -> Learned {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let was_open = matches!(*state, State::Open { .. });
+        let was_open = *state == State::Open;
         *state = State::Closed {
             failures_in_a_row: 0,
         };
-        was_open
+        if was_open {
+            Learned::Closed
+        } else {
+            Learned::Nothing
+        }
     }
 }
 
@@ -502,29 +482,19 @@ mod tests {
     }
 
     #[test]
-    fn opens_after_failures_in_a_row_and_refuses_until_the_probe_is_due() {
+    fn opens_after_failures_in_a_row_and_closes_on_the_first_answer() {
         let breaker = Breaker::default();
-        let now = Instant::now();
         for _ in 1..FAILURES_TO_OPEN {
-            assert!(!breaker.failed_at(now));
-            assert_eq!(breaker.admit_at(now), Admission::Call);
+            assert_eq!(breaker.learn(&unavailable()), Learned::Nothing);
+            assert!(!breaker.is_open());
         }
-        assert!(breaker.failed_at(now));
-        assert_eq!(breaker.admit_at(now), Admission::Refuse { probe: false });
-        // One call, when the probe is due, starts it; the others are refused without one.
-        let due = now + PROBE_EVERY;
-        assert_eq!(breaker.admit_at(due), Admission::Refuse { probe: true });
-        assert_eq!(breaker.admit_at(due), Admission::Refuse { probe: false });
-        // The probe failed: the next is due a period later.
-        assert!(!breaker.failed_at(due));
-        assert_eq!(breaker.admit_at(due), Admission::Refuse { probe: false });
-        assert_eq!(
-            breaker.admit_at(due + PROBE_EVERY),
-            Admission::Refuse { probe: true }
-        );
-        // The probe got an answer: closed.
-        breaker.learn(&Ok(()));
-        assert_eq!(breaker.admit_at(due + PROBE_EVERY), Admission::Call);
+        assert_eq!(breaker.learn(&unavailable()), Learned::Opened);
+        assert!(breaker.is_open());
+        // A failed ping keeps it open; the first answer closes it.
+        assert_eq!(breaker.learn(&unavailable()), Learned::Nothing);
+        assert!(breaker.is_open());
+        assert_eq!(breaker.learn(&Ok(())), Learned::Closed);
+        assert!(!breaker.is_open());
     }
 
     #[test]
@@ -537,7 +507,7 @@ mod tests {
             // The store answered, if only to refuse: it is reachable.
             breaker.learn(&Err::<(), _>(StoreError::Conflict("taken".to_owned())));
             breaker.learn(&Err::<(), _>(StoreError::Other("bad row".to_owned())));
-            assert_eq!(breaker.admit(), Admission::Call);
+            assert!(!breaker.is_open());
         }
     }
 
@@ -560,5 +530,27 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn the_background_ping_closes_the_breaker_without_any_request() {
+        let store = super::super::SqliteStore::in_memory()
+            .await
+            .expect("in-memory SQLite");
+        let guarded = GuardedStore::new(Arc::new(store));
+        for _ in 0..FAILURES_TO_OPEN {
+            let outcome = guarded.guard(async { unavailable() }).await;
+            assert!(outcome.is_err());
+        }
+        assert!(guarded.breaker.is_open());
+        // No call comes; the ping alone notices the store answers.
+        let mut waited = 0;
+        while guarded.breaker.is_open() && waited < 300 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            waited += 1;
+        }
+        assert!(!guarded.breaker.is_open(), "still open after 30 s");
+        guarded.ping().await.expect("closed again");
     }
 }
