@@ -39,6 +39,8 @@ use crate::store::{GuardedStore, Store};
 mod annotate;
 pub(crate) mod bearer;
 pub(crate) mod client_ip;
+#[cfg(all(test, feature = "sqlite"))]
+mod outage_tests;
 pub(crate) mod problem;
 pub(crate) mod rate_limit;
 pub(crate) mod trace;
