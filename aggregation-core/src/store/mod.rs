@@ -73,7 +73,9 @@ pub use webhooks::{
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The database could not be reached in time (answered as 503).
+    /// The database could not be reached or talked to, or did not answer in time (answered
+    /// as 503 with `Retry-After`). Calls failing with it in a row open the service's circuit
+    /// breaker, so return it only when the store itself is at fault, never for a bad row.
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
     /// A uniqueness rule was broken (for example, an email already registered).
