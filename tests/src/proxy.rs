@@ -135,8 +135,11 @@ async fn accept(
 }
 
 async fn pass(mut client: TcpStream, mut server: TcpStream, mut changed: watch::Receiver<Fault>) {
+    // The change first: once the mode has changed, not one more byte passes, so a request
+    // sent after `FaultProxy::set` never reaches the upstream through an older connection.
     tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+        biased;
         _ = changed.changed() => {}
+        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
     }
 }
