@@ -31,12 +31,16 @@ use crate::events::{EventSink, SinkRateLimitEvents, TracingEventSink};
 use crate::jobs::JobRunner;
 use crate::mail::{MailQueue, MailQueueHandle, Mailer};
 use crate::providers::{Provider, Providers};
-use crate::rate_limit::{InMemoryRateLimitStore, PolicyTable, RateLimitStore, RateLimiter};
-use crate::store::Store;
+use crate::rate_limit::{
+    InMemoryRateLimitStore, PolicyTable, RateLimitStore, RateLimiter, WatchedRateLimitStore,
+};
+use crate::store::{GuardedStore, Store};
 
 mod annotate;
 pub(crate) mod bearer;
 pub(crate) mod client_ip;
+#[cfg(all(test, feature = "sqlite"))]
+mod outage_tests;
 pub(crate) mod problem;
 pub(crate) mod rate_limit;
 pub(crate) mod trace;
@@ -245,6 +249,8 @@ impl AggregationServiceBuilder {
     /// Builds the service. Must run inside a Tokio runtime: the mail queue's task starts here.
     pub fn build(self) -> Result<AggregationService, BuildError> {
         let store = self.store.ok_or(BuildError::MissingStore)?;
+        // Every backend gets the circuit breaker and the outage log, the jobs' calls included.
+        let store: Arc<dyn Store> = Arc::new(GuardedStore::new(store));
         let mailer = self.mailer.ok_or(BuildError::MissingMailer)?;
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(BuildError::NoRuntime);
@@ -255,6 +261,8 @@ impl AggregationServiceBuilder {
         let limits = self
             .rate_limit_store
             .unwrap_or_else(|| Arc::new(InMemoryRateLimitStore::new()));
+        // Its outages are logged once, not per request (the limiter and throttle fail open).
+        let limits: Arc<dyn RateLimitStore> = Arc::new(WatchedRateLimitStore::new(limits));
         // The login throttle keeps its buckets beside the endpoints' (shared through Redis
         // when that is the store), whatever the policies.
         let app = Arc::new(App::new(

@@ -20,6 +20,7 @@ use http_body_util::{BodyExt as _, Full};
 use serde_json::Value;
 use tower::ServiceExt as _;
 
+pub mod proxy;
 pub mod receiver;
 mod servers;
 mod statements;
@@ -338,6 +339,9 @@ pub struct Setup {
     /// A Schwab-compatible sandbox to serve on a loopback socket and offer as the
     /// `schwab-sandbox` provider.
     pub sandbox: Option<SchwabSandbox>,
+    /// The store to serve from instead of a fresh one of the case's backend (already
+    /// migrated; the case owns its database).
+    pub store: Option<Arc<dyn Store>>,
 }
 
 impl Default for Setup {
@@ -347,6 +351,7 @@ impl Default for Setup {
             policies: PolicyTable::disabled(),
             rate_limit_store: None,
             sandbox: None,
+            store: None,
         }
     }
 }
@@ -475,8 +480,14 @@ where
     F: FnOnce(TestApp) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let Some((store, database)) = make_store(backend).await else {
-        return;
+    let (store, database) = match setup.store {
+        Some(store) => (store, None),
+        None => {
+            let Some(made) = make_store(backend).await else {
+                return;
+            };
+            made
+        }
     };
     let mailer = MemoryMailer::new();
     let events = MemoryEventSink::new();

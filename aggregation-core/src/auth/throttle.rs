@@ -240,7 +240,7 @@ impl LoginThrottle {
             .flatten()
             .filter_map(Result::err)
         {
-            tracing::error!(
+            tracing::debug!(
                 error = %error,
                 layer = "login_throttle",
                 result = "fail_open",
@@ -284,7 +284,7 @@ fn is_empty(peeked: Result<Decision, RateLimitStoreError>) -> bool {
     match peeked {
         Ok(decision) => !decision.allowed,
         Err(error) => {
-            tracing::error!(
+            tracing::debug!(
                 error = %error,
                 layer = "login_throttle",
                 result = "fail_open",

@@ -22,6 +22,7 @@ use crate::events::Event;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod event_tests;
 mod events;
+mod guard;
 #[cfg(test)]
 #[cfg(feature = "sqlite")]
 mod import_tests;
@@ -47,6 +48,7 @@ mod sqlite;
 mod webhooks;
 
 pub use events::{AuditFilter, EventStore};
+pub(crate) use guard::GuardedStore;
 pub use imports::{
     FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportInstitution,
     ImportSnapshot, ImportStore,
@@ -76,7 +78,9 @@ pub use webhooks::{
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The database could not be reached in time (answered as 503).
+    /// The database could not be reached or talked to, or did not answer in time (answered
+    /// as 503 with `Retry-After`). Calls failing with it in a row open the service's circuit
+    /// breaker, so return it only when the store itself is at fault, never for a bad row.
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
     /// A uniqueness rule was broken (for example, an email already registered).
