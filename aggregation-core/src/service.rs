@@ -76,9 +76,7 @@ pub enum BuildError {
 /// The layers and the router, as composed by [`AggregationServiceBuilder::build`].
 type Stack = KeepAlive<
     Trace<
-        Problems<
-            Annotated<Annotated<Router<RateLimit<Dispatch>>, VerifyBearer>, ResolveClientIp>,
-        >,
+        Problems<Annotated<Annotated<Router<RateLimit<Dispatch>>, VerifyBearer>, ResolveClientIp>>,
     >,
 >;
 

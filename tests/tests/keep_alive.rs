@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use aggregation_tests::{TestApp, Target, conformance, test_config};
+use aggregation_tests::{Target, TestApp, conformance, test_config};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
@@ -288,9 +288,7 @@ impl Connection {
             let value = value.trim();
             match name.trim().to_ascii_lowercase().as_str() {
                 "content-length" => {
-                    length = value
-                        .parse()
-                        .map_err(|_| Failure::Garbled(head.clone()))?;
+                    length = value.parse().map_err(|_| Failure::Garbled(head.clone()))?;
                 }
                 "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
                 "connection" => {
@@ -387,7 +385,8 @@ async fn one_connection_carries_mixed_requests(app: TestApp) {
         match answer {
             Ok(answer) => {
                 assert_eq!(
-                    answer.status, request.expected,
+                    answer.status,
+                    request.expected,
                     "request {index}: {} {} ({:?}, {} body bytes)",
                     request.method,
                     request.path,
@@ -395,7 +394,10 @@ async fn one_connection_carries_mixed_requests(app: TestApp) {
                     request.body.len()
                 );
                 if large {
-                    assert!(answer.closes, "an unread body past 64 KiB announces the close");
+                    assert!(
+                        answer.closes,
+                        "an unread body past 64 KiB announces the close"
+                    );
                 }
                 if answer.closes {
                     announced_closes += 1;

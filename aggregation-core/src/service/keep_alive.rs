@@ -424,7 +424,10 @@ mod tests {
             .await
             .expect("infallible");
         assert!(closes(&response));
-        assert!(!ended.load(Ordering::SeqCst), "reading stopped at the limit");
+        assert!(
+            !ended.load(Ordering::SeqCst),
+            "reading stopped at the limit"
+        );
     }
 
     #[tokio::test]
