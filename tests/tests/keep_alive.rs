@@ -157,7 +157,6 @@ fn plan(index: usize, nasty: &[Vec<u8>]) -> Planned {
 }
 
 /// What went wrong on the connection.
-#[derive(Debug)]
 enum Failure {
     /// Writing or reading failed with a reset.
     Reset(std::io::Error),
@@ -167,6 +166,17 @@ enum Failure {
     Stalled,
     /// The answer could not be parsed.
     Garbled(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Reset(error) => write!(f, "reset: {error}"),
+            Self::UnannouncedClose => f.write_str("closed without Connection: close"),
+            Self::Stalled => write!(f, "no answer within {ANSWER_LIMIT:?}"),
+            Self::Garbled(text) => write!(f, "unreadable answer: {text:?}"),
+        }
+    }
 }
 
 /// An answer as read off the wire.
@@ -348,7 +358,7 @@ impl Connection {
                     "bytes after a Connection: close answer: {:?}",
                     String::from_utf8_lossy(&self.buffer)
                 ),
-                Err(failure) => panic!("the announced close did not come: {failure:?}"),
+                Err(failure) => panic!("the announced close did not come: {failure}"),
             }
         }
     }
@@ -408,7 +418,7 @@ async fn one_connection_carries_mixed_requests(app: TestApp) {
             }
             Err(failure) => {
                 failures.push(format!(
-                    "request {index} ({} {}, {:?}): {failure:?}",
+                    "request {index} ({} {}, {:?}): {failure}",
                     request.method, request.path, request.framing
                 ));
                 connection = Connection::open(&address).await;
