@@ -2,6 +2,8 @@
 //!
 //! A request walks down once through `tower` layers, each in its own module:
 //!
+//! 0. `service::keep_alive`: an HTTP/1 answer given before the request body was read waits
+//!    for the rest of a small body, or says `Connection: close`;
 //! 1. `service::trace`: trace context (`traceparent`), the request's tracing span, the access
 //!    log and (feature `metrics`) the request metrics;
 //! 2. `service::problem`: every failure below becomes a problem-details response here;
@@ -39,6 +41,7 @@ use crate::store::{GuardedStore, Store};
 mod annotate;
 pub(crate) mod bearer;
 pub(crate) mod client_ip;
+mod keep_alive;
 #[cfg(all(test, feature = "sqlite"))]
 mod outage_tests;
 pub(crate) mod problem;
@@ -48,6 +51,7 @@ pub(crate) mod trace;
 use annotate::Annotated;
 use bearer::{BearerLayer, VerifyBearer};
 use client_ip::{ClientIpLayer, ResolveClientIp};
+use keep_alive::{KeepAlive, KeepAliveLayer};
 use problem::{ProblemLayer, Problems};
 use rate_limit::{RateLimit, RateLimitLayer};
 use trace::{Trace, TraceLayer};
@@ -74,8 +78,10 @@ pub enum BuildError {
 }
 
 /// The layers and the router, as composed by [`AggregationServiceBuilder::build`].
-type Stack = Trace<
-    Problems<Annotated<Annotated<Router<RateLimit<Dispatch>>, VerifyBearer>, ResolveClientIp>>,
+type Stack = KeepAlive<
+    Trace<
+        Problems<Annotated<Annotated<Router<RateLimit<Dispatch>>, VerifyBearer>, ResolveClientIp>>,
+    >,
 >;
 
 /// The aggregation API as a `tower::Service<http::Request<B>>`.
@@ -285,6 +291,7 @@ impl AggregationServiceBuilder {
         #[cfg(feature = "metrics")]
         let metrics = crate::metrics::Metrics::default();
         let stack = tower::ServiceBuilder::new()
+            .layer(KeepAliveLayer::new())
             .layer(TraceLayer::new(
                 #[cfg(feature = "metrics")]
                 metrics.clone(),

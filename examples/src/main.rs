@@ -222,7 +222,9 @@ struct Cli {
         value_parser = named::<u32>("AGG_AUDIT_RETENTION_DAYS")
     )]
     audit_retention_days: u32,
-    /// Seconds a client has to send a request's head (slow clients are disconnected).
+    /// Seconds a client has to send a request's head (slow clients are disconnected); also
+    /// how long a new connection may take to show its protocol, and how long an idle
+    /// connection stays open (HTTP/1 between requests, HTTP/2 with no request in flight).
     #[arg(
         long,
         env = "AGG_HEADER_TIMEOUT_SECONDS",
@@ -238,6 +240,15 @@ struct Cli {
         value_parser = named::<u64>("AGG_BODY_TIMEOUT_SECONDS")
     )]
     body_timeout_seconds: u64,
+    /// Most connections open at once; beyond it new connections wait in the listen backlog
+    /// until one closes.
+    #[arg(
+        long,
+        env = "AGG_MAX_CONNECTIONS",
+        default_value_t = 10_000,
+        value_parser = named::<u32>("AGG_MAX_CONNECTIONS")
+    )]
+    max_connections: u32,
     /// Seconds a shutdown waits for in-flight requests and jobs before abandoning them.
     #[arg(
         long,
@@ -446,6 +457,9 @@ async fn run(cli: Cli) -> Result<(), StartError> {
                 ),
             )
         })?;
+    if cli.max_connections == 0 {
+        return Err(setting("AGG_MAX_CONNECTIONS", "must be at least 1"));
+    }
     let sandbox = flag("AGG_SANDBOX", &cli.sandbox)?;
     let serve_metrics = flag("AGG_METRICS", &cli.metrics)?;
     let keyring = Keyring::new(encryption_keys(cli.encryption_keys.as_deref())?)
@@ -566,7 +580,7 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         shutdown_signal().await;
         streams.end_event_streams();
     };
-    let drained = serve::serve(listener, router, timeouts, signal).await;
+    let drained = serve::serve(listener, router, timeouts, cli.max_connections, signal).await;
     // One deadline for the whole shutdown, counted from the signal: requests, jobs, mail.
     let deadline = drained.deadline;
     if tokio::time::timeout_at(deadline, jobs.shutdown())

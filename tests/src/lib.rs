@@ -557,6 +557,15 @@ fn http_client(base: String) -> Client {
 }
 
 impl TestApp {
+    /// The address of the server under test (`http://127.0.0.1:PORT`); `None` for the bare
+    /// target, which has no socket. For cases that need to hold one connection themselves.
+    pub fn base_url(&self) -> Option<&str> {
+        match &self.client {
+            Client::Bare(_) => None,
+            Client::Http { base, .. } => Some(base),
+        }
+    }
+
     /// Sends a request built by the case.
     pub async fn send(&self, request: Request<Full<Bytes>>) -> TestResponse {
         self.send_streaming(request).await.into_response().await
