@@ -47,6 +47,10 @@ fn not_ready() -> ApiError {
         ErrorCode::ServiceUnavailable,
         "The service is not ready to take requests. Try again shortly.",
     )
+    .with_header(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from(super::STORE_RETRY_AFTER_SECONDS),
+    )
 }
 
 /// `GET /health/ready`
@@ -54,11 +58,12 @@ async fn ready(state: &App) -> ApiResult {
     // Both at once: a slow store and a slow Redis cost the longer of their timeouts, not the sum.
     let (store, limits) = tokio::join!(state.store.ping(), state.limits.ping());
     if let Err(error) = store {
-        tracing::warn!(error = %error, "not ready: the store does not answer");
+        // The outage itself is logged once by the store's guard, not per check.
+        tracing::debug!(error = %error, "not ready: the store does not answer");
         return Err(not_ready());
     }
     if let Err(error) = limits {
-        tracing::warn!(error = %error, "not ready: the rate-limit store does not answer");
+        tracing::debug!(error = %error, "not ready: the rate-limit store does not answer");
         return Err(not_ready());
     }
     json(StatusCode::OK, &HEALTHY)

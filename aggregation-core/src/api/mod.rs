@@ -146,12 +146,20 @@ pub(crate) fn no_content() -> ApiResult {
         .map_err(|_| ApiError::internal())
 }
 
+/// `Retry-After` of a 503 for a store that cannot be reached: an open circuit breaker pings
+/// the store every second, so a retry after that may find it back.
+pub(crate) const STORE_RETRY_AFTER_SECONDS: u64 = 1;
+
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::Unavailable(_) => ApiError::new(
                 ErrorCode::ServiceUnavailable,
                 "The service is temporarily unavailable. Try again shortly.",
+            )
+            .with_header(
+                header::RETRY_AFTER,
+                http::HeaderValue::from(STORE_RETRY_AFTER_SECONDS),
             ),
             StoreError::Conflict(_) => {
                 ApiError::new(ErrorCode::Conflict, "The resource already exists.")

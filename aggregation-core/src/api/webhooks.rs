@@ -3,9 +3,11 @@
 //! Choices where the issue is silent: a user has at most 10 endpoints (the 11th registration
 //! is 409 `conflict`); `event_types` absent, null or empty means every type, names are
 //! deduplicated, and an unknown name is 422 naming `event_types[i]`. The URL is at most 2048
-//! characters, absolute `http`/`https` without credentials or fragment; a literal loopback,
-//! private or otherwise non-public address, or a `localhost` name, is 422 `private_address`
-//! unless the server allows private addresses. Secrets are returned only by the registration
+//! characters, absolute `http`/`https` without credentials, fragment or backslashes, judged
+//! as WHATWG parsing reads it; a loopback, private or otherwise non-public address in any
+//! spelling (`2130706433`, `0x7f.1`, `[::ffff:127.0.0.1]`...), or a `localhost` name, is 422
+//! `private_address` unless the server allows private addresses, and a cloud metadata address
+//! or an unspecified, multicast or broadcast one is 422 `private_address` even then. Secrets are returned only by the registration
 //! and the rotation (201); a rotation takes effect at once, for retries of earlier events too.
 //! Deliveries list the 50 newest, newest first, each with its attempts.
 
@@ -198,7 +200,10 @@ struct AttemptJson {
     attempted_at: DateTime<Utc>,
     /// The receiver's status code; null when no answer came.
     status_code: Option<i32>,
-    /// Why no answer came.
+    /// Why the attempt did not deliver: `connect_failed` (no connection: the name did not
+    /// resolve, the address may not be reached, refused, TLS failed), `timeout`,
+    /// `request_failed` (the exchange broke off), `http_status` (a status other than 2xx,
+    /// in `status_code`) or `internal_error`; null when delivered.
     error: Option<String>,
 }
 

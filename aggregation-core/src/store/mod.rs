@@ -22,10 +22,15 @@ use crate::events::Event;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod event_tests;
 mod events;
+mod guard;
 #[cfg(test)]
 #[cfg(feature = "sqlite")]
 mod import_tests;
 mod imports;
+#[cfg(test)]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod login_network_tests;
+mod login_networks;
 #[cfg(test)]
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod migrate_tests;
@@ -43,10 +48,12 @@ mod sqlite;
 mod webhooks;
 
 pub use events::{AuditFilter, EventStore};
+pub(crate) use guard::GuardedStore;
 pub use imports::{
     FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportInstitution,
     ImportSnapshot, ImportStore,
 };
+pub use login_networks::LoginNetworkStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{InvalidSchemaName, PostgresStore, PostgresStoreBuilder, SchemaName};
 pub use providers::{
@@ -71,7 +78,9 @@ pub use webhooks::{
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The database could not be reached in time (answered as 503).
+    /// The database could not be reached or talked to, or did not answer in time (answered
+    /// as 503 with `Retry-After`). Calls failing with it in a row open the service's circuit
+    /// breaker, so return it only when the store itself is at fault, never for a bad row.
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
     /// A uniqueness rule was broken (for example, an email already registered).
@@ -648,6 +657,7 @@ pub trait Store:
     + SyncStore
     + WebhookStore
     + EventStore
+    + LoginNetworkStore
     + 'static
 {
 }
@@ -668,6 +678,7 @@ impl<T> Store for T where
         + SyncStore
         + WebhookStore
         + EventStore
+        + LoginNetworkStore
         + 'static
 {
 }
