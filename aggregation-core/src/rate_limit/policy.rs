@@ -413,8 +413,11 @@ mod tests {
                 "{health}"
             );
         }
-        assert!(!HEALTH_CHECK.enabled);
-        assert_eq!(HEALTH_CHECK.scope, Scope::Ip);
+        let health = PolicyTable::builtin()
+            .get("GET", "/health")
+            .copied()
+            .expect("a policy");
+        assert_eq!((health.enabled, health.scope), (false, Scope::Ip));
     }
 
     #[test]
