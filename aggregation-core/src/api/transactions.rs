@@ -300,6 +300,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_listing_documents_its_cursor_and_page_bounds() {
+        let document = serde_json::to_value(crate::api::openapi::document("https://x.test"))
+            .expect("document serializes");
+        let listing = &document["paths"]["/api/v1/accounts/{id}/transactions"]["get"];
+        let parameter = |name: &str| {
+            listing["parameters"]
+                .as_array()
+                .expect("parameters")
+                .iter()
+                .find(|parameter| parameter["name"] == name)
+                .cloned()
+                .expect("documented")
+        };
+        assert_eq!(parameter("limit")["schema"]["maximum"], 500);
+        let cursor = parameter("cursor");
+        assert_eq!(cursor["in"], "query");
+        assert_eq!(cursor["schema"]["pattern"], "^[A-Za-z0-9_-]{28}$");
+        let next_cursor =
+            &document["components"]["schemas"]["TransactionList"]["properties"]["next_cursor"];
+        assert_eq!(next_cursor["type"], serde_json::json!(["string", "null"]));
+        assert_eq!(next_cursor["pattern"], cursor["schema"]["pattern"]);
+    }
+
+    #[test]
     fn cursors_round_trip_and_refuse_anything_else() {
         let position = TransactionPosition {
             transaction_date: NaiveDate::from_ymd_opt(2024, 2, 29).expect("date"),

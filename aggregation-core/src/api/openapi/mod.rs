@@ -228,9 +228,7 @@ pub(crate) fn document(base_url: &str) -> OpenApi {
         let mut doc = OperationDoc::default();
         (route.describe())(&mut doc);
         // As built: a policy that is off by default (the health checks') documents no 429.
-        let rate_limited = route
-            .rate_limit()
-            .is_some_and(|limit| limit.policy.enabled);
+        let rate_limited = route.rate_limit().is_some_and(|limit| limit.policy.enabled);
         if rate_limited {
             doc.error(ErrorCode::RateLimitExceeded);
         }
