@@ -45,7 +45,7 @@ mod raised;
 #[cfg(feature = "redis")]
 mod relay;
 
-pub(crate) use bus::EventBus;
+pub(crate) use bus::{EVENT_BUS_CAPACITY, EventBus};
 pub use outbox::{Event, EventType};
 #[cfg(feature = "redis")]
 pub use relay::{EventRelayError, RedisEventRelay};

@@ -129,6 +129,27 @@ async fn sqlite_processes_migrating_at_once_take_turns() {
     assert_eq!(applied, embedded_migrations("sqlite"));
 }
 
+/// Revoking a user's other sessions finds their refresh tokens by `user_id` through an index.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_finds_refresh_tokens_by_user_through_an_index() {
+    let store = crate::store::SqliteStore::in_memory().await.unwrap();
+    let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(
+        "EXPLAIN QUERY PLAN UPDATE refresh_tokens SET revoked_at = $2 \
+         WHERE revoked_at IS NULL AND user_id = $1",
+    )
+    .bind(uuid::Uuid::now_v7())
+    .bind(chrono::Utc::now())
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert!(
+        plan.iter()
+            .any(|(_, _, _, detail)| detail.contains("refresh_tokens_user")),
+        "{plan:?}"
+    );
+}
+
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn postgres_database_of_the_former_runner_upgrades() {

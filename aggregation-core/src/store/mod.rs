@@ -64,8 +64,8 @@ pub use records::{
     AccountFilter, AccountRecord, AccountStore, AccountType, AssetType, ConnectionRecord,
     ConnectionStatus, ConnectionStore, HoldingFilter, HoldingRecord, HoldingStore, NewAccount,
     NewConnection, NewHolding, NewSnapshot, NewTransaction, Page, SnapshotRecord, SnapshotSource,
-    SnapshotStore, TransactionQuery, TransactionRecord, TransactionStatus, TransactionStore,
-    TransactionType, UpsertCounts, mask_account_number, provider_id,
+    SnapshotStore, TransactionPosition, TransactionQuery, TransactionRecord, TransactionStatus,
+    TransactionStore, TransactionType, UpsertCounts, mask_account_number, provider_id,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;

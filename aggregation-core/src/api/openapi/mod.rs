@@ -238,7 +238,8 @@ pub(crate) fn document(base_url: &str, facts: Option<&schemas::ServiceFacts<'_>>
             continue;
         };
         links.add_to(route, &mut doc);
-        let rate_limited = route.rate_limit().is_some();
+        // As built: a policy that is off by default (the health checks') documents no 429.
+        let rate_limited = route.rate_limit().is_some_and(|limit| limit.policy.enabled);
         if rate_limited {
             doc.error(ErrorCode::RateLimitExceeded);
         }
