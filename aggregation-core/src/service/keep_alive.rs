@@ -96,6 +96,7 @@ where
             return Box::pin(self.inner.call(request));
         }
         let expects_continue = expects_continue(&request);
+        let declared = declared_length(&request);
         let (parts, body) = request.into_parts();
         let (body, leftover) = Tracked::new(body);
         let response = call_boxed(
@@ -103,7 +104,7 @@ where
             Request::from_parts(parts, body.boxed_unsync()),
         );
         // Runs only once polled, after the answer is ready.
-        let settled = settle(leftover, expects_continue, self.limits);
+        let settled = settle(leftover, expects_continue, declared, self.limits);
         Box::pin(async move {
             let mut response = response.await?;
             if settled.await == Settled::Close {
@@ -157,6 +158,15 @@ fn expects_continue<B>(request: &Request<B>) -> bool {
         .is_some_and(|value| value.trim().eq_ignore_ascii_case("100-continue"))
 }
 
+/// The request's `Content-Length`, when it declares a valid one.
+fn declared_length<B>(request: &Request<B>) -> Option<u64> {
+    request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse().ok())
+}
+
 /// What the service left of the request body when it let go of it.
 enum Leftover {
     /// Not read to the end.
@@ -165,6 +175,8 @@ enum Leftover {
         /// Whether the service asked for any of it (which, with `Expect: 100-continue`, is
         /// what invites the client to send it).
         polled: bool,
+        /// The body bytes the service read before letting go.
+        read: u64,
     },
     /// Reading it failed: the connection's framing can no longer be trusted.
     Failed,
@@ -176,6 +188,7 @@ enum Leftover {
 struct Tracked {
     body: Option<RequestBody>,
     polled: bool,
+    read: u64,
     failed: bool,
     home: Option<oneshot::Sender<Leftover>>,
 }
@@ -186,6 +199,7 @@ impl Tracked {
         let tracked = Self {
             body: Some(body),
             polled: false,
+            read: 0,
             failed: false,
             home: Some(home),
         };
@@ -213,7 +227,11 @@ impl Body for Tracked {
                 this.body = None;
                 this.failed = true;
             }
-            Some(Ok(_)) => {}
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    this.read = this.read.saturating_add(data.len() as u64);
+                }
+            }
         }
         Poll::Ready(frame)
     }
@@ -244,6 +262,7 @@ impl Drop for Tracked {
             let _ = home.send(Leftover::Unread {
                 body,
                 polled: self.polled,
+                read: self.read,
             });
         }
     }
@@ -265,34 +284,42 @@ enum Settled {
 fn settle(
     leftover: oneshot::Receiver<Leftover>,
     expects_continue: bool,
+    declared: Option<u64>,
     limits: DrainLimits,
 ) -> Pin<Box<dyn Future<Output = Settled> + Send>> {
-    Box::pin(settle_now(leftover, expects_continue, limits))
+    Box::pin(settle_now(leftover, expects_continue, declared, limits))
 }
 
+/// Only a small body, as a whole (what the service read plus the rest), is drained: a large
+/// one the service gave up on (an upload over its limit, say) is not read any further, so an
+/// answer like 413 costs no more of the client's bytes than the service itself took.
 async fn settle_now(
     mut leftover: oneshot::Receiver<Leftover>,
     expects_continue: bool,
+    declared: Option<u64>,
     limits: DrainLimits,
 ) -> Settled {
-    let (mut body, polled) = match leftover.try_recv() {
+    let (mut body, polled, read) = match leftover.try_recv() {
         // Read to its end, nothing came back.
         Err(oneshot::error::TryRecvError::Closed) => return Settled::Reusable,
         // The body outlives the answer (something still reads it): the connection cannot be
         // vouched for.
         Err(oneshot::error::TryRecvError::Empty) | Ok(Leftover::Failed) => return Settled::Close,
-        Ok(Leftover::Unread { body, polled }) => (body, polled),
+        Ok(Leftover::Unread { body, polled, read }) => (body, polled, read),
     };
     if expects_continue && !polled {
         // The client has not been invited to send the body; reading it now would ask for a
         // body only to drop it.
         return Settled::Close;
     }
-    if body.size_hint().lower() > limits.bytes {
+    let whole_at_least = read
+        .saturating_add(body.size_hint().lower())
+        .max(declared.unwrap_or(0));
+    if whole_at_least > limits.bytes {
         return Settled::Close;
     }
     let drain = async {
-        let mut drained: u64 = 0;
+        let mut drained: u64 = read;
         while let Some(frame) = body.frame().await {
             let Ok(frame) = frame else {
                 return Settled::Close;
@@ -440,6 +467,55 @@ mod tests {
             .await
             .expect("infallible");
         assert!(closes(&response));
+    }
+
+    #[tokio::test]
+    async fn a_large_body_the_service_gave_up_on_is_not_read_further() {
+        // The service read one frame already past the limit (as an upload over its own limit):
+        // nothing more is taken from the client.
+        let read_after = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = read_after.clone();
+        let frames = futures_util::stream::unfold(0, move |index| {
+            let counted = counted.clone();
+            async move {
+                if index == 6 {
+                    return None;
+                }
+                if index > 0 {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                }
+                Some((
+                    Ok::<_, BoxError>(Frame::data(Bytes::from(vec![b'x'; 1100]))),
+                    index + 1,
+                ))
+            }
+        });
+        let response = service(Reads::FirstFrame)
+            .oneshot(request(StreamBody::new(frames).boxed_unsync()))
+            .await
+            .expect("infallible");
+        assert!(closes(&response));
+        assert_eq!(
+            read_after.load(Ordering::SeqCst),
+            0,
+            "no frame after the first"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_declared_length_header_past_the_limit_closes_without_reading() {
+        // A body whose size hint says nothing; the header alone decides.
+        let ended = Arc::new(AtomicBool::new(false));
+        let mut request = request(chunked(1, 10, ended.clone()));
+        request
+            .headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from_static("4096"));
+        let response = service(Reads::Nothing)
+            .oneshot(request)
+            .await
+            .expect("infallible");
+        assert!(closes(&response));
+        assert!(!ended.load(Ordering::SeqCst), "not one byte was read");
     }
 
     #[tokio::test]
