@@ -39,6 +39,8 @@ pub(crate) struct App {
     pub(crate) streams: crate::api::events::StreamSlots,
     /// The OpenAPI document, built on its first request.
     pub(crate) openapi: std::sync::OnceLock<crate::api::openapi::Published>,
+    /// The last readiness result, answered for a second (`GET /health/ready`).
+    pub(crate) readiness: crate::api::health::Readiness,
 }
 
 impl App {
@@ -88,6 +90,7 @@ impl App {
             bus,
             streams: crate::api::events::StreamSlots::default(),
             openapi: std::sync::OnceLock::new(),
+            readiness: crate::api::health::Readiness::default(),
         }
     }
 

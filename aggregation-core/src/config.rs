@@ -27,18 +27,22 @@ pub enum ConfigError {
     LoginFailureLimit(&'static str),
 }
 
-/// The per-account throttle of failed logins: at most `max_failures` failed logins for one
-/// account (one normalized email, known or not) within `window`, as a token bucket of
-/// `max_failures` tokens refilled at `max_failures` per `window`. Each failed login (unknown
-/// email or wrong password) takes a token; a successful one takes none. While the bucket is
-/// empty every login for that email answers exactly as a wrong password does (401
-/// `invalid_credentials`), the right password included, until a token is back.
+/// The throttle of failed logins, per account and client network: a token bucket of
+/// `max_failures` tokens refilled at `max_failures` per `window` for each account (one
+/// normalized email, known or not) and network (the client's IPv4 /24 or IPv6 /64), and one
+/// more per account shared by the networks that have not logged in to it within 30 days. Each
+/// failed login (unknown email or wrong password) takes a token from its network's bucket and,
+/// from such an unknown network, from the shared one; a successful login takes none. While a
+/// bucket that concerns the login is empty, it answers exactly as a wrong password does (401
+/// `invalid_credentials`), the right password included, until a token is back. A network from
+/// which the account logged in within 30 days is never refused because of other networks'
+/// failures, so strangers cannot lock an owner out of the networks they use.
 ///
 /// The default, 10 failures refilled at 10 per hour, lets an account's owner mistype a few
-/// times, keeps online guessing against one account to about 10 passwords an hour (well
-/// below the 100 an hour that OWASP ASVS 2.2.1 allows) and frees the account again 6 minutes
-/// after the last failure in a burst. Per-IP limits stay as they are; this one holds when an
-/// attacker spreads its guesses over many addresses.
+/// times, keeps online guessing against one account from unknown networks to about 10
+/// passwords an hour (well below the 100 an hour that OWASP ASVS 2.2.1 allows), however many
+/// addresses the attacker spreads them over, and frees a network again 6 minutes after the
+/// last failure in a burst. Per-IP limits stay as they are.
 ///
 /// ```
 /// use std::time::Duration;
@@ -726,7 +730,9 @@ impl Config {
     /// Sets whether webhooks may be registered for and delivered to loopback, private,
     /// link-local and other non-public addresses (default `false`; the reference server's
     /// `AGG_WEBHOOK_ALLOW_PRIVATE=1`). Meant for receivers on the host's own network; anyone
-    /// who can register a webhook can then make the service send requests there.
+    /// who can register a webhook can then make the service send requests there. Cloud
+    /// metadata services (169.254.169.254, fd00:ec2::254, 100.100.100.200 and the like, in
+    /// every spelling) and unspecified, multicast and broadcast addresses stay refused.
     #[must_use]
     pub fn with_webhook_allow_private(mut self, allow: bool) -> Self {
         self.webhooks.allow_private = allow;

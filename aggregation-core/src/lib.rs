@@ -15,6 +15,7 @@ pub mod mail;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod mount;
+mod outage;
 #[cfg(any(feature = "schwab", feature = "webhooks"))]
 mod outbound;
 pub(crate) mod problem;

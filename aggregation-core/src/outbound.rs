@@ -3,7 +3,7 @@
 use std::error::Error as _;
 
 /// A reqwest error and its sources on one line, without the URL (which may carry a token in its
-/// query): what provider errors and the webhook deliveries list show.
+/// query): what provider errors show, and what webhook deliveries log at debug level.
 pub(crate) fn describe_request_error(error: &reqwest::Error) -> String {
     let mut text = if error.is_timeout() {
         "timed out".to_owned()

@@ -2,6 +2,8 @@
 //!
 //! A request walks down once through `tower` layers, each in its own module:
 //!
+//! 0. `service::keep_alive`: an HTTP/1 answer given before the request body was read waits
+//!    for the rest of a small body, or says `Connection: close`;
 //! 1. `service::trace`: trace context (`traceparent`), the request's tracing span, the access
 //!    log and (feature `metrics`) the request metrics;
 //! 2. `service::problem`: every failure below becomes a problem-details response here;
@@ -31,12 +33,17 @@ use crate::events::{EventSink, SinkRateLimitEvents, TracingEventSink};
 use crate::jobs::JobRunner;
 use crate::mail::{MailQueue, MailQueueHandle, Mailer};
 use crate::providers::{Provider, Providers};
-use crate::rate_limit::{InMemoryRateLimitStore, PolicyTable, RateLimitStore, RateLimiter};
-use crate::store::Store;
+use crate::rate_limit::{
+    InMemoryRateLimitStore, PolicyTable, RateLimitStore, RateLimiter, WatchedRateLimitStore,
+};
+use crate::store::{GuardedStore, Store};
 
 mod annotate;
 pub(crate) mod bearer;
 pub(crate) mod client_ip;
+mod keep_alive;
+#[cfg(all(test, feature = "sqlite"))]
+mod outage_tests;
 pub(crate) mod problem;
 pub(crate) mod rate_limit;
 pub(crate) mod trace;
@@ -44,6 +51,7 @@ pub(crate) mod trace;
 use annotate::Annotated;
 use bearer::{BearerLayer, VerifyBearer};
 use client_ip::{ClientIpLayer, ResolveClientIp};
+use keep_alive::{KeepAlive, KeepAliveLayer};
 use problem::{ProblemLayer, Problems};
 use rate_limit::{RateLimit, RateLimitLayer};
 use trace::{Trace, TraceLayer};
@@ -70,8 +78,10 @@ pub enum BuildError {
 }
 
 /// The layers and the router, as composed by [`AggregationServiceBuilder::build`].
-type Stack = Trace<
-    Problems<Annotated<Annotated<Router<RateLimit<Dispatch>>, VerifyBearer>, ResolveClientIp>>,
+type Stack = KeepAlive<
+    Trace<
+        Problems<Annotated<Annotated<Router<RateLimit<Dispatch>>, VerifyBearer>, ResolveClientIp>>,
+    >,
 >;
 
 /// The aggregation API as a `tower::Service<http::Request<B>>`.
@@ -245,6 +255,8 @@ impl AggregationServiceBuilder {
     /// Builds the service. Must run inside a Tokio runtime: the mail queue's task starts here.
     pub fn build(self) -> Result<AggregationService, BuildError> {
         let store = self.store.ok_or(BuildError::MissingStore)?;
+        // Every backend gets the circuit breaker and the outage log, the jobs' calls included.
+        let store: Arc<dyn Store> = Arc::new(GuardedStore::new(store));
         let mailer = self.mailer.ok_or(BuildError::MissingMailer)?;
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(BuildError::NoRuntime);
@@ -255,6 +267,8 @@ impl AggregationServiceBuilder {
         let limits = self
             .rate_limit_store
             .unwrap_or_else(|| Arc::new(InMemoryRateLimitStore::new()));
+        // Its outages are logged once, not per request (the limiter and throttle fail open).
+        let limits: Arc<dyn RateLimitStore> = Arc::new(WatchedRateLimitStore::new(limits));
         // The login throttle keeps its buckets beside the endpoints' (shared through Redis
         // when that is the store), whatever the policies.
         let app = Arc::new(App::new(
@@ -277,6 +291,7 @@ impl AggregationServiceBuilder {
         #[cfg(feature = "metrics")]
         let metrics = crate::metrics::Metrics::default();
         let stack = tower::ServiceBuilder::new()
+            .layer(KeepAliveLayer::new())
             .layer(TraceLayer::new(
                 #[cfg(feature = "metrics")]
                 metrics.clone(),

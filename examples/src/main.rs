@@ -102,8 +102,11 @@ struct Cli {
         value_parser = named::<usize>("AGG_RATE_LIMIT_MAX_BUCKETS")
     )]
     rate_limit_max_buckets: usize,
-    /// Failed logins per account (normalized email) before its logins are refused, the right
-    /// password included, until one failure has refilled; `0` turns this throttle off.
+    /// Failed logins per account (normalized email) and client network (IPv4 /24, IPv6 /64)
+    /// before that network's logins are refused, the right password included, until one
+    /// failure has refilled; networks the account has not logged in from within 30 days share
+    /// as many more, and networks it has are never refused for others' failures; `0` turns
+    /// this throttle off.
     #[arg(
         long,
         env = "AGG_LOGIN_MAX_FAILURES",
@@ -149,6 +152,8 @@ struct Cli {
     oauth_callback_requires_auth: String,
     /// `1` lets webhooks be registered for and delivered to loopback, private and link-local
     /// addresses (receivers on this host or its network); `0` allows public addresses only.
+    /// Cloud metadata addresses (169.254.169.254, fd00:ec2::254, 100.100.100.200...) are
+    /// refused either way.
     #[arg(long, env = "AGG_WEBHOOK_ALLOW_PRIVATE", default_value = "0")]
     webhook_allow_private: String,
     /// Hours a failing webhook delivery is retried (with exponential backoff) before it is
@@ -226,7 +231,9 @@ struct Cli {
         value_parser = named::<u32>("AGG_AUDIT_RETENTION_DAYS")
     )]
     audit_retention_days: u32,
-    /// Seconds a client has to send a request's head (slow clients are disconnected).
+    /// Seconds a client has to send a request's head (slow clients are disconnected); also
+    /// how long a new connection may take to show its protocol, and how long an idle
+    /// connection stays open (HTTP/1 between requests, HTTP/2 with no request in flight).
     #[arg(
         long,
         env = "AGG_HEADER_TIMEOUT_SECONDS",
@@ -242,6 +249,15 @@ struct Cli {
         value_parser = named::<u64>("AGG_BODY_TIMEOUT_SECONDS")
     )]
     body_timeout_seconds: u64,
+    /// Most connections open at once; beyond it new connections wait in the listen backlog
+    /// until one closes.
+    #[arg(
+        long,
+        env = "AGG_MAX_CONNECTIONS",
+        default_value_t = 10_000,
+        value_parser = named::<u32>("AGG_MAX_CONNECTIONS")
+    )]
+    max_connections: u32,
     /// Seconds a shutdown waits for in-flight requests and jobs before abandoning them.
     #[arg(
         long,
@@ -450,6 +466,9 @@ async fn run(cli: Cli) -> Result<(), StartError> {
                 ),
             )
         })?;
+    if cli.max_connections == 0 {
+        return Err(setting("AGG_MAX_CONNECTIONS", "must be at least 1"));
+    }
     let sandbox = flag("AGG_SANDBOX", &cli.sandbox)?;
     let serve_metrics = flag("AGG_METRICS", &cli.metrics)?;
     let keyring = Keyring::new(encryption_keys(cli.encryption_keys.as_deref())?)
@@ -570,7 +589,7 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         shutdown_signal().await;
         streams.end_event_streams();
     };
-    let drained = serve::serve(listener, router, timeouts, signal).await;
+    let drained = serve::serve(listener, router, timeouts, cli.max_connections, signal).await;
     // One deadline for the whole shutdown, counted from the signal: requests, jobs, mail.
     let deadline = drained.deadline;
     if tokio::time::timeout_at(deadline, jobs.shutdown())

@@ -365,6 +365,7 @@ fn help_lists_every_setting() {
         "AGG_SHUTDOWN_SECONDS",
         "AGG_HEADER_TIMEOUT_SECONDS",
         "AGG_BODY_TIMEOUT_SECONDS",
+        "AGG_MAX_CONNECTIONS",
         "AGG_HASH_CONCURRENCY",
         "AGG_HASH_QUEUE",
     ] {
@@ -407,8 +408,10 @@ fn a_malformed_setting_stops_the_start_naming_the_variable() {
     std::fs::write(&bad_policies, "[[[ not toml").expect("written");
     let bad_policies = bad_policies.display().to_string();
     let missing_policies = workspace.path().join("missing.toml").display().to_string();
-    let cases: [(&str, &str); 21] = [
+    let cases: [(&str, &str); 23] = [
         ("AGG_SESSION_MAX_DAYS", "forever"),
+        ("AGG_MAX_CONNECTIONS", "0"),
+        ("AGG_MAX_CONNECTIONS", "many"),
         ("AGG_SHUTDOWN_SECONDS", "-1"),
         ("AGG_HEADER_TIMEOUT_SECONDS", "1.5"),
         ("AGG_HASH_CONCURRENCY", "0"),
@@ -734,4 +737,171 @@ fn without_agg_metrics_the_metrics_path_is_the_apis_404() {
             .iter()
             .any(|line| line.contains("listening on") && !line.starts_with('{'))
     );
+}
+
+/// Waits (up to [`TIMEOUT`]) for the server to end the connection: whether it did, rather than
+/// the wait running out.
+fn closed_by_server(stream: &mut TcpStream) -> bool {
+    let mut rest = Vec::new();
+    match stream.read_to_end(&mut rest) {
+        Ok(_) => true,
+        Err(error) => !matches!(
+            error.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+/// Sends `GET /health` on a kept-alive connection and reads its answer; the status.
+fn health_on(stream: &mut TcpStream) -> u16 {
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("request sent");
+    read_answer(stream)
+}
+
+/// Reads one `Content-Length` answer off a kept-alive connection; its status.
+fn read_answer(stream: &mut TcpStream) -> u16 {
+    let mut bytes = Vec::new();
+    let mut byte = [0_u8; 1];
+    while !bytes.ends_with(b"\r\n\r\n") {
+        let read = stream.read(&mut byte).expect("answer read");
+        assert_eq!(read, 1, "the connection closed before the answer");
+        bytes.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&bytes).into_owned();
+    let length: usize = head_value(&head, "content-length")
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("a Content-Length in {head:?}"));
+    let mut body = vec![0_u8; length];
+    stream.read_exact(&mut body).expect("body read");
+    head.split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("a status line in {head:?}"))
+}
+
+#[test]
+fn connections_beyond_the_cap_wait_until_one_closes() {
+    let workspace = Workspace::new();
+    let server = workspace.start(&[
+        ("AGG_MAX_CONNECTIONS", "2"),
+        // Far longer than the test: the held connections are not closed as idle meanwhile.
+        ("AGG_HEADER_TIMEOUT_SECONDS", "300"),
+    ]);
+    let mut first = server.connect();
+    let mut second = server.connect();
+    assert_eq!(health_on(&mut first), 200);
+    assert_eq!(health_on(&mut second), 200);
+    // The third connection is made (the kernel queues it) but not served while both slots
+    // are held.
+    let mut third = server.connect();
+    third
+        .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("request sent");
+    third
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout set");
+    let mut byte = [0_u8; 1];
+    let early = third.read(&mut byte);
+    assert!(
+        early.as_ref().is_err_and(|error| matches!(
+            error.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        )),
+        "no answer while the cap is reached, got {early:?}"
+    );
+    // A slot frees: the waiting connection is served.
+    drop(first);
+    third.set_read_timeout(Some(TIMEOUT)).expect("timeout set");
+    assert_eq!(read_answer(&mut third), 200);
+    assert_eq!(
+        health_on(&mut second),
+        200,
+        "the held connection still works"
+    );
+}
+
+#[test]
+fn a_connection_that_never_shows_its_protocol_is_closed() {
+    let workspace = Workspace::new();
+    let server = workspace.start(&[("AGG_HEADER_TIMEOUT_SECONDS", "1")]);
+    // Nothing at all.
+    let mut silent = server.connect();
+    assert!(
+        closed_by_server(&mut silent),
+        "a silent connection is closed"
+    );
+    // The start of the HTTP/2 preface, then nothing: HTTP/1 or HTTP/2 cannot be told yet.
+    let mut undecided = server.connect();
+    undecided
+        .write_all(b"PRI * HTTP/2.0\r\n")
+        .expect("partial preface sent");
+    assert!(
+        closed_by_server(&mut undecided),
+        "a connection stuck in the preface is closed"
+    );
+    // An idle HTTP/1 keep-alive connection ends too.
+    let mut idle = server.connect();
+    assert_eq!(health_on(&mut idle), 200);
+    assert!(closed_by_server(&mut idle), "an idle connection is closed");
+}
+
+/// HTTP/2 frame types the idle test reads or writes.
+const SETTINGS: u8 = 0x4;
+const PING: u8 = 0x6;
+const GOAWAY: u8 = 0x7;
+const ACK: u8 = 0x1;
+
+fn frame(kind: u8, flags: u8, payload: &[u8]) -> Vec<u8> {
+    let length = u32::try_from(payload.len())
+        .expect("small frame")
+        .to_be_bytes();
+    let mut bytes = vec![length[1], length[2], length[3], kind, flags, 0, 0, 0, 0];
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+#[test]
+fn an_idle_http2_connection_is_pinged_then_closed() {
+    let workspace = Workspace::new();
+    let server = workspace.start(&[("AGG_HEADER_TIMEOUT_SECONDS", "1")]);
+    let mut stream = server.connect();
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend(frame(SETTINGS, 0, &[]));
+    stream.write_all(&hello).expect("preface sent");
+    // A client that answers everything and sends no request: the server pings it, and then
+    // ends the connection as idle.
+    let (mut pings, mut goaway) = (0, false);
+    loop {
+        let mut header = [0_u8; 9];
+        if stream.read_exact(&mut header).is_err() {
+            break;
+        }
+        let length = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
+        let mut payload = vec![0_u8; length];
+        if stream.read_exact(&mut payload).is_err() {
+            break;
+        }
+        let (kind, flags) = (header[3], header[4]);
+        let reply = match kind {
+            SETTINGS if flags & ACK == 0 => Some(frame(SETTINGS, ACK, &[])),
+            PING if flags & ACK == 0 => {
+                pings += 1;
+                Some(frame(PING, ACK, &payload))
+            }
+            GOAWAY => {
+                goaway = true;
+                None
+            }
+            _ => None,
+        };
+        if let Some(reply) = reply
+            && stream.write_all(&reply).is_err()
+        {
+            break;
+        }
+    }
+    assert!(pings > 0, "the server pings an idle HTTP/2 connection");
+    assert!(goaway, "the idle connection ends with GOAWAY");
 }

@@ -20,6 +20,7 @@ use http_body_util::{BodyExt as _, Full};
 use serde_json::Value;
 use tower::ServiceExt as _;
 
+pub mod proxy;
 pub mod receiver;
 mod servers;
 mod statements;
@@ -298,6 +299,27 @@ pub fn redis_url() -> Option<String> {
     url
 }
 
+/// Deletes the Redis keys starting with `prefix` (what a case's buckets left behind); does
+/// nothing when Redis cannot be reached.
+pub async fn delete_redis_keys(url: &str, prefix: &str) {
+    let Ok(client) = redis::Client::open(url) else {
+        return;
+    };
+    if let Ok(mut connection) = client.get_multiplexed_async_connection().await {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}*"))
+            .query_async(&mut connection)
+            .await
+            .unwrap_or_default();
+        if !keys.is_empty() {
+            let _: Result<(), _> = redis::cmd("DEL")
+                .arg(keys)
+                .query_async(&mut connection)
+                .await;
+        }
+    }
+}
+
 /// The PostgreSQL URL of the suite, if configured.
 pub fn postgres_url() -> Option<String> {
     std::env::var("AGG_TEST_DATABASE_URL")
@@ -317,6 +339,9 @@ pub struct Setup {
     /// A Schwab-compatible sandbox to serve on a loopback socket and offer as the
     /// `schwab-sandbox` provider.
     pub sandbox: Option<SchwabSandbox>,
+    /// The store to serve from instead of a fresh one of the case's backend (already
+    /// migrated; the case owns its database).
+    pub store: Option<Arc<dyn Store>>,
 }
 
 impl Default for Setup {
@@ -326,6 +351,7 @@ impl Default for Setup {
             policies: PolicyTable::disabled(),
             rate_limit_store: None,
             sandbox: None,
+            store: None,
         }
     }
 }
@@ -454,8 +480,14 @@ where
     F: FnOnce(TestApp) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let Some((store, database)) = make_store(backend).await else {
-        return;
+    let (store, database) = match setup.store {
+        Some(store) => (store, None),
+        None => {
+            let Some(made) = make_store(backend).await else {
+                return;
+            };
+            made
+        }
     };
     let mailer = MemoryMailer::new();
     let events = MemoryEventSink::new();
@@ -525,6 +557,15 @@ fn http_client(base: String) -> Client {
 }
 
 impl TestApp {
+    /// The address of the server under test (`http://127.0.0.1:PORT`); `None` for the bare
+    /// target, which has no socket. For cases that need to hold one connection themselves.
+    pub fn base_url(&self) -> Option<&str> {
+        match &self.client {
+            Client::Bare(_) => None,
+            Client::Http { base, .. } => Some(base),
+        }
+    }
+
     /// Sends a request built by the case.
     pub async fn send(&self, request: Request<Full<Bytes>>) -> TestResponse {
         self.send_streaming(request).await.into_response().await

@@ -791,3 +791,326 @@ async fn successful_logins_do_not_count(app: TestApp) {
         .await
         .expect_problem(401, "unauthorized");
 }
+
+/// Behind a trusted proxy on loopback, so each case picks its clients' addresses with
+/// `X-Forwarded-For`; the default throttle (10 failures an hour per bucket).
+fn behind_a_proxy() -> aggregation_tests::Setup {
+    aggregation_tests::Setup {
+        config: test_config().with_trusted_proxies(
+            aggregation_core::rate_limit::parse_cidr_list("127.0.0.0/8, ::1/128")
+                .expect("valid CIDR list"),
+        ),
+        ..aggregation_tests::Setup::default()
+    }
+}
+
+mod login_networks {
+    use super::*;
+    conformance!(
+        setup = behind_a_proxy;
+        strangers_cannot_lock_the_owner_out_of_a_known_network,
+        unknown_networks_are_refused_after_ten_distributed_failures,
+        one_network_fails_at_most_ten_times,
+        ipv6_clients_are_grouped_by_slash_64,
+        purge_forgets_networks_unused_for_30_days,
+    );
+
+    /// The same cases with the buckets in Redis (`AGG_TEST_REDIS_URL`), on every target.
+    mod redis {
+        use std::sync::Arc;
+
+        use aggregation_core::rate_limit::RedisRateLimitStore;
+        use aggregation_tests::{Backend, Target, delete_redis_keys, redis_url, run_setup};
+
+        use super::super::*;
+
+        async fn on_redis<F, Fut>(case: F)
+        where
+            F: Fn(TestApp) -> Fut + Copy + Send + 'static,
+            Fut: std::future::Future<Output = ()> + Send + 'static,
+        {
+            let Some(url) = redis_url() else { return };
+            let prefix = format!("aggtest:{}:", uuid::Uuid::new_v4().simple());
+            for target in [Target::Bare, Target::Axum, Target::Actix] {
+                let limits =
+                    RedisRateLimitStore::from_url(&url, prefix.clone(), Duration::from_secs(2))
+                        .expect("redis store");
+                let setup = aggregation_tests::Setup {
+                    rate_limit_store: Some(Arc::new(limits)),
+                    ..behind_a_proxy()
+                };
+                run_setup(target, Backend::Sqlite, setup, case).await;
+                delete_redis_keys(&url, &prefix).await;
+            }
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn strangers_cannot_lock_the_owner_out_of_a_known_network() {
+            on_redis(super::super::strangers_cannot_lock_the_owner_out_of_a_known_network).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn unknown_networks_are_refused_after_ten_distributed_failures() {
+            on_redis(super::super::unknown_networks_are_refused_after_ten_distributed_failures)
+                .await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn one_network_fails_at_most_ten_times() {
+            on_redis(super::super::one_network_fails_at_most_ten_times).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn ipv6_clients_are_grouped_by_slash_64() {
+            on_redis(super::super::ipv6_clients_are_grouped_by_slash_64).await;
+        }
+    }
+}
+
+/// A login from `client`, as the trusted proxy on loopback forwards it.
+async fn attempt_from(
+    app: &TestApp,
+    client: &str,
+    email: &str,
+    password: &str,
+) -> aggregation_tests::TestResponse {
+    app.send(
+        http::Request::builder()
+            .method(Method::POST)
+            .uri("/api/v1/sessions")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header("x-forwarded-for", client)
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                json!({"email": email, "password": password}).to_string(),
+            )))
+            .expect("request"),
+    )
+    .await
+}
+
+const OWNER: &str = "owner@example.com";
+const WRONG: &str = "Wrong-passw0rd";
+
+/// The owner's home network, where they logged in before the attack.
+const HOME: &str = "198.51.100.7";
+
+/// How many `too_many_failures` refusals the service reported.
+fn refusals_reported(app: &TestApp) -> usize {
+    app.events
+        .events()
+        .into_iter()
+        .filter(|event| {
+            matches!(
+                event,
+                aggregation_core::events::DomainEvent::LoginFailed {
+                    reason: "too_many_failures"
+                }
+            )
+        })
+        .count()
+}
+
+async fn strangers_cannot_lock_the_owner_out_of_a_known_network(app: TestApp) {
+    app.register_verified(OWNER).await;
+    attempt_from(&app, HOME, OWNER, PASSWORD).await.expect(201);
+    let wrong = refusal(&attempt_from(&app, "203.0.0.5", OWNER, WRONG).await);
+    // Thirty wrong passwords from thirty networks.
+    for third in 1..30 {
+        let stranger = format!("203.0.{third}.5");
+        assert_eq!(
+            refusal(&attempt_from(&app, &stranger, OWNER, WRONG).await),
+            wrong
+        );
+    }
+    // The owner at home is not locked out, from any address of the home /24.
+    attempt_from(&app, HOME, OWNER, PASSWORD).await.expect(201);
+    attempt_from(&app, "198.51.100.201", OWNER, PASSWORD)
+        .await
+        .expect(201);
+    // A network the owner never used is refused, exactly as a wrong password is.
+    assert_eq!(
+        refusal(&attempt_from(&app, "192.0.2.44", OWNER, PASSWORD).await),
+        wrong
+    );
+    assert_eq!(refusals_reported(&app), 1);
+}
+
+async fn unknown_networks_are_refused_after_ten_distributed_failures(app: TestApp) {
+    app.register_verified(OWNER).await;
+    attempt_from(&app, HOME, OWNER, PASSWORD).await.expect(201);
+    let wrong = refusal(&attempt_from(&app, "203.0.0.5", OWNER, WRONG).await);
+    for third in 1..9 {
+        let stranger = format!("203.0.{third}.5");
+        assert_eq!(
+            refusal(&attempt_from(&app, &stranger, OWNER, WRONG).await),
+            wrong
+        );
+    }
+    // Nine failures from unknown networks: a tenth network still logs in, and is known from
+    // now on.
+    let hotel = "192.0.2.80";
+    attempt_from(&app, hotel, OWNER, PASSWORD).await.expect(201);
+    assert_eq!(
+        refusal(&attempt_from(&app, "203.0.9.5", OWNER, WRONG).await),
+        wrong
+    );
+    // Ten: every unknown network is refused, the right password included, whether it failed
+    // before or not.
+    for stranger in ["233.252.0.1", "203.0.3.5", "203.0.9.77"] {
+        assert_eq!(
+            refusal(&attempt_from(&app, stranger, OWNER, PASSWORD).await),
+            wrong,
+            "{stranger}"
+        );
+        assert_eq!(
+            refusal(&attempt_from(&app, stranger, OWNER, WRONG).await),
+            wrong
+        );
+    }
+    // Known networks carry on.
+    attempt_from(&app, HOME, OWNER, PASSWORD).await.expect(201);
+    attempt_from(&app, hotel, OWNER, PASSWORD).await.expect(201);
+    assert_eq!(refusals_reported(&app), 3);
+    // Another account is not concerned.
+    app.register_verified("bystander@example.com").await;
+    attempt_from(&app, "233.252.0.1", "bystander@example.com", PASSWORD)
+        .await
+        .expect(201);
+}
+
+async fn one_network_fails_at_most_ten_times(app: TestApp) {
+    app.register_verified(OWNER).await;
+    let office = "192.0.2.10";
+    attempt_from(&app, HOME, OWNER, PASSWORD).await.expect(201);
+    attempt_from(&app, office, OWNER, PASSWORD)
+        .await
+        .expect(201);
+    // Ten failures from ten addresses of the home /24.
+    let wrong = refusal(&attempt_from(&app, "198.51.100.100", OWNER, WRONG).await);
+    for host in 101..110 {
+        let neighbour = format!("198.51.100.{host}");
+        assert_eq!(
+            refusal(&attempt_from(&app, &neighbour, OWNER, WRONG).await),
+            wrong
+        );
+    }
+    // The home network has used up its own failures: refused, right password included.
+    assert_eq!(
+        refusal(&attempt_from(&app, HOME, OWNER, PASSWORD).await),
+        wrong
+    );
+    // The office is another network.
+    attempt_from(&app, office, OWNER, PASSWORD)
+        .await
+        .expect(201);
+    // A known network's failures are not counted against the unknown ones.
+    attempt_from(&app, "203.0.113.9", OWNER, PASSWORD)
+        .await
+        .expect(201);
+    // An unknown network is capped the same way: ten failures from one /24 and it is refused.
+    let stranger = "233.252.0.";
+    app.register_verified("second@example.com").await;
+    for host in 0..10 {
+        assert_eq!(
+            refusal(
+                &attempt_from(
+                    &app,
+                    &format!("{stranger}{host}"),
+                    "second@example.com",
+                    WRONG
+                )
+                .await
+            ),
+            wrong
+        );
+    }
+    assert_eq!(
+        refusal(
+            &attempt_from(
+                &app,
+                &format!("{stranger}200"),
+                "second@example.com",
+                PASSWORD
+            )
+            .await
+        ),
+        wrong
+    );
+    assert_eq!(refusals_reported(&app), 2);
+}
+
+async fn ipv6_clients_are_grouped_by_slash_64(app: TestApp) {
+    app.register_verified(OWNER).await;
+    let home = "2001:db8:1:2::10";
+    attempt_from(&app, home, OWNER, PASSWORD).await.expect(201);
+    // Ten failures from ten other /64s use up the unknown networks' bucket.
+    let wrong = refusal(&attempt_from(&app, "2001:db8:ff:0::1", OWNER, WRONG).await);
+    for index in 1..10 {
+        let stranger = format!("2001:db8:ff:{index:x}::1");
+        assert_eq!(
+            refusal(&attempt_from(&app, &stranger, OWNER, WRONG).await),
+            wrong
+        );
+    }
+    // Any address of the home /64 is home.
+    attempt_from(&app, "2001:db8:1:2:abcd:ef01:2345:6789", OWNER, PASSWORD)
+        .await
+        .expect(201);
+    // The next /64 is another, unknown, network.
+    assert_eq!(
+        refusal(&attempt_from(&app, "2001:db8:1:3::10", OWNER, PASSWORD).await),
+        wrong
+    );
+    // Ten failures from ten addresses of the home /64 use up its own bucket.
+    for host in 0..10 {
+        let neighbour = format!("2001:db8:1:2::{:x}", 0x100 + host);
+        assert_eq!(
+            refusal(&attempt_from(&app, &neighbour, OWNER, WRONG).await),
+            wrong
+        );
+    }
+    assert_eq!(
+        refusal(&attempt_from(&app, home, OWNER, PASSWORD).await),
+        wrong
+    );
+    assert_eq!(refusals_reported(&app), 2);
+}
+
+async fn purge_forgets_networks_unused_for_30_days(app: TestApp) {
+    use aggregation_core::store::now;
+    use chrono::TimeDelta;
+
+    let user_id: uuid::Uuid = app.register_verified(OWNER).await.parse().expect("user id");
+    let at = now();
+    let (stale, fresh) = (
+        at - TimeDelta::days(30) - TimeDelta::minutes(1),
+        at - TimeDelta::days(29),
+    );
+    for (digest, last_success) in [(&b"stale"[..], stale), (&b"fresh"[..], fresh)] {
+        app.store
+            .record_login_network(user_id, digest, last_success, 50)
+            .await
+            .expect("seed network");
+    }
+    let outcome = app
+        .service
+        .jobs()
+        .run_once("purge_expired")
+        .await
+        .expect("runs");
+    assert!(
+        outcome.to_string().contains("1 login networks"),
+        "{outcome}"
+    );
+    let remaining = |digest: &'static [u8]| {
+        let store = app.store.clone();
+        async move {
+            store
+                .login_network_last_success(user_id, digest)
+                .await
+                .expect("read")
+        }
+    };
+    assert_eq!(remaining(b"stale").await, None);
+    assert_eq!(remaining(b"fresh").await, Some(fresh));
+}

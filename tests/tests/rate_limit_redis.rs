@@ -8,7 +8,7 @@ use aggregation_core::mail::MemoryMailer;
 use aggregation_core::rate_limit::{PolicyTable, RateLimitStore, RedisRateLimitStore};
 use aggregation_core::store::SqliteStore;
 use aggregation_core::{AggregationService, PeerAddr};
-use aggregation_tests::redis_url;
+use aggregation_tests::{delete_redis_keys, redis_url};
 use bytes::Bytes;
 use http::{Method, Request, StatusCode, header};
 use http_body_util::Full;
@@ -48,25 +48,6 @@ fn prefix() -> String {
     format!("aggtest:{}:", uuid::Uuid::new_v4().simple())
 }
 
-async fn delete_keys(url: &str, prefix: &str) {
-    let Ok(client) = redis::Client::open(url) else {
-        return;
-    };
-    if let Ok(mut connection) = client.get_multiplexed_async_connection().await {
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{prefix}*"))
-            .query_async(&mut connection)
-            .await
-            .unwrap_or_default();
-        if !keys.is_empty() {
-            let _: Result<(), _> = redis::cmd("DEL")
-                .arg(keys)
-                .query_async(&mut connection)
-                .await;
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_share_one_bucket_under_concurrent_load() {
     let Some(url) = redis_url() else { return };
@@ -96,7 +77,7 @@ async fn two_instances_share_one_bucket_under_concurrent_load() {
         .iter()
         .filter(|status| matches!(status, Ok(StatusCode::TOO_MANY_REQUESTS)))
         .count();
-    delete_keys(&url, &prefix).await;
+    delete_redis_keys(&url, &prefix).await;
     assert_eq!(
         allowed, 5,
         "exactly max_tokens logins pass across both instances"
@@ -195,7 +176,7 @@ async fn failed_logins_on_one_instance_throttle_the_account_on_another() {
     }
     let (after, body) = post_json(&second, "/api/v1/sessions", &credentials).await;
     let (on_first, _) = post_json(&first, "/api/v1/sessions", &credentials).await;
-    delete_keys(&url, &prefix).await;
+    delete_redis_keys(&url, &prefix).await;
 
     assert_eq!(
         (registered, verified, before),

@@ -21,6 +21,8 @@ conformance!(
     transactions_page_newest_first_with_type_filter,
     transaction_query_bounds_are_422,
     transactions_date_range_rule,
+    transactions_date_range_pages_by_cursor,
+    transactions_cursor_errors_are_422,
     upserts_count_created_updated_unchanged,
     holdings_filters_and_totals,
     snapshots_latest_history_and_per_account,
@@ -667,11 +669,12 @@ async fn transactions_date_range_rule(app: TestApp) {
     let (access, account_id, _) = account_with_transactions(&app).await;
     let base = format!("/api/v1/accounts/{account_id}/transactions");
 
-    // Both dates: the date-range listing, oldest first, limit/offset/type not applied.
+    // Both dates: the date-range listing, oldest first, offset and type not applied; the
+    // limit pages it (issue 28: no longer unbounded), 500 unless given.
     let range = app
         .get(
             &format!(
-                "{base}?start_date=2024-01-02&end_date=2024-01-04&limit=1&offset=2&transaction_type=fee"
+                "{base}?start_date=2024-01-02&end_date=2024-01-04&offset=2&transaction_type=fee"
             ),
             Some(&access),
         )
@@ -682,8 +685,41 @@ async fn transactions_date_range_rule(app: TestApp) {
         ["t2", "t3", "t4"]
     );
     assert_eq!(range["total_count"], 3);
+    assert_eq!(range["limit"], 500);
     assert_eq!(range["offset"], 0);
     assert_eq!(range["has_more"], false);
+    assert_eq!(range["next_cursor"], Value::Null);
+    let first = app
+        .get(
+            &format!(
+                "{base}?start_date=2024-01-02&end_date=2024-01-04&limit=2&offset=2&transaction_type=fee"
+            ),
+            Some(&access),
+        )
+        .await
+        .expect(200);
+    assert_eq!(
+        provider_ids(&first, "transactions", "provider_transaction_id"),
+        ["t2", "t3"]
+    );
+    assert_eq!(first["total_count"], 3);
+    assert_eq!(first["limit"], 2);
+    assert_eq!(first["has_more"], true);
+    let cursor = first["next_cursor"].as_str().expect("a cursor");
+    let rest = app
+        .get(
+            &format!("{base}?start_date=2024-01-02&end_date=2024-01-04&limit=2&cursor={cursor}"),
+            Some(&access),
+        )
+        .await
+        .expect(200);
+    assert_eq!(
+        provider_ids(&rest, "transactions", "provider_transaction_id"),
+        ["t4"]
+    );
+    assert_eq!(rest["total_count"], 3);
+    assert_eq!(rest["has_more"], false);
+    assert_eq!(rest["next_cursor"], Value::Null);
     let same_day = app
         .get(
             &format!("{base}?start_date=2024-01-05&end_date=2024-01-05"),
@@ -710,6 +746,173 @@ async fn transactions_date_range_rule(app: TestApp) {
         assert_eq!(listing["total_count"], 5);
         assert_eq!(listing["has_more"], true);
     }
+}
+
+/// Rows in the date range of [`transactions_date_range_pages_by_cursor`]: more than two full
+/// pages, three per day so that ties within a date are ordered by id.
+const RANGE_ROWS: usize = 1_050;
+
+async fn transactions_date_range_pages_by_cursor(app: TestApp) {
+    let (user_id, access) = user(&app, "pages@example.com").await;
+    let connection = connection(&app, user_id, "schwab").await;
+    let ids = accounts(
+        &app,
+        connection.id,
+        &[account("P1", "Checking", AccountType::Checking, "USD", "0")],
+    )
+    .await;
+    let first_day = date("2024-01-01");
+    let mut rows: Vec<NewTransaction> = (0..RANGE_ROWS)
+        .map(|index| {
+            let day = first_day + chrono::Days::new(u64::try_from(index / 3).expect("small"));
+            transaction(
+                &format!("r{index}"),
+                &day.to_string(),
+                "-1.00",
+                TransactionType::Other,
+            )
+        })
+        .collect();
+    // Outside the range asked below: never listed, never counted.
+    rows.push(transaction(
+        "before",
+        "2023-12-31",
+        "-1.00",
+        TransactionType::Other,
+    ));
+    rows.push(transaction(
+        "after",
+        "2025-01-01",
+        "-1.00",
+        TransactionType::Other,
+    ));
+    app.store
+        .upsert_transactions(ids[0], &rows, now())
+        .await
+        .expect("upsert transactions");
+    let base = format!(
+        "/api/v1/accounts/{}/transactions?start_date=2024-01-01&end_date=2024-12-31",
+        ids[0]
+    );
+
+    // Default page size 500: three pages, the last partial.
+    let mut listed: Vec<(String, String)> = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut sizes = Vec::new();
+    loop {
+        let path = match &cursor {
+            Some(cursor) => format!("{base}&cursor={cursor}"),
+            None => base.clone(),
+        };
+        let page = app.get(&path, Some(&access)).await.expect(200);
+        assert_eq!(page["total_count"], RANGE_ROWS);
+        assert_eq!(page["limit"], 500);
+        assert_eq!(page["offset"], 0);
+        let rows = page["transactions"].as_array().expect("transactions");
+        sizes.push(rows.len());
+        listed.extend(rows.iter().map(|row| {
+            (
+                row["transaction_date"].as_str().expect("date").to_owned(),
+                row["id"].as_str().expect("id").to_owned(),
+            )
+        }));
+        let has_more = page["has_more"].as_bool().expect("has_more");
+        assert_eq!(has_more, page["next_cursor"].is_string());
+        if !has_more {
+            break;
+        }
+        cursor = Some(page["next_cursor"].as_str().expect("cursor").to_owned());
+    }
+    assert_eq!(sizes, [500, 500, 50]);
+    // Oldest first, ties by id, each row once: exactly the range in keyset order.
+    let mut expected = listed.clone();
+    expected.sort();
+    expected.dedup();
+    assert_eq!(listed, expected);
+    assert_eq!(listed.len(), RANGE_ROWS);
+    assert_eq!(listed[0].0, "2024-01-01");
+
+    // An explicit limit pages the same order: the third page of 7 starts at the 15th row.
+    let mut cursor: Option<String> = None;
+    for _ in 0..2 {
+        let path = match &cursor {
+            Some(cursor) => format!("{base}&limit=7&cursor={cursor}"),
+            None => format!("{base}&limit=7"),
+        };
+        let page = app.get(&path, Some(&access)).await.expect(200);
+        assert_eq!(page["transactions"].as_array().expect("rows").len(), 7);
+        cursor = Some(page["next_cursor"].as_str().expect("cursor").to_owned());
+    }
+    let third = app
+        .get(
+            &format!("{base}&limit=7&cursor={}", cursor.expect("cursor")),
+            Some(&access),
+        )
+        .await
+        .expect(200);
+    assert_eq!(third["transactions"][0]["id"], listed[14].1);
+    assert_eq!(third["limit"], 7);
+
+    // The bound: 500, not the by-account 100.
+    app.get(&format!("{base}&limit=500"), Some(&access))
+        .await
+        .expect(200);
+    let problem = app
+        .get(&format!("{base}&limit=501"), Some(&access))
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(error_fields(&problem), ["query.limit"]);
+}
+
+async fn transactions_cursor_errors_are_422(app: TestApp) {
+    let (access, account_id, _) = account_with_transactions(&app).await;
+    let base = format!("/api/v1/accounts/{account_id}/transactions");
+    let range = format!("{base}?start_date=2024-01-01&end_date=2024-01-31");
+    let page = app
+        .get(&format!("{range}&limit=1"), Some(&access))
+        .await
+        .expect(200);
+    let cursor = page["next_cursor"].as_str().expect("a cursor").to_owned();
+    let mut tampered = cursor.clone().into_bytes();
+    tampered[0] = b'B';
+    let tampered = String::from_utf8(tampered).expect("ascii");
+    for query in [
+        "cursor=nope".to_owned(),
+        "cursor=%00%01".to_owned(),
+        format!("cursor={}", &cursor[..20]),
+        format!("cursor={cursor}%3D%3D"),
+        format!("cursor={tampered}"),
+        "cursor=nope&limit=0".to_owned(),
+    ] {
+        let problem = app
+            .get(&format!("{range}&{query}"), Some(&access))
+            .await
+            .expect_problem(422, "validation_failed");
+        let fields = error_fields(&problem);
+        assert!(
+            fields.contains(&"query.cursor".to_owned()),
+            "{query}: {fields:?}"
+        );
+    }
+    // A cursor belongs to the date-range listing: without both dates it is refused, not
+    // silently ignored.
+    for listing in [
+        format!("{base}?cursor={cursor}"),
+        format!("{base}?start_date=2024-01-01&cursor={cursor}"),
+    ] {
+        let problem = app
+            .get(&listing, Some(&access))
+            .await
+            .expect_problem(422, "validation_failed");
+        assert_eq!(error_fields(&problem), ["query.cursor"], "{listing}");
+        assert_eq!(problem["errors"][0]["code"], "needs_date_range");
+    }
+    // The by-account bounds are unchanged.
+    let problem = app
+        .get(&format!("{base}?limit=101"), Some(&access))
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(error_fields(&problem), ["query.limit"]);
 }
 
 async fn upserts_count_created_updated_unchanged(app: TestApp) {

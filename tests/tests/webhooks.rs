@@ -71,6 +71,7 @@ conformance!(config = local_receivers;
     enabling_is_the_only_change_a_patch_makes,
     webhooks_belong_to_their_owner_and_deletion_stops_deliveries,
     an_instance_without_private_access_never_sends_there,
+    metadata_addresses_are_refused_even_where_private_ones_are_allowed,
 );
 
 mod backoff {
@@ -108,6 +109,7 @@ mod ssrf {
     use super::*;
     conformance!(config = public_only;
         private_addresses_and_bad_registrations_are_refused,
+        every_spelling_of_loopback_and_metadata_is_refused,
         the_number_of_endpoints_is_capped,
     );
 }
@@ -313,6 +315,7 @@ async fn failed_deliveries_are_retried_until_delivered(app: TestApp) {
     assert_eq!(revoked.len(), 1, "{listed:?}");
     assert_eq!(revoked[0]["status"], "pending");
     assert_eq!(revoked[0]["attempts"][0]["status_code"], 500);
+    assert_eq!(revoked[0]["attempts"][0]["error"], "http_status");
     assert!(revoked[0]["next_attempt_at"].is_string());
 
     deliver(&app).await;
@@ -851,19 +854,153 @@ async fn the_number_of_endpoints_is_capped(app: TestApp) {
     assert_eq!(listed["total_count"], 10);
 }
 
+/// Spellings of loopback and cloud metadata addresses that WHATWG parsing normalizes (and
+/// the HTTP client would dial): every one is refused where only public addresses are allowed.
+const LOOPBACK_AND_METADATA: &[&str] = &[
+    "http://127.0.0.1:9000/hooks",
+    "http://2130706433:9000/hooks",
+    "http://0x7f000001:9000/hooks",
+    "http://0x7f.0.0.1:9000/hooks",
+    "http://127.1:9000/hooks",
+    "http://127.0.1:9000/hooks",
+    "http://0177.0.0.1:9000/hooks",
+    "http://0177.0.0.01:9000/hooks",
+    "http://017700000001:9000/hooks",
+    "http://127.0.0.1.:9000/hooks",
+    "http://127%2e0%2e0%2e1:9000/hooks",
+    "http://127\u{3002}0\u{3002}0\u{3002}1:9000/hooks",
+    "http://0:9000/hooks",
+    "http://0.0.0.0:9000/hooks",
+    "http://[::]:9000/hooks",
+    "http://[::1]:9000/hooks",
+    "http://[0:0:0:0:0:0:0:1]:9000/hooks",
+    "http://[::ffff:127.0.0.1]:9000/hooks",
+    "http://[::ffff:7f00:1]:9000/hooks",
+    "http://[::127.0.0.1]:9000/hooks",
+    "http://[64:ff9b::127.0.0.1]:9000/hooks",
+    "http://[2002:7f00:1::1]:9000/hooks",
+    "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]:9000/hooks",
+    "http://localhost:9000/hooks",
+    "http://LOCALHOST:9000/hooks",
+    "http://localhost.:9000/hooks",
+    "http://Api.LocalHost.:9000/hooks",
+    "http://169.254.169.254/latest/meta-data",
+    "http://2852039166/latest/meta-data",
+    "http://0xa9fea9fe/latest/meta-data",
+    "http://0251.0376.0251.0376/latest/meta-data",
+    "http://169.254.169.254./latest/meta-data",
+    "http://[::ffff:169.254.169.254]/latest/meta-data",
+    "http://[64:ff9b::a9fe:a9fe]/latest/meta-data",
+    "http://[64:ff9b:1::a9fe:a9fe]/latest/meta-data",
+    "http://[2002:a9fe:a9fe::]/latest/meta-data",
+    "http://[fd00:ec2::254]/latest/meta-data",
+    "http://100.100.100.200/latest/meta-data",
+    "http://1684301000/latest/meta-data",
+    "http://metadata.google.internal/computeMetadata/v1/",
+];
+
+/// The metadata spellings among them: refused even where private addresses are allowed.
+const METADATA: &[&str] = &[
+    "http://0:9000/hooks",
+    "http://[::]:9000/hooks",
+    "http://169.254.169.254/latest/meta-data",
+    "http://2852039166/latest/meta-data",
+    "http://0xa9fea9fe/latest/meta-data",
+    "http://0251.0376.0251.0376/latest/meta-data",
+    "http://169.254.169.254./latest/meta-data",
+    "http://[::ffff:169.254.169.254]/latest/meta-data",
+    "http://[64:ff9b::a9fe:a9fe]/latest/meta-data",
+    "http://[64:ff9b:1::a9fe:a9fe]/latest/meta-data",
+    "http://[2002:a9fe:a9fe::]/latest/meta-data",
+    "http://[fd00:ec2::254]/latest/meta-data",
+    "http://100.100.100.200/latest/meta-data",
+    "http://1684301000/latest/meta-data",
+    "http://metadata.google.internal/computeMetadata/v1/",
+];
+
+/// Registers `url` and expects 422 `private_address` on `url`.
+async fn refused_as_private(app: &TestApp, access: &str, url: &str) {
+    let refused = app
+        .post(WEBHOOKS, &json!({ "url": url }), Some(access))
+        .await
+        .expect_problem(422, "validation_failed");
+    assert_eq!(refused["errors"][0]["field"], "url", "{url}: {refused}");
+    assert_eq!(refused["errors"][0]["code"], "private_address", "{url}");
+}
+
+async fn every_spelling_of_loopback_and_metadata_is_refused(app: TestApp) {
+    let (_, access, _) = app.user("spellings@example.com").await;
+    for url in LOOPBACK_AND_METADATA {
+        refused_as_private(&app, &access, url).await;
+    }
+    // Spellings WHATWG parsing rewrites into another host are not accepted at all.
+    for url in [
+        "http:\\\\127.0.0.1\\hooks",
+        "http://127.0.0.1\\@hooks.example.com/",
+        "https:///127.0.0.1/hooks",
+        "http://hooks.example.com@127.0.0.1/hooks",
+        "http://[fe80::1%25eth0]/hooks",
+        "http://0x100000000/hooks",
+    ] {
+        let refused = app
+            .post(WEBHOOKS, &json!({ "url": url }), Some(&access))
+            .await
+            .expect_problem(422, "validation_failed");
+        assert_eq!(refused["errors"][0]["code"], "invalid_url", "{url}");
+    }
+    let listed = app.get(WEBHOOKS, Some(&access)).await.expect(200);
+    assert_eq!(listed["total_count"], 0);
+    // Names that only look alike are registered (what they resolve to is judged when sending).
+    for url in [
+        "https://localhost.example.com/hooks",
+        "https://0x7f.example.com/hooks",
+        "https://HOOKS.example.com./hooks",
+    ] {
+        register(&app, &access, url, None).await;
+    }
+}
+
+async fn metadata_addresses_are_refused_even_where_private_ones_are_allowed(app: TestApp) {
+    let (_, access, _) = app.user("metadata@example.com").await;
+    for url in METADATA {
+        refused_as_private(&app, &access, url).await;
+    }
+    for url in [
+        "http://2130706433:9000/hooks",
+        "http://127.1:9000/hooks",
+        "http://[::1]:9000/hooks",
+        "http://10.0.0.5/hooks",
+        "http://169.254.1.1/hooks",
+        "http://localhost:9000/hooks",
+    ] {
+        register(&app, &access, url, None).await;
+    }
+}
+
 async fn an_instance_without_private_access_never_sends_there(app: TestApp) {
     let email = "guarded@example.com";
-    // Registered where private addresses are allowed...
-    let Subscribed {
-        receiver,
-        access,
-        webhook_id,
-        ..
-    } = subscribe(&app, email, None).await;
+    let (_, access, _) = app.user(email).await;
+    // Registered where private addresses are allowed, each a spelling of a loopback receiver...
+    let mut endpoints = Vec::new();
+    for spelling in [
+        "127.0.0.1",
+        "2130706433",
+        "0x7f.1",
+        "0177.0.0.01",
+        "127.0.0.1.",
+        "localhost",
+    ] {
+        let receiver = Receiver::start().await;
+        let url = receiver.url.replacen("127.0.0.1", spelling, 1);
+        let created = register(&app, &access, &url, None).await;
+        receiver.trust(str_of(&created, "secret"));
+        endpoints.push((url, receiver, str_of(&created, "id").to_owned()));
+    }
     revoke_a_session(&app, email, &access).await;
 
     // ...and delivered by an instance over the same store that does not allow them: the
-    // delivery-time guard refuses the address and records why, and nothing is sent.
+    // delivery-time guard refuses every address, nothing is sent, and the attempt records only
+    // `connect_failed`.
     let guarded = SharedDatabase::service(
         &app.store,
         public_only().with_webhook_retry_delays(Duration::ZERO, Duration::from_secs(60)),
@@ -873,29 +1010,30 @@ async fn an_instance_without_private_access_never_sends_there(app: TestApp) {
         .run_once(DELIVER_WEBHOOKS)
         .await
         .expect("the job exists");
+    let expected = format!("{} to retry", endpoints.len());
     assert!(
-        matches!(&outcome, RunOutcome::Succeeded(summary) if summary.contains("1 to retry")),
+        matches!(&outcome, RunOutcome::Succeeded(summary) if summary.contains(&expected)),
         "{outcome}"
     );
-    assert!(receiver.received().is_empty());
-    let listed = deliveries(&app, &access, &webhook_id).await;
-    let attempt = &listed[0]["attempts"][0];
-    assert_eq!(attempt["status_code"], Value::Null);
-    assert!(
-        attempt["error"]
-            .as_str()
-            .is_some_and(|error| error.contains("not an address webhooks may reach")),
-        "{attempt}"
-    );
-    assert_eq!(listed[0]["status"], "pending");
+    for (url, receiver, webhook_id) in &endpoints {
+        assert!(receiver.received().is_empty(), "{url}");
+        let listed = deliveries(&app, &access, webhook_id).await;
+        let attempt = &listed[0]["attempts"][0];
+        assert_eq!(attempt["status_code"], Value::Null, "{url}");
+        assert_eq!(attempt["error"], "connect_failed", "{url}");
+        assert_eq!(listed[0]["status"], "pending", "{url}");
+    }
 
-    // The instance that allows them delivers the retry.
+    // The instance that allows them delivers the retries, whatever the spelling.
     deliver(&app).await;
-    assert_eq!(receiver.received().len(), 1);
-    assert_eq!(
-        deliveries(&app, &access, &webhook_id).await[0]["status"],
-        "delivered"
-    );
+    for (url, receiver, webhook_id) in &endpoints {
+        let received = receiver.received();
+        assert_eq!(received.len(), 1, "{url}");
+        assert!(received[0].verified, "{url}");
+        let listed = deliveries(&app, &access, webhook_id).await;
+        assert_eq!(listed[0]["status"], "delivered", "{url}");
+        assert_eq!(listed[0]["attempts"][1]["error"], Value::Null, "{url}");
+    }
 }
 
 /// Waits (at most `ceiling`) until `receiver` got `count` requests; what it got.

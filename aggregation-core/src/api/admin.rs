@@ -243,20 +243,20 @@ const DEFAULT_AUDIT_LIMIT: u32 = 50;
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct AuditQuery {
     /// Only events of this user.
-    #[param(value_type = Option<Uuid>)]
+    #[param(schema_with = crate::api::openapi::schemas::uuid)]
     user_id: Option<String>,
     /// Only events of this type.
     #[param(rename = "type", value_type = Option<EventType>, inline)]
     #[serde(rename = "type")]
     event_type: Option<String>,
     /// Only events at or after this instant (RFC 3339, or a date: its midnight UTC).
-    #[param(value_type = Option<String>, example = "2026-01-01T00:00:00Z")]
+    #[param(schema_with = crate::api::openapi::schemas::instant)]
     since: Option<String>,
     /// Only events before this instant (RFC 3339, or a date: its midnight UTC).
-    #[param(value_type = Option<String>, example = "2026-02-01T00:00:00Z")]
+    #[param(schema_with = crate::api::openapi::schemas::instant)]
     until: Option<String>,
     /// The `next_after` of the previous page: only events after this one.
-    #[param(value_type = Option<Uuid>)]
+    #[param(schema_with = crate::api::openapi::schemas::uuid)]
     after: Option<String>,
     /// Events per page.
     #[param(value_type = Option<i64>, minimum = 1, maximum = 200)]

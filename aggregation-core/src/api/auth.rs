@@ -46,14 +46,14 @@ fn new_password(name: &str, field: Field) -> Result<String, FieldError> {
 /// `{email, password}` of a registration.
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
-pub(crate) struct RegisterBody {
+pub(crate) struct UserRegistrationBody {
     #[schema(value_type = String, required = true, format = Email, example = "ada@example.com")]
     email: Field,
-    #[schema(value_type = String, required = true, min_length = 8, max_length = 128, format = Password, example = "correct horse battery staple")]
+    #[schema(required = true, schema_with = crate::api::openapi::schemas::new_password)]
     password: Field,
 }
 
-impl Validate for RegisterBody {
+impl Validate for UserRegistrationBody {
     type Valid = (String, String);
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
@@ -141,7 +141,7 @@ impl Validate for RefreshTokenBody {
 pub(crate) struct ResetPasswordBody {
     #[schema(value_type = String, required = true, pattern = "^[0-9a-fA-F]{64}$")]
     token: Field,
-    #[schema(value_type = String, required = true, min_length = 8, max_length = 128, format = Password)]
+    #[schema(required = true, schema_with = crate::api::openapi::schemas::new_password)]
     new_password: Field,
 }
 
@@ -199,7 +199,7 @@ fn tokens(issued: &IssuedTokens) -> ApiResult {
 async fn register(
     state: &App,
     client: ClientInfo,
-    Json((email, password)): Json<RegisterBody>,
+    Json((email, password)): Json<UserRegistrationBody>,
 ) -> ApiResult {
     let registration = state.auth.register(&email, &password, &client).await?;
     json(

@@ -23,8 +23,12 @@
 //!   streams on one instance; one more is 429 with `Retry-After`. A slot frees when its client
 //!   disconnects (the body is dropped).
 //! - A listener that falls behind the in-process bus (it lagged) reads what it missed from the
-//!   store after the last id it sent, so no event is dropped. Events are sent in id order,
-//!   each at most once per stream.
+//!   store after the last id it sent, so no event is dropped. Each event is sent at most once
+//!   per stream: a live copy of an event is skipped when its id is among the ids the stream
+//!   sent last (a bounded window, longer than the bus), not because its id sorts below what
+//!   the store returned. Ids are taken when an event is made, so one committed late can sort
+//!   below events committed before it; it is still sent when it arrives. Events are sent in
+//!   id order within a catch-up read, and in commit order live.
 //! - The stream ends when the access token that opened it expires, and after the frame saying
 //!   that its own session was revoked: the client reconnects with a fresh token and
 //!   `Last-Event-ID`.
@@ -51,7 +55,7 @@ use super::routes::{Route, limited, route};
 use super::{ApiResult, ResponseBody};
 use crate::app::App;
 use crate::auth::AccessClaims;
-use crate::events::{Event, EventType};
+use crate::events::{EVENT_BUS_CAPACITY, Event, EventType};
 use crate::problem::{ApiError, ErrorCode};
 use crate::rate_limit::policy::API_READ;
 use crate::store::Store;
@@ -64,7 +68,10 @@ pub(crate) const ROUTES: &[Route] = &[route!(GET "/api/v1/events" => open, limit
 const CATCH_UP_PAGE: u32 = 100;
 
 /// How many sent event ids a stream remembers to skip a live copy of one it already sent.
-const REMEMBERED_IDS: usize = 256;
+/// A live copy of an event sent by a catch-up read is at most a bus length behind (the
+/// receiver keeps no more after lagging), plus the page read meanwhile; the window covers
+/// that. It fills only as events are sent, so a quiet stream stays small.
+const REMEMBERED_IDS: usize = EVENT_BUS_CAPACITY + CATCH_UP_PAGE as usize;
 
 /// `Retry-After` of a refusal past the per-user cap: slots free only when clients leave.
 const CAP_RETRY_AFTER_SECS: u64 = 10;
@@ -129,8 +136,9 @@ impl DescribeArg for LastEventId {
     fn describe(doc: &mut OperationDoc) {
         doc.optional_header(
             "Last-Event-ID",
-            "The id of the last event received: the stream first sends the caller's events \
-             stored after it.",
+            "The id of the last event received (a UUID; empty means none): the stream first \
+             sends the caller's events stored after it.",
+            crate::api::openapi::schemas::uuid(),
         );
         doc.error(ErrorCode::ValidationFailed);
     }
@@ -289,8 +297,6 @@ struct EventStream {
     closing: watch::Receiver<bool>,
     /// The greatest id sent (or the resumption point): catching up reads after it.
     cursor: Uuid,
-    /// The greatest id read from the store: a live copy at or below it was sent by the read.
-    store_horizon: Option<Uuid>,
     /// Whether events must be read from the store (resumption, or after lagging).
     catching_up: bool,
     /// Events read from the store, not sent yet (at most one page).
@@ -324,7 +330,6 @@ impl EventStream {
             expiry: Box::pin(tokio::time::sleep(Duration::from_secs(remaining))),
             closing: slot.slots.closing.subscribe(),
             cursor: resume_after.unwrap_or_else(now_floor_v7),
-            store_horizon: None,
             catching_up: resume_after.is_some(),
             page: VecDeque::new(),
             sent: RecentIds::default(),
@@ -368,8 +373,9 @@ impl EventStream {
                 _ = self.closing.changed() => return None,
                 received = self.receiver.recv() => match received {
                     Ok(event) => {
-                        let already_read = self.store_horizon.is_some_and(|horizon| event.id <= horizon);
-                        if event.user_id == Some(self.user_id) && !already_read
+                        // A copy of an event a catch-up read sent is skipped by `frame`: by id,
+                        // never by comparing with the cursor, which a late commit sorts below.
+                        if event.user_id == Some(self.user_id)
                             && let Some(frame) = self.frame(&event)
                         {
                             return Some(frame);
@@ -405,7 +411,6 @@ impl EventStream {
             self.catching_up = false;
         }
         if let Some(last) = events.last() {
-            self.store_horizon = Some(self.store_horizon.map_or(last.id, |h| h.max(last.id)));
             // The page is sent before the next read, so the cursor moves past it either way.
             self.cursor = self.cursor.max(last.id);
         }
@@ -620,6 +625,75 @@ mod tests {
         );
         drop(stream);
         assert_eq!(slots.open(user_id), 0, "the slot is free");
+    }
+
+    /// An event committed late behind newer ones: its id (taken when its transaction began)
+    /// is older than events another transaction committed first. A stream that lagged and
+    /// read those newer events from the store still sends the late one when it arrives live.
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn an_event_committed_late_behind_newer_ids_is_sent_after_a_catch_up() {
+        let store: Arc<dyn Store> =
+            Arc::new(crate::store::SqliteStore::in_memory().await.expect("store"));
+        let (user_id, sessions) = user_with_sessions(store.as_ref(), 6).await;
+        let (own_session, others) = sessions.split_last().expect("sessions");
+        // A bus of 4: the five revocations below make the stream's receiver lag.
+        let bus = EventBus::new(4);
+        let slots = StreamSlots::default();
+        let mut stream = EventStream::new(
+            &claims(user_id, *own_session),
+            None,
+            store.clone(),
+            bus.subscribe(),
+            Duration::from_secs(3600),
+            slots.acquire(user_id, 1).expect("a slot"),
+        );
+        assert_eq!(stream.next_chunk().await.as_deref(), Some(OPENING));
+        // Its id is taken now; its transaction commits only after the revocations below.
+        let late = Event::new(
+            EventType::PasswordChanged,
+            Some(user_id),
+            chrono::Utc::now(),
+            serde_json::json!({}),
+        );
+        let mut stored = Vec::new();
+        for session in others {
+            let events = store
+                .revoke_session(user_id, *session, "test", chrono::Utc::now())
+                .await
+                .expect("revoke")
+                .expect("a session");
+            bus.publish(&events);
+            stored.extend(events.iter().map(|event| event.id));
+        }
+        assert!(
+            stored.iter().all(|id| late.id < *id),
+            "the late id is older"
+        );
+        assert_eq!(
+            frame_ids(&mut stream, 5).await,
+            stored,
+            "caught up from the store"
+        );
+        // Two more after it, so a stream that drops the late one still yields two frames.
+        let next: Vec<Event> = (0..2)
+            .map(|_| {
+                Event::new(
+                    EventType::PasswordChanged,
+                    Some(user_id),
+                    chrono::Utc::now(),
+                    serde_json::json!({}),
+                )
+            })
+            .collect();
+        bus.publish(std::slice::from_ref(&late));
+        bus.publish(&next);
+        assert_eq!(
+            frame_ids(&mut stream, 2).await,
+            [late.id, next[0].id],
+            "the late event is not taken for one already read"
+        );
+        assert_eq!(frame_ids(&mut stream, 1).await, [next[1].id]);
     }
 
     #[cfg(feature = "sqlite")]

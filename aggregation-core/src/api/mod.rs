@@ -113,14 +113,16 @@ pub fn routes() -> impl Iterator<Item = &'static Route> {
 }
 
 /// The OpenAPI 3.1 document of [`routes()`], pretty-printed, its server at `base_url` (what
-/// `GET /api/v1/openapi.json` serves, compact, for a service configured with that base URL).
+/// `GET /api/v1/openapi.json` serves, compact, for a service configured with that base URL,
+/// except that a service also lists the provider slugs it connects where this document can
+/// only say "a slug").
 ///
 /// ```
 /// let document = aggregation_core::api::openapi_json("https://api.example.com").unwrap();
 /// assert!(document.contains("\"openapi\": \"3.1.0\""));
 /// ```
 pub fn openapi_json(base_url: &str) -> Result<String, serde_json::Error> {
-    openapi::document(base_url).to_pretty_json()
+    openapi::document(base_url, None).to_pretty_json()
 }
 
 /// A JSON response.
@@ -144,12 +146,20 @@ pub(crate) fn no_content() -> ApiResult {
         .map_err(|_| ApiError::internal())
 }
 
+/// `Retry-After` of a 503 for a store that cannot be reached: an open circuit breaker pings
+/// the store every second, so a retry after that may find it back.
+pub(crate) const STORE_RETRY_AFTER_SECONDS: u64 = 1;
+
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::Unavailable(_) => ApiError::new(
                 ErrorCode::ServiceUnavailable,
                 "The service is temporarily unavailable. Try again shortly.",
+            )
+            .with_header(
+                header::RETRY_AFTER,
+                http::HeaderValue::from(STORE_RETRY_AFTER_SECONDS),
             ),
             StoreError::Conflict(_) => {
                 ApiError::new(ErrorCode::Conflict, "The resource already exists.")

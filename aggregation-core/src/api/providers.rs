@@ -58,11 +58,11 @@ const MAX_CALLBACK_PARAM_CHARS: usize = 2048;
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct ConnectBody {
-    #[schema(value_type = String, required = true, min_length = 1, max_length = 100, example = "schwab")]
+    #[schema(value_type = crate::api::openapi::schemas::ConnectableProviderSlug, required = true)]
     provider_slug: Field,
     #[schema(value_type = Option<String>, max_length = 100, example = "Brokerage")]
     alias: Field,
-    #[schema(value_type = Option<String>, min_length = 1, max_length = 2048)]
+    #[schema(value_type = Option<crate::api::openapi::schemas::AllowedRedirectUri>)]
     redirect_uri: Field,
 }
 

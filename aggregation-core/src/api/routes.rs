@@ -55,9 +55,6 @@ pub(crate) const fn limited_by_body_connection(policy: Policy) -> Option<RateLim
     })
 }
 
-/// Never limited (load balancers poll it).
-pub(crate) const UNLIMITED: Option<RateLimit> = None;
-
 /// One endpoint of the API.
 pub struct Route {
     method: Method,

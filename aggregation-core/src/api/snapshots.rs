@@ -34,10 +34,10 @@ const DEFAULT_LIMIT: u32 = 30;
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct HistoryQuery {
     /// A date-time (RFC 3339) or a date (`YYYY-MM-DD`, from its midnight UTC).
-    #[param(value_type = String, required = true, example = "2026-01-01")]
+    #[param(schema_with = crate::api::openapi::schemas::instant)]
     start_date: Option<String>,
     /// A date-time (RFC 3339) or a date (`YYYY-MM-DD`, to its end, UTC).
-    #[param(value_type = String, required = true, example = "2026-01-31")]
+    #[param(schema_with = crate::api::openapi::schemas::instant)]
     end_date: Option<String>,
     #[param(value_type = Option<SnapshotSource>, inline)]
     source: Option<String>,
@@ -45,6 +45,8 @@ pub(crate) struct HistoryQuery {
 
 impl Validate for HistoryQuery {
     type Valid = (DateTime<Utc>, DateTime<Utc>, Option<SnapshotSource>);
+
+    const REQUIRED_PARAMETERS: &'static [&'static str] = &["start_date", "end_date"];
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
         let start = query::required_datetime("start_date", self.start_date, false);

@@ -42,7 +42,7 @@ pub(crate) const ROUTES: &[Route] = &[
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct AccountsSyncBody {
-    #[schema(value_type = String, required = true, format = Uuid)]
+    #[schema(required = true, schema_with = crate::api::openapi::schemas::uuid)]
     connection_id: Field,
     #[schema(value_type = Option<bool>)]
     force: Field,
@@ -64,13 +64,13 @@ impl Validate for AccountsSyncBody {
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct TransactionsSyncBody {
-    #[schema(value_type = String, required = true, format = Uuid)]
+    #[schema(required = true, schema_with = crate::api::openapi::schemas::uuid)]
     connection_id: Field,
-    #[schema(value_type = Option<String>, format = Uuid)]
+    #[schema(schema_with = crate::api::openapi::schemas::nullable_uuid)]
     account_id: Field,
-    #[schema(value_type = Option<String>, format = Date, example = "2026-01-01")]
+    #[schema(schema_with = crate::api::openapi::schemas::nullable_date)]
     start_date: Field,
-    #[schema(value_type = Option<String>, format = Date, example = "2026-01-31")]
+    #[schema(schema_with = crate::api::openapi::schemas::nullable_date)]
     end_date: Field,
     #[schema(value_type = Option<bool>)]
     force: Field,

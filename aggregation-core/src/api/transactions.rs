@@ -1,6 +1,8 @@
 //! Reading transactions: one transaction, and the transactions of an account.
 
-use chrono::{DateTime, NaiveDate, Utc};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Datelike as _, NaiveDate, Utc};
 use http::StatusCode;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
@@ -12,9 +14,9 @@ use super::validate::{AllValid as _, Validate, query};
 use super::{ApiResult, json};
 use crate::app::App;
 use crate::config::Config;
-use crate::problem::ApiError;
+use crate::problem::{ApiError, FieldError};
 use crate::rate_limit::policy::API_READ;
-use crate::store::{TransactionQuery, TransactionRecord, TransactionType};
+use crate::store::{TransactionPosition, TransactionQuery, TransactionRecord, TransactionType};
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/transactions/{id}" => get, limited(API_READ),
@@ -26,21 +28,92 @@ pub(crate) const ROUTES: &[Route] = &[
 /// Page size bounds and default of the by-account listing.
 const MAX_LIMIT: i64 = 100;
 const DEFAULT_LIMIT: u32 = 50;
+/// Page size bound and default of the date-range listing.
+const MAX_RANGE_LIMIT: i64 = 500;
+const DEFAULT_RANGE_LIMIT: u32 = 500;
 
-/// `limit`, `offset`, `transaction_type`, `start_date` and `end_date` of the by-account
-/// listing.
+/// `limit`, `offset`, `transaction_type`, `start_date`, `end_date` and `cursor` of the
+/// transactions of an account.
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct ListQuery {
-    #[param(value_type = Option<i64>, minimum = 1, maximum = 100)]
+    /// Page size: 1 to 100 (default 50) for the listing by account; 1 to 500 (default 500)
+    /// for the date-range listing (both `start_date` and `end_date`).
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 500)]
     limit: Option<String>,
+    /// Rows skipped (listing by account only; the date-range listing pages by `cursor`).
     #[param(value_type = Option<i64>, minimum = 0)]
     offset: Option<String>,
+    /// Only this type (listing by account only).
     #[param(value_type = Option<TransactionType>, inline)]
     transaction_type: Option<String>,
-    #[param(value_type = Option<String>, format = Date, example = "2026-01-01")]
+    /// First date, inclusive; with `end_date`, selects the date-range listing.
+    #[param(schema_with = crate::api::openapi::schemas::date)]
     start_date: Option<String>,
-    #[param(value_type = Option<String>, format = Date, example = "2026-01-31")]
+    /// Last date, inclusive; with `start_date`, selects the date-range listing.
+    #[param(schema_with = crate::api::openapi::schemas::date)]
     end_date: Option<String>,
+    /// The `next_cursor` of the previous page of a date-range listing: the page after it.
+    /// Only with both `start_date` and `end_date`.
+    #[param(value_type = Option<String>, pattern = "^[A-Za-z0-9_-]{28}$",
+        example = "AQALIzYBmxN0WHd0hGYwABEiM0RV")]
+    cursor: Option<String>,
+}
+
+/// The version byte of cursors issued now; a cursor of another version is refused.
+const CURSOR_VERSION: u8 = 1;
+/// Version, days since 0001-01-01 (big-endian `i32`), the id's 16 bytes.
+const CURSOR_BYTES: usize = 1 + 4 + 16;
+
+/// The opaque `next_cursor` standing for a position: base64url (no padding) of a versioned
+/// binary token, so its layout can change without clients noticing.
+fn encode_cursor(position: TransactionPosition) -> String {
+    let mut token = [0u8; CURSOR_BYTES];
+    token[0] = CURSOR_VERSION;
+    token[1..5].copy_from_slice(&position.transaction_date.num_days_from_ce().to_be_bytes());
+    token[5..].copy_from_slice(position.id.as_bytes());
+    URL_SAFE_NO_PAD.encode(token)
+}
+
+/// The position a cursor stands for; `None` for anything [`encode_cursor`] did not make.
+fn decode_cursor(cursor: &str) -> Option<TransactionPosition> {
+    let token = URL_SAFE_NO_PAD.decode(cursor).ok()?;
+    let token: [u8; CURSOR_BYTES] = token.try_into().ok()?;
+    if token[0] != CURSOR_VERSION {
+        return None;
+    }
+    let days = i32::from_be_bytes(token[1..5].try_into().ok()?);
+    let transaction_date = NaiveDate::from_num_days_from_ce_opt(days)?;
+    let id = Uuid::from_slice(&token[5..]).ok()?;
+    Some(TransactionPosition {
+        transaction_date,
+        id,
+    })
+}
+
+/// The `cursor` parameter: absent, or the position of a date-range page. Malformed, or given
+/// without the date range (whose order it stands in), it is 422 `query.cursor`.
+fn cursor(
+    raw: Option<String>,
+    date_range: bool,
+) -> Result<Option<TransactionPosition>, FieldError> {
+    let Some(raw) = query::string(raw) else {
+        return Ok(None);
+    };
+    let Some(position) = decode_cursor(&raw) else {
+        return Err(query::error(
+            "cursor",
+            "invalid_cursor",
+            "Must be the next_cursor of a previous page, unchanged.",
+        ));
+    };
+    if !date_range {
+        return Err(query::error(
+            "cursor",
+            "needs_date_range",
+            "Only the date-range listing pages by cursor: give start_date and end_date too.",
+        ));
+    }
+    Ok(Some(position))
 }
 
 impl Validate for ListQuery {
@@ -48,6 +121,9 @@ impl Validate for ListQuery {
     type Valid = TransactionQuery;
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        // Decided by presence, so a malformed date does not also misjudge the limit.
+        let date_range = query::string(self.start_date.clone()).is_some()
+            && query::string(self.end_date.clone()).is_some();
         let start = query::date("start_date", self.start_date);
         let end = query::date("end_date", self.end_date);
         let ordered = match (&start, &end) {
@@ -58,8 +134,13 @@ impl Validate for ListQuery {
             )),
             _ => Ok(()),
         };
-        let (limit, offset, transaction_type, start, end, ()) = (
-            query::integer("limit", self.limit, 1, MAX_LIMIT, DEFAULT_LIMIT),
+        let (max_limit, default_limit) = if date_range {
+            (MAX_RANGE_LIMIT, DEFAULT_RANGE_LIMIT)
+        } else {
+            (MAX_LIMIT, DEFAULT_LIMIT)
+        };
+        let (limit, offset, transaction_type, start, end, (), after) = (
+            query::integer("limit", self.limit, 1, max_limit, default_limit),
             query::integer("offset", self.offset, 0, i64::MAX, 0u64),
             query::choice(
                 "transaction_type",
@@ -70,10 +151,16 @@ impl Validate for ListQuery {
             start,
             end,
             ordered,
+            cursor(self.cursor, date_range),
         )
             .all_valid()?;
         Ok(match (start, end) {
-            (Some(start), Some(end)) => TransactionQuery::DateRange { start, end },
+            (Some(start), Some(end)) => TransactionQuery::DateRange {
+                start,
+                end,
+                limit,
+                after,
+            },
             _ => TransactionQuery::Recent {
                 transaction_type,
                 limit,
@@ -139,10 +226,18 @@ fn transaction_json(transaction: &TransactionRecord) -> TransactionJson<'_> {
 #[derive(Serialize, utoipa::ToSchema)]
 struct TransactionList<'a> {
     transactions: Vec<TransactionJson<'a>>,
+    /// Every matching row, not only this page (for a date range: every row in the range).
     total_count: u64,
+    /// The page size applied.
     limit: u64,
+    /// Rows skipped (always 0 for a date range, which pages by cursor).
     offset: u64,
+    /// Whether rows follow this page.
     has_more: bool,
+    /// For a date range with more rows: the `cursor` of the next page (same dates); otherwise
+    /// `null`.
+    #[schema(pattern = "^[A-Za-z0-9_-]{28}$")]
+    next_cursor: Option<String>,
 }
 
 /// `GET /api/v1/transactions/{id}`
@@ -153,10 +248,11 @@ async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult {
 
 /// `GET /api/v1/accounts/{id}/transactions`
 ///
-/// With both `start_date` and `end_date`: every transaction dated in that inclusive range,
-/// oldest first; `limit`, `offset` and `transaction_type` are validated but not applied, and
-/// the answer reports `limit` = the number returned, `offset` 0, `has_more` false. Otherwise:
-/// one page newest first with `limit`, `offset` and `transaction_type`; a lone date is ignored.
+/// With both `start_date` and `end_date`: the transactions dated in that inclusive range,
+/// oldest first, `limit` at a time (default and at most 500), the next page named by
+/// `next_cursor`; `offset` and `transaction_type` are validated but not applied. Otherwise:
+/// one page newest first with `limit`, `offset` and `transaction_type`; a lone date is
+/// ignored, and a `cursor` is 422.
 async fn list_for_account(
     state: &App,
     User(claims): User,
@@ -167,19 +263,100 @@ async fn list_for_account(
         .records
         .transactions_of_account(claims.sub, account_id, &query)
         .await?;
-    let returned = page.items.len() as u64;
-    let (limit, offset) = match query {
-        TransactionQuery::Recent { limit, offset, .. } => (u64::from(limit), offset),
-        _ => (returned, 0),
+    let mut items = page.items;
+    let (limit, offset, has_more, next_cursor) = match query {
+        TransactionQuery::Recent { limit, offset, .. } => {
+            let returned = items.len() as u64;
+            let has_more = offset.saturating_add(returned) < page.total_count;
+            (u64::from(limit), offset, has_more, None)
+        }
+        TransactionQuery::DateRange { limit, .. } => {
+            // The store reads one row past the page to tell whether more follow.
+            let page_size = usize::try_from(limit).unwrap_or(usize::MAX);
+            let has_more = items.len() > page_size;
+            items.truncate(page_size);
+            let next_cursor = items
+                .last()
+                .filter(|_| has_more)
+                .map(|last| encode_cursor(TransactionPosition::of(last)));
+            (u64::from(limit), 0, has_more, next_cursor)
+        }
     };
     json(
         StatusCode::OK,
         &TransactionList {
-            transactions: page.items.iter().map(transaction_json).collect(),
+            transactions: items.iter().map(transaction_json).collect(),
             total_count: page.total_count,
             limit,
             offset,
-            has_more: offset.saturating_add(returned) < page.total_count,
+            has_more,
+            next_cursor,
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listing_documents_its_cursor_and_page_bounds() {
+        let document = serde_json::to_value(crate::api::openapi::document("https://x.test", None))
+            .expect("document serializes");
+        let listing = &document["paths"]["/api/v1/accounts/{id}/transactions"]["get"];
+        let parameter = |name: &str| {
+            listing["parameters"]
+                .as_array()
+                .expect("parameters")
+                .iter()
+                .find(|parameter| parameter["name"] == name)
+                .cloned()
+                .expect("documented")
+        };
+        assert_eq!(parameter("limit")["schema"]["maximum"], 500);
+        let cursor = parameter("cursor");
+        assert_eq!(cursor["in"], "query");
+        assert_eq!(cursor["schema"]["pattern"], "^[A-Za-z0-9_-]{28}$");
+        let next_cursor =
+            &document["components"]["schemas"]["TransactionList"]["properties"]["next_cursor"];
+        assert_eq!(next_cursor["type"], serde_json::json!(["string", "null"]));
+        assert_eq!(next_cursor["pattern"], cursor["schema"]["pattern"]);
+    }
+
+    #[test]
+    fn cursors_round_trip_and_refuse_anything_else() {
+        let position = TransactionPosition {
+            transaction_date: NaiveDate::from_ymd_opt(2024, 2, 29).expect("date"),
+            id: Uuid::now_v7(),
+        };
+        let cursor = encode_cursor(position);
+        assert_eq!(cursor.len(), 28);
+        assert!(
+            cursor
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        );
+        assert_eq!(decode_cursor(&cursor), Some(position));
+
+        let mut other_version = URL_SAFE_NO_PAD.decode(&cursor).expect("base64");
+        other_version[0] = 2;
+        let out_of_calendar = {
+            let mut token = other_version.clone();
+            token[0] = CURSOR_VERSION;
+            token[1..5].copy_from_slice(&i32::MAX.to_be_bytes());
+            URL_SAFE_NO_PAD.encode(token)
+        };
+        for bad in [
+            String::new(),
+            "not a cursor".to_owned(),
+            format!("{cursor}="),
+            cursor[..27].to_owned(),
+            format!("{cursor}AA"),
+            URL_SAFE_NO_PAD.encode(other_version),
+            out_of_calendar,
+            format!("+{}", &cursor[1..]),
+        ] {
+            assert_eq!(decode_cursor(&bad), None, "{bad:?}");
+        }
+    }
 }

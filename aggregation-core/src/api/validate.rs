@@ -33,6 +33,10 @@ pub(crate) trait Validate: DeserializeOwned {
 
     /// Every checked value, or 422 with every field error in field order.
     fn validate(self, config: &Config) -> Result<Self::Valid, ApiError>;
+
+    /// The query parameters that must be present, for the OpenAPI document: a parameter
+    /// whose schema is a shared one (`#[param(schema_with = ...)]`) loses its `required`.
+    const REQUIRED_PARAMETERS: &'static [&'static str] = &[];
 }
 
 /// A tuple of field results: every value, or one 422 with every error in tuple order.
@@ -156,16 +160,26 @@ fn out_of_range() -> Refusal {
     )
 }
 
+/// A day written `YYYY-MM-DD`: `None` when chrono cannot read it; `Err` for a day out of the
+/// accepted years (however its year is written: `-262143-01-01` too); a day in range must be
+/// shaped `YYYY-MM-DD` exactly (chrono alone also takes `2024-1-05` or `+2024-01-05`).
+fn parse_day(raw: &str) -> Option<Result<NaiveDate, Refusal>> {
+    let day = NaiveDate::parse_from_str(raw, "%Y-%m-%d").ok()?;
+    if !dates::is_accepted_date(day) {
+        return Some(Err(out_of_range()));
+    }
+    let shaped = raw.len() == 10
+        && raw.bytes().enumerate().all(|(index, byte)| match index {
+            4 | 7 => byte == b'-',
+            _ => byte.is_ascii_digit(),
+        });
+    shaped.then_some(Ok(day))
+}
+
 /// The one parser of request dates: `YYYY-MM-DD` within [`dates::EARLIEST_DATE`] and
 /// [`dates::LATEST_DATE`].
 fn parse_date(raw: &str) -> Result<NaiveDate, Refusal> {
-    let day = NaiveDate::parse_from_str(raw, "%Y-%m-%d")
-        .map_err(|_| ("invalid_date", DATE_MESSAGE.to_owned()))?;
-    if dates::is_accepted_date(day) {
-        Ok(day)
-    } else {
-        Err(out_of_range())
-    }
+    parse_day(raw).unwrap_or_else(|| Err(("invalid_date", DATE_MESSAGE.to_owned())))
 }
 
 /// The one parser of request instants: RFC 3339 (converted to UTC) or a plain date (its first
@@ -175,11 +189,8 @@ fn parse_datetime(raw: &str, end_of_day: bool) -> Result<DateTime<Utc>, Refusal>
     let at = if let Ok(at) = DateTime::parse_from_rfc3339(raw) {
         at.with_timezone(&Utc)
     } else {
-        let day = NaiveDate::parse_from_str(raw, "%Y-%m-%d")
-            .map_err(|_| ("invalid_datetime", DATETIME_MESSAGE.to_owned()))?;
-        if !dates::is_accepted_date(day) {
-            return Err(out_of_range());
-        }
+        let day = parse_day(raw)
+            .unwrap_or_else(|| Err(("invalid_datetime", DATETIME_MESSAGE.to_owned())))?;
         let time = if end_of_day {
             LAST_MICROSECOND
         } else {
@@ -425,15 +436,23 @@ pub(crate) mod query {
             .map(str::to_owned)
     }
 
-    /// One of a closed set of names (compared ASCII case-insensitively); `None` when absent or
-    /// empty. An unknown name is an `invalid_choice` error listing the allowed ones.
+    /// The value of a parameter that, when sent, must name something: trimmed, `None` only
+    /// when absent. An empty value names nothing, so its parser refuses it (422), as the
+    /// document's `enum`, `format` and `pattern` say.
+    fn sent(raw: Option<String>) -> Option<String> {
+        raw.map(|value| value.trim().to_owned())
+    }
+
+    /// One of a closed set of names (compared ASCII case-insensitively); `None` when absent.
+    /// An unknown name, the empty one included, is an `invalid_choice` error listing the
+    /// allowed ones.
     pub(crate) fn choice<T: Copy>(
         name: &str,
         raw: Option<String>,
         values: &[T],
         as_str: fn(T) -> &'static str,
     ) -> Result<Option<T>, FieldError> {
-        let Some(raw) = string(raw) else {
+        let Some(raw) = sent(raw) else {
             return Ok(None);
         };
         let found = values
@@ -458,9 +477,9 @@ pub(crate) mod query {
     }
 
     /// A calendar date (`YYYY-MM-DD`) within the accepted years ([`crate::dates`]); `None`
-    /// when absent or empty.
+    /// when absent.
     pub(crate) fn date(name: &str, raw: Option<String>) -> Result<Option<NaiveDate>, FieldError> {
-        let Some(raw) = string(raw) else {
+        let Some(raw) = sent(raw) else {
             return Ok(None);
         };
         super::parse_date(&raw)
@@ -468,9 +487,9 @@ pub(crate) mod query {
             .map_err(|(code, message)| error(name, code, message))
     }
 
-    /// An optional UUID; `None` when absent or empty.
+    /// An optional UUID; `None` when absent.
     pub(crate) fn uuid(name: &str, raw: Option<String>) -> Result<Option<uuid::Uuid>, FieldError> {
-        let Some(raw) = string(raw) else {
+        let Some(raw) = sent(raw) else {
             return Ok(None);
         };
         uuid::Uuid::parse_str(&raw)
@@ -478,14 +497,13 @@ pub(crate) mod query {
             .map_err(|_| error(name, "invalid_uuid", "Must be a UUID."))
     }
 
-    /// An optional instant, read as [`required_datetime`] reads one; `None` when absent or
-    /// empty.
+    /// An optional instant, read as [`required_datetime`] reads one; `None` when absent.
     pub(crate) fn datetime(
         name: &str,
         raw: Option<String>,
         end_of_day: bool,
     ) -> Result<Option<DateTime<Utc>>, FieldError> {
-        let Some(raw) = string(raw) else {
+        let Some(raw) = sent(raw) else {
             return Ok(None);
         };
         super::parse_datetime(&raw, end_of_day)
@@ -541,6 +559,31 @@ mod tests {
         ]);
         let fields: Vec<_> = error.errors().iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["query.limit", "query.active_only"]);
+    }
+
+    /// A date is `YYYY-MM-DD` exactly, and a parameter sent empty names nothing (422), as
+    /// the document's patterns and enums say.
+    #[test]
+    fn dates_are_exactly_shaped_and_empty_values_name_nothing() {
+        for malformed in ["2024-1-05", "+2024-01-05", "2024-01-5", "", " "] {
+            assert!(
+                query::date("d", Some(malformed.to_owned())).is_err(),
+                "{malformed:?}"
+            );
+            let field = Field::Value(Value::String(malformed.to_owned()));
+            assert!(body::optional_date("d", field).is_err(), "{malformed:?}");
+        }
+        assert!(query::date("d", Some(" 2024-01-05 ".to_owned())).is_ok());
+        assert_eq!(query::date("d", None).ok().flatten(), None);
+        assert!(query::uuid("u", Some(String::new())).is_err());
+        assert!(query::datetime("t", Some(String::new()), false).is_err());
+        let empty = query::choice(
+            "c",
+            Some(String::new()),
+            crate::store::TransactionType::ALL,
+            crate::store::TransactionType::as_str,
+        );
+        assert_eq!(empty.err().map(|error| error.code), Some("invalid_choice"));
     }
 
     #[test]

@@ -3,15 +3,18 @@
 //! Choices where the issue is silent: a user has at most 10 endpoints (the 11th registration
 //! is 409 `conflict`); `event_types` absent, null or empty means every type, names are
 //! deduplicated, and an unknown name is 422 naming `event_types[i]`. The URL is at most 2048
-//! characters, absolute `http`/`https` without credentials or fragment; a literal loopback,
-//! private or otherwise non-public address, or a `localhost` name, is 422 `private_address`
-//! unless the server allows private addresses. Secrets are returned only by the registration
-//! and the rotation (201); a rotation takes effect at once, for retries of earlier events too,
-//! and the replaced secret signs beside the new one for 24 h. Deliveries list the 50 newest,
-//! newest first, each with its attempts. An endpoint that failed every attempt for 24 h is
-//! disabled (`enabled: false`, `disabled_at`); `PATCH` with exactly `{"enabled": true}`
-//! enables it again (anything else is 422 naming `enabled`: the service disables, the owner
-//! only enables), and enabling an enabled endpoint is a 200 that changes nothing.
+//! characters, absolute `http`/`https` without credentials, fragment or backslashes, judged
+//! as WHATWG parsing reads it; a loopback, private or otherwise non-public address in any
+//! spelling (`2130706433`, `0x7f.1`, `[::ffff:127.0.0.1]`...), or a `localhost` name, is 422
+//! `private_address` unless the server allows private addresses, and a cloud metadata address
+//! or an unspecified, multicast or broadcast one is 422 `private_address` even then. Secrets
+//! are returned only by the registration and the rotation (201); a rotation takes effect at
+//! once, for retries of earlier events too, and the replaced secret signs beside the new one
+//! for 24 h. Deliveries list the 50 newest, newest first, each with its attempts. An endpoint
+//! that failed every attempt for 24 h is disabled (`enabled: false`, `disabled_at`); `PATCH`
+//! with exactly `{"enabled": true}` enables it again (anything else is 422 naming `enabled`:
+//! the service disables, the owner only enables), and enabling an enabled endpoint is a 200
+//! that changes nothing.
 
 use chrono::{DateTime, Utc};
 use http::StatusCode;
@@ -61,7 +64,7 @@ const MAX_EVENT_TYPE_NAMES: usize = 32;
 /// `{url, event_types?}` of a registration.
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
-pub(crate) struct RegisterBody {
+pub(crate) struct WebhookRegistrationBody {
     #[schema(value_type = String, required = true, min_length = 1, max_length = 2048,
         example = "https://hooks.example.com/aggregation")]
     url: Field,
@@ -122,7 +125,7 @@ fn webhook_url(field: Field, config: &Config) -> Result<String, FieldError> {
     Ok(url)
 }
 
-impl Validate for RegisterBody {
+impl Validate for WebhookRegistrationBody {
     type Valid = Register;
 
     fn validate(self, config: &Config) -> Result<Self::Valid, ApiError> {
@@ -258,7 +261,10 @@ struct AttemptJson {
     attempted_at: DateTime<Utc>,
     /// The receiver's status code; null when no answer came.
     status_code: Option<i32>,
-    /// Why no answer came.
+    /// Why the attempt did not deliver: `connect_failed` (no connection: the name did not
+    /// resolve, the address may not be reached, refused, TLS failed), `timeout`,
+    /// `request_failed` (the exchange broke off), `http_status` (a status other than 2xx,
+    /// in `status_code`) or `internal_error`; null when delivered.
     error: Option<String>,
 }
 
@@ -319,7 +325,7 @@ async fn list(state: &App, User(claims): User) -> ApiResult {
 async fn register(
     state: &App,
     User(claims): User,
-    Json(Register { url, event_types }): Json<RegisterBody>,
+    Json(Register { url, event_types }): Json<WebhookRegistrationBody>,
 ) -> ApiResult {
     let WithSecret { endpoint, secret } = state
         .webhooks

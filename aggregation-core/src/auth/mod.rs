@@ -23,14 +23,24 @@
 //! # Failed-login throttle
 //!
 //! With [`Config::login_failure_limit`] (on by default: 10 failures, refilled at 10 per hour),
-//! every failed login (unknown email or wrong password) takes a token from the bucket of its
-//! normalized email, and while that bucket is empty a login with the **right** password fails
-//! too, with the very same [`AuthError::InvalidCredentials`] a wrong password gets. Unknown
-//! emails have buckets exactly like known ones, so the throttle tells nothing about which
-//! accounts exist; a successful login takes no token. The password is verified first in every
-//! case (the same argon2 work), and then each path makes one call to the rate-limit store (a
-//! failure records, the right password peeks), so the answer's timing does not show whether
-//! the account was throttled either. See [`LoginFailureLimit`](crate::LoginFailureLimit).
+//! failed logins (unknown email or wrong password) are counted per account **and client
+//! network** (the /24 of an IPv4 client, the /64 of an IPv6 one), and once a bucket is empty a
+//! login with the **right** password fails too, with the very same
+//! [`AuthError::InvalidCredentials`] a wrong password gets:
+//!
+//! * each network may fail at most the limit for one account;
+//! * networks from which the account has not logged in within 30 days share one more bucket of
+//!   the limit: once their failures used it up, every such network is refused;
+//! * a network from which the account logged in within 30 days (a *known* network, remembered
+//!   by a keyed digest in the store) is never refused because of other networks' failures, so
+//!   strangers cannot lock the owner out of home.
+//!
+//! Unknown emails have buckets exactly like known ones, so the throttle tells nothing about
+//! which accounts exist; a successful login takes no token. The password is verified first in
+//! every case (the same argon2 work), and then each path makes the same store calls (one read
+//! of the known networks, then the limiter: a failure records, the right password peeks), so
+//! the answer's timing does not show whether the login was throttled either. See
+//! [`LoginFailureLimit`](crate::LoginFailureLimit) and the `throttle` module.
 
 use std::sync::Arc;
 
@@ -58,7 +68,8 @@ pub(crate) use access_token::AccessClaims;
 use access_token::{AccessTokens, SigningError};
 use hashing::PasswordHasher;
 use password::PasswordError;
-use throttle::LoginThrottle;
+pub(crate) use throttle::known_network_span;
+use throttle::{ClientNetwork, KnownNetworks, LoginThrottle};
 
 /// Why an authentication operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -108,6 +119,13 @@ pub(crate) struct ClientInfo {
     pub user_agent: Option<String>,
 }
 
+impl ClientInfo {
+    /// The client IP address, when known.
+    fn ip(&self) -> Option<std::net::IpAddr> {
+        self.ip_address.as_deref()?.parse().ok()
+    }
+}
+
 /// A registered user.
 #[derive(Debug, Clone)]
 pub(crate) struct Registration {
@@ -149,8 +167,10 @@ pub(crate) struct Auth {
     /// Verified against when the email is unknown, so that both failures take the same time.
     dummy_hash: Arc<tokio::sync::OnceCell<String>>,
     hasher: PasswordHasher,
-    /// Failed logins per account.
+    /// Failed logins per account and client network.
     throttle: LoginThrottle,
+    /// The networks each account logged in from.
+    known_networks: KnownNetworks,
 }
 
 /// `at + duration`, saturating instead of overflowing (however long the configured duration).
@@ -172,6 +192,7 @@ impl Auth {
             hasher: PasswordHasher::new(config.hashing_limits()),
             tokens: AccessTokens::new(&config),
             throttle: LoginThrottle::new(&config, limits),
+            known_networks: KnownNetworks::new(&config, store.clone()),
             store,
             config,
             mail,
@@ -364,21 +385,35 @@ impl Auth {
         client: &ClientInfo,
     ) -> Result<IssuedTokens, AuthError> {
         let normalized = normalize_email(email);
+        let network = ClientNetwork::of(client.ip());
         let user = self.store.user_by_email(&normalized).await?;
         let Some(user) = user else {
             let dummy = self.dummy_hash().await?.to_owned();
             self.hasher.verify(&dummy, password).await?;
-            self.throttle.record_failure(&normalized).await;
+            // The same read as for an account, so that an unknown email takes as long.
+            let known = self.is_known_network(Uuid::nil(), network).await?;
+            self.throttle
+                .record_failure(&normalized, network, known)
+                .await;
             return Err(self.login_failed(AuthError::InvalidCredentials));
         };
-        if !self.hasher.verify(&user.password_hash, password).await? {
-            self.throttle.record_failure(&normalized).await;
+        let verified = self.hasher.verify(&user.password_hash, password).await?;
+        let known = self.is_known_network(user.id, network).await?;
+        if !verified {
+            self.throttle
+                .record_failure(&normalized, network, known)
+                .await;
             return Err(self.login_failed(AuthError::InvalidCredentials));
         }
-        if self.throttle.is_throttled(&normalized).await {
-            // The right password, but too many failures for this account: the answer of a
-            // wrong password, so the throttle reveals neither the account nor the password.
-            tracing::warn!(user_id = %user.id, "login refused: too many failed logins for this account");
+        if let Some(refusal) = self.throttle.refusal(&normalized, network, known).await {
+            // The right password, but too many failures: the answer of a wrong password, so
+            // the throttle reveals neither the account nor the password.
+            tracing::warn!(
+                user_id = %user.id,
+                refused_by = refusal.as_str(),
+                known_network = known,
+                "login refused: too many failed logins for this account"
+            );
             self.events.emit(&DomainEvent::LoginFailed {
                 reason: "too_many_failures",
             });
@@ -420,12 +455,45 @@ impl Auth {
                 },
             )
             .await?;
+        self.remember_network(user.id, network, created_at).await;
         self.events.emit(&DomainEvent::LoginSucceeded {
             user_id: user.id,
             session_id,
         });
         self.issue_access(&user, session_id, refresh_token, created_at)
             .await
+    }
+
+    /// Whether the account logged in from this network within
+    /// [`throttle::KNOWN_NETWORK_DAYS`] days; no read while the throttle is off, which then
+    /// needs no known networks.
+    async fn is_known_network(
+        &self,
+        user_id: Uuid,
+        network: ClientNetwork,
+    ) -> Result<bool, AuthError> {
+        if !self.throttle.is_on() {
+            return Ok(false);
+        }
+        Ok(self
+            .known_networks
+            .is_known(user_id, network, now())
+            .await?)
+    }
+
+    /// Remembers the network of a successful login. The login stands when this fails: the
+    /// network is then remembered at the next one.
+    async fn remember_network(&self, user_id: Uuid, network: ClientNetwork, at: DateTime<Utc>) {
+        if !self.throttle.is_on() {
+            return;
+        }
+        if let Err(error) = self.known_networks.remember(user_id, network, at).await {
+            tracing::warn!(
+                user_id = %user_id,
+                error = %error,
+                "remembering the network of a login failed"
+            );
+        }
     }
 
     fn login_failed(&self, error: AuthError) -> AuthError {

@@ -45,9 +45,9 @@ mod raised;
 #[cfg(feature = "redis")]
 mod relay;
 
-pub(crate) use bus::EventBus;
 #[cfg(feature = "webhooks")]
 pub(crate) use bus::WeakEventBus;
+pub(crate) use bus::{EVENT_BUS_CAPACITY, EventBus};
 pub use outbox::{Event, EventType};
 #[cfg(feature = "redis")]
 pub use relay::{EventRelayError, RedisEventRelay};

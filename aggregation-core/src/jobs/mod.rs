@@ -627,9 +627,17 @@ impl Job for PurgeExpired {
             .store()
             .purge_webhook_deliveries_before(sub(at, ctx.config().purge_retention()))
             .await?;
+        // A network unused for longer is no longer known to the login throttle anyway.
+        let login_networks = ctx
+            .store()
+            .purge_login_networks_before(crate::dates::earlier(
+                at,
+                crate::auth::known_network_span(),
+            ))
+            .await?;
         Ok(format!(
             "deleted {} one-time tokens, {} refresh tokens, {} sessions, {} OAuth states, \
-             {events} events, {deliveries} webhook deliveries",
+             {events} events, {deliveries} webhook deliveries, {login_networks} login networks",
             counts.one_time_tokens, counts.refresh_tokens, counts.sessions, counts.oauth_states
         ))
     }

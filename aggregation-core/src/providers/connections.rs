@@ -191,6 +191,15 @@ impl Connections {
         self.refresh_tokens(&connection, force).await
     }
 
+    /// The slugs a connect accepts: the providers offered that connect through OAuth, in order.
+    pub(crate) fn oauth_slugs(&self) -> Vec<String> {
+        self.providers
+            .slugs()
+            .filter(|slug| self.oauth_provider(slug).is_ok())
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// Whether the server offers a provider with this slug that connects through OAuth.
     pub(crate) fn offers_oauth(&self, slug: &str) -> Result<(), ConnectionError> {
         self.oauth_provider(slug).map(drop)

@@ -245,4 +245,9 @@ impl Providers {
     pub(crate) fn get(&self, slug: &str) -> Option<&Arc<dyn Provider>> {
         self.by_slug.get(slug)
     }
+
+    /// The slugs of every provider, in order.
+    pub(crate) fn slugs(&self) -> impl Iterator<Item = &str> {
+        self.by_slug.keys().map(String::as_str)
+    }
 }

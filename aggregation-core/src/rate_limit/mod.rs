@@ -35,6 +35,7 @@ mod memory;
 pub(crate) mod policy;
 #[cfg(feature = "redis")]
 mod redis;
+mod watched;
 
 pub use bucket::{BucketPolicy, Decision};
 pub use client_ip::{CidrError, parse_cidr, parse_cidr_list};
@@ -50,6 +51,7 @@ pub use memory::InMemoryRateLimitStore;
 pub use policy::{Policy, PolicyError, PolicyTable, Scope};
 #[cfg(feature = "redis")]
 pub use redis::RedisRateLimitStore;
+pub(crate) use watched::WatchedRateLimitStore;
 
 /// A clock: seconds (fractional) from a fixed origin. Stores read it once per check.
 pub type Clock = Arc<dyn Fn() -> f64 + Send + Sync>;
@@ -414,8 +416,9 @@ impl RateLimiter {
     ///
     /// **Fail-open**: when the store fails (down, timeout, bad reply) the request is allowed
     /// with a full bucket reported (`remaining = limit`, `retry_after_secs = 0`,
-    /// `reset_after_secs = 0`, see [`Decision::fail_open`]), an error is logged with
-    /// `endpoint`, `identifier`, `error`, `layer = "rate_limit"` and `result = "fail_open"`,
+    /// `reset_after_secs = 0`, see [`Decision::fail_open`]), a debug line is logged with
+    /// `endpoint`, `identifier`, `error`, `layer = "rate_limit"` and `result = "fail_open"`
+    /// (the outage itself is logged once by the service's watcher of the store),
     /// and `RateLimitCheckAllowed` is emitted as for any allowed request.
     pub(crate) async fn check_policy(
         &self,
@@ -446,7 +449,8 @@ impl RateLimiter {
         let decision = match self.store.check(&key, bucket).await {
             Ok(decision) => decision,
             Err(e) => {
-                tracing::error!(
+                // The outage is logged by the store's watcher (`WatchedRateLimitStore`), once.
+                tracing::debug!(
                     endpoint = %endpoint,
                     identifier = %identifier,
                     error = %e,

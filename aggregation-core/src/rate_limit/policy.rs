@@ -124,6 +124,15 @@ impl Policy {
         }
     }
 
+    /// The same numbers, switched off: the endpoint is not limited until an override file
+    /// sets `enabled = true`.
+    pub const fn disabled(self) -> Self {
+        Self {
+            enabled: false,
+            ..self
+        }
+    }
+
     /// The bucket numbers of this policy.
     ///
     /// # Errors
@@ -145,7 +154,9 @@ struct Entry {
 ///
 /// An endpoint is a method plus a route template (`"GET"`, `"/api/v1/accounts/{id}"`): the
 /// template the router matched, not the path as requested. Every endpoint of the service has a
-/// built-in policy except `GET /health`; [`PolicyTable::with_overrides_toml`] changes them.
+/// built-in policy; those of `GET /health`, `GET /health/live` and `GET /health/ready` are
+/// disabled (100 tokens, 100 per minute, per IP once enabled), since load balancers and probes
+/// poll them. [`PolicyTable::with_overrides_toml`] changes them.
 ///
 /// # Override file (`AGG_RATE_LIMITS=/path/to/file.toml`)
 ///
@@ -166,6 +177,14 @@ struct Entry {
 /// method = "GET"
 /// route = "/api/v1/accounts"
 /// enabled = false
+///
+/// # The health checks are not limited unless enabled here.
+/// [[policy]]
+/// method = "GET"
+/// route = "/health/ready"
+/// enabled = true
+/// max_tokens = 20
+/// refill_rate = 60
 /// ```
 ///
 /// Unknown keys, a duplicate endpoint and invalid numbers are errors naming the endpoint.
@@ -183,7 +202,8 @@ struct Entry {
 ///     .unwrap();
 /// let login = table.get("POST", "/api/v1/sessions").unwrap();
 /// assert_eq!((login.max_tokens, login.refill_rate, login.scope), (10.0, 5.0, Scope::Ip));
-/// assert!(table.get("GET", "/health").is_none());
+/// let health = table.get("GET", "/health").unwrap();
+/// assert!(!health.enabled && table.active("GET", "/health").is_none());
 /// ```
 ///
 /// Lookups take the method case-insensitively and the route template exactly, and do not
@@ -215,10 +235,14 @@ pub(crate) const API_READ: Policy = Policy::new(100.0, 100.0, Scope::User);
 pub(crate) const PUBLIC_READ: Policy = Policy::new(100.0, 100.0, Scope::Ip);
 /// Other writes: 50 tokens, 50 per minute, per user.
 pub(crate) const API_WRITE: Policy = Policy::new(50.0, 50.0, Scope::User);
+/// `/health`, `/health/live`, `/health/ready`: off, since load balancers and probes poll
+/// them; once enabled (`enabled = true` in the override file), 100 tokens, 100 per minute,
+/// per IP.
+pub(crate) const HEALTH_CHECK: Policy = Policy::new(100.0, 100.0, Scope::Ip).disabled();
 
 /// The built-in policy of every endpoint, as (method, route template, policy): the rate limit
-/// of each row of the route table ([`crate::api::routes()`]). `GET /health` is deliberately
-/// absent (never limited).
+/// of each row of the route table ([`crate::api::routes()`]). The health checks have a
+/// disabled one ([`HEALTH_CHECK`]): not limited unless an override file enables it.
 pub(crate) fn builtin_policies() -> impl Iterator<Item = (&'static str, &'static str, Policy)> {
     crate::api::routes().filter_map(|route| {
         let limit = route.rate_limit()?;
@@ -382,9 +406,18 @@ mod tests {
         assert!(
             builtin_policies().any(|endpoint| endpoint == ("POST", "/api/v1/sessions", AUTH_LOGIN))
         );
-        assert!(builtin_policies().all(|(_, route, _)| route != "/health"));
-        // Nor the liveness and readiness checks: probes poll them.
-        assert!(builtin_policies().all(|(_, route, _)| !route.starts_with("/health/")));
+        // The health checks have a policy, off by default: probes poll them.
+        for health in ["/health", "/health/live", "/health/ready"] {
+            assert!(
+                builtin_policies().any(|endpoint| endpoint == ("GET", health, HEALTH_CHECK)),
+                "{health}"
+            );
+        }
+        let health = PolicyTable::builtin()
+            .get("GET", "/health")
+            .copied()
+            .expect("a policy");
+        assert_eq!((health.enabled, health.scope), (false, Scope::Ip));
     }
 
     #[test]
@@ -393,7 +426,7 @@ mod tests {
         assert_eq!(t.len(), builtin_policies().count());
         for (m, r, p) in builtin_policies() {
             assert!(p.bucket().is_ok(), "{m} {r}");
-            assert!(t.active(m, r).is_some(), "{m} {r}");
+            assert_eq!(t.active(m, r).is_some(), p.enabled, "{m} {r}");
         }
         let p = t.get("post", "/api/v1/sessions").unwrap();
         assert_eq!(*p, AUTH_LOGIN);
@@ -407,7 +440,8 @@ mod tests {
                 .scope,
             Scope::UserAccount
         );
-        assert!(t.get("GET", "/health").is_none());
+        assert!(t.get("GET", "/health").is_some_and(|p| !p.enabled));
+        assert!(t.active("GET", "/health/ready").is_none());
         assert!(t.get("GET", "/api/v1/users").is_none());
         assert!(
             PolicyTable::disabled()
@@ -462,6 +496,30 @@ mod tests {
     }
 
     #[test]
+    fn health_checks_are_limited_only_once_enabled() {
+        let t = PolicyTable::builtin()
+            .with_overrides_toml(
+                r#"
+                [[policy]]
+                method = "GET"
+                route = "/health"
+                enabled = true
+                max_tokens = 2
+                "#,
+            )
+            .unwrap();
+        let (policy, _) = t.active("GET", "/health").expect("enabled");
+        assert_eq!(
+            (policy.max_tokens, policy.refill_rate, policy.scope),
+            (2.0, 100.0, Scope::Ip)
+        );
+        assert!(
+            t.active("GET", "/health/ready").is_none(),
+            "only the one named"
+        );
+    }
+
+    #[test]
     fn empty_override_file_changes_nothing() {
         let t = PolicyTable::builtin().with_overrides_toml("").unwrap();
         assert_eq!(t.len(), builtin_policies().count());
@@ -477,7 +535,7 @@ mod tests {
         );
         assert!(e.to_string().contains("GET /api/v1/nope"), "{e}");
 
-        let e = err("[[policy]]\nmethod = \"GET\"\nroute = \"/health\"\n");
+        let e = err("[[policy]]\nmethod = \"POST\"\nroute = \"/health\"\n");
         assert!(matches!(e, PolicyError::UnknownRoute { .. }));
 
         let e = err(

@@ -202,7 +202,8 @@ async fn silent_server_times_out_and_the_limiter_fails_open() {
         .collect();
     assert_eq!(fail_open.len(), 1, "{logs:?}");
     let entry = fail_open[0];
-    assert_eq!(entry["level"], "ERROR");
+    // A debug line per request; the outage is logged once, by the service's watcher.
+    assert_eq!(entry["level"], "DEBUG");
     assert_eq!(entry["layer"], "rate_limit");
     assert_eq!(entry["endpoint"], "POST /api/v1/sessions");
     assert!(entry["error"].contains("did not answer"), "{entry:?}");

@@ -3,18 +3,36 @@
 //! applied migrations count as applied, the pending ones run, and `migrate` stays repeatable.
 //! Processes migrating one database at once take turns.
 
-/// How many migrations a backend's folder embeds (`sqlite` or `postgres`): every one of them
-/// is applied after an upgrade or a concurrent migration.
-fn embedded_migrations(backend: &str) -> i64 {
+/// The versions of the migrations a backend's folder embeds (`sqlite` or `postgres`), in
+/// order: every one of them is applied after an upgrade or a concurrent migration. Read from
+/// the file names, as `sqlx::migrate!` does, since the numbers need not be contiguous.
+fn embedded_versions(backend: &str) -> Vec<i64> {
     let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("migrations")
         .join(backend);
     let files = std::fs::read_dir(folder).expect("the migrations folder");
-    let sql = files
+    let mut versions: Vec<i64> = files
         .filter_map(Result::ok)
-        .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "sql"))
-        .count();
-    i64::try_from(sql).expect("a small count")
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "sql"))
+        .map(|path| {
+            let name = path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .unwrap_or("");
+            let digits = name.split('_').next().unwrap_or("");
+            digits
+                .parse()
+                .expect("a migration file name starts with its version")
+        })
+        .collect();
+    versions.sort_unstable();
+    versions
+}
+
+/// How many migrations a backend's folder embeds.
+fn embedded_migrations(backend: &str) -> i64 {
+    i64::try_from(embedded_versions(backend).len()).expect("a small count")
 }
 
 /// The migrations the former runner had applied in these tests, with their names there.
@@ -66,7 +84,7 @@ async fn sqlite_database_of_the_former_runner_upgrades() {
     .unwrap();
     assert_eq!(
         applied.iter().map(|row| row.0).collect::<Vec<_>>(),
-        (1..=embedded_migrations("sqlite")).collect::<Vec<_>>()
+        embedded_versions("sqlite")
     );
     assert!(applied.iter().all(|row| row.1 && row.2.len() == 48));
     // Tables and columns of the migrations applied after the upgrade exist.
@@ -109,6 +127,27 @@ async fn sqlite_processes_migrating_at_once_take_turns() {
     one.unwrap();
     two.unwrap();
     assert_eq!(applied, embedded_migrations("sqlite"));
+}
+
+/// Revoking a user's other sessions finds their refresh tokens by `user_id` through an index.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_finds_refresh_tokens_by_user_through_an_index() {
+    let store = crate::store::SqliteStore::in_memory().await.unwrap();
+    let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(
+        "EXPLAIN QUERY PLAN UPDATE refresh_tokens SET revoked_at = $2 \
+         WHERE revoked_at IS NULL AND user_id = $1",
+    )
+    .bind(uuid::Uuid::now_v7())
+    .bind(chrono::Utc::now())
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert!(
+        plan.iter()
+            .any(|(_, _, _, detail)| detail.contains("refresh_tokens_user")),
+        "{plan:?}"
+    );
 }
 
 #[cfg(feature = "postgres")]
@@ -167,7 +206,7 @@ async fn postgres_database_of_the_former_runner_upgrades() {
         .unwrap();
         assert_eq!(
             applied.iter().map(|row| row.0).collect::<Vec<_>>(),
-            (1..=embedded_migrations("postgres")).collect::<Vec<_>>()
+            embedded_versions("postgres")
         );
         assert!(applied.iter().all(|row| row.1 && row.2.len() == 48));
         sqlx::query("SELECT transaction_count FROM accounts")

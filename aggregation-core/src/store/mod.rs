@@ -22,10 +22,15 @@ use crate::events::Event;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod event_tests;
 mod events;
+mod guard;
 #[cfg(test)]
 #[cfg(feature = "sqlite")]
 mod import_tests;
 mod imports;
+#[cfg(test)]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod login_network_tests;
+mod login_networks;
 #[cfg(test)]
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod migrate_tests;
@@ -46,10 +51,12 @@ mod webhook_tests;
 mod webhooks;
 
 pub use events::{AuditFilter, EventStore};
+pub(crate) use guard::GuardedStore;
 pub use imports::{
     FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportInstitution,
     ImportSnapshot, ImportStore,
 };
+pub use login_networks::LoginNetworkStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{InvalidSchemaName, PostgresStore, PostgresStoreBuilder, SchemaName};
 pub use providers::{
@@ -60,8 +67,8 @@ pub use records::{
     AccountFilter, AccountRecord, AccountStore, AccountType, AssetType, ConnectionRecord,
     ConnectionStatus, ConnectionStore, HoldingFilter, HoldingRecord, HoldingStore, NewAccount,
     NewConnection, NewHolding, NewSnapshot, NewTransaction, Page, SnapshotRecord, SnapshotSource,
-    SnapshotStore, TransactionQuery, TransactionRecord, TransactionStatus, TransactionStore,
-    TransactionType, UpsertCounts, mask_account_number, provider_id,
+    SnapshotStore, TransactionPosition, TransactionQuery, TransactionRecord, TransactionStatus,
+    TransactionStore, TransactionType, UpsertCounts, mask_account_number, provider_id,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
@@ -75,7 +82,9 @@ pub use webhooks::{
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The database could not be reached in time (answered as 503).
+    /// The database could not be reached or talked to, or did not answer in time (answered
+    /// as 503 with `Retry-After`). Calls failing with it in a row open the service's circuit
+    /// breaker, so return it only when the store itself is at fault, never for a bad row.
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
     /// A uniqueness rule was broken (for example, an email already registered).
@@ -652,6 +661,7 @@ pub trait Store:
     + SyncStore
     + WebhookStore
     + EventStore
+    + LoginNetworkStore
     + 'static
 {
 }
@@ -672,6 +682,7 @@ impl<T> Store for T where
         + SyncStore
         + WebhookStore
         + EventStore
+        + LoginNetworkStore
         + 'static
 {
 }

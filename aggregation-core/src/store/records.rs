@@ -400,13 +400,40 @@ pub enum TransactionQuery {
         /// Rows skipped.
         offset: u64,
     },
-    /// Every transaction dated within `start..=end`, oldest first.
+    /// Transactions dated within `start..=end`, oldest first (`transaction_date`, then id,
+    /// ascending), from just after `after` (keyset paging). The page holds up to `limit + 1`
+    /// rows: a row beyond `limit` tells the caller that more follow. `total_count` counts
+    /// every row of the range, before and after `after` alike.
     DateRange {
         /// First date, inclusive.
         start: NaiveDate,
         /// Last date, inclusive.
         end: NaiveDate,
+        /// Page size.
+        limit: u32,
+        /// The last row of the previous page; `None` for the first page.
+        after: Option<TransactionPosition>,
     },
+}
+
+/// Where a row stands in the oldest-first order of the date-range listing: the position a
+/// next page starts after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TransactionPosition {
+    /// The row's transaction date.
+    pub transaction_date: NaiveDate,
+    /// The row's id (ties within a date are ordered by id).
+    pub id: Uuid,
+}
+
+impl TransactionPosition {
+    /// The position of a row.
+    pub fn of(transaction: &TransactionRecord) -> Self {
+        Self {
+            transaction_date: transaction.transaction_date,
+            id: transaction.id,
+        }
+    }
 }
 
 /// A page of rows and how many rows matched in all.

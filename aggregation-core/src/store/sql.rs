@@ -21,18 +21,31 @@ use super::records::{
 use super::{RotationScope, StoreError};
 use crate::events::EventType;
 
-/// Every way a call can run out of time (no pooled connection within the acquire timeout, a
-/// PostgreSQL `statement_timeout`, a SQLite lock still held when the busy timeout ends) is
-/// [`StoreError::Unavailable`], which the API answers with 503. The detail is logged here.
+/// Every failure to reach or talk to the database is [`StoreError::Unavailable`], which the API
+/// answers with 503: no pooled connection within the acquire timeout, a closed pool, I/O, TLS
+/// and wire-protocol errors (a server that accepts and closes a connection fails the
+/// `SSLRequest` exchange), a crashed connection worker, a PostgreSQL `statement_timeout`, the
+/// server refusing connections or shutting down, a SQLite lock still held when the busy
+/// timeout ends. Only what says the store answered and our own code or data is at fault
+/// (decoding a row, a broken invariant) is [`StoreError::Other`], answered with 500.
+///
+/// Unavailability is not logged here: the service logs an outage once when it starts, as a
+/// count while it lasts and once when it ends (see `store::guard`), not once per call.
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
         match &error {
-            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
-                tracing::error!(error = %error, "store unavailable");
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::WorkerCrashed
+            | sqlx::Error::BeginFailed => {
+                tracing::debug!(error = %error, "store unavailable");
                 Self::Unavailable(error.to_string())
             }
-            sqlx::Error::Database(database) if timed_out(database.as_ref()) => {
-                tracing::error!(error = %error, "store call timed out");
+            sqlx::Error::Database(database) if unreachable(database.as_ref()) => {
+                tracing::debug!(error = %error, "store unavailable");
                 Self::Unavailable(error.to_string())
             }
             sqlx::Error::Database(database) if database.is_unique_violation() => {
@@ -75,24 +88,49 @@ fn lost_a_race(error: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
     false
 }
 
-/// Whether a database error means the call ran out of time rather than failed.
-fn timed_out(error: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
+/// Whether a database error means the call ran out of time or the server could not serve it
+/// at all, rather than that the statement failed.
+fn unreachable(error: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
     #[cfg(feature = "postgres")]
     if let Some(error) = error.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
-        // query_canceled: what `statement_timeout` raises.
-        return error.code() == "57014";
+        let code = error.code();
+        // 57014 query_canceled: what `statement_timeout` raises. Class 08: connection
+        // exceptions. 57P01-57P05: the server shutting down, crashed, starting up, or the
+        // session idle too long. Class 53: insufficient resources (too many connections,
+        // disk full, out of memory). Class 58: I/O errors on the server. 25006: a read-only
+        // transaction, i.e. a standby answering while a failover is under way.
+        return code == "57014"
+            || code == "25006"
+            || code.starts_with("08")
+            || code.starts_with("57P")
+            || code.starts_with("53")
+            || code.starts_with("58");
     }
     #[cfg(feature = "sqlite")]
     if let Some(error) = error.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
         use sqlx::error::DatabaseError as _;
         const SQLITE_BUSY: i32 = 5;
         const SQLITE_LOCKED: i32 = 6;
+        const SQLITE_NOMEM: i32 = 7;
+        const SQLITE_IOERR: i32 = 10;
+        const SQLITE_FULL: i32 = 13;
+        const SQLITE_CANTOPEN: i32 = 14;
         // The primary result code is the low byte of the extended one.
         let primary = error
             .code()
             .and_then(|code| code.parse::<i32>().ok())
             .map(|code| code & 0xff);
-        return matches!(primary, Some(SQLITE_BUSY | SQLITE_LOCKED));
+        return matches!(
+            primary,
+            Some(
+                SQLITE_BUSY
+                    | SQLITE_LOCKED
+                    | SQLITE_NOMEM
+                    | SQLITE_IOERR
+                    | SQLITE_FULL
+                    | SQLITE_CANTOPEN
+            )
+        );
     }
     false
 }
@@ -239,4 +277,50 @@ pub(super) fn counted(done: Vec<(Uuid, Upserted)>) -> UpsertCounts {
     let mut counts = UpsertCounts::default();
     tally(&mut counts, done);
     counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(kind: std::io::ErrorKind) -> sqlx::Error {
+        sqlx::Error::Io(std::io::Error::from(kind))
+    }
+
+    #[test]
+    fn failing_to_reach_or_talk_to_the_database_is_unavailable() {
+        for error in [
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+            sqlx::Error::WorkerCrashed,
+            sqlx::Error::BeginFailed,
+            // What a server that accepts and at once closes a connection causes.
+            sqlx::Error::Protocol("unexpected response from SSLRequest: 0x00".to_owned()),
+            sqlx::Error::Tls("handshake eof".into()),
+            io(std::io::ErrorKind::ConnectionRefused),
+            io(std::io::ErrorKind::ConnectionReset),
+            io(std::io::ErrorKind::UnexpectedEof),
+        ] {
+            let shown = error.to_string();
+            assert!(
+                matches!(StoreError::from(error), StoreError::Unavailable(_)),
+                "{shown}"
+            );
+        }
+    }
+
+    #[test]
+    fn our_own_faults_stay_failures() {
+        for error in [
+            sqlx::Error::RowNotFound,
+            sqlx::Error::ColumnNotFound("balance".to_owned()),
+            sqlx::Error::Decode("unknown value \"bogus\"".into()),
+        ] {
+            let shown = error.to_string();
+            assert!(
+                matches!(StoreError::from(error), StoreError::Other(_)),
+                "{shown}"
+            );
+        }
+    }
 }

@@ -37,6 +37,8 @@ mod batches;
 mod connections;
 #[path = "sql_events.rs"]
 mod events;
+#[path = "sql_login_networks.rs"]
+mod login_networks;
 #[path = "sql_migrate.rs"]
 mod migrate;
 #[path = "sql_providers.rs"]

@@ -100,7 +100,7 @@ pub struct WebhookAttemptRecord {
     /// The answer's status code; `None` when no answer came (refused address, timeout,
     /// connection failure).
     pub status_code: Option<i32>,
-    /// Why the attempt failed without an answer (never a secret).
+    /// Why the attempt did not deliver: a coarse code (see [`WebhookAttempt::error`]).
     pub error: Option<String>,
 }
 
@@ -166,7 +166,8 @@ pub struct WebhookAttempt {
     pub attempted_at: DateTime<Utc>,
     /// The answer's status code, if one came.
     pub status_code: Option<u16>,
-    /// Why no answer came.
+    /// Why it did not deliver: a coarse code (`connect_failed`, `timeout`, `request_failed`,
+    /// `http_status`, `internal_error`), never a resolver or system message.
     pub error: Option<String>,
     /// What follows.
     pub next: NextDelivery,

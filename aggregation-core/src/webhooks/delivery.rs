@@ -1,24 +1,34 @@
 //! Sending due webhook deliveries: the work of the `deliver_webhooks` job, and of the passes
 //! that start right after an event's commit (`wake.rs`).
 //!
-//! One HTTP client serves every delivery. Its resolver ([`GuardedResolver`]) resolves the
-//! endpoint's host name and hands the connector only the addresses the SSRF rule allows, so
-//! the request goes to an address that was vetted in the same step (a DNS answer that changes
-//! between a check and the connection cannot slip a private address in). A literal address
-//! never reaches a resolver and is checked before sending. Redirects are not followed, proxies
-//! from the environment are not used, and every request is bounded by short timeouts.
+//! One HTTP client serves every delivery, and every address it dials is checked against the
+//! SSRF rule (`ssrf.rs`) three times over: the URL is parsed and judged before sending, as the
+//! client parses it (a literal address in any spelling); the resolver ([`GuardedResolver`])
+//! hands the connector only allowed addresses of a name; and the connector ([`PeerCheck`])
+//! refuses any connection whose peer address is not allowed, whatever resolved it (a DNS
+//! answer that changes between a check and the connection, a row stored before the rule
+//! changed). Redirects are not followed, proxies from the environment are not used, and every
+//! request is bounded by short timeouts.
+//!
+//! What an attempt records for the user is coarse ([`DeliveryFailure`]): whether a name
+//! exists, what it resolves to, or what the operating system said is logged at debug level
+//! only, so the deliveries list cannot be used to probe the internal network.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt as _, StreamExt as _};
+use hyper_util::client::legacy::connect::{Connection, HttpInfo};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 
 use super::open_secret;
 use super::signing::SigningSecrets;
-use super::ssrf::{WebhookHost, may_connect, webhook_host};
+use super::ssrf::{check_url, may_connect, may_resolve};
 use crate::config::Config;
 use crate::dates;
 use crate::events::{EventBus, WeakEventBus};
@@ -51,31 +61,154 @@ const SLOT_POLL: Duration = Duration::from_millis(50);
 /// The `User-Agent` of deliveries.
 const USER_AGENT: &str = concat!("aggregation-webhooks/", env!("CARGO_PKG_VERSION"));
 
+/// Why an attempt did not deliver, as the deliveries list records it (`error`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DeliveryFailure {
+    /// No connection: the name did not resolve, or only to addresses webhooks may not reach,
+    /// the address is not one they may reach, the receiver refused, or TLS failed.
+    ConnectFailed,
+    /// No connection or no answer in time.
+    Timeout,
+    /// Connected, but the exchange broke off before an answer came.
+    RequestFailed,
+    /// The receiver answered with a status other than 2xx (recorded beside it).
+    HttpStatus,
+    /// The service could not sign the delivery (its secret is unreadable).
+    InternalError,
+}
+
+impl DeliveryFailure {
+    /// The recorded code.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::ConnectFailed => "connect_failed",
+            Self::Timeout => "timeout",
+            Self::RequestFailed => "request_failed",
+            Self::HttpStatus => "http_status",
+            Self::InternalError => "internal_error",
+        }
+    }
+
+    /// The failure a request error stands for.
+    fn of(error: &reqwest::Error) -> Self {
+        if error.is_timeout() {
+            Self::Timeout
+        } else if error.is_connect() {
+            Self::ConnectFailed
+        } else {
+            Self::RequestFailed
+        }
+    }
+}
+
+/// An error of the client's connector.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A destination webhooks may not reach (logged at debug level, never recorded).
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    /// Every address of a host name was refused, or the name itself.
+    #[error("{0} resolves only to addresses webhooks may not reach")]
+    Host(String),
+    /// The connection's peer is an address webhooks may not reach.
+    #[error("connected to {0}, an address webhooks may not reach")]
+    Peer(SocketAddr),
+    /// The connection does not say where it goes: refused rather than trusted.
+    #[error("the connection does not tell its peer address")]
+    UnknownPeer,
+}
+
 /// Resolves host names to the addresses the SSRF rule allows, and only those.
 struct GuardedResolver {
     allow_private: bool,
 }
-
-/// Every address of a host name was refused.
-#[derive(Debug, thiserror::Error)]
-#[error("{0} resolves only to addresses webhooks may not reach")]
-struct RefusedHost(String);
 
 impl reqwest::dns::Resolve for GuardedResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let allow_private = self.allow_private;
         let host = name.as_str().to_owned();
         Box::pin(async move {
+            if !may_resolve(&host, allow_private) {
+                return Err(Box::new(Refused::Host(host)) as BoxError);
+            }
             let resolved = tokio::net::lookup_host((host.as_str(), 0)).await?;
             let allowed: Vec<SocketAddr> = resolved
                 .filter(|address| may_connect(address.ip(), allow_private))
                 .collect();
             if allowed.is_empty() {
-                return Err(Box::new(RefusedHost(host)) as Box<dyn std::error::Error + Send + Sync>);
+                return Err(Box::new(Refused::Host(host)) as BoxError);
             }
             Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
         })
     }
+}
+
+/// Wraps the client's connector in a [`PeerCheck`].
+#[derive(Clone)]
+struct PeerCheckLayer {
+    allow_private: bool,
+}
+
+impl<S> tower::Layer<S> for PeerCheckLayer {
+    type Service = PeerCheck<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        PeerCheck {
+            inner,
+            allow_private: self.allow_private,
+        }
+    }
+}
+
+/// The connector check: a connection whose peer address the SSRF rule does not allow is
+/// dropped before anything is written to it. It sees every address actually dialled, literal
+/// or resolved.
+#[derive(Clone)]
+struct PeerCheck<S> {
+    inner: S,
+    allow_private: bool,
+}
+
+impl<S, Destination> tower::Service<Destination> for PeerCheck<S>
+where
+    S: tower::Service<Destination, Error = BoxError>,
+    S::Response: Connection + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, destination: Destination) -> Self::Future {
+        let connecting = self.inner.call(destination);
+        let allow_private = self.allow_private;
+        Box::pin(async move {
+            let connection = connecting.await?;
+            let mut extras = http::Extensions::new();
+            connection.connected().get_extras(&mut extras);
+            match extras.get::<HttpInfo>().map(HttpInfo::remote_addr) {
+                Some(peer) if may_connect(peer.ip(), allow_private) => Ok(connection),
+                Some(peer) => Err(Box::new(Refused::Peer(peer)) as BoxError),
+                None => Err(Box::new(Refused::UnknownPeer) as BoxError),
+            }
+        })
+    }
+}
+
+/// A client builder with every setting of deliveries but the resolver: the connector check,
+/// no proxies, no redirects, the timeouts.
+fn guarded_client(allow_private: bool) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .connector_layer(PeerCheckLayer { allow_private })
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(REQUEST_TIMEOUT)
+        .user_agent(USER_AGENT)
 }
 
 /// The HTTP side of deliveries: one guarded client.
@@ -89,13 +222,8 @@ impl Sender {
     /// A client that reaches only what `config` allows.
     pub(crate) fn new(config: &Config) -> Result<Self, String> {
         let allow_private = config.webhook_allow_private();
-        let http = reqwest::Client::builder()
+        let http = guarded_client(allow_private)
             .dns_resolver(GuardedResolver { allow_private })
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(REQUEST_TIMEOUT)
-            .user_agent(USER_AGENT)
             .build()
             .map_err(|error| describe_request_error(&error))?;
         Ok(Self {
@@ -109,18 +237,22 @@ impl Sender {
         &self,
         delivery: &ClaimedDelivery,
         secret: &SigningSecrets,
-    ) -> Result<u16, String> {
-        if let Ok(WebhookHost::Ip(ip)) = webhook_host(&delivery.url)
-            && !may_connect(ip, self.allow_private)
-        {
-            return Err(format!("{ip} is not an address webhooks may reach"));
-        }
+    ) -> Result<u16, DeliveryFailure> {
+        // Judged again: the row may predate the rule, or the host's setting may have changed.
+        let url = check_url(&delivery.url, self.allow_private).map_err(|refusal| {
+            tracing::debug!(
+                endpoint_id = %delivery.endpoint_id,
+                refusal = refusal.code,
+                "webhook URL refused before connecting"
+            );
+            DeliveryFailure::ConnectFailed
+        })?;
         let id = delivery.event_id.to_string();
         let timestamp = chrono::Utc::now().timestamp();
         let signature = secret.sign(&id, timestamp, delivery.payload.as_bytes());
         let response = self
             .http
-            .post(&delivery.url)
+            .post(url)
             .header(http::header::CONTENT_TYPE, "application/json")
             .header("webhook-id", id)
             .header("webhook-timestamp", timestamp.to_string())
@@ -128,7 +260,14 @@ impl Sender {
             .body(delivery.payload.clone())
             .send()
             .await
-            .map_err(|error| describe_request_error(&error))?;
+            .map_err(|error| {
+                tracing::debug!(
+                    endpoint_id = %delivery.endpoint_id,
+                    error = %describe_request_error(&error),
+                    "webhook request failed"
+                );
+                DeliveryFailure::of(&error)
+            })?;
         Ok(response.status().as_u16())
     }
 }
@@ -396,14 +535,16 @@ async fn attempt(config: &Config, sender: &Sender, delivery: ClaimedDelivery) ->
         Ok(secret) => sender.send(&delivery, &secret).await,
         Err(error) => {
             tracing::error!(endpoint_id = %delivery.endpoint_id, error = %error, "webhook secret unreadable");
-            Err("the endpoint's secret could not be read".to_owned())
+            Err(DeliveryFailure::InternalError)
         }
     };
     let attempted_at = now();
-    let (status_code, error) = match result {
-        Ok(status) => (Some(status), None),
-        Err(error) => (None, Some(error)),
+    let (status_code, failure) = match result {
+        Ok(status) if (200..300).contains(&status) => (Some(status), None),
+        Ok(status) => (Some(status), Some(DeliveryFailure::HttpStatus)),
+        Err(failure) => (None, Some(failure)),
     };
+    let error = failure.map(|failure| failure.as_str().to_owned());
     let expires = dates::later(delivery.created_at, dates::delta(config.webhook_max_age()));
     let next = if status_code.is_some_and(|status| (200..300).contains(&status)) {
         NextDelivery::Delivered
@@ -423,7 +564,7 @@ async fn attempt(config: &Config, sender: &Sender, delivery: ClaimedDelivery) ->
             endpoint_id = %delivery.endpoint_id,
             event_id = %delivery.event_id,
             status = ?status_code,
-            error = error.as_deref().unwrap_or(""),
+            error = failure.map_or("", DeliveryFailure::as_str),
             given_up = next == NextDelivery::GiveUp,
             "webhook delivery failed"
         );
@@ -447,15 +588,23 @@ mod tests {
     #[tokio::test]
     async fn the_resolver_hands_out_only_allowed_addresses() {
         let name = |host: &str| host.parse::<reqwest::dns::Name>().expect("a host name");
-        let refused = GuardedResolver {
-            allow_private: false,
+        for (host, allow_private) in [
+            ("localhost", false),
+            ("LOCALHOST.", false),
+            ("metadata.google.internal", true),
+        ] {
+            let refused = GuardedResolver { allow_private }.resolve(name(host)).await;
+            let Err(error) = refused else {
+                panic!("{host} must not resolve for webhooks");
+            };
+            assert!(
+                error
+                    .to_string()
+                    .to_ascii_lowercase()
+                    .contains(&host.to_ascii_lowercase()),
+                "{error}"
+            );
         }
-        .resolve(name("localhost"))
-        .await;
-        let Err(error) = refused else {
-            panic!("localhost must not resolve for webhooks");
-        };
-        assert!(error.to_string().contains("localhost"), "{error}");
         let allowed: Vec<SocketAddr> = GuardedResolver {
             allow_private: true,
         }
@@ -468,37 +617,158 @@ mod tests {
         assert!(allowed.iter().all(|address| address.ip().is_loopback()));
     }
 
-    #[tokio::test]
-    async fn literal_private_addresses_are_refused_before_sending() {
-        let config = Config::new("https://api.example.com", vec![0; 32]).expect("config");
-        let sender = Sender::new(&config).expect("client");
-        for url in ["http://127.0.0.1:9/hooks", "http://[::ffff:10.0.0.1]/hooks"] {
-            let delivery = ClaimedDelivery {
-                endpoint_id: uuid::Uuid::now_v7(),
-                event_id: uuid::Uuid::now_v7(),
-                payload: "{}".to_owned(),
-                attempt_count: 0,
-                created_at: now(),
-                url: url.to_owned(),
-                encrypted_secret: Vec::new(),
-                secret_key_id: String::new(),
-                previous_secret: None,
-            };
-            let error = sender
-                .send(
-                    &delivery,
-                    &SigningSecrets {
-                        current: super::super::signing::SigningSecret::generate(),
-                        previous: None,
-                    },
-                )
-                .await
-                .expect_err("refused");
-            assert!(
-                error.contains("not an address webhooks may reach"),
-                "{error}"
-            );
+    /// A resolver that answers loopback for every name: what DNS rebinding looks like.
+    struct AnswersLoopback;
+
+    impl reqwest::dns::Resolve for AnswersLoopback {
+        fn resolve(&self, _: reqwest::dns::Name) -> reqwest::dns::Resolving {
+            Box::pin(async {
+                let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+                Ok(Box::new(std::iter::once(loopback)) as reqwest::dns::Addrs)
+            })
         }
+    }
+
+    fn delivery_to(url: &str) -> ClaimedDelivery {
+        ClaimedDelivery {
+            endpoint_id: uuid::Uuid::now_v7(),
+            event_id: uuid::Uuid::now_v7(),
+            payload: "{}".to_owned(),
+            attempt_count: 0,
+            created_at: now(),
+            url: url.to_owned(),
+            encrypted_secret: Vec::new(),
+            secret_key_id: String::new(),
+            previous_secret: None,
+        }
+    }
+
+    /// A loopback listener nobody accepts from yet: a connection attempt stays queued.
+    fn idle_listener() -> (std::net::TcpListener, u16) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let port = listener.local_addr().expect("bound").port();
+        (listener, port)
+    }
+
+    #[tokio::test]
+    async fn refused_urls_are_not_dialled_in_any_spelling() {
+        let (listener, port) = idle_listener();
+        listener.set_nonblocking(true).expect("non-blocking");
+        let config = Config::new("https://api.example.com", vec![0; 32]).expect("config");
+        let public_only = Sender::new(&config).expect("client");
+        let private_allowed =
+            Sender::new(&config.clone().with_webhook_allow_private(true)).expect("client");
+        let secret = SigningSecrets {
+            current: super::super::signing::SigningSecret::generate(),
+            previous: None,
+        };
+        for url in [
+            format!("http://127.0.0.1:{port}/hooks"),
+            format!("http://2130706433:{port}/hooks"),
+            format!("http://0x7f000001:{port}/hooks"),
+            format!("http://0x7f.0.0.1:{port}/hooks"),
+            format!("http://127.1:{port}/hooks"),
+            format!("http://0177.0.0.01:{port}/hooks"),
+            format!("http://127.0.0.1.:{port}/hooks"),
+            format!("http://0:{port}/hooks"),
+            format!("http://[::ffff:127.0.0.1]:{port}/hooks"),
+            format!("http://localhost:{port}/hooks"),
+            format!("http://LOCALHOST.:{port}/hooks"),
+        ] {
+            let failure = public_only.send(&delivery_to(&url), &secret).await;
+            assert_eq!(failure, Err(DeliveryFailure::ConnectFailed), "{url}");
+        }
+        for url in [
+            format!("http://0:{port}/hooks"),
+            format!("http://0.0.0.0:{port}/hooks"),
+            "http://2852039166/latest/meta-data".to_owned(),
+            "http://169.254.169.254./latest/meta-data".to_owned(),
+            "http://[::ffff:a9fe:a9fe]/latest/meta-data".to_owned(),
+            "http://[fd00:ec2::254]/latest/meta-data".to_owned(),
+            "http://1684301000/latest/meta-data".to_owned(),
+            "http://metadata.google.internal/computeMetadata/v1/".to_owned(),
+        ] {
+            let failure = private_allowed.send(&delivery_to(&url), &secret).await;
+            assert_eq!(failure, Err(DeliveryFailure::ConnectFailed), "{url}");
+        }
+        let dialled = listener.accept();
+        assert!(
+            matches!(&dialled, Err(error) if error.kind() == std::io::ErrorKind::WouldBlock),
+            "nothing may have connected: {dialled:?}"
+        );
+    }
+
+    /// What the listener read from the one connection made to it.
+    fn bytes_sent(listener: &std::net::TcpListener) -> usize {
+        use std::io::Read as _;
+        let (mut connection, _) = listener.accept().expect("the dial reached the listener");
+        let mut sent = Vec::new();
+        connection.read_to_end(&mut sent).expect("read");
+        sent.len()
+    }
+
+    #[tokio::test]
+    async fn the_connector_refuses_a_private_peer_whatever_resolved_it() {
+        let secret_free_post = |client: &reqwest::Client, url: String| {
+            let request = client.post(url).body("{}").send();
+            async move { request.await.map(|response| response.status().as_u16()) }
+        };
+
+        // A name that resolves to loopback (rebinding), past a resolver that does not check.
+        let (listener, port) = idle_listener();
+        let rebinding = guarded_client(false)
+            .dns_resolver(AnswersLoopback)
+            .build()
+            .expect("client");
+        let error = secret_free_post(&rebinding, format!("http://rebound.example:{port}/hook"))
+            .await
+            .expect_err("refused at connect time");
+        assert_eq!(DeliveryFailure::of(&error), DeliveryFailure::ConnectFailed);
+        assert_eq!(bytes_sent(&listener), 0, "nothing was written");
+
+        // A literal address, which no resolver sees.
+        let (listener, port) = idle_listener();
+        let literal = guarded_client(false).build().expect("client");
+        let error = secret_free_post(&literal, format!("http://2130706433:{port}/hook"))
+            .await
+            .expect_err("refused at connect time");
+        assert_eq!(DeliveryFailure::of(&error), DeliveryFailure::ConnectFailed);
+        assert_eq!(bytes_sent(&listener), 0, "nothing was written");
+    }
+
+    #[tokio::test]
+    async fn the_connector_lets_allowed_peers_through() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let port = listener.local_addr().expect("bound").port();
+        let receiver = tokio::spawn(async move {
+            let (mut connection, _) = listener.accept().await.expect("a connection");
+            let mut request = Vec::new();
+            let mut chunk = [0_u8; 1024];
+            while !request.windows(4).any(|window| window == b"\r\n\r\n") {
+                let read = connection.read(&mut chunk).await.expect("read");
+                assert!(read > 0, "the request ended early");
+                request.extend_from_slice(&chunk[..read]);
+            }
+            connection
+                .write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
+                .await
+                .expect("write");
+        });
+        let client = guarded_client(true)
+            .dns_resolver(AnswersLoopback)
+            .build()
+            .expect("client");
+        let response = client
+            .get(format!("http://receiver.example:{port}/hook"))
+            .send()
+            .await
+            .expect("loopback is allowed here");
+        assert_eq!(response.status().as_u16(), 204);
+        receiver.await.expect("the receiver answered");
     }
 
     #[test]

@@ -4,18 +4,20 @@
 use std::collections::BTreeMap;
 
 use utoipa::openapi::content::ContentBuilder;
+use utoipa::openapi::encoding::EncodingBuilder;
+use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::request_body::{RequestBody, RequestBodyBuilder};
 use utoipa::openapi::response::{Response, ResponseBuilder};
-use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaFormat, Type};
-use utoipa::openapi::{KnownFormat, Ref, RefOr, Required};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::{Ref, RefOr, Required};
 use utoipa::{IntoParams, ToSchema};
 
 use super::status_description;
 use crate::api::admin::Admin;
 use crate::api::extract::{Caller, Json, JsonOrEmpty, PathId, PathUserId, Query, User};
 use crate::api::handler::Handler;
-use crate::api::imports::Upload;
+use crate::api::imports::{ImportFormat, Upload};
 use crate::api::providers::CallbackCaller;
 use crate::api::validate::Validate;
 use crate::auth::ClientInfo;
@@ -30,12 +32,16 @@ pub(crate) struct OperationDoc {
     pub(super) errors: Vec<ErrorCode>,
     pub(super) secured: bool,
     pub(super) schemas: Vec<(String, RefOr<Schema>)>,
+    /// The Rust type behind each component name this operation names itself.
+    pub(super) schema_types: Vec<(String, &'static str)>,
 }
 
 impl OperationDoc {
     /// A reference to `T`'s schema, registering it (and the schemas it names) as components.
     fn schema_ref<T: ToSchema>(&mut self) -> RefOr<Schema> {
         let name = T::name().into_owned();
+        self.schema_types
+            .push((name.clone(), std::any::type_name::<T>()));
         self.schemas.push((name.clone(), T::schema()));
         T::schemas(&mut self.schemas);
         RefOr::Ref(Ref::from_schema_name(name))
@@ -66,15 +72,15 @@ impl OperationDoc {
         self.responses.insert(status, response);
     }
 
-    /// An optional request header holding a string.
-    pub(crate) fn optional_header(&mut self, name: &str, description: &str) {
+    /// An optional request header whose value has `schema` (one of [`super::schemas`]).
+    pub(crate) fn optional_header(&mut self, name: &str, description: &str, schema: ObjectBuilder) {
         self.parameters.push(
             ParameterBuilder::new()
                 .name(name)
                 .parameter_in(ParameterIn::Header)
                 .required(Required::False)
                 .description(Some(description))
-                .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+                .schema(Some(schema))
                 .build(),
         );
     }
@@ -92,11 +98,7 @@ impl OperationDoc {
                 .name(name)
                 .parameter_in(ParameterIn::Path)
                 .required(Required::True)
-                .schema(Some(
-                    ObjectBuilder::new()
-                        .schema_type(Type::String)
-                        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid))),
-                ))
+                .schema(Some(super::schemas::uuid()))
                 .build(),
         );
         self.error(ErrorCode::ValidationFailed);
@@ -200,7 +202,14 @@ impl DescribeArg for PathUserId {
 impl<T: Validate + IntoParams> DescribeArg for Query<T> {
     fn describe(doc: &mut OperationDoc) {
         doc.parameters
-            .extend(T::into_params(|| Some(ParameterIn::Query)));
+            .extend(T::into_params(|| Some(ParameterIn::Query)).into_iter().map(
+                |mut parameter| {
+                    if T::REQUIRED_PARAMETERS.contains(&parameter.name.as_str()) {
+                        parameter.required = Required::True;
+                    }
+                    parameter
+                },
+            ));
         doc.error(ErrorCode::ValidationFailed);
     }
 }
@@ -228,12 +237,34 @@ impl DescribeArg for Upload {
                     .description(Some("The OFX or QFX statement file (`.ofx`, `.qfx`).")),
             )
             .required("file");
+        let extensions: Vec<&str> = ImportFormat::ALL
+            .iter()
+            .map(|format| format.as_str())
+            .collect();
+        let disposition = super::schemas::upload_disposition(&extensions).build();
+        let example = disposition.examples.first().cloned();
+        // The file name is judged by its extension (415 otherwise): the part's
+        // `Content-Disposition` says which.
+        let encoding = EncodingBuilder::new().header(
+            "Content-Disposition",
+            HeaderBuilder::new()
+                .schema(Some(disposition))
+                .example(example)
+                .description(Some(
+                    "The part's file name ends in an accepted extension (`.ofx`, `.qfx`, any \
+                     case).",
+                ))
+                .build(),
+        );
         doc.request_body = Some(
             RequestBodyBuilder::new()
                 .required(Some(Required::True))
                 .content(
                     "multipart/form-data",
-                    ContentBuilder::new().schema(Some(file)).build(),
+                    ContentBuilder::new()
+                        .schema(Some(file))
+                        .encoding("file", encoding)
+                        .build(),
                 )
                 .build(),
         );

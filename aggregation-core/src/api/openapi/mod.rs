@@ -19,9 +19,12 @@ use utoipa::openapi::{
 use utoipa::{PartialSchema as _, ToSchema};
 
 use super::routes;
+use super::routes::Route;
 use crate::problem::{ErrorCode, PROBLEM_CONTENT_TYPE, ProblemBody};
 
 mod describe;
+mod links;
+pub(crate) mod schemas;
 mod serve;
 
 pub(crate) use describe::{DescribeArg, OperationDoc, describe_handler};
@@ -217,17 +220,26 @@ fn operation_id(method: &http::Method, template: &str) -> String {
     id
 }
 
-/// The document of every route row, its server at `base_url`.
-pub(crate) fn document(base_url: &str) -> OpenApi {
+/// The document of every route row, its server at `base_url`, with the `facts` of a service
+/// when there is one (without, the fields they constrain are documented more loosely).
+pub(crate) fn document(base_url: &str, facts: Option<&schemas::ServiceFacts<'_>>) -> OpenApi {
     let mut paths = Paths::new();
     let mut schemas: Vec<(String, RefOr<Schema>)> = Vec::new();
-    for route in routes() {
+    let described: Vec<(&Route, OperationDoc)> = routes()
+        .map(|route| {
+            let mut doc = OperationDoc::default();
+            (route.describe())(&mut doc);
+            (route, doc)
+        })
+        .collect();
+    let links = links::Links::new(&described);
+    for (route, mut doc) in described {
         let Some(method) = http_method(route.method()) else {
             continue;
         };
-        let mut doc = OperationDoc::default();
-        (route.describe())(&mut doc);
-        let rate_limited = route.rate_limit().is_some();
+        links.add_to(route, &mut doc);
+        // As built: a policy that is off by default (the health checks') documents no 429.
+        let rate_limited = route.rate_limit().is_some_and(|limit| limit.policy.enabled);
         if rate_limited {
             doc.error(ErrorCode::RateLimitExceeded);
         }
@@ -263,6 +275,12 @@ pub(crate) fn document(base_url: &str) -> OpenApi {
         let operation: Operation = operation.build();
         paths.add_path_operation(route.template(), vec![method], operation);
         schemas.extend(doc.schemas);
+    }
+    // The placeholders of the derives give way to the service's own values.
+    if let Some(facts) = facts {
+        let components = facts.components();
+        schemas.retain(|(name, _)| components.iter().all(|(fact, _)| fact != name));
+        schemas.extend(components);
     }
     schemas.push((ProblemBody::name().into_owned(), ProblemBody::schema()));
     ProblemBody::schemas(&mut schemas);
@@ -320,12 +338,19 @@ fn tag_of(template: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
+    use std::collections::{BTreeMap, BTreeSet};
 
     use super::*;
 
     fn document_json() -> serde_json::Value {
-        serde_json::to_value(document("https://api.example.com")).expect("document serializes")
+        serde_json::to_value(document(
+            "https://api.example.com",
+            Some(&schemas::ServiceFacts {
+                connectable_providers: &["schwab".to_owned()],
+                redirect_uris: &["https://app.example.com/connected".to_owned()],
+            }),
+        ))
+        .expect("document serializes")
     }
 
     /// Every route row is one documented operation, and every documented operation a row.
@@ -371,6 +396,116 @@ mod tests {
                     "{method} {path} does not document its path parameter {name}"
                 );
             }
+        }
+    }
+
+    /// No two Rust types register the same component name, and every component name stands
+    /// for one schema (a nested type registered under another's name would replace it).
+    #[test]
+    fn component_names_are_unique() {
+        let mut types: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
+        let mut shapes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for route in routes() {
+            let mut doc = OperationDoc::default();
+            (route.describe())(&mut doc);
+            for (name, rust_type) in doc.schema_types {
+                types.entry(name).or_default().insert(rust_type);
+            }
+            for (name, schema) in doc.schemas {
+                let shape = serde_json::to_string(&schema).expect("schema serializes");
+                shapes.entry(name).or_default().insert(shape);
+            }
+        }
+        assert!(types.len() > 10 && shapes.len() >= types.len());
+        let collisions: Vec<String> = types
+            .iter()
+            .filter(|(_, rust_types)| rust_types.len() > 1)
+            .map(|(name, rust_types)| format!("{name}: {rust_types:?}"))
+            .chain(
+                shapes
+                    .iter()
+                    .filter(|(_, shapes)| shapes.len() > 1)
+                    .map(|(name, shapes)| format!("{name}: {} shapes", shapes.len())),
+            )
+            .collect();
+        assert!(
+            collisions.is_empty(),
+            "component name collisions: {collisions:?}"
+        );
+    }
+
+    /// Creations and listings link to the operations taking the ids they answer with.
+    #[test]
+    fn answers_link_to_the_operations_taking_their_ids() {
+        let document = document_json();
+        let links = |path: &str, method: &str, status: &str| -> BTreeMap<String, String> {
+            document["paths"][path][method]["responses"][status]["links"]
+                .as_object()
+                .map(|links| {
+                    links
+                        .iter()
+                        .map(|(name, link)| {
+                            assert_eq!(link["operationId"], name.as_str());
+                            let (_, expression) = link["parameters"]
+                                .as_object()
+                                .and_then(|parameters| parameters.iter().next())
+                                .expect("a parameter");
+                            (name.clone(), expression.as_str().unwrap_or("").to_owned())
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let created = links("/api/v1/webhooks", "post", "201");
+        assert_eq!(created["get_api_v1_webhooks_id"], "$response.body#/id");
+        assert_eq!(created["delete_api_v1_webhooks_id"], "$response.body#/id");
+        let listed = links("/api/v1/accounts", "get", "200");
+        for target in [
+            "get_api_v1_accounts_id",
+            "get_api_v1_accounts_id_transactions",
+            "get_api_v1_accounts_id_holdings",
+        ] {
+            assert_eq!(listed[target], "$response.body#/accounts/0/id", "{target}");
+        }
+        assert!(!listed.contains_key("get_api_v1_transactions_id"));
+        let transactions = links("/api/v1/accounts/{id}/transactions", "get", "200");
+        assert_eq!(
+            transactions["get_api_v1_transactions_id"],
+            "$response.body#/transactions/0/id"
+        );
+        assert!(!transactions.contains_key("get_api_v1_accounts_id"));
+        let sessions = links("/api/v1/sessions", "get", "200");
+        assert_eq!(
+            sessions["delete_api_v1_sessions_id"],
+            "$response.body#/sessions/0/id"
+        );
+        let connections = links("/api/v1/providers", "get", "200");
+        assert_eq!(
+            connections["get_api_v1_providers_id"],
+            "$response.body#/connections/0/id"
+        );
+        let connected = links("/api/v1/providers/callback", "post", "201");
+        assert_eq!(
+            connected["delete_api_v1_providers_id"],
+            "$response.body#/id"
+        );
+        for (name, link) in document["paths"]
+            .as_object()
+            .expect("paths")
+            .values()
+            .flat_map(|item| item.as_object().expect("path item").values())
+            .flat_map(|operation| operation["responses"].as_object().into_iter().flatten())
+            .flat_map(|(_, response)| response["links"].as_object().into_iter().flatten())
+        {
+            assert!(
+                document["paths"]
+                    .as_object()
+                    .expect("paths")
+                    .values()
+                    .flat_map(|item| item.as_object().expect("path item").values())
+                    .any(|operation| operation["operationId"] == link["operationId"]),
+                "link {name} names no operation"
+            );
         }
     }
 

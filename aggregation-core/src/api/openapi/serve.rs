@@ -11,6 +11,7 @@ use utoipa::openapi::{RefOr, Required};
 
 use super::describe::{DescribeArg, OperationDoc};
 use super::document;
+use super::schemas::ServiceFacts;
 use crate::api::handler::FromParts;
 use crate::api::routes::{Route, limited, route};
 use crate::api::{ApiResult, ResponseBody};
@@ -28,8 +29,8 @@ pub(crate) struct Published {
 }
 
 impl Published {
-    fn new(base_url: &str) -> Result<Self, ApiError> {
-        let json = serde_json::to_vec(&document(base_url)).map_err(|error| {
+    fn new(base_url: &str, facts: &ServiceFacts<'_>) -> Result<Self, ApiError> {
+        let json = serde_json::to_vec(&document(base_url, Some(facts))).map_err(|error| {
             tracing::error!(error = %error, "OpenAPI document serialization failed");
             ApiError::internal()
         })?;
@@ -91,7 +92,11 @@ async fn serve(state: &App, IfNoneMatch(if_none_match): IfNoneMatch) -> ApiResul
     let published = match state.openapi.get() {
         Some(published) => published,
         None => {
-            let built = Published::new(state.config.base_url())?;
+            let facts = ServiceFacts {
+                connectable_providers: &state.connections.oauth_slugs(),
+                redirect_uris: state.config.oauth_redirect_uris(),
+            };
+            let built = Published::new(state.config.base_url(), &facts)?;
             state.openapi.get_or_init(|| built)
         }
     };

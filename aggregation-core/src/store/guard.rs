@@ -1,0 +1,571 @@
+//! The store as the service uses it: every call passes a circuit breaker and the store's
+//! outage log, whatever the backend (SQLite, PostgreSQL, or an embedder's own [`Store`]).
+//!
+//! A store that cannot be reached used to cost every request the full store timeout (5 s
+//! waiting for a pooled connection that never came). After [`FAILURES_TO_OPEN`] calls in a
+//! row fail with [`StoreError::Unavailable`] the breaker opens: calls fail at once with
+//! `Unavailable` (503 with `Retry-After`), and a background task pings the store
+//! [`PROBE_EVERY`] after its last ping ended, whether requests come or not. The first call or
+//! ping that gets an answer closes it. Any answer counts, a conflict or a failed statement
+//! included: the store is reachable.
+//!
+//! The outage is logged here, once when the first call fails, as a count every 10 s while it
+//! lasts, and once when it ends ([`OutageLog`]), never once per call.
+
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::*;
+use crate::events::Event;
+use crate::outage::OutageLog;
+
+/// Calls in a row failing with [`StoreError::Unavailable`] that open the breaker.
+pub(crate) const FAILURES_TO_OPEN: u32 = 3;
+
+/// The pause between the end of one ping of an open breaker and the start of the next.
+pub(crate) const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// What an open breaker answers (the detail is never shown to clients).
+const OPEN: &str = "the store is known to be down (circuit breaker open)";
+
+/// A [`Store`] whose calls pass a circuit breaker and an outage log; see the module docs.
+pub(crate) struct GuardedStore {
+    inner: Arc<dyn Store>,
+    breaker: Arc<Breaker>,
+}
+
+impl GuardedStore {
+    /// Guards `inner`.
+    pub(crate) fn new(inner: Arc<dyn Store>) -> Self {
+        Self {
+            inner,
+            breaker: Arc::new(Breaker::default()),
+        }
+    }
+
+    /// Runs `call` unless the breaker is open, and learns from its outcome.
+    async fn guard<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        if self.breaker.is_open() {
+            let refused = StoreError::Unavailable(OPEN.to_owned());
+            self.breaker.outage.failure(&refused);
+            return Err(refused);
+        }
+        let outcome = call.await;
+        if self.breaker.learn(&outcome) == Learned::Opened {
+            self.spawn_probe();
+        }
+        outcome
+    }
+
+    /// Pings the store in the background until it answers, which closes the breaker. Ends
+    /// with the service (it holds neither the store nor the breaker alive). Without a Tokio
+    /// runtime (an embedder calling from elsewhere) the breaker lets the next call through as
+    /// the probe instead.
+    fn spawn_probe(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.breaker.half_open();
+            return;
+        };
+        let store = Arc::downgrade(&self.inner);
+        let breaker = Arc::downgrade(&self.breaker);
+        runtime.spawn(probe(store, breaker));
+    }
+}
+
+async fn probe(store: Weak<dyn Store>, breaker: Weak<Breaker>) {
+    loop {
+        tokio::time::sleep(PROBE_EVERY).await;
+        let (Some(store), Some(breaker)) = (store.upgrade(), breaker.upgrade()) else {
+            return;
+        };
+        if !breaker.is_open() {
+            // A call admitted before the breaker opened got an answer.
+            return;
+        }
+        let outcome = store.ping().await;
+        if breaker.learn(&outcome) == Learned::Closed {
+            return;
+        }
+    }
+}
+
+/// What an outcome did to the breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Learned {
+    Nothing,
+    Opened,
+    Closed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Closed { failures_in_a_row: u32 },
+    Open,
+}
+
+#[derive(Debug)]
+struct Breaker {
+    state: Mutex<State>,
+    outage: OutageLog,
+}
+
+impl Default for Breaker {
+    fn default() -> Self {
+        Self {
+            state: Mutex::new(State::Closed {
+                failures_in_a_row: 0,
+            }),
+            outage: OutageLog::new(
+                "store",
+                "requests that need it are answered 503 service_unavailable",
+            ),
+        }
+    }
+}
+
+impl Breaker {
+    fn is_open(&self) -> bool {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) == State::Open
+    }
+
+    /// One more failure closes it again: the next call is the probe.
+    fn half_open(&self) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = State::Closed {
+            failures_in_a_row: FAILURES_TO_OPEN - 1,
+        };
+    }
+
+    fn learn<T>(&self, outcome: &Result<T, StoreError>) -> Learned {
+        match outcome {
+            Err(error @ StoreError::Unavailable(_)) => {
+                self.outage.failure(error);
+                let opened = self.failed();
+                if opened == Learned::Opened {
+                    tracing::warn!(
+                        failures = FAILURES_TO_OPEN,
+                        probe_every_ms = PROBE_EVERY.as_millis(),
+                        "store circuit breaker open: calls fail at once until a background \
+                         ping gets an answer"
+                    );
+                }
+                opened
+            }
+            // The store answered, even if it refused the statement.
+            Ok(_) | Err(_) => {
+                let closed = self.answered();
+                if closed == Learned::Closed {
+                    tracing::warn!("store circuit breaker closed: the store answers again");
+                }
+                self.outage.success();
+                closed
+            }
+        }
+    }
+
+    fn failed(&self) -> Learned {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match *state {
+            State::Closed { failures_in_a_row } if failures_in_a_row + 1 >= FAILURES_TO_OPEN => {
+                *state = State::Open;
+                Learned::Opened
+            }
+            State::Closed { failures_in_a_row } => {
+                *state = State::Closed {
+                    failures_in_a_row: failures_in_a_row + 1,
+                };
+                Learned::Nothing
+            }
+            State::Open => Learned::Nothing,
+        }
+    }
+
+    fn answered(&self) -> Learned {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let was_open = *state == State::Open;
+        *state = State::Closed {
+            failures_in_a_row: 0,
+        };
+        if was_open {
+            Learned::Closed
+        } else {
+            Learned::Nothing
+        }
+    }
+}
+
+/// Implements an aggregate trait for [`GuardedStore`]: each method passes the inner store's
+/// through [`GuardedStore::guard`]. A method added to a store trait gets a line here.
+macro_rules! guarded {
+    ($trait:ident { $(fn $name:ident($($arg:ident: $ty:ty),*) -> $ok:ty;)+ }) => {
+        #[async_trait]
+        impl $trait for GuardedStore {
+            $(
+                async fn $name(&self, $($arg: $ty),*) -> Result<$ok, StoreError> {
+                    self.guard(self.inner.$name($($arg),*)).await
+                }
+            )+
+        }
+    };
+}
+
+guarded! { UserStore {
+    fn create_user(user: &NewUser) -> ();
+    fn user_by_email(email_normalized: &str) -> Option<UserRecord>;
+    fn user_by_id(id: Uuid) -> Option<UserRecord>;
+    fn user_roles(id: Uuid) -> Vec<Role>;
+    fn grant_role(id: Uuid, role: Role, at: DateTime<Utc>) -> bool;
+    fn ping() -> ();
+}}
+guarded! { OneTimeTokenStore {
+    fn insert_one_time_token(token: &NewOneTimeToken) -> ();
+    fn insert_one_time_token_capped(
+        token: &NewOneTimeToken,
+        cap: u64,
+        since: DateTime<Utc>
+    ) -> bool;
+    fn check_one_time_token(digest: &[u8], purpose: TokenPurpose, now: DateTime<Utc>) -> TokenCheck;
+    fn verify_email(digest: &[u8], now: DateTime<Utc>) -> TokenCheck;
+    fn reset_password(
+        digest: &[u8],
+        password_hash: &str,
+        now: DateTime<Utc>
+    ) -> (TokenCheck, Vec<Event>);
+}}
+guarded! { SessionStore {
+    fn create_session(session: &NewSession, token: &NewRefreshToken) -> ();
+    fn refresh_token(digest: &[u8]) -> Option<RefreshTokenRecord>;
+    fn rotate_refresh_token(
+        old_digest: &[u8],
+        new_token: &NewRefreshToken,
+        now: DateTime<Utc>
+    ) -> bool;
+    fn revoke_session(
+        user_id: Uuid,
+        session_id: Uuid,
+        reason: &str,
+        now: DateTime<Utc>
+    ) -> Option<Vec<Event>>;
+    fn revoke_session_by_token(
+        user_id: Uuid,
+        digest: &[u8],
+        reason: &str,
+        now: DateTime<Utc>
+    ) -> Option<Vec<Event>>;
+    fn revoke_all_sessions(
+        user_id: Uuid,
+        keep: Option<Uuid>,
+        reason: &str,
+        now: DateTime<Utc>
+    ) -> Vec<Event>;
+    fn sessions_for_user(
+        user_id: Uuid,
+        active_only: bool,
+        now: DateTime<Utc>
+    ) -> Vec<SessionRecord>;
+    fn session_for_user(user_id: Uuid, session_id: Uuid) -> Option<SessionRecord>;
+}}
+guarded! { SecurityStore {
+    fn security_config() -> Option<SecurityConfigRecord>;
+    fn ensure_security_config(
+        default_grace_seconds: i64,
+        at: DateTime<Utc>
+    ) -> SecurityConfigRecord;
+    fn rotate_global_token_version(
+        rotation: &NewTokenRotation,
+        raised: &mut Vec<Event>
+    ) -> RotationOutcome;
+    fn rotate_user_token_version(
+        user_id: Uuid,
+        rotation: &NewTokenRotation,
+        raised: &mut Vec<Event>
+    ) -> Option<RotationOutcome>;
+    fn token_rotations(limit: u32) -> Vec<TokenRotationRecord>;
+    fn global_rotation_raised_from(user_id: Uuid, min_token_version: i64) -> Option<i64>;
+}}
+guarded! { JobStore {
+    fn try_acquire_job_lease(
+        name: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        due_before: DateTime<Utc>
+    ) -> bool;
+    fn renew_job_lease(name: &str, owner: &str, lease_until: DateTime<Utc>) -> bool;
+    fn finish_job_run(name: &str, owner: &str, at: DateTime<Utc>, error: Option<&str>) -> bool;
+    fn job_runs() -> Vec<JobRunRecord>;
+    fn purge_expired(now: DateTime<Utc>, retain_after: DateTime<Utc>) -> PurgeCounts;
+}}
+guarded! { EventStore {
+    fn user_events_after(user_id: Uuid, after: Option<Uuid>, limit: u32) -> Vec<Event>;
+    fn audit_events(filter: &AuditFilter) -> Vec<Event>;
+    fn purge_events_before(cutoff: DateTime<Utc>) -> u64;
+}}
+guarded! { ImportStore {
+    fn apply_import(
+        user_id: Uuid,
+        batch: &ImportBatch,
+        now: DateTime<Utc>,
+        raised: &mut Vec<Event>
+    ) -> ImportCounts;
+}}
+guarded! { ProviderConnectionStore {
+    fn insert_oauth_state(state: &NewOAuthState) -> ();
+    fn take_oauth_state(state_digest: &[u8]) -> Option<OAuthStateRecord>;
+    fn connections_for_user(user_id: Uuid, active_only: bool) -> Vec<ConnectionRecord>;
+    fn connection_by_id(connection_id: Uuid) -> Option<ConnectionRecord>;
+    fn save_authorized_connection(
+        user_id: Uuid,
+        provider_slug: &str,
+        alias: Option<&str>,
+        new_id: Uuid,
+        credentials_for: &(dyn Fn(Uuid) -> Result<EncryptedCredentials, StoreError> + Send + Sync),
+        now: DateTime<Utc>,
+        raised: &mut Vec<Event>
+    ) -> (ConnectionRecord, bool);
+    fn update_connection_alias(
+        user_id: Uuid,
+        connection_id: Uuid,
+        alias: Option<&str>,
+        now: DateTime<Utc>
+    ) -> Option<ConnectionRecord>;
+    fn disconnect_connection(
+        user_id: Uuid,
+        connection_id: Uuid,
+        now: DateTime<Utc>,
+        raised: &mut Vec<Event>
+    ) -> Option<ConnectionRecord>;
+    fn replace_connection_credentials(
+        connection_id: Uuid,
+        previous: &[u8],
+        credentials: &EncryptedCredentials,
+        now: DateTime<Utc>
+    ) -> bool;
+    fn expire_connection_credentials(
+        connection_id: Uuid,
+        previous: &[u8],
+        now: DateTime<Utc>,
+        raised: &mut Vec<Event>
+    ) -> bool;
+    fn set_connection_status(
+        connection_id: Uuid,
+        status: ConnectionStatus,
+        now: DateTime<Utc>
+    ) -> bool;
+    fn connections_due_for_token_refresh(
+        before: DateTime<Utc>,
+        limit: u32
+    ) -> Vec<ConnectionRecord>;
+    fn connections_due_for_sync(synced_before: DateTime<Utc>, limit: u32) -> Vec<ConnectionRecord>;
+    fn claim_sync(
+        subject_id: Uuid,
+        kind: SyncKind,
+        now: DateTime<Utc>,
+        cooldown: chrono::TimeDelta,
+        force: bool
+    ) -> SyncClaim;
+    fn release_sync(
+        subject_id: Uuid,
+        kind: SyncKind,
+        claimed_at: DateTime<Utc>,
+        previous: Option<DateTime<Utc>>
+    ) -> ();
+}}
+guarded! { SyncStore {
+    fn apply_sync(
+        connection_id: Uuid,
+        batch: &SyncBatch,
+        now: DateTime<Utc>,
+        raised: &mut Vec<Event>
+    ) -> SyncCounts;
+}}
+guarded! { ConnectionStore {
+    fn create_connection(connection: &NewConnection) -> ConnectionRecord;
+    fn find_or_create_connection(
+        user_id: Uuid,
+        provider_slug: &str,
+        alias: Option<&str>,
+        now: DateTime<Utc>
+    ) -> ConnectionRecord;
+    fn connection_for_user(user_id: Uuid, connection_id: Uuid) -> Option<ConnectionRecord>;
+}}
+guarded! { AccountStore {
+    fn upsert_accounts(
+        connection_id: Uuid,
+        accounts: &[NewAccount],
+        now: DateTime<Utc>
+    ) -> UpsertCounts;
+    fn account_for_user(user_id: Uuid, account_id: Uuid) -> Option<AccountRecord>;
+    fn accounts_for_user(user_id: Uuid, filter: &AccountFilter) -> Vec<AccountRecord>;
+}}
+guarded! { TransactionStore {
+    fn upsert_transactions(
+        account_id: Uuid,
+        transactions: &[NewTransaction],
+        now: DateTime<Utc>
+    ) -> UpsertCounts;
+    fn transaction_for_user(user_id: Uuid, transaction_id: Uuid) -> Option<TransactionRecord>;
+    fn transactions_for_account(
+        user_id: Uuid,
+        account_id: Uuid,
+        query: &TransactionQuery
+    ) -> Page<TransactionRecord>;
+}}
+guarded! { HoldingStore {
+    fn upsert_holdings(
+        account_id: Uuid,
+        holdings: &[NewHolding],
+        now: DateTime<Utc>
+    ) -> UpsertCounts;
+    fn deactivate_missing_holdings(
+        account_id: Uuid,
+        keep_provider_ids: &[String],
+        now: DateTime<Utc>
+    ) -> u64;
+    fn holdings_for_user(user_id: Uuid, filter: &HoldingFilter) -> Vec<HoldingRecord>;
+}}
+guarded! { SnapshotStore {
+    fn insert_snapshot(snapshot: &NewSnapshot) -> SnapshotRecord;
+    fn latest_snapshots_for_user(user_id: Uuid) -> Vec<SnapshotRecord>;
+    fn balance_history(
+        user_id: Uuid,
+        account_id: Uuid,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+        source: Option<SnapshotSource>
+    ) -> Vec<SnapshotRecord>;
+    fn snapshots_for_account(
+        user_id: Uuid,
+        account_id: Uuid,
+        limit: u32,
+        source: Option<SnapshotSource>
+    ) -> Page<SnapshotRecord>;
+}}
+guarded! { LoginNetworkStore {
+    fn login_network_last_success(user_id: Uuid, network_digest: &[u8]) -> Option<DateTime<Utc>>;
+    fn record_login_network(
+        user_id: Uuid,
+        network_digest: &[u8],
+        at: DateTime<Utc>,
+        keep: u32
+    ) -> ();
+    fn purge_login_networks_before(cutoff: DateTime<Utc>) -> u64;
+}}
+guarded! { WebhookStore {
+    fn create_webhook_endpoint(endpoint: &NewWebhookEndpoint, cap: u32) -> bool;
+    fn webhook_endpoints(user_id: Uuid) -> Vec<WebhookEndpointRecord>;
+    fn webhook_endpoint(user_id: Uuid, endpoint_id: Uuid) -> Option<WebhookEndpointRecord>;
+    fn delete_webhook_endpoint(user_id: Uuid, endpoint_id: Uuid) -> bool;
+    fn replace_webhook_secret(
+        user_id: Uuid,
+        endpoint_id: Uuid,
+        encrypted_secret: &[u8],
+        secret_key_id: &str,
+        at: DateTime<Utc>,
+        previous_until: DateTime<Utc>
+    ) -> Option<WebhookEndpointRecord>;
+    fn webhook_deliveries(
+        user_id: Uuid,
+        endpoint_id: Uuid,
+        limit: u32
+    ) -> Option<Vec<WebhookDeliveryRecord>>;
+    fn enable_webhook_endpoint(
+        user_id: Uuid,
+        endpoint_id: Uuid,
+        at: DateTime<Utc>
+    ) -> Option<WebhookEndpointRecord>;
+    fn claim_webhook_deliveries(claim: &DeliveryClaim) -> Vec<ClaimedDelivery>;
+    fn record_webhook_attempts(
+        attempts: &[WebhookAttempt],
+        disable_failing_since: DateTime<Utc>
+    ) -> Vec<Event>;
+    fn purge_webhook_deliveries_before(cutoff: DateTime<Utc>) -> u64;
+}}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unavailable() -> Result<(), StoreError> {
+        Err(StoreError::Unavailable("pool timed out".to_owned()))
+    }
+
+    #[test]
+    fn opens_after_failures_in_a_row_and_closes_on_the_first_answer() {
+        let breaker = Breaker::default();
+        for _ in 1..FAILURES_TO_OPEN {
+            assert_eq!(breaker.learn(&unavailable()), Learned::Nothing);
+            assert!(!breaker.is_open());
+        }
+        assert_eq!(breaker.learn(&unavailable()), Learned::Opened);
+        assert!(breaker.is_open());
+        // A failed ping keeps it open; the first answer closes it.
+        assert_eq!(breaker.learn(&unavailable()), Learned::Nothing);
+        assert!(breaker.is_open());
+        assert_eq!(breaker.learn(&Ok(())), Learned::Closed);
+        assert!(!breaker.is_open());
+    }
+
+    #[test]
+    fn any_answer_resets_the_count_and_only_unavailability_counts() {
+        let breaker = Breaker::default();
+        for _ in 0..10 {
+            for _ in 1..FAILURES_TO_OPEN {
+                breaker.learn(&unavailable());
+            }
+            // The store answered, if only to refuse: it is reachable.
+            breaker.learn(&Err::<(), _>(StoreError::Conflict("taken".to_owned())));
+            breaker.learn(&Err::<(), _>(StoreError::Other("bad row".to_owned())));
+            assert!(!breaker.is_open());
+        }
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn an_unreachable_store_is_refused_at_once_once_open() {
+        let store = super::super::SqliteStore::in_memory()
+            .await
+            .expect("in-memory SQLite");
+        store.pool().close().await;
+        let guarded = GuardedStore::new(Arc::new(store));
+        for _ in 0..FAILURES_TO_OPEN {
+            let error = guarded.ping().await.expect_err("closed pool");
+            assert!(!error.to_string().contains(OPEN), "{error}");
+        }
+        for _ in 0..10 {
+            let error = guarded.user_by_id(Uuid::nil()).await.expect_err("open");
+            assert!(
+                matches!(&error, StoreError::Unavailable(detail) if detail == OPEN),
+                "{error}"
+            );
+        }
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn the_background_ping_closes_the_breaker_without_any_request() {
+        let store = super::super::SqliteStore::in_memory()
+            .await
+            .expect("in-memory SQLite");
+        let guarded = GuardedStore::new(Arc::new(store));
+        for _ in 0..FAILURES_TO_OPEN {
+            let outcome = guarded.guard(async { unavailable() }).await;
+            assert!(outcome.is_err());
+        }
+        assert!(guarded.breaker.is_open());
+        // No call comes; the ping alone notices the store answers.
+        let mut waited = 0;
+        while guarded.breaker.is_open() && waited < 300 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            waited += 1;
+        }
+        assert!(!guarded.breaker.is_open(), "still open after 30 s");
+        guarded.ping().await.expect("closed again");
+    }
+}
