@@ -93,6 +93,19 @@ fn assert_unavailable(response: &TestResponse) {
     );
 }
 
+/// `/health/ready` once it reflects the current state: it answers from a check at most 1 s
+/// old, so the answer is awaited for a little longer than that.
+async fn readiness(app: &TestApp, status: u16) -> TestResponse {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        let response = app.get("/health/ready", None).await;
+        if response.status.as_u16() == status || tokio::time::Instant::now() >= deadline {
+            return response;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn postgres_faults(target: Target) {
     let Some(admin_url) = postgres_url() else {
         eprintln!("skipping PostgreSQL fault case: AGG_TEST_DATABASE_URL is not set");
@@ -128,7 +141,7 @@ async fn postgres_case(app: TestApp, proxy: Arc<FaultProxy>) {
     let target = app.target;
     app.register_verified(EMAIL).await;
     app.login(EMAIL, PASSWORD).await;
-    app.get("/health/ready", None).await.expect(200);
+    readiness(&app, 200).await.expect(200);
 
     // Accepting and closing at once: every request is a 503 with Retry-After, never a 500.
     proxy.set(Fault::Refuse);
@@ -137,7 +150,7 @@ async fn postgres_case(app: TestApp, proxy: Arc<FaultProxy>) {
         assert_unavailable(&refused.send(&app, PASSWORD).await);
     }
     refused.print(target, "PostgreSQL refusing");
-    assert_unavailable(&app.get("/health/ready", None).await);
+    assert_unavailable(&readiness(&app, 503).await);
 
     recover(&app, &proxy, target, "PostgreSQL back after refusing").await;
 
@@ -155,7 +168,7 @@ async fn postgres_case(app: TestApp, proxy: Arc<FaultProxy>) {
         assert_unavailable(&open.send(&app, PASSWORD).await);
     }
     // Readiness reports the store down while the breaker is open.
-    assert_unavailable(&app.get("/health/ready", None).await);
+    assert_unavailable(&readiness(&app, 503).await);
     open.print(target, "PostgreSQL hung, breaker open");
     // Without the breaker each request would open a connection and wait out the store
     // timeout; with it only the background ping (one a second at most) reaches the store.
@@ -166,7 +179,7 @@ async fn postgres_case(app: TestApp, proxy: Arc<FaultProxy>) {
     );
 
     recover(&app, &proxy, target, "PostgreSQL back after hanging").await;
-    app.get("/health/ready", None).await.expect(200);
+    readiness(&app, 200).await.expect(200);
 }
 
 /// Lets the store through again; every answer until it is seen back is a 503 with
@@ -265,7 +278,7 @@ async fn redis_case(app: TestApp, proxy: Arc<FaultProxy>) {
             );
         }
         phase.print(target, name);
-        assert_unavailable(&app.get("/health/ready", None).await);
+        assert_unavailable(&readiness(&app, 503).await);
     }
 
     proxy.set(Fault::Pass);
@@ -275,7 +288,7 @@ async fn redis_case(app: TestApp, proxy: Arc<FaultProxy>) {
         assert!(response.status.is_client_error(), "{}", response.status);
         if bucket(&response).1 < limit {
             recovering.print(target, "Redis back");
-            app.get("/health/ready", None).await.expect(200);
+            readiness(&app, 200).await.expect(200);
             return;
         }
         assert!(attempt + 1 < RECOVERY_ATTEMPTS, "limiting never resumed");
