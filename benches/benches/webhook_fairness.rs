@@ -11,12 +11,11 @@
 //! the run prints the distribution (median, p95, max) of every measured delivery, the figure
 //! the target is about: another user's delivery within 2 s.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aggregation_benches::seed_sessions;
+use aggregation_benches::{Arrivals, seed_sessions, serve_arrivals_receiver};
 use aggregation_benches::{access_token, call, config, json_request, on_each_backend, runtime};
 use aggregation_core::crypto::Keyring;
 use aggregation_core::jobs::JobsHandle;
@@ -40,42 +39,6 @@ const LOAD_SPACING: Duration = Duration::from_secs(1);
 const CEILING: Duration = Duration::from_secs(60);
 const HOSTILE_EMAIL: &str = "hanging@bench.example";
 const PATIENT_EMAIL: &str = "patient@bench.example";
-
-/// When each revoked session's delivery arrived.
-type Arrivals = Arc<Mutex<HashMap<String, Instant>>>;
-
-/// A receiver on a loopback socket that answers every POST with 204 and notes when the
-/// delivery of each session arrived; its URL.
-async fn serve_receiver(arrivals: Arrivals) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind loopback");
-    let address = listener.local_addr().expect("local address");
-    let app = axum::Router::new().route(
-        "/hooks",
-        axum::routing::post(move |body: Bytes| {
-            let arrived = Instant::now();
-            let arrivals = arrivals.clone();
-            async move {
-                let session = serde_json::from_slice::<serde_json::Value>(&body)
-                    .ok()
-                    .and_then(|event| event["data"]["session_id"].as_str().map(str::to_owned));
-                if let Some(session) = session {
-                    arrivals
-                        .lock()
-                        .expect("arrivals")
-                        .entry(session)
-                        .or_insert(arrived);
-                }
-                http::StatusCode::NO_CONTENT
-            }
-        }),
-    );
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{address}/hooks")
-}
 
 /// An endpoint that accepts connections (counted in `accepted`) and never answers; its URL.
 /// The connections stay open (held by the task) until the runtime ends.
@@ -195,7 +158,7 @@ async fn fixture(store: Arc<dyn Store>) -> Fixture {
     register(
         &service,
         &patient_access,
-        &serve_receiver(arrivals.clone()).await,
+        &serve_arrivals_receiver(arrivals.clone()).await,
     )
     .await;
     let patient_id = user_id(store.as_ref(), PATIENT_EMAIL).await;

@@ -12,11 +12,13 @@
 //! revocations are paced rather than awaited one by one, so a run lasts about
 //! `EVENTS * SPACING` whatever the latency.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aggregation_benches::{access_token, call, config, on_each_backend, runtime, seed_sessions};
+use aggregation_benches::{
+    Arrivals, access_token, call, config, on_each_backend, runtime, seed_sessions,
+    serve_arrivals_receiver,
+};
 use aggregation_core::crypto::Keyring;
 use aggregation_core::jobs::JobsHandle;
 use aggregation_core::mail::MemoryMailer;
@@ -35,42 +37,6 @@ const SPACING: Duration = Duration::from_millis(50);
 /// The longest wait for the last delivery after the last revocation.
 const CEILING: Duration = Duration::from_secs(60);
 const EMAIL: &str = "latency@bench.example";
-
-/// When each revoked session's delivery arrived.
-type Arrivals = Arc<Mutex<HashMap<String, Instant>>>;
-
-/// A receiver on a loopback socket that answers every POST with 204 and notes when the
-/// delivery of each session arrived; its URL.
-async fn serve_receiver(arrivals: Arrivals) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind loopback");
-    let address = listener.local_addr().expect("local address");
-    let app = axum::Router::new().route(
-        "/hooks",
-        axum::routing::post(move |body: Bytes| {
-            let arrived = Instant::now();
-            let arrivals = arrivals.clone();
-            async move {
-                let session = serde_json::from_slice::<serde_json::Value>(&body)
-                    .ok()
-                    .and_then(|event| event["data"]["session_id"].as_str().map(str::to_owned));
-                if let Some(session) = session {
-                    arrivals
-                        .lock()
-                        .expect("arrivals")
-                        .entry(session)
-                        .or_insert(arrived);
-                }
-                http::StatusCode::NO_CONTENT
-            }
-        }),
-    );
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{address}/hooks")
-}
 
 fn bench_config() -> Config {
     config()
@@ -108,7 +74,7 @@ async fn fixture(store: Arc<dyn Store>) -> Fixture {
         .expect("service");
     let access = access_token(&service, &mailer, EMAIL).await;
     let arrivals = Arrivals::default();
-    let url = serve_receiver(arrivals.clone()).await;
+    let url = serve_arrivals_receiver(arrivals.clone()).await;
     let request = authorized(
         aggregation_benches::json_request(
             Method::POST,

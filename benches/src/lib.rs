@@ -236,3 +236,40 @@ pub async fn seed_sessions(
     }
     ids
 }
+
+/// When each revoked session's webhook delivery arrived, by session id.
+pub type Arrivals =
+    std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>>;
+
+/// A webhook receiver on a loopback socket that answers every POST with 204 and notes when
+/// the delivery of each session (`data.session_id`) first arrived; its URL.
+pub async fn serve_arrivals_receiver(arrivals: Arrivals) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let address = listener.local_addr().expect("local address");
+    let app = axum::Router::new().route(
+        "/hooks",
+        axum::routing::post(move |body: Bytes| {
+            let arrived = std::time::Instant::now();
+            let arrivals = arrivals.clone();
+            async move {
+                let session = serde_json::from_slice::<serde_json::Value>(&body)
+                    .ok()
+                    .and_then(|event| event["data"]["session_id"].as_str().map(str::to_owned));
+                if let Some(session) = session {
+                    arrivals
+                        .lock()
+                        .expect("arrivals")
+                        .entry(session)
+                        .or_insert(arrived);
+                }
+                http::StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://{address}/hooks")
+}
