@@ -140,7 +140,7 @@ impl Validate for WebhookRegistrationBody {
 #[serde(default)]
 pub(crate) struct WebhookUpdateBody {
     /// Must be `true`: enables the endpoint again.
-    #[schema(value_type = bool, required = true, example = true)]
+    #[schema(required = true, schema_with = crate::api::openapi::schemas::only_true)]
     enabled: Field,
 }
 

@@ -228,6 +228,14 @@ pub(crate) fn new_password() -> ObjectBuilder {
         .examples(["correct Horse battery 9staple"])
 }
 
+/// `true` and nothing else: a switch the client may only turn on (the service turns it off).
+pub(crate) fn only_true() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Boolean)
+        .enum_values(Some([true]))
+        .examples([true])
+}
+
 /// The `Content-Disposition` of an upload's `file` part: its file name must end in an
 /// accepted extension (`extensions` without the dot, matched case-insensitively).
 pub(crate) fn upload_disposition(extensions: &[&str]) -> ObjectBuilder {
