@@ -19,8 +19,6 @@ use aggregation_benches::{Arrivals, seed_sessions, serve_arrivals_receiver};
 use aggregation_benches::{access_token, call, config, json_request, on_each_backend, runtime};
 use aggregation_core::crypto::Keyring;
 use aggregation_core::jobs::JobsHandle;
-use aggregation_core::mail::MemoryMailer;
-use aggregation_core::rate_limit::PolicyTable;
 use aggregation_core::store::{Store, now};
 use aggregation_core::{AggregationService, Config};
 use bytes::Bytes;
@@ -135,13 +133,7 @@ impl Drop for Fixture {
 /// A service over `store` with its jobs running, the hanging user under load, and the
 /// patient user whose webhook points at a fresh receiver.
 async fn fixture(store: Arc<dyn Store>) -> Fixture {
-    let mailer = MemoryMailer::new();
-    let service = AggregationService::builder(bench_config())
-        .shared_store(store.clone())
-        .mailer(mailer.clone())
-        .rate_limit_policies(PolicyTable::disabled())
-        .build()
-        .expect("service");
+    let (service, mailer) = aggregation_benches::service_sharing(store.clone(), bench_config());
     let hostile_access = access_token(&service, &mailer, HOSTILE_EMAIL).await;
     let hanging_attempts = Arc::new(AtomicUsize::new(0));
     for _ in 0..HANGING_ENDPOINTS {

@@ -21,8 +21,6 @@ use aggregation_benches::{
 };
 use aggregation_core::crypto::Keyring;
 use aggregation_core::jobs::JobsHandle;
-use aggregation_core::mail::MemoryMailer;
-use aggregation_core::rate_limit::PolicyTable;
 use aggregation_core::store::Store;
 use aggregation_core::{AggregationService, Config};
 use bytes::Bytes;
@@ -65,13 +63,7 @@ fn authorized(mut request: http::Request<Full<Bytes>>, access: &str) -> http::Re
 /// A service over `store` with its jobs running and a user whose webhook points at a fresh
 /// receiver.
 async fn fixture(store: Arc<dyn Store>) -> Fixture {
-    let mailer = MemoryMailer::new();
-    let service = AggregationService::builder(bench_config())
-        .shared_store(store.clone())
-        .mailer(mailer.clone())
-        .rate_limit_policies(PolicyTable::disabled())
-        .build()
-        .expect("service");
+    let (service, mailer) = aggregation_benches::service_sharing(store.clone(), bench_config());
     let access = access_token(&service, &mailer, EMAIL).await;
     let arrivals = Arrivals::default();
     let url = serve_arrivals_receiver(arrivals.clone()).await;

@@ -16,8 +16,6 @@ use aggregation_benches::{
 };
 use aggregation_core::crypto::Keyring;
 use aggregation_core::jobs::{DELIVER_WEBHOOKS, RunOutcome};
-use aggregation_core::mail::MemoryMailer;
-use aggregation_core::rate_limit::PolicyTable;
 use aggregation_core::store::{Store, now};
 use aggregation_core::{AggregationService, Config};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
@@ -65,13 +63,7 @@ struct Fixture {
 
 /// A service over `store` with a user whose webhook points at a fresh receiver.
 async fn fixture(store: Arc<dyn Store>) -> Fixture {
-    let mailer = MemoryMailer::new();
-    let service = AggregationService::builder(bench_config())
-        .shared_store(store.clone())
-        .mailer(mailer.clone())
-        .rate_limit_policies(PolicyTable::disabled())
-        .build()
-        .expect("service");
+    let (service, mailer) = aggregation_benches::service_sharing(store.clone(), bench_config());
     let access = access_token(&service, &mailer, EMAIL).await;
     let received = Arc::new(AtomicUsize::new(0));
     let url = serve_receiver(received.clone()).await;

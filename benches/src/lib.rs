@@ -40,6 +40,22 @@ pub fn service_on(store: impl Store, config: Config) -> (AggregationService, Mem
     (service, mailer)
 }
 
+/// A service over a store shared with the bench (to seed and read it directly), with this
+/// configuration and rate limiting off.
+pub fn service_sharing(
+    store: std::sync::Arc<dyn Store>,
+    config: Config,
+) -> (AggregationService, MemoryMailer) {
+    let mailer = MemoryMailer::new();
+    let service = AggregationService::builder(config)
+        .shared_store(store)
+        .mailer(mailer.clone())
+        .rate_limit_policies(PolicyTable::disabled())
+        .build()
+        .expect("service");
+    (service, mailer)
+}
+
 /// Registers, verifies and logs in a user; the access token.
 pub async fn access_token(
     service: &AggregationService,

@@ -854,9 +854,9 @@ async fn the_number_of_endpoints_is_capped(app: TestApp) {
     assert_eq!(listed["total_count"], 10);
 }
 
-/// Spellings of loopback and cloud metadata addresses that WHATWG parsing normalizes (and
-/// the HTTP client would dial): every one is refused where only public addresses are allowed.
-const LOOPBACK_AND_METADATA: &[&str] = &[
+/// Spellings of loopback addresses that WHATWG parsing normalizes (and the HTTP client would
+/// dial): refused where only public addresses are allowed, like every [`METADATA`] one.
+const LOOPBACK: &[&str] = &[
     "http://127.0.0.1:9000/hooks",
     "http://2130706433:9000/hooks",
     "http://0x7f000001:9000/hooks",
@@ -869,9 +869,7 @@ const LOOPBACK_AND_METADATA: &[&str] = &[
     "http://127.0.0.1.:9000/hooks",
     "http://127%2e0%2e0%2e1:9000/hooks",
     "http://127\u{3002}0\u{3002}0\u{3002}1:9000/hooks",
-    "http://0:9000/hooks",
     "http://0.0.0.0:9000/hooks",
-    "http://[::]:9000/hooks",
     "http://[::1]:9000/hooks",
     "http://[0:0:0:0:0:0:0:1]:9000/hooks",
     "http://[::ffff:127.0.0.1]:9000/hooks",
@@ -884,22 +882,10 @@ const LOOPBACK_AND_METADATA: &[&str] = &[
     "http://LOCALHOST:9000/hooks",
     "http://localhost.:9000/hooks",
     "http://Api.LocalHost.:9000/hooks",
-    "http://169.254.169.254/latest/meta-data",
-    "http://2852039166/latest/meta-data",
-    "http://0xa9fea9fe/latest/meta-data",
-    "http://0251.0376.0251.0376/latest/meta-data",
-    "http://169.254.169.254./latest/meta-data",
-    "http://[::ffff:169.254.169.254]/latest/meta-data",
-    "http://[64:ff9b::a9fe:a9fe]/latest/meta-data",
-    "http://[64:ff9b:1::a9fe:a9fe]/latest/meta-data",
-    "http://[2002:a9fe:a9fe::]/latest/meta-data",
-    "http://[fd00:ec2::254]/latest/meta-data",
-    "http://100.100.100.200/latest/meta-data",
-    "http://1684301000/latest/meta-data",
-    "http://metadata.google.internal/computeMetadata/v1/",
 ];
 
-/// The metadata spellings among them: refused even where private addresses are allowed.
+/// Spellings of cloud metadata (and unspecified) addresses: refused even where private
+/// addresses are allowed.
 const METADATA: &[&str] = &[
     "http://0:9000/hooks",
     "http://[::]:9000/hooks",
@@ -930,7 +916,7 @@ async fn refused_as_private(app: &TestApp, access: &str, url: &str) {
 
 async fn every_spelling_of_loopback_and_metadata_is_refused(app: TestApp) {
     let (_, access, _) = app.user("spellings@example.com").await;
-    for url in LOOPBACK_AND_METADATA {
+    for url in LOOPBACK.iter().chain(METADATA) {
         refused_as_private(&app, &access, url).await;
     }
     // Spellings WHATWG parsing rewrites into another host are not accepted at all.
