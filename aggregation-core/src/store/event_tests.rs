@@ -29,7 +29,7 @@ suite!(
 );
 
 /// A live session of `user_id`, with its refresh token `token`.
-async fn session(store: &Shared, user_id: Uuid, token: &[u8]) -> Uuid {
+pub(super) async fn session(store: &Shared, user_id: Uuid, token: &[u8]) -> Uuid {
     let id = Uuid::now_v7();
     let at = now();
     let expires_at = at + TimeDelta::days(1);

@@ -5,6 +5,7 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use uuid::Uuid;
 
+use super::event_tests::session;
 #[cfg(feature = "postgres")]
 use super::provider_tests::on_postgres;
 #[cfg(feature = "sqlite")]
@@ -40,31 +41,8 @@ async fn endpoint(store: &Shared, user_id: Uuid) -> Uuid {
 /// Raises `count` events of `user_id` (session revocations): one pending delivery each per
 /// endpoint of the user.
 async fn raise(store: &Shared, user_id: Uuid, count: usize) {
-    let at = now();
     for _ in 0..count {
-        let id = Uuid::now_v7();
-        store
-            .create_session(
-                &NewSession {
-                    id,
-                    user_id,
-                    device_info: None,
-                    ip_address: None,
-                    user_agent: None,
-                    created_at: at,
-                    expires_at: at + TimeDelta::days(1),
-                },
-                &NewRefreshToken {
-                    digest: id.as_bytes().to_vec(),
-                    session_id: id,
-                    user_id,
-                    token_version: 0,
-                    issued_at: at,
-                    expires_at: at + TimeDelta::days(1),
-                },
-            )
-            .await
-            .unwrap();
+        session(store, user_id, Uuid::now_v7().as_bytes()).await;
     }
     let revoked = store
         .revoke_all_sessions(user_id, None, "test", now())
