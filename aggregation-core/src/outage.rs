@@ -186,11 +186,7 @@ mod tests {
     #[test]
     fn a_hundred_failed_calls_write_one_line_and_the_recovery_one_more() {
         let captured = crate::testing::CapturedLog::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
+        let subscriber = captured.subscriber(tracing::Level::INFO);
         let log = OutageLog::new("rate-limit store", "requests are allowed unlimited");
         tracing::subscriber::with_default(subscriber, || {
             for _ in 0..100 {

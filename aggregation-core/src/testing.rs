@@ -32,6 +32,22 @@ impl std::io::Write for CapturedLog {
     }
 }
 
+#[cfg(test)]
+impl CapturedLog {
+    /// A plain-text `fmt` subscriber writing here, at `max_level` and above.
+    pub(crate) fn subscriber(
+        &self,
+        max_level: tracing::Level,
+    ) -> impl tracing::Subscriber + Send + Sync + 'static {
+        let writer = self.clone();
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(max_level)
+            .finish()
+    }
+}
+
 impl CapturedLog {
     /// Every line written so far (invalid UTF-8 replaced).
     pub fn lines(&self) -> Vec<String> {

@@ -116,11 +116,7 @@ mod tests {
     #[test]
     fn a_missing_peer_address_is_warned_about_once_with_the_fix() {
         let captured = crate::testing::CapturedLog::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
+        let subscriber = captured.subscriber(tracing::Level::INFO);
         // A flag of its own: the process-wide one may have been set by any other test.
         let warned = AtomicBool::new(false);
         let logged = tracing::subscriber::with_default(subscriber, || {

@@ -63,12 +63,7 @@ fn config() -> Config {
 /// run on a current-thread runtime, so the service's tasks log here too).
 fn capture() -> (CapturedLog, tracing::subscriber::DefaultGuard) {
     let captured = CapturedLog::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::WARN)
-        .finish();
+    let subscriber = captured.subscriber(tracing::Level::WARN);
     (captured, tracing::subscriber::set_default(subscriber))
 }
 
