@@ -82,9 +82,8 @@ impl FromParts for User {
 
 impl FromParts for ClientInfo {
     async fn from_parts(parts: &Parts, _: &App) -> Result<Self, ApiError> {
-        let ip = parts.extensions.get::<ClientIp>().and_then(|ip| ip.0);
         Ok(Self {
-            ip_address: ip.map(|ip| ip.to_string()),
+            ip: parts.extensions.get::<ClientIp>().and_then(|ip| ip.0),
             user_agent: header_str(&parts.headers, &header::USER_AGENT)
                 .map(str::to_owned)
                 .filter(|agent| !agent.trim().is_empty()),

@@ -114,15 +114,15 @@ pub(crate) enum AuthError {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ClientInfo {
     /// Client IP address.
-    pub ip_address: Option<String>,
+    pub ip: Option<std::net::IpAddr>,
     /// Raw User-Agent header.
     pub user_agent: Option<String>,
 }
 
 impl ClientInfo {
-    /// The client IP address, when known.
-    fn ip(&self) -> Option<std::net::IpAddr> {
-        self.ip_address.as_deref()?.parse().ok()
+    /// The client IP address as sessions and tokens record it.
+    fn ip_address(&self) -> Option<String> {
+        self.ip.map(|ip| ip.to_string())
     }
 }
 
@@ -268,7 +268,7 @@ impl Auth {
             user_id,
             created_at,
             expires_at: add(created_at, self.config.verification_token_ttl()),
-            ip_address: client.ip_address.clone(),
+            ip_address: client.ip_address(),
             user_agent: client.user_agent.clone(),
         };
         match cap {
@@ -385,7 +385,7 @@ impl Auth {
         client: &ClientInfo,
     ) -> Result<IssuedTokens, AuthError> {
         let normalized = normalize_email(email);
-        let network = ClientNetwork::of(client.ip());
+        let network = ClientNetwork::of(client.ip);
         let user = self.store.user_by_email(&normalized).await?;
         let Some(user) = user else {
             let dummy = self.dummy_hash().await?.to_owned();
@@ -437,7 +437,7 @@ impl Auth {
                     id: session_id,
                     user_id: user.id,
                     device_info: user_agent.as_deref().and_then(device::device_info),
-                    ip_address: client.ip_address.clone(),
+                    ip_address: client.ip_address(),
                     user_agent,
                     created_at,
                     expires_at,
@@ -664,7 +664,7 @@ impl Auth {
                     user_id: user.id,
                     created_at,
                     expires_at: add(created_at, self.config.reset_token_ttl()),
-                    ip_address: client.ip_address.clone(),
+                    ip_address: client.ip_address(),
                     user_agent: client.user_agent.clone(),
                 },
                 u64::from(self.config.reset_emails_per_hour()),
