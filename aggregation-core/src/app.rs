@@ -35,12 +35,6 @@ pub(crate) struct App {
     /// Committed durable events, published in process after each commit (the use cases hold
     /// clones; the event stream and the webhook deliverer subscribe here).
     pub(crate) bus: EventBus,
-    /// The open event streams per user, for their cap.
-    pub(crate) streams: crate::api::events::StreamSlots,
-    /// The OpenAPI document, built on its first request.
-    pub(crate) openapi: std::sync::OnceLock<crate::api::openapi::Published>,
-    /// The last readiness result, answered for a second (`GET /health/ready`).
-    pub(crate) readiness: crate::api::health::Readiness,
 }
 
 impl App {
@@ -88,9 +82,6 @@ impl App {
             records,
             webhooks,
             bus,
-            streams: crate::api::events::StreamSlots::default(),
-            openapi: std::sync::OnceLock::new(),
-            readiness: crate::api::health::Readiness::default(),
         }
     }
 

@@ -422,7 +422,7 @@ impl Config {
     pub fn with_admin_emails(mut self, emails: Vec<String>) -> Self {
         self.admin_emails = emails
             .iter()
-            .map(|email| crate::auth::normalize_email(email))
+            .map(|email| crate::email::normalize_email(email))
             .filter(|email| !email.is_empty())
             .collect();
         self
@@ -666,7 +666,7 @@ impl Config {
 
     /// Whether this email is one of [`Config::admin_emails`].
     pub fn is_admin_email(&self, email: &str) -> bool {
-        let email = crate::auth::normalize_email(email);
+        let email = crate::email::normalize_email(email);
         self.admin_emails.contains(&email)
     }
 

@@ -7,9 +7,11 @@ pub(crate) mod auth;
 pub(crate) mod config;
 pub mod crypto;
 pub(crate) mod dates;
+mod email;
 mod enums;
 pub mod events;
 pub mod import;
+mod job_outcome;
 pub mod jobs;
 pub mod mail;
 #[cfg(feature = "metrics")]

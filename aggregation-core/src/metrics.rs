@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use http::{Method, StatusCode};
 
-use crate::jobs::RunOutcome;
+use crate::job_outcome::RunOutcome;
 
 /// The `route` label of a request whose path matched no route.
 pub(crate) const UNMATCHED: &str = "unmatched";

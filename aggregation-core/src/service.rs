@@ -25,7 +25,7 @@ use http::{Request, Response};
 use http_body_util::BodyExt as _;
 
 use crate::admin::AdminError;
-use crate::api::router::{Dispatch, Router, RouterLayer};
+use crate::api::router::{ApiState, Dispatch, Router, RouterLayer};
 use crate::api::{RequestBody, ResponseBody};
 use crate::app::App;
 use crate::config::Config;
@@ -91,6 +91,8 @@ type Stack = KeepAlive<
 #[derive(Clone)]
 pub struct AggregationService {
     app: Arc<App>,
+    /// What the HTTP edge keeps beside the app (the open event streams among it).
+    api: ApiState,
     mail: MailQueueHandle,
     stack: Stack,
     #[cfg(feature = "metrics")]
@@ -167,7 +169,7 @@ impl AggregationService {
     /// after its current frame: for a host's graceful shutdown, which would otherwise wait for
     /// streams that never end by themselves.
     pub fn end_event_streams(&self) {
-        self.app.streams.close_all();
+        self.api.streams().close_all();
     }
 
     /// The outgoing mail queue, to [`MailQueueHandle::shutdown`] when the host stops so that
@@ -290,6 +292,7 @@ impl AggregationServiceBuilder {
         );
         #[cfg(feature = "metrics")]
         let metrics = crate::metrics::Metrics::default();
+        let api = ApiState::default();
         let stack = tower::ServiceBuilder::new()
             .layer(KeepAliveLayer::new())
             .layer(TraceLayer::new(
@@ -301,9 +304,10 @@ impl AggregationServiceBuilder {
             .layer(BearerLayer::new(Arc::new(app.auth.clone())))
             .layer(RouterLayer::new())
             .layer(RateLimitLayer::new(limiter, config.max_body_bytes()))
-            .service(Dispatch::new(app.clone()));
+            .service(Dispatch::new(app.clone(), api.clone()));
         Ok(AggregationService {
             app,
+            api,
             mail: mail_handle,
             stack,
             #[cfg(feature = "metrics")]

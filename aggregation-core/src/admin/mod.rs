@@ -60,7 +60,7 @@ pub enum AdminError {
 /// `Ok(true)` when granted now, `Ok(false)` when the account already had it,
 /// [`AdminError::UnknownEmail`] when no account has the email.
 pub async fn grant_admin_by_email(store: &dyn Store, email: &str) -> Result<bool, AdminError> {
-    let normalized = crate::auth::normalize_email(email);
+    let normalized = crate::email::normalize_email(email);
     let Some(user) = store.user_by_email(&normalized).await? else {
         return Err(AdminError::UnknownEmail(email.trim().to_owned()));
     };

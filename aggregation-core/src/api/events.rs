@@ -51,6 +51,7 @@ use uuid::Uuid;
 use super::extract::User;
 use super::handler::FromParts;
 use super::openapi::{DescribeArg, OperationDoc};
+use super::router::ApiState;
 use super::routes::{Route, limited, route};
 use super::{ApiResult, ResponseBody};
 use crate::app::App;
@@ -144,9 +145,14 @@ impl DescribeArg for LastEventId {
     }
 }
 
-async fn open(app: &App, User(claims): User, LastEventId(resume_after): LastEventId) -> ApiResult {
-    let Some(slot) = app
-        .streams
+async fn open(
+    app: &App,
+    api: ApiState,
+    User(claims): User,
+    LastEventId(resume_after): LastEventId,
+) -> ApiResult {
+    let Some(slot) = api
+        .streams()
         .acquire(claims.sub, app.config.event_streams_per_user())
     else {
         return Err(ApiError::rate_limited_because(

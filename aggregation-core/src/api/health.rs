@@ -24,6 +24,7 @@ use serde::Serialize;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use super::router::ApiState;
 use super::routes::{Route, limited, route};
 use super::{ApiResult, json};
 use crate::app::App;
@@ -74,9 +75,9 @@ fn not_ready() -> ApiError {
 }
 
 /// `GET /health/ready`
-async fn ready(state: &App) -> ApiResult {
-    let ready = state
-        .readiness
+async fn ready(state: &App, api: ApiState) -> ApiResult {
+    let ready = api
+        .readiness()
         .get_or_check(|| async {
             // Both at once: a slow store and a slow Redis cost the longer of their timeouts,
             // not the sum.

@@ -7,16 +7,40 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
+use http::request::Parts;
 use http::{HeaderValue, Method, Request, Response, header};
 
+use super::events::StreamSlots;
+use super::handler::FromParts;
+use super::health::Readiness;
+use super::openapi::{DescribeArg, OperationDoc, Published};
 use super::routes::Route;
 use super::{RequestBody, ResponseBody};
 use crate::app::App;
 use crate::problem::{ApiError, ErrorCode};
-use crate::service::trace::MatchedRoute;
+
+/// Where the router leaves the route template a request matched. The outermost layer
+/// (`service::trace`) puts an empty one in the request extensions and reads it back for the
+/// span and the metrics once the answer is ready (errors included, which carry no extensions
+/// up).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct MatchedRoute(Arc<OnceLock<&'static str>>);
+
+impl MatchedRoute {
+    /// Records the template the path matched, also on the request span.
+    pub(crate) fn set(&self, template: &'static str) {
+        let _ = self.0.set(template);
+        tracing::Span::current().record("route", tracing::field::display(template));
+    }
+
+    /// The template, if a route matched.
+    pub(crate) fn get(&self) -> Option<&'static str> {
+        self.0.get().copied()
+    }
+}
 
 /// Every route of one path template, in `Allow` order.
 #[derive(Debug)]
@@ -217,17 +241,63 @@ where
     }
 }
 
+/// What the HTTP edge keeps beside the [`App`], shared by every clone of the service: the open
+/// event streams per user, the OpenAPI document once published, and the last readiness
+/// result. [`Dispatch`] hands it to the handlers that take it as an argument; the app knows
+/// nothing of it.
+#[derive(Clone, Default)]
+pub(crate) struct ApiState(Arc<ApiShared>);
+
+#[derive(Default)]
+struct ApiShared {
+    streams: StreamSlots,
+    openapi: OnceLock<Published>,
+    readiness: Readiness,
+}
+
+impl ApiState {
+    /// The open event streams per user, for their cap.
+    pub(crate) fn streams(&self) -> &StreamSlots {
+        &self.0.streams
+    }
+
+    /// The OpenAPI document, built on its first request.
+    pub(crate) fn openapi(&self) -> &OnceLock<Published> {
+        &self.0.openapi
+    }
+
+    /// The last readiness result, answered for a second (`GET /health/ready`).
+    pub(crate) fn readiness(&self) -> &Readiness {
+        &self.0.readiness
+    }
+}
+
+impl FromParts for ApiState {
+    async fn from_parts(parts: &Parts, _: &App) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<Self>()
+            .cloned()
+            .ok_or_else(ApiError::internal)
+    }
+}
+
+impl DescribeArg for ApiState {
+    fn describe(_: &mut OperationDoc) {}
+}
+
 /// Runs the handler of the matched row for the request's method; 405 with `Allow` when the
 /// resource does not answer it.
 #[derive(Clone)]
 pub(crate) struct Dispatch {
     app: Arc<App>,
+    state: ApiState,
 }
 
 impl Dispatch {
-    /// Runs handlers against `app`.
-    pub(crate) fn new(app: Arc<App>) -> Self {
-        Self { app }
+    /// Runs handlers against `app`, handing them `state` when they ask for it.
+    pub(crate) fn new(app: Arc<App>, state: ApiState) -> Self {
+        Self { app, state }
     }
 }
 
@@ -240,7 +310,7 @@ impl tower::Service<Request<RequestBody>> for Dispatch {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<RequestBody>) -> Self::Future {
+    fn call(&mut self, mut request: Request<RequestBody>) -> Self::Future {
         let Some(matched) = request.extensions().get::<Matched>() else {
             let error = not_found(request.uri().path());
             return Box::pin(async move { Err(error) });
@@ -260,6 +330,7 @@ impl tower::Service<Request<RequestBody>> for Dispatch {
             );
             return Box::pin(async move { Err(error) });
         };
+        request.extensions_mut().insert(self.state.clone());
         (route.handler())(self.app.clone(), request)
     }
 }
@@ -353,7 +424,7 @@ mod dispatch_tests {
         let app = App::for_tests(config).await;
         let service = tower::ServiceBuilder::new()
             .layer(RouterLayer::new())
-            .service(Dispatch::new(app));
+            .service(Dispatch::new(app, ApiState::default()));
         let request = Request::builder()
             .method(Method::PUT)
             .uri("/api/v1/sessions")

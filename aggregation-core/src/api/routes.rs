@@ -14,7 +14,7 @@ use http::Method;
 
 use super::handler::HandlerFn;
 use super::openapi::OperationDoc;
-use crate::rate_limit::Policy;
+use crate::rate_limit::{Policy, PolicyTable};
 
 /// Where a request names the provider connection or account its rate-limit bucket is keyed
 /// by, for the `user_provider` and `user_account` scopes.
@@ -125,6 +125,27 @@ impl Route {
     /// answers.
     pub(crate) fn describe(&self) -> fn(&mut OperationDoc) {
         self.describe
+    }
+}
+
+/// The built-in policy of every endpoint, as (method, route template, policy): the rate limit
+/// of each row of the route table ([`super::routes()`]). The health checks have a disabled one
+/// ([`HEALTH_CHECK`](crate::rate_limit::policy::HEALTH_CHECK)): not limited unless an override
+/// file enables it.
+pub(crate) fn builtin_policies() -> impl Iterator<Item = (&'static str, &'static str, Policy)> {
+    super::routes().filter_map(|route| {
+        let limit = route.rate_limit()?;
+        Some((route.method().as_str(), route.template(), limit.policy))
+    })
+}
+
+// Written beside the route table, which owns the built-in limits: the rate limiter's own
+// module knows policies, not routes.
+impl PolicyTable {
+    /// The built-in policies: the rate limit of each row of the route table
+    /// ([`routes()`](crate::api::routes())).
+    pub fn builtin() -> Self {
+        Self::from_builtin(builtin_policies())
     }
 }
 

@@ -50,6 +50,7 @@ use uuid::Uuid;
 use crate::config::Config;
 use crate::crypto::{random_hex_token, random_urlsafe_token, token_digest};
 use crate::dates;
+use crate::email::normalize_email;
 use crate::events::{DomainEvent, EventBus, EventSink};
 use crate::mail::{Email, MailPermit, MailQueue};
 use crate::store::{
@@ -144,11 +145,6 @@ pub(crate) struct IssuedTokens {
     pub refresh_token: String,
     /// Seconds the access token lives.
     pub expires_in: i64,
-}
-
-/// Trims and lowercases an email: the key under which accounts are unique.
-pub(crate) fn normalize_email(email: &str) -> String {
-    email.trim().to_lowercase()
 }
 
 /// Raw User-Agent values longer than this are cut before they are stored.

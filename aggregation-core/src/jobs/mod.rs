@@ -35,6 +35,8 @@ use crate::dates;
 use crate::providers::connections::Connections;
 use crate::store::{JobRunRecord, Store, StoreError, now};
 
+pub use crate::job_outcome::RunOutcome;
+
 /// Name of the job that refreshes provider access tokens before they expire.
 pub const REFRESH_PROVIDER_TOKENS: &str = "refresh_provider_tokens";
 /// Name of the job that deletes expired tokens, states, old sessions and events past the audit
@@ -110,28 +112,6 @@ impl JobContext {
 pub trait Job: Send + Sync + 'static {
     /// Runs once; a short summary of what was done on success.
     async fn run(&self, ctx: &JobContext) -> Result<String, JobError>;
-}
-
-/// How one attempt to run a job ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RunOutcome {
-    /// It ran and succeeded.
-    Succeeded(String),
-    /// It ran and failed (also recorded as `last_error`).
-    Failed(String),
-    /// It did not run: another runner holds the lease (or, for scheduled runs, it is not due).
-    Skipped,
-}
-
-impl std::fmt::Display for RunOutcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Succeeded(summary) => write!(f, "succeeded: {summary}"),
-            Self::Failed(error) => write!(f, "failed: {error}"),
-            Self::Skipped => f.write_str("skipped: leased"),
-        }
-    }
 }
 
 struct Registered {

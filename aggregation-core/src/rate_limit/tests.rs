@@ -792,7 +792,7 @@ fn every_route_and_method_has_a_builtin_policy() {
         "routes without a policy, or limited by default when they should not be: {missing:?}"
     );
     // And no policy names an endpoint that does not exist (a renamed route keeps its limit).
-    let stale: Vec<String> = policy::builtin_policies()
+    let stale: Vec<String> = crate::api::routes::builtin_policies()
         .filter(|(method, route, _)| !routed.contains(&(*method, *route)))
         .map(|(method, route, _)| format!("{method} {route}"))
         .collect();

@@ -13,36 +13,18 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use http::{HeaderMap, HeaderValue, Request, Response};
 use tracing::Instrument as _;
 
+use crate::api::router::MatchedRoute;
 use crate::crypto::{random_span_id, random_trace_id};
 
 /// The trace id of the request (32 lower-case hex digits).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TraceId(pub(crate) String);
-
-/// Where the router leaves the route template a request matched, read back here for the span
-/// and the metrics once the answer is ready (errors included, which carry no extensions up).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct MatchedRoute(Arc<OnceLock<&'static str>>);
-
-impl MatchedRoute {
-    /// Records the template the path matched, also on the request span.
-    pub(crate) fn set(&self, template: &'static str) {
-        let _ = self.0.set(template);
-        tracing::Span::current().record("route", tracing::field::display(template));
-    }
-
-    /// The template, if a route matched.
-    pub(crate) fn get(&self) -> Option<&'static str> {
-        self.0.get().copied()
-    }
-}
 
 /// The trace id of an incoming W3C `traceparent` header, when it is well formed.
 fn incoming_trace_id(headers: &HeaderMap) -> Option<String> {

@@ -13,6 +13,7 @@ use super::describe::{DescribeArg, OperationDoc};
 use super::document;
 use super::schemas::ServiceFacts;
 use crate::api::handler::FromParts;
+use crate::api::router::ApiState;
 use crate::api::routes::{Route, limited, route};
 use crate::api::{ApiResult, ResponseBody};
 use crate::app::App;
@@ -88,8 +89,8 @@ impl DescribeArg for IfNoneMatch {
 }
 
 /// `GET /api/v1/openapi.json`
-async fn serve(state: &App, IfNoneMatch(if_none_match): IfNoneMatch) -> ApiResult {
-    let published = match state.openapi.get() {
+async fn serve(state: &App, api: ApiState, IfNoneMatch(if_none_match): IfNoneMatch) -> ApiResult {
+    let published = match api.openapi().get() {
         Some(published) => published,
         None => {
             let facts = ServiceFacts {
@@ -97,7 +98,7 @@ async fn serve(state: &App, IfNoneMatch(if_none_match): IfNoneMatch) -> ApiResul
                 redirect_uris: state.config.oauth_redirect_uris(),
             };
             let built = Published::new(state.config.base_url(), &facts)?;
-            state.openapi.get_or_init(|| built)
+            api.openapi().get_or_init(|| built)
         }
     };
     let not_modified = if_none_match.is_some_and(|value| published.matches(&value));
