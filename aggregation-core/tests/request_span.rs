@@ -20,9 +20,11 @@ fn captured() -> &'static CapturedLog {
     LOG.get_or_init(|| {
         let captured = CapturedLog::default();
         let writer = captured.clone();
+        // Debug level: a job run that finds nothing to do logs its end at debug only.
         let subscriber = tracing_subscriber::fmt()
             .with_writer(move || writer.clone())
             .with_ansi(false)
+            .with_max_level(tracing::Level::DEBUG)
             .finish();
         // The only place in this binary that sets one.
         let _ = tracing::subscriber::set_global_default(subscriber);

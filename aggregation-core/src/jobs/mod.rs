@@ -21,6 +21,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -92,6 +93,10 @@ pub struct JobContext {
     store: Arc<dyn Store>,
     config: Arc<Config>,
     connections: Connections,
+    /// Set by a built-in job that found nothing to do. Its run is then logged at debug level:
+    /// the webhook job alone runs every 5 s, and an operator reads only the runs that did
+    /// something or failed.
+    idle: AtomicBool,
 }
 
 impl JobContext {
@@ -103,6 +108,11 @@ impl JobContext {
     /// The service's configuration.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Marks the run as having found nothing to do, when `nothing_done` holds.
+    fn idle_when(&self, nothing_done: bool) {
+        self.idle.store(nothing_done, Ordering::Relaxed);
     }
 }
 
@@ -349,12 +359,14 @@ impl JobRunner {
             tracing::debug!(job = name, "job skipped: leased elsewhere or not due");
             return Ok((RunOutcome::Skipped, None));
         }
-        tracing::info!(job = name, "job started");
+        // Whether the run does anything is known only at its end.
+        tracing::debug!(job = name, "job started");
         let running_since = std::time::Instant::now();
         let ctx = JobContext {
             store: self.store.clone(),
             config: self.config.clone(),
             connections: self.connections.clone(),
+            idle: AtomicBool::new(false),
         };
         let run = AssertUnwindSafe(registered.job.run(&ctx)).catch_unwind();
         tokio::pin!(run);
@@ -399,7 +411,12 @@ impl JobRunner {
                 "job lease lapsed before the run finished; run not recorded"
             );
         }
-        tracing::info!(job = name, outcome = %outcome, "job finished");
+        let idle = matches!(outcome, RunOutcome::Succeeded(_)) && ctx.idle.load(Ordering::Relaxed);
+        if idle {
+            tracing::debug!(job = name, outcome = %outcome, "job finished");
+        } else {
+            tracing::info!(job = name, outcome = %outcome, "job finished");
+        }
         Ok((outcome, Some(ran_for)))
     }
 
@@ -527,6 +544,7 @@ struct RefreshProviderTokens;
 impl Job for RefreshProviderTokens {
     async fn run(&self, ctx: &JobContext) -> Result<String, JobError> {
         let (refreshed, failed) = ctx.connections.refresh_due_tokens().await?;
+        ctx.idle_when(refreshed == 0 && failed == 0);
         let summary = format!("refreshed tokens of {refreshed} connections, {failed} failed");
         if failed > 0 && refreshed == 0 {
             return Err(JobError::Failed(summary));
@@ -547,6 +565,7 @@ impl Job for SyncConnections {
             .sync_connections_every()
             .unwrap_or(Duration::from_secs(60));
         let (synced, failed) = ctx.connections.sync_due_connections(every).await?;
+        ctx.idle_when(synced == 0 && failed == 0);
         let summary = format!("synced {synced} connections, {failed} failed");
         if failed > 0 && synced == 0 {
             return Err(JobError::Failed(summary));
@@ -568,6 +587,7 @@ impl Job for DeliverWebhooks {
             .map_err(|error| JobError::Failed(format!("no HTTP client: {error}")))?;
         let run =
             crate::webhooks::delivery::deliver_due(ctx.store(), ctx.config(), sender, None).await?;
+        ctx.idle_when(run.attempted() == 0);
         Ok(format!(
             "delivered {} webhooks, {} to retry, {} given up",
             run.delivered, run.retrying, run.given_up
@@ -615,6 +635,19 @@ impl Job for PurgeExpired {
                 crate::auth::known_network_span(),
             ))
             .await?;
+        ctx.idle_when(
+            [
+                counts.one_time_tokens,
+                counts.refresh_tokens,
+                counts.sessions,
+                counts.oauth_states,
+                events,
+                deliveries,
+                login_networks,
+            ]
+            .iter()
+            .all(|&deleted| deleted == 0),
+        );
         Ok(format!(
             "deleted {} one-time tokens, {} refresh tokens, {} sessions, {} OAuth states, \
              {events} events, {deliveries} webhook deliveries, {login_networks} login networks",
@@ -709,4 +742,102 @@ pub async fn status(store: &dyn Store, config: &Config) -> Result<JobsStatus, St
         })
         .collect();
     Ok(JobsStatus { healthy, jobs })
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use tracing::Level;
+
+    use super::*;
+    use crate::AggregationService;
+    use crate::mail::MemoryMailer;
+    use crate::store::SqliteStore;
+    use crate::testing::CapturedLog;
+
+    /// A job that always has done something (a custom job never reports itself idle).
+    struct DidSomething;
+
+    #[async_trait]
+    impl Job for DidSomething {
+        async fn run(&self, _: &JobContext) -> Result<String, JobError> {
+            Ok("did one thing".to_owned())
+        }
+    }
+
+    /// A job that always fails.
+    struct AlwaysFails;
+
+    #[async_trait]
+    impl Job for AlwaysFails {
+        async fn run(&self, _: &JobContext) -> Result<String, JobError> {
+            Err(JobError::Failed("nothing works".to_owned()))
+        }
+    }
+
+    /// The jobs of a service over an empty store, where the built-in jobs find nothing to do.
+    async fn runner() -> JobRunner {
+        let config = Config::new("http://localhost:8080", vec![7; 32]).expect("config");
+        AggregationService::builder(config)
+            .store(SqliteStore::in_memory().await.expect("store"))
+            .mailer(MemoryMailer::new())
+            .build()
+            .expect("service")
+            .jobs()
+            .with_job("did_something", None, DidSomething)
+            .with_job("always_fails", None, AlwaysFails)
+    }
+
+    /// What one run of `job` logs at `level` and above (the test runtime runs on this thread).
+    async fn logged(runner: &JobRunner, job: &str, level: Level) -> Vec<String> {
+        let captured = CapturedLog::default();
+        let guard = tracing::subscriber::set_default(captured.subscriber(level));
+        runner.run_once(job).await.expect("runs");
+        drop(guard);
+        captured.lines()
+    }
+
+    #[tokio::test]
+    async fn an_idle_run_logs_at_debug_only() {
+        let runner = runner().await;
+        let mut idle = vec![PURGE_EXPIRED, REFRESH_PROVIDER_TOKENS, SYNC_CONNECTIONS];
+        if cfg!(feature = "webhooks") {
+            idle.push(DELIVER_WEBHOOKS);
+        }
+        for job in idle {
+            let info = logged(&runner, job, Level::INFO).await;
+            assert!(info.is_empty(), "{job} logged at info: {info:#?}");
+            let debug = logged(&runner, job, Level::DEBUG).await;
+            assert!(
+                debug
+                    .iter()
+                    .any(|line| line.contains("DEBUG") && line.contains("job finished")),
+                "{job}: {debug:#?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_run_that_did_something_or_failed_logs_at_info() {
+        let runner = runner().await;
+        let info = logged(&runner, "did_something", Level::INFO).await;
+        assert_eq!(info.len(), 1, "{info:#?}");
+        assert!(info[0].contains("INFO"), "{}", info[0]);
+        assert!(
+            info[0].contains("job finished") && info[0].contains("succeeded: did one thing"),
+            "{}",
+            info[0]
+        );
+        let info = logged(&runner, "always_fails", Level::INFO).await;
+        assert!(
+            info.iter()
+                .any(|line| line.contains("ERROR") && line.contains("job failed")),
+            "{info:#?}"
+        );
+        assert!(
+            info.iter().any(|line| line.contains("INFO")
+                && line.contains("job finished")
+                && line.contains("failed: nothing works")),
+            "{info:#?}"
+        );
+    }
 }
