@@ -17,9 +17,10 @@ use aggregation_core::metrics::Metrics;
 use aggregation_core::{
     AggregationService, BuildError, Config, ConfigError, InMemoryRateLimitStore, IpNet, Keyring,
     LoginFailureLimit, Mailer, OutboxMailer, PolicyTable, PostgresStore, RedisEventRelay,
-    RedisRateLimitStore, SchemaName, SchwabConfig, SchwabProvider, SchwabSandbox, SmtpMailer,
-    SqliteStore, Store, StoreError, WorkLimits, parse_cidr_list,
+    RedisRateLimitStore, SchemaName, SchwabConfig, SchwabProvider, SmtpMailer, SqliteStore, Store,
+    StoreError, WorkLimits, parse_cidr_list,
 };
+use aggregation_sandbox::SchwabSandbox;
 use base64::Engine as _;
 use clap::{Parser, Subcommand};
 use rand::RngExt as _;
