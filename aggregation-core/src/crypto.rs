@@ -7,9 +7,24 @@ use base64::Engine as _;
 use rand::RngExt as _;
 use sha2::{Digest as _, Sha256};
 
-/// SHA-256 of a token, the form in which tokens are stored and looked up.
-pub fn token_digest(token: &str) -> Vec<u8> {
-    Sha256::digest(token.as_bytes()).to_vec()
+#[cfg(feature = "testing")]
+pub use stored::token_digest;
+#[cfg(not(feature = "testing"))]
+pub(crate) use stored::token_digest;
+
+/// The digest under which tokens are stored: the crate's own, and public with the `testing`
+/// feature for suites that look stored rows up (a store takes OAuth states by digest).
+mod stored {
+    use sha2::{Digest as _, Sha256};
+
+    /// SHA-256 of a token, the form in which tokens are stored and looked up.
+    #[cfg_attr(
+        not(feature = "testing"),
+        expect(unreachable_pub, reason = "public with the `testing` feature only")
+    )]
+    pub fn token_digest(token: &str) -> Vec<u8> {
+        Sha256::digest(token.as_bytes()).to_vec()
+    }
 }
 
 /// 32 random bytes, base64url without padding (43 characters): refresh tokens and OAuth states.

@@ -57,9 +57,6 @@ pub use mail::{
 #[doc(inline)]
 pub use mount::Mount;
 #[doc(inline)]
-#[cfg(feature = "sandbox")]
-pub use providers::SchwabSandbox;
-#[doc(inline)]
 pub use providers::{Provider, ProviderError, ProviderTokens};
 #[doc(inline)]
 #[cfg(feature = "schwab")]

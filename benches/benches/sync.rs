@@ -13,9 +13,10 @@ use aggregation_benches::{BenchDatabase, access_token, call, config, json_reques
 use aggregation_core::AggregationService;
 use aggregation_core::crypto::Keyring;
 use aggregation_core::mail::MemoryMailer;
-use aggregation_core::providers::{DateRange, Provider, SchwabProvider, SchwabSandbox};
+use aggregation_core::providers::{DateRange, Provider, SchwabProvider};
 use aggregation_core::rate_limit::PolicyTable;
 use aggregation_core::store::{SqliteStore, Store};
+use aggregation_sandbox::SchwabSandbox;
 use chrono::{TimeDelta, Utc};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use http::Method;

@@ -8,6 +8,7 @@
 //! limits requests in process, and writes emails as `.eml` files to `./data/outbox`.
 //! `aggregation-server --help` lists every environment variable.
 
+use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,9 +18,10 @@ use aggregation_core::metrics::Metrics;
 use aggregation_core::{
     AggregationService, BuildError, Config, ConfigError, InMemoryRateLimitStore, IpNet, Keyring,
     LoginFailureLimit, Mailer, OutboxMailer, PolicyTable, PostgresStore, RedisEventRelay,
-    RedisRateLimitStore, SchemaName, SchwabConfig, SchwabProvider, SchwabSandbox, SmtpMailer,
-    SqliteStore, Store, StoreError, WorkLimits, parse_cidr_list,
+    RedisRateLimitStore, SchemaName, SchwabConfig, SchwabProvider, SmtpMailer, SqliteStore, Store,
+    StoreError, WorkLimits, parse_cidr_list,
 };
+use aggregation_sandbox::SchwabSandbox;
 use base64::Engine as _;
 use clap::{Parser, Subcommand};
 use rand::RngExt as _;
@@ -40,7 +42,7 @@ struct Cli {
         long,
         env = "AGG_BIND",
         default_value = "127.0.0.1:8080",
-        value_parser = named::<SocketAddr>("AGG_BIND")
+        value_parser = named::<SocketAddr>()
     )]
     bind: SocketAddr,
     /// sqlx URL: `sqlite://path?mode=rwc` or `postgres://…`. Default: a SQLite file under ./data/.
@@ -52,7 +54,7 @@ struct Cli {
     #[arg(
         long,
         env = "AGG_DATABASE_SCHEMA",
-        value_parser = named::<SchemaName>("AGG_DATABASE_SCHEMA")
+        value_parser = named::<SchemaName>()
     )]
     database_schema: Option<SchemaName>,
     /// Absolute URL prefixing problem types and email links. Default: http://{AGG_BIND}.
@@ -84,7 +86,7 @@ struct Cli {
         long,
         env = "AGG_ROTATION_GRACE_SECONDS",
         default_value_t = 300,
-        value_parser = named::<u64>("AGG_ROTATION_GRACE_SECONDS")
+        value_parser = named::<u64>()
     )]
     rotation_grace_seconds: u64,
     /// `off`, or a TOML file overriding rate-limit policies.
@@ -99,7 +101,7 @@ struct Cli {
         long,
         env = "AGG_RATE_LIMIT_MAX_BUCKETS",
         default_value_t = 100_000,
-        value_parser = named::<usize>("AGG_RATE_LIMIT_MAX_BUCKETS")
+        value_parser = named::<usize>()
     )]
     rate_limit_max_buckets: usize,
     /// Failed logins per account (normalized email) and client network (IPv4 /24, IPv6 /64)
@@ -111,7 +113,7 @@ struct Cli {
         long,
         env = "AGG_LOGIN_MAX_FAILURES",
         default_value_t = 10,
-        value_parser = named::<u32>("AGG_LOGIN_MAX_FAILURES")
+        value_parser = named::<u32>()
     )]
     login_max_failures: u32,
     /// Seconds in which AGG_LOGIN_MAX_FAILURES failures refill (1 to 2592000).
@@ -119,7 +121,7 @@ struct Cli {
         long,
         env = "AGG_LOGIN_FAILURE_WINDOW_SECONDS",
         default_value_t = 3600,
-        value_parser = named::<u64>("AGG_LOGIN_FAILURE_WINDOW_SECONDS")
+        value_parser = named::<u64>()
     )]
     login_failure_window_seconds: u64,
     /// Comma-separated CIDRs of proxies whose X-Forwarded-For is read.
@@ -130,7 +132,7 @@ struct Cli {
         long,
         env = "AGG_MAX_UPLOAD_BYTES",
         default_value_t = 10_485_760,
-        value_parser = named::<usize>("AGG_MAX_UPLOAD_BYTES")
+        value_parser = named::<usize>()
     )]
     max_upload_bytes: usize,
     /// Comma-separated redirect URIs a connect request may name; the first is the default.
@@ -142,7 +144,7 @@ struct Cli {
         long,
         env = "AGG_OAUTH_STATE_TTL",
         default_value_t = 600,
-        value_parser = named::<u64>("AGG_OAUTH_STATE_TTL")
+        value_parser = named::<u64>()
     )]
     oauth_state_ttl: u64,
     /// `1` requires POST /api/v1/providers/callback to carry the bearer token of the user who
@@ -162,7 +164,7 @@ struct Cli {
         long,
         env = "AGG_WEBHOOK_MAX_AGE_HOURS",
         default_value_t = 24,
-        value_parser = named::<u64>("AGG_WEBHOOK_MAX_AGE_HOURS")
+        value_parser = named::<u64>()
     )]
     webhook_max_age_hours: u64,
     /// Hours a webhook endpoint may fail every attempt (from its first failure after its last
@@ -171,7 +173,7 @@ struct Cli {
         long,
         env = "AGG_WEBHOOK_DISABLE_AFTER_HOURS",
         default_value_t = 24,
-        value_parser = named::<u64>("AGG_WEBHOOK_DISABLE_AFTER_HOURS")
+        value_parser = named::<u64>()
     )]
     webhook_disable_after_hours: u64,
     /// Schwab API address.
@@ -195,7 +197,7 @@ struct Cli {
     #[arg(
         long,
         env = "AGG_SYNC_INTERVAL_SECONDS",
-        value_parser = named::<u64>("AGG_SYNC_INTERVAL_SECONDS")
+        value_parser = named::<u64>()
     )]
     sync_interval_seconds: Option<u64>,
     /// Absolute lifetime of a session in days: refreshing stops working this long after login.
@@ -203,7 +205,7 @@ struct Cli {
         long,
         env = "AGG_SESSION_MAX_DAYS",
         default_value_t = 90,
-        value_parser = named::<u32>("AGG_SESSION_MAX_DAYS")
+        value_parser = named::<u32>()
     )]
     session_max_days: u32,
     /// Seconds between heartbeat comments of an idle event stream (`GET /api/v1/events`).
@@ -211,7 +213,7 @@ struct Cli {
         long,
         env = "AGG_EVENT_HEARTBEAT_SECONDS",
         default_value_t = 15,
-        value_parser = named::<u64>("AGG_EVENT_HEARTBEAT_SECONDS")
+        value_parser = named::<u64>()
     )]
     event_heartbeat_seconds: u64,
     /// Event streams one user may hold open at once on this instance; one more answers 429.
@@ -219,7 +221,7 @@ struct Cli {
         long,
         env = "AGG_EVENT_STREAMS_PER_USER",
         default_value_t = 5,
-        value_parser = named::<usize>("AGG_EVENT_STREAMS_PER_USER")
+        value_parser = named::<usize>()
     )]
     event_streams_per_user: usize,
     /// Days durable events (the audit trail of GET /api/v1/admin/audit-events) are kept before
@@ -228,7 +230,7 @@ struct Cli {
         long,
         env = "AGG_AUDIT_RETENTION_DAYS",
         default_value_t = 365,
-        value_parser = named::<u32>("AGG_AUDIT_RETENTION_DAYS")
+        value_parser = named::<u32>()
     )]
     audit_retention_days: u32,
     /// Seconds a client has to send a request's head (slow clients are disconnected); also
@@ -238,7 +240,7 @@ struct Cli {
         long,
         env = "AGG_HEADER_TIMEOUT_SECONDS",
         default_value_t = 10,
-        value_parser = named::<u64>("AGG_HEADER_TIMEOUT_SECONDS")
+        value_parser = named::<u64>()
     )]
     header_timeout_seconds: u64,
     /// Seconds a client has to send a request's whole body, from the start of the request.
@@ -246,7 +248,7 @@ struct Cli {
         long,
         env = "AGG_BODY_TIMEOUT_SECONDS",
         default_value_t = 60,
-        value_parser = named::<u64>("AGG_BODY_TIMEOUT_SECONDS")
+        value_parser = named::<u64>()
     )]
     body_timeout_seconds: u64,
     /// Most connections open at once; beyond it new connections wait in the listen backlog
@@ -255,7 +257,7 @@ struct Cli {
         long,
         env = "AGG_MAX_CONNECTIONS",
         default_value_t = 10_000,
-        value_parser = named::<u32>("AGG_MAX_CONNECTIONS")
+        value_parser = named::<u32>()
     )]
     max_connections: u32,
     /// Seconds a shutdown waits for in-flight requests and jobs before abandoning them.
@@ -263,14 +265,14 @@ struct Cli {
         long,
         env = "AGG_SHUTDOWN_SECONDS",
         default_value_t = 25,
-        value_parser = named::<u64>("AGG_SHUTDOWN_SECONDS")
+        value_parser = named::<u64>()
     )]
     shutdown_seconds: u64,
     /// Password hashes (login, registration, reset) computed at once. Default: one per core.
     #[arg(
         long,
         env = "AGG_HASH_CONCURRENCY",
-        value_parser = named::<usize>("AGG_HASH_CONCURRENCY")
+        value_parser = named::<usize>()
     )]
     hash_concurrency: Option<usize>,
     /// Password hashes that may wait for a free slot; beyond them requests answer 503 with
@@ -278,7 +280,7 @@ struct Cli {
     #[arg(
         long,
         env = "AGG_HASH_QUEUE",
-        value_parser = named::<usize>("AGG_HASH_QUEUE")
+        value_parser = named::<usize>()
     )]
     hash_queue: Option<usize>,
     /// tracing filter, e.g. `info` or `aggregation_core=debug,info`.
@@ -290,7 +292,7 @@ struct Cli {
         long,
         env = "AGG_LOG_FORMAT",
         default_value = "text",
-        value_parser = named::<LogFormat>("AGG_LOG_FORMAT")
+        value_parser = named::<LogFormat>()
     )]
     log_format: LogFormat,
     /// `1` serves the request and job metrics at GET /metrics in the Prometheus text format
@@ -349,20 +351,47 @@ enum StartError {
     Build(#[from] BuildError),
 }
 
-/// A clap value parser whose errors name the environment variable: clap's own name only the
-/// command-line flag, while the server is configured through the environment.
-fn named<T>(
-    variable: &'static str,
-) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+/// A clap value parser of a trimmed `T` whose errors name the argument's environment variable:
+/// clap's own name only the command-line flag, while the server is configured through the
+/// environment.
+fn named<T>() -> Named<T> {
+    Named(PhantomData)
+}
+
+/// The parser [`named`] makes.
+struct Named<T>(PhantomData<fn() -> T>);
+
+impl<T> Clone for Named<T> {
+    fn clone(&self) -> Self {
+        Self(PhantomData)
+    }
+}
+
+impl<T> clap::builder::TypedValueParser for Named<T>
 where
-    T: std::str::FromStr,
+    T: std::str::FromStr + Clone + Send + Sync + 'static,
     T::Err: std::fmt::Display,
 {
-    move |value| {
-        value
-            .trim()
-            .parse()
-            .map_err(|error| format!("{variable}: {error}"))
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let variable = arg
+            .and_then(clap::Arg::get_env)
+            .map(|variable| variable.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // clap's parser for a function renders the failure as for any other value.
+        let parse = move |value: &str| {
+            value
+                .trim()
+                .parse::<T>()
+                .map_err(|error| format!("{variable}: {error}"))
+        };
+        clap::builder::TypedValueParser::parse_ref(&parse, command, arg, value)
     }
 }
 

@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use aggregation_core::events::MemoryEventSink;
 use aggregation_core::mail::{Email, MemoryMailer};
-use aggregation_core::providers::{SchwabProvider, SchwabSandbox};
+use aggregation_core::providers::SchwabProvider;
 use aggregation_core::rate_limit::{PolicyTable, RateLimitStore};
 use aggregation_core::store::{PostgresStore, SqliteStore, Store};
 use aggregation_core::testing::ThrowawayDatabase;
 use aggregation_core::{AggregationService, Config, PeerAddr};
+use aggregation_sandbox::SchwabSandbox;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode, header};
 use http_body_util::{BodyExt as _, Full};

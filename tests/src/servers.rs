@@ -45,7 +45,7 @@ pub(crate) async fn start_axum(service: AggregationService) -> (String, ServerGu
 
 /// Serves a provider sandbox on a loopback socket; its base URL.
 pub(crate) async fn start_sandbox(
-    sandbox: aggregation_core::providers::SchwabSandbox,
+    sandbox: aggregation_sandbox::SchwabSandbox,
 ) -> (String, ServerGuard) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -969,7 +969,8 @@ async fn instance_call(
 async fn two_instances_refreshing_one_connection_keep_it_active() {
     use aggregation_core::AggregationService;
     use aggregation_core::mail::MemoryMailer;
-    use aggregation_core::providers::{SchwabProvider, SchwabSandbox};
+    use aggregation_core::providers::SchwabProvider;
+    use aggregation_sandbox::SchwabSandbox;
 
     let shared = aggregation_tests::SharedDatabase::open().await;
     let sandbox = SchwabSandbox::new();

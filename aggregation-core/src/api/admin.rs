@@ -16,12 +16,14 @@ use chrono::{DateTime, Utc};
 use http::StatusCode;
 use http::request::Parts;
 use serde::{Deserialize, Serialize};
+use utoipa::openapi::schema::ObjectBuilder;
 use uuid::Uuid;
 
 use super::extract::{Json, PathUserId, Query, User};
 use super::handler::FromParts;
+use super::openapi::schemas;
 use super::routes::{Route, limited, route};
-use super::validate::{AllValid as _, Field, Validate, body, query};
+use super::validate::{AllValid as _, Field, ParameterSchema, Validate, body, query};
 use super::{ApiResult, json};
 use crate::admin::AdminError;
 use crate::app::App;
@@ -81,8 +83,15 @@ impl FromParts for Admin {
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct ReasonBody {
-    #[schema(value_type = String, required = true, min_length = 1, max_length = 500, example = "Suspected token leak")]
+    #[schema(required = true, schema_with = reason_schema)]
     reason: Field,
+}
+
+fn reason_schema() -> ObjectBuilder {
+    schemas::with_example(
+        schemas::text(1, MAX_REASON_CHARS, false),
+        "Suspected token leak",
+    )
 }
 
 impl Validate for ReasonBody {
@@ -259,12 +268,15 @@ pub(crate) struct AuditQuery {
     #[param(schema_with = crate::api::openapi::schemas::uuid)]
     after: Option<String>,
     /// Events per page.
-    #[param(value_type = Option<i64>, minimum = 1, maximum = 200)]
+    #[param(value_type = Option<i64>)]
     limit: Option<String>,
 }
 
 impl Validate for AuditQuery {
     type Valid = AuditFilter;
+
+    const PARAMETER_SCHEMAS: &'static [ParameterSchema] =
+        &[("limit", || schemas::query_integer(1, Some(MAX_AUDIT_LIMIT)))];
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
         let since = query::datetime("since", self.since, false);

@@ -2,9 +2,11 @@
 
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat};
 use uuid::Uuid;
 
 use super::extract::{Json, User};
+use super::openapi::schemas;
 use super::routes::{Route, limited, route};
 use super::validate::{AllValid as _, Field, Validate, body};
 use super::{ApiResult, json, no_content};
@@ -103,8 +105,15 @@ impl Validate for EmailBody {
 pub(crate) struct LoginBody {
     #[schema(value_type = String, required = true, format = Email, example = "ada@example.com")]
     email: Field,
-    #[schema(value_type = String, required = true, min_length = 1, max_length = 128, format = Password, example = "correct horse battery staple")]
+    #[schema(required = true, schema_with = login_password_schema)]
     password: Field,
+}
+
+/// Any password a login reads: the rule of new passwords is not the login's business.
+fn login_password_schema() -> ObjectBuilder {
+    let schema = schemas::text(1, MAX_PASSWORD_CHARS, false)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Password)));
+    schemas::with_example(schema, "correct horse battery staple")
 }
 
 impl Validate for LoginBody {
@@ -123,15 +132,28 @@ impl Validate for LoginBody {
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct RefreshTokenBody {
-    #[schema(value_type = String, required = true, min_length = 1, max_length = 4096)]
+    #[schema(required = true, schema_with = refresh_token_schema)]
     refresh_token: Field,
+}
+
+/// Longest refresh token read (the server's are 43 characters).
+const MAX_REFRESH_TOKEN_CHARS: usize = 4096;
+
+fn refresh_token_schema() -> ObjectBuilder {
+    schemas::text(1, MAX_REFRESH_TOKEN_CHARS, false)
 }
 
 impl Validate for RefreshTokenBody {
     type Valid = String;
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        body::string("refresh_token", self.refresh_token, 1, 4096).all_valid()
+        body::string(
+            "refresh_token",
+            self.refresh_token,
+            1,
+            MAX_REFRESH_TOKEN_CHARS,
+        )
+        .all_valid()
     }
 }
 

@@ -17,12 +17,16 @@ use chrono::{DateTime, Utc};
 use http::StatusCode;
 use http::request::Parts;
 use serde::{Deserialize, Serialize};
+use utoipa::openapi::schema::ObjectBuilder;
 use uuid::Uuid;
 
 use super::extract::{Caller, Json, JsonOrEmpty, PathId, Query, User};
 use super::handler::FromParts;
+use super::openapi::schemas;
 use super::routes::{Route, limited, route};
-use super::validate::{ActiveOnlyQuery, AllValid as _, Field, Validate, body, query};
+use super::validate::{
+    ActiveOnlyQuery, AllValid as _, Field, ParameterSchema, Validate, body, query,
+};
 use super::{ApiResult, json, no_content};
 use crate::app::App;
 use crate::config::Config;
@@ -50,6 +54,10 @@ pub(crate) const ROUTES: &[Route] = &[
 
 /// Longest alias.
 const MAX_ALIAS_CHARS: usize = 100;
+/// Longest provider slug a connect reads.
+pub(crate) const MAX_PROVIDER_SLUG_CHARS: usize = 100;
+/// Longest redirect URI a connect reads.
+pub(crate) const MAX_REDIRECT_URI_CHARS: usize = 2048;
 /// Longest authorization code or state accepted on a callback.
 const MAX_CALLBACK_PARAM_CHARS: usize = 2048;
 
@@ -60,10 +68,14 @@ const MAX_CALLBACK_PARAM_CHARS: usize = 2048;
 pub(crate) struct ConnectBody {
     #[schema(value_type = crate::api::openapi::schemas::ConnectableProviderSlug, required = true)]
     provider_slug: Field,
-    #[schema(value_type = Option<String>, max_length = 100, example = "Brokerage")]
+    #[schema(schema_with = connect_alias_schema)]
     alias: Field,
     #[schema(value_type = Option<crate::api::openapi::schemas::AllowedRedirectUri>)]
     redirect_uri: Field,
+}
+
+fn connect_alias_schema() -> ObjectBuilder {
+    schemas::with_example(schemas::text(0, MAX_ALIAS_CHARS, true), "Brokerage")
 }
 
 /// What a connect asks for.
@@ -78,9 +90,14 @@ impl Validate for ConnectBody {
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
         let (slug, alias, redirect_uri) = (
-            body::string("provider_slug", self.provider_slug, 1, 100),
+            body::string(
+                "provider_slug",
+                self.provider_slug,
+                1,
+                MAX_PROVIDER_SLUG_CHARS,
+            ),
             body::optional_string("alias", self.alias, 0, MAX_ALIAS_CHARS),
-            body::optional_string("redirect_uri", self.redirect_uri, 1, 2048),
+            body::optional_string("redirect_uri", self.redirect_uri, 1, MAX_REDIRECT_URI_CHARS),
         )
             .all_valid()?;
         Ok(Connect {
@@ -116,9 +133,9 @@ fn allowed_redirect_uri(config: &Config, requested: Option<String>) -> Result<St
 /// `?code&state` of an OAuth callback.
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct CallbackQuery {
-    #[param(value_type = String, required = true, min_length = 1, max_length = 2048)]
+    #[param(value_type = String, required = true)]
     code: Option<String>,
-    #[param(value_type = String, required = true, min_length = 1, max_length = 2048)]
+    #[param(value_type = String, required = true)]
     state: Option<String>,
 }
 
@@ -141,6 +158,13 @@ fn callback_param(name: &str, raw: Option<String>) -> Result<String, FieldError>
 
 impl Validate for CallbackQuery {
     type Valid = (String, String);
+
+    const PARAMETER_SCHEMAS: &'static [ParameterSchema] = &[
+        ("code", || schemas::text(1, MAX_CALLBACK_PARAM_CHARS, false)),
+        ("state", || {
+            schemas::text(1, MAX_CALLBACK_PARAM_CHARS, false)
+        }),
+    ];
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
         (
@@ -169,8 +193,12 @@ impl FromParts for CallbackCaller {
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct UpdateBody {
-    #[schema(value_type = Option<String>, max_length = 100, example = "Retirement")]
+    #[schema(schema_with = update_alias_schema)]
     alias: Field,
+}
+
+fn update_alias_schema() -> ObjectBuilder {
+    schemas::with_example(schemas::text(0, MAX_ALIAS_CHARS, true), "Retirement")
 }
 
 impl Validate for UpdateBody {

@@ -3,9 +3,11 @@
 use chrono::{DateTime, Utc};
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
+use utoipa::openapi::schema::ObjectBuilder;
 use uuid::Uuid;
 
 use super::extract::{JsonOrEmpty, PathId, Query, User};
+use super::openapi::schemas;
 use super::routes::{Route, limited, route};
 use super::validate::{ActiveOnlyQuery, AllValid as _, Field, Validate, body};
 use super::{ApiResult, json, no_content};
@@ -33,8 +35,12 @@ const MAX_REASON_CHARS: usize = 255;
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct RevokeBody {
-    #[schema(value_type = Option<String>, min_length = 1, max_length = 255)]
+    #[schema(schema_with = reason_schema)]
     reason: Field,
+}
+
+fn reason_schema() -> ObjectBuilder {
+    schemas::text(1, MAX_REASON_CHARS, true)
 }
 
 impl Validate for RevokeBody {

@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::extract::{PathId, Query, User};
+use super::openapi::schemas;
 use super::routes::{Route, limited, route};
-use super::validate::{AllValid as _, Validate, query};
+use super::validate::{AllValid as _, ParameterSchema, Validate, query};
 use super::{ApiResult, json};
 use crate::app::App;
 use crate::config::Config;
@@ -68,7 +69,7 @@ impl Validate for HistoryQuery {
 /// `limit` and `source` of the per-account listing.
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct ListQuery {
-    #[param(value_type = Option<i64>, minimum = 1, maximum = 100)]
+    #[param(value_type = Option<i64>)]
     limit: Option<String>,
     #[param(value_type = Option<SnapshotSource>, inline)]
     source: Option<String>,
@@ -76,6 +77,9 @@ pub(crate) struct ListQuery {
 
 impl Validate for ListQuery {
     type Valid = (u32, Option<SnapshotSource>);
+
+    const PARAMETER_SCHEMAS: &'static [ParameterSchema] =
+        &[("limit", || schemas::query_integer(1, Some(MAX_LIMIT)))];
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
         (

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::extract::{PathId, Query, User};
+use super::openapi::schemas;
 use super::routes::{Route, limited, route};
-use super::validate::{AllValid as _, Validate, query};
+use super::validate::{AllValid as _, ParameterSchema, Validate, query};
 use super::{ApiResult, json};
 use crate::app::App;
 use crate::config::Config;
@@ -38,10 +39,10 @@ const DEFAULT_RANGE_LIMIT: u32 = 500;
 pub(crate) struct ListQuery {
     /// Page size: 1 to 100 (default 50) for the listing by account; 1 to 500 (default 500)
     /// for the date-range listing (both `start_date` and `end_date`).
-    #[param(value_type = Option<i64>, minimum = 1, maximum = 500)]
+    #[param(value_type = Option<i64>)]
     limit: Option<String>,
     /// Rows skipped (listing by account only; the date-range listing pages by `cursor`).
-    #[param(value_type = Option<i64>, minimum = 0)]
+    #[param(value_type = Option<i64>)]
     offset: Option<String>,
     /// Only this type (listing by account only).
     #[param(value_type = Option<TransactionType>, inline)]
@@ -119,6 +120,11 @@ fn cursor(
 impl Validate for ListQuery {
     /// The date range when both dates are given, else the page.
     type Valid = TransactionQuery;
+
+    const PARAMETER_SCHEMAS: &'static [ParameterSchema] = &[
+        ("limit", || schemas::query_integer(1, Some(MAX_RANGE_LIMIT))),
+        ("offset", || schemas::query_integer(0, None)),
+    ];
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
         // Decided by presence, so a malformed date does not also misjudge the limit.

@@ -21,10 +21,14 @@ use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
+use utoipa::openapi::schema::ObjectBuilder;
 
 use crate::config::Config;
 use crate::dates;
 use crate::problem::{ApiError, FieldError};
+
+/// A query parameter's name and the schema the document gives it ([`Validate::PARAMETER_SCHEMAS`]).
+pub(crate) type ParameterSchema = (&'static str, fn() -> ObjectBuilder);
 
 /// A request type checked field by field after deserializing.
 pub(crate) trait Validate: DeserializeOwned {
@@ -37,6 +41,11 @@ pub(crate) trait Validate: DeserializeOwned {
     /// The query parameters that must be present, for the OpenAPI document: a parameter
     /// whose schema is a shared one (`#[param(schema_with = ...)]`) loses its `required`.
     const REQUIRED_PARAMETERS: &'static [&'static str] = &[];
+
+    /// Query parameter schemas built from the constants their rules check against, in place of
+    /// the derived ones (whose bounds can only be literals); the derived description and
+    /// `required` stay.
+    const PARAMETER_SCHEMAS: &'static [ParameterSchema] = &[];
 }
 
 /// A tuple of field results: every value, or one 422 with every error in tuple order.

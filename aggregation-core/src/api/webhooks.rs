@@ -20,9 +20,11 @@ use chrono::{DateTime, Utc};
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::openapi::schema::ObjectBuilder;
 use uuid::Uuid;
 
 use super::extract::{Json, PathId, User};
+use super::openapi::schemas;
 use super::routes::{Route, limited, route};
 use super::validate::{AllValid as _, Field, Validate, body};
 use super::{ApiResult, json, no_content};
@@ -65,11 +67,17 @@ const MAX_EVENT_TYPE_NAMES: usize = 32;
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct WebhookRegistrationBody {
-    #[schema(value_type = String, required = true, min_length = 1, max_length = 2048,
-        example = "https://hooks.example.com/aggregation")]
+    #[schema(required = true, schema_with = url_schema)]
     url: Field,
     #[schema(value_type = Option<Vec<crate::events::EventType>>)]
     event_types: Field,
+}
+
+fn url_schema() -> ObjectBuilder {
+    schemas::with_example(
+        schemas::text(1, MAX_URL_CHARS, false),
+        "https://hooks.example.com/aggregation",
+    )
 }
 
 /// What a registration asks for.

@@ -147,6 +147,25 @@ pub(crate) struct IssuedTokens {
     pub expires_in: i64,
 }
 
+/// The emails a stranger may ask for about an account, answered the same whether it exists.
+#[derive(Debug, Clone, Copy)]
+enum AccountEmail {
+    /// Another verification token, for an unverified account.
+    Verification,
+    /// A password reset token.
+    PasswordReset,
+}
+
+impl AccountEmail {
+    /// What the log says when writing the email failed.
+    fn failure(self) -> &'static str {
+        match self {
+            Self::Verification => "verification email request failed",
+            Self::PasswordReset => "password reset request failed",
+        }
+    }
+}
+
 /// Raw User-Agent values longer than this are cut before they are stored.
 const MAX_USER_AGENT_CHARS: usize = 512;
 
@@ -330,22 +349,29 @@ impl Auth {
     /// `reset_emails_per_hour` an hour; otherwise does nothing. The work runs in the
     /// background so that the answer takes the same time either way.
     pub(crate) fn resend_verification(&self, email: &str, client: ClientInfo) {
+        self.email_account_in_background(email, client, AccountEmail::Verification);
+    }
+
+    /// The one send path of the emails a stranger may ask for: the lookup and the writing run
+    /// in a background task, into a place in the mail queue reserved before the task starts
+    /// (so a mail-queue shutdown waits for the task).
+    fn email_account_in_background(&self, email: &str, client: ClientInfo, kind: AccountEmail) {
         let auth = self.clone();
         let email = normalize_email(email);
-        // Reserved before the task starts, so a mail-queue shutdown waits for this task.
         let permit = self.mail.reserve();
         tokio::spawn(async move {
-            if let Err(error) = auth.send_verification_again(&email, &client, permit).await {
-                tracing::error!(error = %error, "verification email request failed");
+            if let Err(error) = auth.email_account(&email, &client, permit, kind).await {
+                tracing::error!(error = %error, "{}", kind.failure());
             }
         });
     }
 
-    async fn send_verification_again(
+    async fn email_account(
         &self,
         email: &str,
         client: &ClientInfo,
         permit: Option<MailPermit>,
+        kind: AccountEmail,
     ) -> Result<(), AuthError> {
         let Some(permit) = permit else {
             return Ok(());
@@ -353,17 +379,28 @@ impl Auth {
         let Some(user) = self.store.user_by_email(email).await? else {
             return Ok(());
         };
-        if user.email_verified_at.is_some() {
-            return Ok(());
-        }
-        let cap = u64::from(self.config.reset_emails_per_hour());
-        if let Some(email) = self
-            .verification_email(user.id, &user.email, client, Some(cap))
-            .await?
-        {
+        let written = match kind {
+            AccountEmail::Verification => self.verification_email_again(&user, client).await?,
+            AccountEmail::PasswordReset => self.password_reset_email(&user, client).await?,
+        };
+        if let Some(email) = written {
             permit.send(email);
         }
         Ok(())
+    }
+
+    /// A new verification email for an unverified account, within the hourly cap.
+    async fn verification_email_again(
+        &self,
+        user: &UserRecord,
+        client: &ClientInfo,
+    ) -> Result<Option<Email>, AuthError> {
+        if user.email_verified_at.is_some() {
+            return Ok(None);
+        }
+        let cap = u64::from(self.config.reset_emails_per_hour());
+        self.verification_email(user.id, &user.email, client, Some(cap))
+            .await
     }
 
     async fn dummy_hash(&self) -> Result<&str, AuthError> {
@@ -626,29 +663,15 @@ impl Auth {
     /// Sends a reset token when the account exists (at most `reset_emails_per_hour` an hour).
     /// The work runs in the background so that the answer takes the same time either way.
     pub(crate) fn request_password_reset(&self, email: &str, client: ClientInfo) {
-        let auth = self.clone();
-        let email = normalize_email(email);
-        // Reserved before the task starts, so a mail-queue shutdown waits for this task.
-        let permit = self.mail.reserve();
-        tokio::spawn(async move {
-            if let Err(error) = auth.send_password_reset(&email, &client, permit).await {
-                tracing::error!(error = %error, "password reset request failed");
-            }
-        });
+        self.email_account_in_background(email, client, AccountEmail::PasswordReset);
     }
 
-    async fn send_password_reset(
+    /// A password reset email with a new token, within the hourly cap.
+    async fn password_reset_email(
         &self,
-        email: &str,
+        user: &UserRecord,
         client: &ClientInfo,
-        permit: Option<MailPermit>,
-    ) -> Result<(), AuthError> {
-        let Some(permit) = permit else {
-            return Ok(());
-        };
-        let Some(user) = self.store.user_by_email(email).await? else {
-            return Ok(());
-        };
+    ) -> Result<Option<Email>, AuthError> {
         let token = random_hex_token();
         let created_at = now();
         let issued = self
@@ -668,11 +691,11 @@ impl Auth {
             )
             .await?;
         if !issued {
-            return Ok(());
+            return Ok(None);
         }
         let base = self.config.base_url();
         let minutes = self.config.reset_token_ttl().as_secs() / 60;
-        permit.send(Email::new(
+        Ok(Some(Email::new(
             &user.email,
             "Reset your password",
             format!(
@@ -682,8 +705,7 @@ impl Auth {
                  The token expires in {minutes} minutes and works once. Resetting signs out \
                  every session.\n\nIf this was not you, ignore this email.\n"
             ),
-        ));
-        Ok(())
+        )))
     }
 
     pub(crate) async fn reset_password(

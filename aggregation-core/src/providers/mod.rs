@@ -1,6 +1,6 @@
-//! External financial providers: the [`Provider`] trait, the registry the service holds, the
-//! built-in Charles Schwab provider (feature `schwab`, on by default) and a Schwab-compatible
-//! sandbox (feature `sandbox`).
+//! External financial providers: the [`Provider`] trait, the registry the service holds and the
+//! built-in Charles Schwab provider (feature `schwab`, on by default). Sandboxes that imitate
+//! the providers for demos and tests live in the `aggregation-sandbox` crate.
 //!
 //! A provider does four things: builds the OAuth 2.0 authorization address, exchanges an
 //! authorization code (and refreshes tokens) at its token endpoint, and fetches accounts,
@@ -39,13 +39,9 @@
 //! token-refresh job on one instance (it takes a lease) and keep user syncs of one connection
 //! on one instance (sticky routing) if your provider behaves so.
 
-#[cfg(feature = "sandbox")]
-mod sandbox;
 #[cfg(feature = "schwab")]
 mod schwab;
 
-#[cfg(feature = "sandbox")]
-pub use sandbox::SchwabSandbox;
 #[cfg(feature = "schwab")]
 pub use schwab::{SchwabConfig, SchwabProvider};
 

@@ -207,6 +207,12 @@ impl<T: Validate + IntoParams> DescribeArg for Query<T> {
                     if T::REQUIRED_PARAMETERS.contains(&parameter.name.as_str()) {
                         parameter.required = Required::True;
                     }
+                    if let Some((_, schema)) = T::PARAMETER_SCHEMAS
+                        .iter()
+                        .find(|(name, _)| *name == parameter.name)
+                    {
+                        parameter.schema = Some(schema().into());
+                    }
                     parameter
                 },
             ));

@@ -96,6 +96,35 @@ impl ServiceFacts<'_> {
     }
 }
 
+/// A string of at most `max` characters, and at least `min` when `min` is above 0: the schema
+/// of a body field whose rule (`body::string` and kin) takes the same constants.
+pub(crate) fn text(min: usize, max: usize, nullable: bool) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(string_type(nullable))
+        .min_length((min > 0).then_some(min))
+        .max_length(Some(max))
+}
+
+/// An integer query parameter from `min` to `max` (none: no upper bound stated), or absent:
+/// the schema of a parameter whose rule (`query::integer`) takes the same constants.
+pub(crate) fn query_integer(min: i64, max: Option<i64>) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        .minimum(Some(min))
+        .maximum(max)
+}
+
+/// `schema` with the OpenAPI 3.0 `example`, as the derive writes a field's `example = ...`:
+/// for fields whose schema is built here so that its bounds come from the rule's constants.
+pub(crate) fn with_example(schema: ObjectBuilder, example: &str) -> ObjectBuilder {
+    #[expect(
+        deprecated,
+        reason = "the published document carries these fields' `example` as the derive writes it"
+    )]
+    schema.example(Some(example.into()))
+}
+
 /// A redirect URI that a connect accepts: one the server is configured with
 /// ([`ServiceFacts`] lists them in a service's document).
 pub(crate) struct AllowedRedirectUri;
@@ -103,10 +132,7 @@ pub(crate) struct AllowedRedirectUri;
 /// Without a service, any URI a connect reads.
 impl utoipa::PartialSchema for AllowedRedirectUri {
     fn schema() -> RefOr<Schema> {
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .min_length(Some(1))
-            .max_length(Some(2048))
+        text(1, crate::api::providers::MAX_REDIRECT_URI_CHARS, false)
             .description(Some(
                 "One of the redirect URIs the server is configured with.",
             ))
@@ -123,10 +149,7 @@ pub(crate) struct ConnectableProviderSlug;
 /// Without a service, any slug a connect reads (the providers are unknown).
 impl utoipa::PartialSchema for ConnectableProviderSlug {
     fn schema() -> RefOr<Schema> {
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .min_length(Some(1))
-            .max_length(Some(100))
+        text(1, crate::api::providers::MAX_PROVIDER_SLUG_CHARS, false)
             .description(Some(
                 "The slug of a provider the server connects through OAuth.",
             ))
@@ -220,11 +243,12 @@ pub(crate) fn new_password() -> ObjectBuilder {
         .min_length(Some(MIN_PASSWORD_CHARS))
         .max_length(Some(MAX_PASSWORD_CHARS))
         .pattern(Some(password_pattern()))
-        .description(Some(
-            "8 to 128 characters with an upper-case letter, a lower-case letter, a digit and a \
-             character that is neither letter nor digit (Unicode general categories `Lu`, \
-             `Ll`, `N`, and neither `L` nor `N`); not one of the 10,000 most common passwords.",
-        ))
+        .description(Some(format!(
+            "{MIN_PASSWORD_CHARS} to {MAX_PASSWORD_CHARS} characters with an upper-case letter, \
+             a lower-case letter, a digit and a character that is neither letter nor digit \
+             (Unicode general categories `Lu`, `Ll`, `N`, and neither `L` nor `N`); not one of \
+             the 10,000 most common passwords."
+        )))
         .examples(["correct Horse battery 9staple"])
 }
 

@@ -1,6 +1,6 @@
 //! A Schwab-compatible sandbox: the OAuth endpoints and the three Trader API endpoints the
-//! [`SchwabProvider`](super::SchwabProvider) uses, over deterministic demo data, as a
-//! `tower::Service`. For tests and demos; it never talks to Schwab.
+//! [`SchwabProvider`](aggregation_core::SchwabProvider) uses, over deterministic demo data,
+//! as a `tower::Service`. For tests and demos; it never talks to Schwab.
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -10,18 +10,17 @@ use std::str::FromStr as _;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 
+use aggregation_core::SchwabConfig;
 use base64::Engine as _;
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDate, NaiveTime, TimeDelta, Utc};
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt as _, Full, Limited};
+use rand::RngExt as _;
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use url::{Url, form_urlencoded};
-
-use super::SchwabConfig;
-use crate::crypto::random_urlsafe_token;
 
 /// How long an authorization code stays valid.
 const CODE_LIFETIME: TimeDelta = TimeDelta::minutes(10);
@@ -162,7 +161,8 @@ struct State {
 /// strips. The service never fails: every problem is a JSON error answer.
 ///
 /// ```no_run
-/// use aggregation_core::providers::{SchwabProvider, SchwabSandbox};
+/// use aggregation_core::SchwabProvider;
+/// use aggregation_sandbox::SchwabSandbox;
 ///
 /// let sandbox = SchwabSandbox::new();
 /// // Serve `sandbox.clone()` at http://127.0.0.1:8081, then:
@@ -197,6 +197,13 @@ impl Default for SchwabSandbox {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// 32 random bytes, base64url without padding: codes and tokens as unguessable as the
+/// service's own.
+fn random_urlsafe_token() -> String {
+    let bytes: [u8; 32] = rand::rng().random();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 fn dec(units: i64, scale: u32) -> Decimal {

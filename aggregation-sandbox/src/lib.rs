@@ -1,0 +1,6 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+
+mod schwab;
+
+pub use schwab::SchwabSandbox;
