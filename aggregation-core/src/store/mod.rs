@@ -18,6 +18,8 @@ use uuid::Uuid;
 use crate::enums::string_enum;
 use crate::events::Event;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod backend;
 #[cfg(test)]
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod event_tests;
@@ -43,6 +45,30 @@ mod providers;
 mod records;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_admin;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_batches;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_connections;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_events;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_login_networks;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_migrate;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_providers;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_records;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_sessions;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_upserts;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_users;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_webhooks;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(test)]
@@ -50,6 +76,8 @@ mod sqlite;
 mod webhook_tests;
 mod webhooks;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use backend::{Backend, SqlStore};
 pub use events::{AuditFilter, EventStore};
 pub(crate) use guard::GuardedStore;
 pub use imports::{
@@ -107,7 +135,7 @@ string_enum! {
 
 /// A stored user.
 #[derive(Debug, Clone)]
-#[cfg_attr(sql, derive(sqlx::FromRow))]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
 pub struct UserRecord {
     /// Id (UUIDv7).
     pub id: Uuid,
@@ -195,7 +223,7 @@ pub enum TokenCheck {
 
 /// A stored session.
 #[derive(Debug, Clone)]
-#[cfg_attr(sql, derive(sqlx::FromRow))]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
 pub struct SessionRecord {
     /// Id.
     pub id: Uuid,
@@ -257,7 +285,7 @@ pub struct NewRefreshToken {
 
 /// A stored refresh token with the state of its session.
 #[derive(Debug, Clone)]
-#[cfg_attr(sql, derive(sqlx::FromRow))]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
 pub struct RefreshTokenRecord {
     /// Its session.
     pub session_id: Uuid,
@@ -425,7 +453,7 @@ pub trait SessionStore: Send + Sync {
 /// The security configuration: the global minimum refresh-token version and the grace period
 /// of the last global rotation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(sql, derive(sqlx::FromRow))]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
 pub struct SecurityConfigRecord {
     /// Refresh tokens stamped below this version are rejected (outside the grace period).
     pub global_min_token_version: i64,
@@ -476,7 +504,7 @@ pub struct RotationOutcome {
 
 /// One audit row of a token rotation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(sql, derive(sqlx::FromRow))]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
 pub struct TokenRotationRecord {
     /// Audit id.
     pub id: Uuid,
@@ -560,7 +588,7 @@ pub trait SecurityStore: Send + Sync {
 
 /// The run record and lease of one background job.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(sql, derive(sqlx::FromRow))]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
 pub struct JobRunRecord {
     /// Job name.
     pub name: String,
@@ -687,13 +715,21 @@ impl<T> Store for T where
 {
 }
 
-/// Current time truncated to microseconds, the precision both databases keep.
+/// Current time truncated to microseconds, the precision both databases keep. Public with the
+/// `testing` feature only, for fixtures that write times the store must read back unchanged.
+#[cfg(feature = "testing")]
 pub fn now() -> DateTime<Utc> {
     truncate_to_micros(Utc::now())
 }
 
+/// Current time truncated to microseconds, the precision both databases keep.
+#[cfg(not(feature = "testing"))]
+pub(crate) fn now() -> DateTime<Utc> {
+    truncate_to_micros(Utc::now())
+}
+
 /// Truncates a timestamp to microseconds.
-pub fn truncate_to_micros(at: DateTime<Utc>) -> DateTime<Utc> {
+pub(crate) fn truncate_to_micros(at: DateTime<Utc>) -> DateTime<Utc> {
     use chrono::DurationRound as _;
     at.duration_trunc(chrono::TimeDelta::microseconds(1))
         .unwrap_or(at)

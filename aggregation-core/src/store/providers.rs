@@ -20,7 +20,7 @@ use crate::events::Event;
 
 /// A pending OAuth authorization, stored when a user starts connecting a provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(sql, derive(sqlx::FromRow))]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
 pub struct NewOAuthState {
     /// SHA-256 of the state value handed to the provider (the value itself is never stored).
     pub state_digest: Vec<u8>,

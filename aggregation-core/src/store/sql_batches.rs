@@ -7,11 +7,11 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
-use super::connections::find_or_create_connection_in;
-use super::events::insert_event;
-use super::records::{deactivate_missing_holdings_in, insert_snapshot_in};
-use super::upserts::{account_in, upsert_in, upsert_one, upsert_transactions_in};
-use super::{BEGIN_WRITE, SqlStore, Tx};
+use super::backend::{Backend, SqlStore, Tx, query, query_as, query_scalar};
+use super::sql_connections::find_or_create_connection_in;
+use super::sql_events::insert_event;
+use super::sql_records::{deactivate_missing_holdings_in, insert_snapshot_in};
+use super::sql_upserts::{account_in, upsert_in, upsert_one, upsert_transactions_in};
 use crate::events::Event;
 use crate::store::sql::{OptionalDec, Upserted, tally};
 use crate::store::{
@@ -20,12 +20,12 @@ use crate::store::{
 };
 
 /// Moves the connection's last sync (and last change) to `now`.
-async fn mark_synced(
-    tx: &mut Tx,
+async fn mark_synced<B: Backend>(
+    tx: &mut Tx<B>,
     connection_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    sqlx::query("UPDATE connections SET last_sync_at = $2, updated_at = $2 WHERE id = $1")
+    query::<B>("UPDATE connections SET last_sync_at = $2, updated_at = $2 WHERE id = $1")
         .bind(connection_id)
         .bind(now)
         .execute(&mut **tx)
@@ -35,8 +35,8 @@ async fn mark_synced(
 
 /// Whether the account has a `file_import` snapshot captured at the same instant with the same
 /// figures.
-async fn has_import_snapshot(
-    tx: &mut Tx,
+async fn has_import_snapshot<B: Backend>(
+    tx: &mut Tx<B>,
     account_id: Uuid,
     snapshot: &ImportSnapshot,
 ) -> Result<bool, StoreError> {
@@ -45,7 +45,7 @@ async fn has_import_snapshot(
         OptionalDec,
         OptionalDec,
         OptionalDec,
-    )> = sqlx::query_as(
+    )> = query_as::<B, _>(
         "SELECT balance, available_balance, holdings_value, cash_value \
              FROM balance_snapshots WHERE account_id = $1 AND source = $2 AND captured_at = $3",
     )
@@ -65,8 +65,8 @@ async fn has_import_snapshot(
 }
 
 /// Writes one account of an import with its transactions, holdings and snapshot.
-async fn import_account(
-    tx: &mut Tx,
+async fn import_account<B: Backend>(
+    tx: &mut Tx<B>,
     connection_id: Uuid,
     item: &ImportAccount,
     now: DateTime<Utc>,
@@ -121,7 +121,7 @@ async fn import_account(
 }
 
 #[async_trait]
-impl ImportStore for SqlStore {
+impl<B: Backend> ImportStore for SqlStore<B> {
     async fn apply_import(
         &self,
         user_id: Uuid,
@@ -129,7 +129,7 @@ impl ImportStore for SqlStore {
         now: DateTime<Utc>,
         raised: &mut Vec<Event>,
     ) -> Result<ImportCounts, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let mut counts = ImportCounts::default();
         for institution in &batch.institutions {
             let alias = Some(institution.alias.as_str());
@@ -150,8 +150,8 @@ impl ImportStore for SqlStore {
 }
 
 /// Writes one account's part of a sync batch.
-async fn sync_account(
-    tx: &mut Tx,
+async fn sync_account<B: Backend>(
+    tx: &mut Tx<B>,
     connection_id: Uuid,
     item: &SyncAccountData,
     now: DateTime<Utc>,
@@ -177,7 +177,7 @@ async fn sync_account(
             .map(|holding| holding.provider_holding_id.clone())
             .collect();
         counts.holdings_deactivated +=
-            deactivate_missing_holdings_in(&mut **tx, account.id, &keep, now).await?;
+            deactivate_missing_holdings_in::<B, _>(&mut **tx, account.id, &keep, now).await?;
     }
     if let Some(snapshot) = &item.snapshot {
         let snapshot = NewSnapshot {
@@ -197,7 +197,7 @@ async fn sync_account(
 }
 
 #[async_trait]
-impl SyncStore for SqlStore {
+impl<B: Backend> SyncStore for SqlStore<B> {
     async fn apply_sync(
         &self,
         connection_id: Uuid,
@@ -205,10 +205,10 @@ impl SyncStore for SqlStore {
         now: DateTime<Utc>,
         raised: &mut Vec<Event>,
     ) -> Result<SyncCounts, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         // Locks the connection's row (PostgreSQL) so syncs of one connection are applied one
         // after the other; SQLite's BEGIN IMMEDIATE serializes writers.
-        let owner: Option<Uuid> = sqlx::query_scalar(
+        let owner: Option<Uuid> = query_scalar::<B, _>(
             "UPDATE connections SET updated_at = updated_at WHERE id = $1 RETURNING user_id",
         )
         .bind(connection_id)
