@@ -4,11 +4,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::backend::{Backend, Executor, SqlStore, Tx, query, query_as, query_scalar};
-use super::sql_connections::lock_user_in;
-use super::sql_events::insert_event;
-use super::sql_sessions::revoke_user_sessions;
 use crate::events::Event;
+use crate::store::backend::{Backend, Executor, SqlStore, Tx, query, query_as, query_scalar};
+use crate::store::events::sql::insert_event;
+use crate::store::records::sql::connections::lock_user_in;
+use crate::store::sessions::sql::revoke_user_sessions;
 use crate::store::{
     NewOneTimeToken, NewUser, OneTimeTokenStore, Role, StoreError, TokenCheck, TokenPurpose,
     UserRecord, UserStore,

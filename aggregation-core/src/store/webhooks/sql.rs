@@ -7,10 +7,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::backend::{Backend, QueryBuilder, SqlStore, Tx, query, query_as, query_scalar};
-use super::sql_connections::lock_user_in;
-use super::sql_events::insert_event;
 use crate::events::Event;
+use crate::store::backend::{Backend, QueryBuilder, SqlStore, Tx, query, query_as, query_scalar};
+use crate::store::events::sql::insert_event;
+use crate::store::records::sql::connections::lock_user_in;
 use crate::store::{
     ClaimedDelivery, DeliveryClaim, DeliveryStatus, NewWebhookEndpoint, NextDelivery, StoreError,
     WebhookAttempt, WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord,
@@ -144,7 +144,7 @@ fn delivery_payload(event: &Event) -> String {
 /// payload stored is the exact body that will be signed and sent ([`delivery_payload`]). An
 /// event without a user (a global rotation) goes to no webhook. The caller keeps `events`
 /// within [`EVENTS_PER_STATEMENT`](crate::store::sql::EVENTS_PER_STATEMENT).
-pub(super) async fn queue_webhook_deliveries<B: Backend>(
+pub(in crate::store) async fn queue_webhook_deliveries<B: Backend>(
     tx: &mut Tx<B>,
     events: &[Event],
 ) -> Result<(), StoreError> {

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::backend::{Backend, SqlStore, query, query_scalar};
+use crate::store::backend::{Backend, SqlStore, query, query_scalar};
 use crate::store::{LoginNetworkStore, StoreError};
 
 #[async_trait]

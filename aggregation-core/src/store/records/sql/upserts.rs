@@ -8,8 +8,8 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::backend::{Backend, QueryBuilder, Separated, SqlRow, Tx, query, query_as};
-use super::sql_records::{SELECT_ACCOUNT, SELECT_HOLDING, SELECT_TRANSACTION};
+use crate::store::backend::{Backend, QueryBuilder, Separated, SqlRow, Tx, query, query_as};
+use crate::store::records::sql::{SELECT_ACCOUNT, SELECT_HOLDING, SELECT_TRANSACTION};
 use crate::store::sql::{Upserted, currency, optional_text, text};
 use crate::store::{
     AccountRecord, HoldingRecord, NewAccount, NewHolding, NewTransaction, StoreError,
@@ -22,7 +22,7 @@ const CHUNK: usize = 1_000;
 
 /// A kind of record the upserts write: a row is keyed on its parent's id and the provider's id,
 /// and every column in [`Upsert::COLUMNS`] is rewritten when it changed.
-pub(super) trait Upsert: Sync {
+pub(in crate::store) trait Upsert: Sync {
     /// What the look-up of existing rows reads.
     type Stored: SqlRow;
     /// The table, and its alias in [`Upsert::SELECT`].
@@ -202,7 +202,7 @@ impl Upsert for NewTransaction {
 
 /// Upserts `items` under `parent`; outcomes in input order. A provider id repeated within a
 /// chunk is written one row at a time, so the later one wins.
-pub(super) async fn upsert_in<B: Backend, T: Upsert>(
+pub(in crate::store) async fn upsert_in<B: Backend, T: Upsert>(
     tx: &mut Tx<B>,
     parent: Uuid,
     items: &[T],
@@ -224,7 +224,7 @@ pub(super) async fn upsert_in<B: Backend, T: Upsert>(
 }
 
 /// Upserts one item; its id and outcome.
-pub(super) async fn upsert_one<B: Backend, T: Upsert>(
+pub(in crate::store) async fn upsert_one<B: Backend, T: Upsert>(
     tx: &mut Tx<B>,
     parent: Uuid,
     item: &T,
@@ -238,7 +238,7 @@ pub(super) async fn upsert_one<B: Backend, T: Upsert>(
 
 /// Upserts the account's transactions and adds those created to its stored count (same
 /// transaction as the inserts, so the count never drifts).
-pub(super) async fn upsert_transactions_in<B: Backend>(
+pub(in crate::store) async fn upsert_transactions_in<B: Backend>(
     tx: &mut Tx<B>,
     account_id: Uuid,
     items: &[NewTransaction],
@@ -392,7 +392,7 @@ async fn upsert_chunk<B: Backend, T: Upsert>(
 }
 
 /// The connection's account with this provider id, if any.
-pub(super) async fn account_in<B: Backend>(
+pub(in crate::store) async fn account_in<B: Backend>(
     tx: &mut Tx<B>,
     connection_id: Uuid,
     provider_account_id: &str,

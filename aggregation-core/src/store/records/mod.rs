@@ -27,6 +27,9 @@ use uuid::Uuid;
 use super::StoreError;
 use crate::enums::string_enum;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(in crate::store) mod sql;
+
 string_enum! {
     /// The state of a provider connection.
     ConnectionStatus {
@@ -262,13 +265,13 @@ pub struct AccountRecord {
     /// Current balance.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::Dec")
+        sqlx(try_from = "crate::store::sql::Dec")
     )]
     pub balance_amount: Decimal,
     /// Available balance, when the provider reports one.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::OptionalDec")
+        sqlx(try_from = "crate::store::sql::OptionalDec")
     )]
     pub available_balance_amount: Option<Decimal>,
     /// Whether the provider still reports the account.
@@ -333,7 +336,7 @@ pub struct TransactionRecord {
     /// Amount; negative is money out of the account.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::Dec")
+        sqlx(try_from = "crate::store::sql::Dec")
     )]
     pub amount: Decimal,
     /// ISO 4217 currency code (upper case).
@@ -347,19 +350,19 @@ pub struct TransactionRecord {
     /// Units traded.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::OptionalDec")
+        sqlx(try_from = "crate::store::sql::OptionalDec")
     )]
     pub quantity: Option<Decimal>,
     /// Price per unit.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::OptionalDec")
+        sqlx(try_from = "crate::store::sql::OptionalDec")
     )]
     pub unit_price: Option<Decimal>,
     /// Commission charged.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::OptionalDec")
+        sqlx(try_from = "crate::store::sql::OptionalDec")
     )]
     pub commission: Option<Decimal>,
     /// Trade or posting date.
@@ -495,19 +498,19 @@ pub struct HoldingRecord {
     /// Units held.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::Dec")
+        sqlx(try_from = "crate::store::sql::Dec")
     )]
     pub quantity: Decimal,
     /// Total cost basis.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::OptionalDec")
+        sqlx(try_from = "crate::store::sql::OptionalDec")
     )]
     pub cost_basis: Option<Decimal>,
     /// Market value.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::Dec")
+        sqlx(try_from = "crate::store::sql::Dec")
     )]
     pub market_value: Decimal,
     /// ISO 4217 currency code (upper case).
@@ -515,19 +518,19 @@ pub struct HoldingRecord {
     /// Average price paid per unit.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::OptionalDec")
+        sqlx(try_from = "crate::store::sql::OptionalDec")
     )]
     pub average_price: Option<Decimal>,
     /// Latest price per unit.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::OptionalDec")
+        sqlx(try_from = "crate::store::sql::OptionalDec")
     )]
     pub current_price: Option<Decimal>,
     /// Market value minus cost basis.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::OptionalDec")
+        sqlx(try_from = "crate::store::sql::OptionalDec")
     )]
     pub unrealized_gain_loss: Option<Decimal>,
     /// Whether the provider still reports the position.
@@ -591,25 +594,25 @@ pub struct SnapshotRecord {
     /// Balance.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::Dec")
+        sqlx(try_from = "crate::store::sql::Dec")
     )]
     pub balance: Decimal,
     /// Available balance, if known.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::OptionalDec")
+        sqlx(try_from = "crate::store::sql::OptionalDec")
     )]
     pub available_balance: Option<Decimal>,
     /// Market value of the holdings, if known.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::OptionalDec")
+        sqlx(try_from = "crate::store::sql::OptionalDec")
     )]
     pub holdings_value: Option<Decimal>,
     /// Cash, if known.
     #[cfg_attr(
         any(feature = "sqlite", feature = "postgres"),
-        sqlx(try_from = "super::sql::OptionalDec")
+        sqlx(try_from = "crate::store::sql::OptionalDec")
     )]
     pub cash_value: Option<Decimal>,
     /// ISO 4217 currency code (upper case).

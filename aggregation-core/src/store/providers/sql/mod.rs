@@ -1,16 +1,18 @@
 //! Provider connections: OAuth states, the connection lifecycle and credentials, and sync
 //! cool-downs.
 
+mod sync;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::backend::{Backend, SqlStore, query, query_as, query_scalar};
-use super::sql_connections::{
+use crate::events::Event;
+use crate::store::backend::{Backend, SqlStore, query, query_as, query_scalar};
+use crate::store::events::sql::insert_event;
+use crate::store::records::sql::connections::{
     CONNECTION_COLUMNS, insert_connection, live_connection_in, lock_user_in,
 };
-use super::sql_events::insert_event;
-use crate::events::Event;
 use crate::store::{
     ConnectionRecord, ConnectionStatus, ConnectionStore as _, EncryptedCredentials, NewConnection,
     NewOAuthState, OAuthStateRecord, ProviderConnectionStore, StoreError, SyncClaim, SyncKind,

@@ -4,12 +4,15 @@
 //! compared by value in Rust; every read joins `accounts → connections` to scope rows to the
 //! caller. The upserts live in `sql_upserts.rs`, connections in `sql_connections.rs`.
 
+pub(in crate::store) mod connections;
+pub(in crate::store) mod upserts;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::backend::{Backend, Executor, QueryBuilder, SqlStore, Tx, query_as};
-use super::sql_upserts::{upsert_in, upsert_transactions_in};
+use crate::store::backend::{Backend, Executor, QueryBuilder, SqlStore, Tx, query_as};
+use crate::store::records::sql::upserts::{upsert_in, upsert_transactions_in};
 use crate::store::sql::{count, counted, currency, optional_text, text};
 use crate::store::{
     AccountFilter, AccountRecord, AccountStore, HoldingFilter, HoldingRecord, HoldingStore,
@@ -17,14 +20,14 @@ use crate::store::{
     SnapshotStore, StoreError, TransactionQuery, TransactionRecord, TransactionStore, UpsertCounts,
 };
 
-pub(super) const SELECT_ACCOUNT: &str = "SELECT a.id, a.connection_id, a.provider_account_id, \
+pub(in crate::store) const SELECT_ACCOUNT: &str = "SELECT a.id, a.connection_id, a.provider_account_id, \
      a.account_number_masked, a.name, a.account_type, a.currency, a.balance_amount, \
      a.available_balance_amount, a.is_active, a.last_synced_at, a.created_at, a.updated_at";
-pub(super) const SELECT_TRANSACTION: &str = "SELECT t.id, t.account_id, \
+pub(in crate::store) const SELECT_TRANSACTION: &str = "SELECT t.id, t.account_id, \
      t.provider_transaction_id, t.transaction_type, t.subtype, t.status, t.amount, t.currency, \
      t.description, t.symbol, t.security_name, t.quantity, t.unit_price, t.commission, \
      t.transaction_date, t.settlement_date, t.created_at, t.updated_at";
-pub(super) const SELECT_HOLDING: &str = "SELECT h.id, h.account_id, h.provider_holding_id, \
+pub(in crate::store) const SELECT_HOLDING: &str = "SELECT h.id, h.account_id, h.provider_holding_id, \
      h.symbol, h.security_name, h.asset_type, h.quantity, h.cost_basis, h.market_value, \
      h.currency, h.average_price, h.current_price, h.unrealized_gain_loss, h.is_active, \
      h.last_synced_at, h.created_at, h.updated_at";
@@ -341,7 +344,7 @@ impl<B: Backend> SnapshotStore for SqlStore<B> {
 /// Marks inactive every active holding of the account whose provider id is not in
 /// `keep_provider_ids` (all of them when it is empty), in one statement; the number
 /// deactivated.
-pub(super) async fn deactivate_missing_holdings_in<'c, B: Backend, E>(
+pub(in crate::store) async fn deactivate_missing_holdings_in<'c, B: Backend, E>(
     executor: E,
     account_id: Uuid,
     keep_provider_ids: &[String],
@@ -370,7 +373,7 @@ where
     Ok(query.build().execute(executor).await?.rows_affected())
 }
 
-pub(super) async fn insert_snapshot_in<B: Backend>(
+pub(in crate::store) async fn insert_snapshot_in<B: Backend>(
     tx: &mut Tx<B>,
     snapshot: &NewSnapshot,
 ) -> Result<SnapshotRecord, StoreError> {

@@ -18,6 +18,9 @@ use super::records::{
 use crate::enums::string_enum;
 use crate::events::Event;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(in crate::store) mod sql;
+
 /// A pending OAuth authorization, stored when a user starts connecting a provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]

@@ -5,16 +5,16 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::backend::{Backend, QueryBuilder, SqlStore, Tx, query, query_as};
+use crate::store::backend::{Backend, QueryBuilder, SqlStore, Tx, query, query_as};
 use crate::store::{
     ConnectionRecord, ConnectionStatus, ConnectionStore, NewConnection, StoreError, provider_id,
 };
 
 /// The columns of [`ConnectionRecord`], for `SELECT` and `RETURNING`.
-pub(super) const CONNECTION_COLUMNS: &str = "id, user_id, provider_id, provider_slug, alias, \
+pub(in crate::store) const CONNECTION_COLUMNS: &str = "id, user_id, provider_id, provider_slug, alias, \
      status, encrypted_credentials, credentials_key_id, credentials_expires_at, connected_at, \
      last_sync_at, created_at, updated_at";
-pub(super) async fn insert_connection<B: Backend>(
+pub(in crate::store) async fn insert_connection<B: Backend>(
     tx: &mut Tx<B>,
     connection: &NewConnection,
 ) -> Result<ConnectionRecord, StoreError> {
@@ -84,7 +84,7 @@ impl<B: Backend> ConnectionStore for SqlStore<B> {
 /// Locks the user's row for the rest of the transaction (PostgreSQL) so concurrent transactions
 /// looking up or creating the user's connections see one another's; SQLite's `BEGIN IMMEDIATE`
 /// already serializes writers. [`StoreError::Other`] when the user does not exist.
-pub(super) async fn lock_user_in<B: Backend>(
+pub(in crate::store) async fn lock_user_in<B: Backend>(
     tx: &mut Tx<B>,
     user_id: Uuid,
 ) -> Result<(), StoreError> {
@@ -100,7 +100,7 @@ pub(super) async fn lock_user_in<B: Backend>(
 
 /// The user's oldest connection with this slug and alias (compared exactly, `None` matching
 /// `None`) that is not disconnected.
-pub(super) async fn live_connection_in<B: Backend>(
+pub(in crate::store) async fn live_connection_in<B: Backend>(
     tx: &mut Tx<B>,
     user_id: Uuid,
     provider_slug: &str,
@@ -122,7 +122,7 @@ pub(super) async fn live_connection_in<B: Backend>(
 
 /// The user's connection with this slug and alias that is not disconnected, created (active,
 /// no credentials) when there is none.
-pub(super) async fn find_or_create_connection_in<B: Backend>(
+pub(in crate::store) async fn find_or_create_connection_in<B: Backend>(
     tx: &mut Tx<B>,
     user_id: Uuid,
     provider_slug: &str,
@@ -145,4 +145,18 @@ pub(super) async fn find_or_create_connection_in<B: Backend>(
         created_at: now,
     };
     insert_connection(tx, &connection).await
+}
+
+/// Moves the connection's last sync (and last change) to `now`.
+pub(in crate::store) async fn mark_synced<B: Backend>(
+    tx: &mut Tx<B>,
+    connection_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    query::<B>("UPDATE connections SET last_sync_at = $2, updated_at = $2 WHERE id = $1")
+        .bind(connection_id)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }

@@ -10,9 +10,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::backend::{Backend, QueryBuilder, SqlStore, Tx, query, query_as, query_scalar};
-use super::sql_events::insert_events;
 use crate::events::Event;
+use crate::store::backend::{Backend, QueryBuilder, SqlStore, Tx, query, query_as, query_scalar};
+use crate::store::events::sql::insert_events;
 use crate::store::{
     NewRefreshToken, NewSession, RefreshTokenRecord, SessionRecord, SessionStore, StoreError,
 };
@@ -22,7 +22,7 @@ const SELECT_SESSION: &str = "SELECT id, user_id, device_info, ip_address, locat
 
 /// Revokes the user's sessions other than `keep` and their refresh tokens, and writes a
 /// `session.revoked` event for each live session revoked: those events.
-pub(super) async fn revoke_user_sessions<B: Backend>(
+pub(in crate::store) async fn revoke_user_sessions<B: Backend>(
     tx: &mut Tx<B>,
     user_id: Uuid,
     keep: Uuid,

@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::backend::{Backend, QueryBuilder, SqlStore, Tx, query};
 use crate::events::{Event, EventType};
+use crate::store::backend::{Backend, QueryBuilder, SqlStore, Tx, query};
 use crate::store::sql::EVENTS_PER_STATEMENT;
 use crate::store::{AuditFilter, EventStore, StoreError};
 
@@ -19,7 +19,7 @@ const SELECT_EVENT: &str = "SELECT id, type, user_id, occurred_at, data FROM eve
 /// every session of a user raises one event per session, and a statement per event (plus one
 /// per fan-out) would keep its transaction, and the locks it holds, open for as many round
 /// trips.
-pub(super) async fn insert_events<B: Backend>(
+pub(in crate::store) async fn insert_events<B: Backend>(
     tx: &mut Tx<B>,
     events: &[Event],
 ) -> Result<(), StoreError> {
@@ -35,13 +35,13 @@ pub(super) async fn insert_events<B: Backend>(
         });
         insert.build().execute(&mut **tx).await?;
         // Webhook fan-out in the same transaction: queued exactly when the events are committed.
-        super::sql_webhooks::queue_webhook_deliveries(tx, chunk).await?;
+        crate::store::webhooks::sql::queue_webhook_deliveries(tx, chunk).await?;
     }
     Ok(())
 }
 
 /// [`insert_events`] of one event, handed back for the caller to publish after its commit.
-pub(super) async fn insert_event<B: Backend>(
+pub(in crate::store) async fn insert_event<B: Backend>(
     tx: &mut Tx<B>,
     event: Event,
 ) -> Result<Event, StoreError> {
