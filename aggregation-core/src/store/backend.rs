@@ -548,7 +548,7 @@ macro_rules! sqlx_driver_methods {
 pub(super) use sqlx_driver_methods;
 
 /// A store on SQL through sqlx, the same SQL for every [`Backend`]: use it as
-/// [`SqliteStore`](super::SqliteStore) or [`PostgresStore`](super::PostgresStore), which add
+/// `SqliteStore` (feature `sqlite`) or `PostgresStore` (feature `postgres`), which add
 /// their backend's constructors.
 pub struct SqlStore<B: Backend> {
     pub(super) pool: Pool<B>,

@@ -3,6 +3,22 @@
 //! The service holds one [`Store`], the sum of every aggregate trait. Both backends implement all
 //! of them with the same SQL, so behaviour cannot drift between them.
 //!
+//! Each aggregate is one module holding its trait(s), its records and, in a `sql` submodule
+//! compiled with `sqlite` or `postgres`, their implementation: `users` (users, roles, single-use
+//! tokens), `sessions`, `security` (token rotations), `jobs`, `records` (connections, accounts,
+//! transactions, holdings, snapshots), `imports`, `providers` (provider connections and syncs),
+//! `webhooks`, `events` (the outbox and audit list) and `login_networks`. Everything public is
+//! re-exported here.
+//!
+//! The SQL is compiled once, generic over the database: [`SqlStore<B>`](SqlStore) for a
+//! [`Backend`] `B`, with `SqliteStore` and `PostgresStore` its two instances. Rather than
+//! restate sqlx's trait bounds (bindable, decodable, executor) on every generic function, the
+//! sealed `Backend` does the few backend-bound steps concretely for each database (begin a write
+//! transaction, bind, execute, fetch rows as records or scalars), with binds, records and
+//! scalars bounded by the store's own traits whose supertraits are sqlx's bounds for each
+//! compiled backend; the aggregate SQL calls it through thin `query`/`query_as`/`query_scalar`/
+//! `QueryBuilder` look-alikes of sqlx's (`store/backend.rs`).
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), aggregation_core::store::StoreError> {
 //! use aggregation_core::store::SqliteStore;

@@ -640,8 +640,8 @@ pub struct NewSnapshot {
     pub currency: String,
     /// What writes it.
     pub source: SnapshotSource,
-    /// When the balance was captured (truncated to microseconds by the caller, see
-    /// [`super::now`]).
+    /// When the balance was captured (truncated to microseconds by the caller, the precision
+    /// both databases keep).
     pub captured_at: DateTime<Utc>,
 }
 
