@@ -40,7 +40,7 @@ use crate::rate_limit::{RateLimitEvent, RateLimitEvents};
 
 mod bus;
 mod outbox;
-#[cfg(sql)]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod raised;
 #[cfg(feature = "redis")]
 mod relay;

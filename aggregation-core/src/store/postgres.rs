@@ -1,76 +1,68 @@
 //! The PostgreSQL store, in a schema of its own (`aggregation` unless told otherwise) so that
 //! its generic table names (`users`, `sessions`, `accounts`, ...) never meet the host's tables.
 
-// `sqlite.rs` includes the same aggregate files.
-#![cfg_attr(
-    feature = "sqlite",
-    expect(clippy::duplicate_mod, reason = "SQLite includes them too")
-)]
-
 use std::str::FromStr as _;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
+use sqlx::PgConnection;
+use sqlx::migrate::{Migrate as _, MigrateError, Migrator};
+
 use super::StoreError;
+use super::backend::{Driver, SqlStore, sqlx_driver_methods};
 
-// The aggregate files below are written against these names; `sqlite.rs` includes the same
-// files with its own (compiled once per backend, like a generic over the two).
-type Db = sqlx::Postgres;
-type Tx = sqlx::Transaction<'static, Db>;
-type SqlStore = PostgresStore;
-/// Starts a transaction that will write; row locks order the writers.
-const BEGIN_WRITE: &str = "BEGIN";
-/// Counts the `applied_at` column, which only the former migration runner's table has.
-const LEGACY_MIGRATIONS_PROBE: &str = "SELECT COUNT(*) FROM information_schema.columns \
-     WHERE table_schema = current_schema() AND table_name = 'aggregation_migrations' \
-     AND column_name = 'applied_at'";
+/// PostgreSQL's part of the generic store.
+impl Driver for sqlx::Postgres {
+    /// The schema `migrate` creates; `None` for a pool the embedder set up.
+    type Schema = Option<SchemaName>;
 
-fn migrator() -> sqlx::migrate::Migrator {
-    sqlx::migrate!("migrations/postgres")
-}
+    /// Row locks order the writers.
+    const BEGIN_WRITE: &'static str = "BEGIN";
+    const LEGACY_MIGRATIONS_PROBE: &'static str = "SELECT COUNT(*) FROM information_schema.columns \
+         WHERE table_schema = current_schema() AND table_name = 'aggregation_migrations' \
+         AND column_name = 'applied_at'";
 
-/// Serializes processes migrating one database at the same time, then creates the store's
-/// schema (the lock first: two `CREATE SCHEMA IF NOT EXISTS` at once can still collide). A
-/// migration may rightly run longer than the store timeout (an index on a large table), so the
-/// transaction lifts `statement_timeout` first.
-async fn prepare_migration(store: &SqlStore, tx: &mut Tx) -> Result<(), StoreError> {
-    sqlx::raw_sql("SET LOCAL statement_timeout = 0; SELECT pg_advisory_xact_lock(7243100117)")
-        .execute(&mut **tx)
-        .await?;
-    if let Some(schema) = &store.schema {
-        let create = format!("CREATE SCHEMA IF NOT EXISTS {}", schema.quoted());
-        sqlx::raw_sql(sqlx::AssertSqlSafe(create))
-            .execute(&mut **tx)
-            .await?;
+    fn migrator() -> Migrator {
+        sqlx::migrate!("migrations/postgres")
     }
-    Ok(())
-}
 
-#[path = "sql_admin.rs"]
-mod admin;
-#[path = "sql_batches.rs"]
-mod batches;
-#[path = "sql_connections.rs"]
-mod connections;
-#[path = "sql_events.rs"]
-mod events;
-#[path = "sql_login_networks.rs"]
-mod login_networks;
-#[path = "sql_migrate.rs"]
-mod migrate;
-#[path = "sql_providers.rs"]
-mod providers;
-#[path = "sql_records.rs"]
-mod records;
-#[path = "sql_sessions.rs"]
-mod sessions;
-#[path = "sql_upserts.rs"]
-mod upserts;
-#[path = "sql_users.rs"]
-mod users;
-#[path = "sql_webhooks.rs"]
-mod webhooks;
+    /// Serializes processes migrating one database at the same time, then creates the store's
+    /// schema (the lock first: two `CREATE SCHEMA IF NOT EXISTS` at once can still collide). A
+    /// migration may rightly run longer than the store timeout (an index on a large table), so
+    /// the transaction lifts `statement_timeout` first.
+    async fn prepare_migration<'e>(
+        schema: &'e Option<SchemaName>,
+        connection: &'e mut PgConnection,
+    ) -> Result<(), StoreError> {
+        sqlx::raw_sql("SET LOCAL statement_timeout = 0; SELECT pg_advisory_xact_lock(7243100117)")
+            .execute(&mut *connection)
+            .await?;
+        if let Some(schema) = schema {
+            let create = format!("CREATE SCHEMA IF NOT EXISTS {}", schema.quoted());
+            sqlx::raw_sql(sqlx::AssertSqlSafe(create))
+                .execute(&mut *connection)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn ensure_migrations_table<'e>(
+        connection: &'e mut PgConnection,
+        table: &'e str,
+    ) -> Result<(), MigrateError> {
+        connection.ensure_migrations_table(table).await
+    }
+
+    async fn run_migrations<'e>(
+        migrator: &'e Migrator,
+        connection: &'e mut PgConnection,
+    ) -> Result<(), MigrateError> {
+        migrator.run_direct(None, connection, false).await
+    }
+
+    sqlx_driver_methods!();
+}
 
 /// The PostgreSQL schema holding the store's tables and its migration table
 /// (`aggregation_migrations`): 1 to 63 characters of `a-z`, `0-9` and `_`, not starting with a
@@ -148,12 +140,7 @@ impl std::str::FromStr for SchemaName {
 /// when the schema was not chosen explicitly, `aggregation` does not exist yet and
 /// `public.aggregation_migrations` does, the store stays in `public` (and logs it). SQLite has
 /// no schemas: a `SqliteStore` keeps its tables in its own file.
-#[derive(Debug, Clone)]
-pub struct PostgresStore {
-    pool: sqlx::PgPool,
-    /// The schema `migrate` creates; `None` for a pool the embedder set up.
-    schema: Option<SchemaName>,
-}
+pub type PostgresStore = SqlStore<sqlx::Postgres>;
 
 /// Options of a [`PostgresStore`] before it connects; from [`PostgresStore::builder`].
 #[derive(Debug, Clone)]

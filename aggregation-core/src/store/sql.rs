@@ -1,10 +1,8 @@
 //! What both SQL backends share: the mapping of sqlx errors, the decoding of values stored as
 //! text (decimals, enum names), and the small conversions the aggregate files use.
 //!
-//! The aggregate files themselves (`sql_users.rs`, `sql_sessions.rs`, ...) are plain Rust over
-//! the aliases `Db`, `Tx` and `SqlStore` of their backend: `sqlite.rs` and `postgres.rs` each
-//! include them once, as a generic over the two backends would, without restating sqlx's trait
-//! bounds on every function. `$n` placeholders, `ON CONFLICT` and
+//! The aggregate files themselves (`sql_users.rs`, `sql_sessions.rs`, ...) are generic over the
+//! [`Backend`](super::Backend) and compiled once (see `backend.rs`). `$n` placeholders, `ON CONFLICT` and
 //! `RETURNING` work on SQLite and PostgreSQL alike, so the SQL cannot drift between them.
 
 use std::str::FromStr as _;

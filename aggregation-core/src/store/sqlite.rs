@@ -5,54 +5,52 @@ use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
+use sqlx::SqliteConnection;
+use sqlx::migrate::{Migrate as _, MigrateError, Migrator};
+
 use super::StoreError;
+use super::backend::{Driver, SqlStore, sqlx_driver_methods};
 
-// The aggregate files below are written against these names; `postgres.rs` includes the same
-// files with its own.
-type Db = sqlx::Sqlite;
-type Tx = sqlx::Transaction<'static, Db>;
-type SqlStore = SqliteStore;
-/// Starts a transaction that will write. `BEGIN IMMEDIATE` takes the write lock at once, so a
-/// read-then-write transaction cannot fail to upgrade its lock.
-const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
-/// Counts the `applied_at` column, which only the former migration runner's table has.
-const LEGACY_MIGRATIONS_PROBE: &str = "SELECT COUNT(*) FROM pragma_table_info('aggregation_migrations') \
-     WHERE name = 'applied_at'";
+/// SQLite's part of the generic store.
+impl Driver for sqlx::Sqlite {
+    /// A SQLite database is a file of the store's own: no schema to choose.
+    type Schema = ();
 
-fn migrator() -> sqlx::migrate::Migrator {
-    sqlx::migrate!("migrations/sqlite")
+    /// `BEGIN IMMEDIATE` takes the write lock at once, so a read-then-write transaction cannot
+    /// fail to upgrade its lock.
+    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
+    const LEGACY_MIGRATIONS_PROBE: &'static str = "SELECT COUNT(*) FROM pragma_table_info('aggregation_migrations') \
+         WHERE name = 'applied_at'";
+
+    fn migrator() -> Migrator {
+        sqlx::migrate!("migrations/sqlite")
+    }
+
+    /// Nothing to prepare: `BEGIN IMMEDIATE` already serializes migrating processes, and the
+    /// database is a file of the store's own (no schemas to create).
+    async fn prepare_migration<'e>(
+        _: &'e (),
+        _: &'e mut SqliteConnection,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn ensure_migrations_table<'e>(
+        connection: &'e mut SqliteConnection,
+        table: &'e str,
+    ) -> Result<(), MigrateError> {
+        connection.ensure_migrations_table(table).await
+    }
+
+    async fn run_migrations<'e>(
+        migrator: &'e Migrator,
+        connection: &'e mut SqliteConnection,
+    ) -> Result<(), MigrateError> {
+        migrator.run_direct(None, connection, false).await
+    }
+
+    sqlx_driver_methods!();
 }
-
-/// Nothing to prepare: `BEGIN IMMEDIATE` already serializes migrating processes, and the
-/// database is a file of the store's own (no schemas to create).
-async fn prepare_migration(_: &SqlStore, _: &mut Tx) -> Result<(), StoreError> {
-    Ok(())
-}
-
-#[path = "sql_admin.rs"]
-mod admin;
-#[path = "sql_batches.rs"]
-mod batches;
-#[path = "sql_connections.rs"]
-mod connections;
-#[path = "sql_events.rs"]
-mod events;
-#[path = "sql_login_networks.rs"]
-mod login_networks;
-#[path = "sql_migrate.rs"]
-mod migrate;
-#[path = "sql_providers.rs"]
-mod providers;
-#[path = "sql_records.rs"]
-mod records;
-#[path = "sql_sessions.rs"]
-mod sessions;
-#[path = "sql_upserts.rs"]
-mod upserts;
-#[path = "sql_users.rs"]
-mod users;
-#[path = "sql_webhooks.rs"]
-mod webhooks;
 
 /// A store on SQLite through sqlx, in a database file of its own (the schema option of the
 /// PostgreSQL store has no counterpart here: nothing else shares the file's table names).
@@ -61,10 +59,7 @@ mod webhooks;
 /// opened with [`SqliteStore::connect_with_timeout`]): waiting for a pooled connection, and
 /// waiting for another writer's lock (SQLite's busy timeout). A call that runs out of time fails
 /// with [`StoreError::Unavailable`], which the API answers with 503.
-#[derive(Debug, Clone)]
-pub struct SqliteStore {
-    pool: sqlx::SqlitePool,
-}
+pub type SqliteStore = SqlStore<sqlx::Sqlite>;
 
 impl SqliteStore {
     /// The store timeout of [`SqliteStore::connect`] and [`SqliteStore::in_memory`].
@@ -73,7 +68,7 @@ impl SqliteStore {
     /// Wraps an existing pool, whose own acquire and busy timeouts then bound store calls.
     /// Call [`SqliteStore::migrate`] before use.
     pub fn new(pool: sqlx::SqlitePool) -> Self {
-        Self { pool }
+        Self { pool, schema: () }
     }
 
     /// Opens (creating when missing) a SQLite database from a URL such as
@@ -97,7 +92,7 @@ impl SqliteStore {
             .acquire_timeout(timeout)
             .connect_with(options)
             .await?;
-        Ok(Self { pool })
+        Ok(Self { pool, schema: () })
     }
 
     /// A fresh private in-memory database, migrated. One pinned connection keeps it alive and
@@ -112,7 +107,7 @@ impl SqliteStore {
             .acquire_timeout(Self::DEFAULT_TIMEOUT)
             .connect_with(options)
             .await?;
-        let store = Self { pool };
+        let store = Self { pool, schema: () };
         store.migrate().await?;
         Ok(store)
     }

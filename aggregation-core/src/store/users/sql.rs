@@ -4,11 +4,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::connections::lock_user_in;
-use super::events::insert_event;
-use super::sessions::revoke_user_sessions;
-use super::{BEGIN_WRITE, Db, SqlStore, Tx};
 use crate::events::Event;
+use crate::store::backend::{Backend, Executor, SqlStore, Tx, query, query_as, query_scalar};
+use crate::store::events::sql::insert_event;
+use crate::store::records::sql::connections::lock_user_in;
+use crate::store::sessions::sql::revoke_user_sessions;
 use crate::store::{
     NewOneTimeToken, NewUser, OneTimeTokenStore, Role, StoreError, TokenCheck, TokenPurpose,
     UserRecord, UserStore,
@@ -18,10 +18,10 @@ const SELECT_USER: &str = "SELECT id, email, password_hash, email_verified_at, \
      min_token_version, created_at, updated_at FROM users";
 
 #[async_trait]
-impl UserStore for SqlStore {
+impl<B: Backend> UserStore for SqlStore<B> {
     async fn create_user(&self, user: &NewUser) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        sqlx::query(
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
+        query::<B>(
             "INSERT INTO users (id, email, email_normalized, password_hash, \
              min_token_version, created_at, updated_at) VALUES ($1, $2, $3, $4, 0, $5, $5)",
         )
@@ -32,7 +32,7 @@ impl UserStore for SqlStore {
         .bind(user.created_at)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("INSERT INTO user_roles (user_id, role, granted_at) VALUES ($1, $2, $3)")
+        query::<B>("INSERT INTO user_roles (user_id, role, granted_at) VALUES ($1, $2, $3)")
             .bind(user.id)
             .bind(Role::User.as_str())
             .bind(user.created_at)
@@ -46,7 +46,7 @@ impl UserStore for SqlStore {
         email_normalized: &str,
     ) -> Result<Option<UserRecord>, StoreError> {
         let sql = format!("{SELECT_USER} WHERE email_normalized = $1");
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        Ok(query_as::<B, _>(sqlx::AssertSqlSafe(sql))
             .bind(email_normalized)
             .fetch_optional(&self.pool)
             .await?)
@@ -54,7 +54,7 @@ impl UserStore for SqlStore {
 
     async fn user_by_id(&self, id: Uuid) -> Result<Option<UserRecord>, StoreError> {
         let sql = format!("{SELECT_USER} WHERE id = $1");
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        Ok(query_as::<B, _>(sqlx::AssertSqlSafe(sql))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?)
@@ -62,7 +62,7 @@ impl UserStore for SqlStore {
 
     async fn user_roles(&self, id: Uuid) -> Result<Vec<Role>, StoreError> {
         let names: Vec<String> =
-            sqlx::query_scalar("SELECT role FROM user_roles WHERE user_id = $1")
+            query_scalar::<B, _>("SELECT role FROM user_roles WHERE user_id = $1")
                 .bind(id)
                 .fetch_all(&self.pool)
                 .await?;
@@ -75,7 +75,7 @@ impl UserStore for SqlStore {
         role: Role,
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let inserted = sqlx::query(
+        let inserted = query::<B>(
             "INSERT INTO user_roles (user_id, role, granted_at) \
              SELECT id, $2, $3 FROM users WHERE id = $1 \
              ON CONFLICT (user_id, role) DO NOTHING",
@@ -89,7 +89,7 @@ impl UserStore for SqlStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        query::<B>("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
 }
@@ -98,16 +98,16 @@ impl UserStore for SqlStore {
 type TokenState = (Uuid, DateTime<Utc>, Option<DateTime<Utc>>, Option<Uuid>);
 
 /// Classifies a token that could not be consumed.
-async fn classify_one_time_token<'c, E>(
+async fn classify_one_time_token<'c, B: Backend, E>(
     executor: E,
     digest: &[u8],
     purpose: TokenPurpose,
     now: DateTime<Utc>,
 ) -> Result<TokenCheck, StoreError>
 where
-    E: sqlx::Executor<'c, Database = Db>,
+    E: Executor<'c, B>,
 {
-    let row: Option<TokenState> = sqlx::query_as(
+    let row: Option<TokenState> = query_as::<B, _>(
         "SELECT t.user_id, t.expires_at, t.used_at, u.id AS existing_user \
          FROM one_time_tokens t LEFT JOIN users u ON u.id = t.user_id \
          WHERE t.digest = $1 AND t.purpose = $2",
@@ -126,13 +126,13 @@ where
 }
 
 /// Claims a live token inside a transaction; the user id when claimed.
-async fn claim_one_time_token(
-    tx: &mut Tx,
+async fn claim_one_time_token<B: Backend>(
+    tx: &mut Tx<B>,
     digest: &[u8],
     purpose: TokenPurpose,
     now: DateTime<Utc>,
 ) -> Result<Result<Uuid, TokenCheck>, StoreError> {
-    let claimed: Option<Uuid> = sqlx::query_scalar(
+    let claimed: Option<Uuid> = query_scalar::<B, _>(
         "UPDATE one_time_tokens SET used_at = $3 \
          WHERE digest = $1 AND purpose = $2 AND used_at IS NULL AND expires_at > $3 \
          RETURNING user_id",
@@ -144,21 +144,21 @@ async fn claim_one_time_token(
     .await?;
     match claimed {
         Some(user_id) => Ok(Ok(user_id)),
-        None => Ok(Err(classify_one_time_token(
+        None => Ok(Err(classify_one_time_token::<B, _>(
             &mut **tx, digest, purpose, now,
         )
         .await?)),
     }
 }
 
-async fn insert_one_time_token<'c, E>(
+async fn insert_one_time_token<'c, B: Backend, E>(
     executor: E,
     token: &NewOneTimeToken,
 ) -> Result<(), StoreError>
 where
-    E: sqlx::Executor<'c, Database = Db>,
+    E: Executor<'c, B>,
 {
-    sqlx::query(
+    query::<B>(
         "INSERT INTO one_time_tokens (digest, purpose, user_id, created_at, \
          expires_at, ip_address, user_agent) VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
@@ -175,7 +175,7 @@ where
 }
 
 #[async_trait]
-impl OneTimeTokenStore for SqlStore {
+impl<B: Backend> OneTimeTokenStore for SqlStore<B> {
     async fn insert_one_time_token(&self, token: &NewOneTimeToken) -> Result<(), StoreError> {
         insert_one_time_token(&self.pool, token).await
     }
@@ -186,10 +186,10 @@ impl OneTimeTokenStore for SqlStore {
         cap: u64,
         since: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         // Concurrent requests count one by one.
         lock_user_in(&mut tx, token.user_id).await?;
-        let issued: i64 = sqlx::query_scalar(
+        let issued: i64 = query_scalar::<B, _>(
             "SELECT COUNT(*) FROM one_time_tokens \
              WHERE user_id = $1 AND purpose = $2 AND created_at > $3",
         )
@@ -201,7 +201,7 @@ impl OneTimeTokenStore for SqlStore {
         if u64::try_from(issued).unwrap_or(u64::MAX) >= cap {
             return Ok(false);
         }
-        insert_one_time_token(&mut *tx, token).await?;
+        insert_one_time_token::<B, _>(&mut *tx, token).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -220,13 +220,13 @@ impl OneTimeTokenStore for SqlStore {
         digest: &[u8],
         now: DateTime<Utc>,
     ) -> Result<TokenCheck, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let purpose = TokenPurpose::EmailVerification;
         let user_id = match claim_one_time_token(&mut tx, digest, purpose, now).await? {
             Ok(user_id) => user_id,
             Err(check) => return Ok(check),
         };
-        let updated = sqlx::query(
+        let updated = query::<B>(
             "UPDATE users SET email_verified_at = COALESCE(email_verified_at, $2), \
              updated_at = $2 WHERE id = $1",
         )
@@ -247,14 +247,14 @@ impl OneTimeTokenStore for SqlStore {
         password_hash: &str,
         now: DateTime<Utc>,
     ) -> Result<(TokenCheck, Vec<Event>), StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let purpose = TokenPurpose::PasswordReset;
         let user_id = match claim_one_time_token(&mut tx, digest, purpose, now).await? {
             Ok(user_id) => user_id,
             Err(check) => return Ok((check, Vec::new())),
         };
         let updated =
-            sqlx::query("UPDATE users SET password_hash = $2, updated_at = $3 WHERE id = $1")
+            query::<B>("UPDATE users SET password_hash = $2, updated_at = $3 WHERE id = $1")
                 .bind(user_id)
                 .bind(password_hash)
                 .bind(now)

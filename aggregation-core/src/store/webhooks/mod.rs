@@ -13,6 +13,9 @@ use uuid::Uuid;
 use super::StoreError;
 use crate::enums::string_enum;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(in crate::store) mod sql;
+
 /// A webhook endpoint to create.
 #[derive(Debug, Clone)]
 pub struct NewWebhookEndpoint {

@@ -10,6 +10,9 @@ use uuid::Uuid;
 
 use super::StoreError;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(in crate::store) mod sql;
+
 /// Where successful logins are remembered, per user and network digest.
 #[async_trait]
 pub trait LoginNetworkStore: Send + Sync {

@@ -24,6 +24,9 @@ use super::StoreError;
 use super::records::{NewAccount, NewHolding, NewTransaction};
 use crate::events::Event;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(in crate::store) mod sql;
+
 /// The provider slug of the connections that file imports create.
 pub const FILE_IMPORT_PROVIDER: &str = "file_import";
 

@@ -5,13 +5,12 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::QueryBuilder;
 use uuid::Uuid;
 
-use super::connections::lock_user_in;
-use super::events::insert_event;
-use super::{BEGIN_WRITE, Db, SqlStore, Tx};
 use crate::events::Event;
+use crate::store::backend::{Backend, QueryBuilder, SqlStore, Tx, query, query_as, query_scalar};
+use crate::store::events::sql::insert_event;
+use crate::store::records::sql::connections::lock_user_in;
 use crate::store::{
     ClaimedDelivery, DeliveryClaim, DeliveryStatus, NewWebhookEndpoint, NextDelivery, StoreError,
     WebhookAttempt, WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord,
@@ -145,8 +144,8 @@ fn delivery_payload(event: &Event) -> String {
 /// payload stored is the exact body that will be signed and sent ([`delivery_payload`]). An
 /// event without a user (a global rotation) goes to no webhook. The caller keeps `events`
 /// within [`EVENTS_PER_STATEMENT`](crate::store::sql::EVENTS_PER_STATEMENT).
-pub(super) async fn queue_webhook_deliveries(
-    tx: &mut Tx,
+pub(in crate::store) async fn queue_webhook_deliveries<B: Backend>(
+    tx: &mut Tx<B>,
     events: &[Event],
 ) -> Result<(), StoreError> {
     let queued: Vec<(Uuid, &Event)> = events
@@ -162,7 +161,7 @@ pub(super) async fn queue_webhook_deliveries(
     // render timestamps and JSON their own way. No casts: sqlx declares every parameter's type
     // to PostgreSQL (uuid, text, timestamptz), which the VALUES columns take, while on SQLite a
     // `CAST(.. AS uuid)` would mean numeric affinity and mangle the id's bytes.
-    let mut query = QueryBuilder::<Db>::new(
+    let mut query = QueryBuilder::<B>::new(
         "WITH queued (event_id, user_id, event_type, payload, occurred_at) AS (",
     );
     query.push_values(&queued, |mut row, (user_id, event)| {
@@ -187,24 +186,24 @@ pub(super) async fn queue_webhook_deliveries(
 }
 
 #[async_trait]
-impl WebhookStore for SqlStore {
+impl<B: Backend> WebhookStore for SqlStore<B> {
     async fn create_webhook_endpoint(
         &self,
         endpoint: &NewWebhookEndpoint,
         cap: u32,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         // The user's row serializes concurrent registrations, so the count below holds.
         lock_user_in(&mut tx, endpoint.user_id).await?;
         let existing: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM webhook_endpoints WHERE user_id = $1")
+            query_scalar::<B, _>("SELECT COUNT(*) FROM webhook_endpoints WHERE user_id = $1")
                 .bind(endpoint.user_id)
                 .fetch_one(&mut *tx)
                 .await?;
         if existing >= i64::from(cap) {
             return Ok(false);
         }
-        sqlx::query(
+        query::<B>(
             "INSERT INTO webhook_endpoints (id, user_id, url, event_types, encrypted_secret, \
              secret_key_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
         )
@@ -226,7 +225,7 @@ impl WebhookStore for SqlStore {
         user_id: Uuid,
     ) -> Result<Vec<WebhookEndpointRecord>, StoreError> {
         let sql = format!("{SELECT_ENDPOINT} WHERE user_id = $1 ORDER BY created_at, id");
-        let rows: Vec<EndpointRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let rows: Vec<EndpointRow> = query_as::<B, _>(sqlx::AssertSqlSafe(sql))
             .bind(user_id)
             .fetch_all(&self.pool)
             .await?;
@@ -239,7 +238,7 @@ impl WebhookStore for SqlStore {
         endpoint_id: Uuid,
     ) -> Result<Option<WebhookEndpointRecord>, StoreError> {
         let sql = format!("{SELECT_ENDPOINT} WHERE id = $1 AND user_id = $2");
-        let row: Option<EndpointRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let row: Option<EndpointRow> = query_as::<B, _>(sqlx::AssertSqlSafe(sql))
             .bind(endpoint_id)
             .bind(user_id)
             .fetch_optional(&self.pool)
@@ -253,7 +252,7 @@ impl WebhookStore for SqlStore {
         endpoint_id: Uuid,
     ) -> Result<bool, StoreError> {
         // One statement: the deliveries and attempts go with it (ON DELETE CASCADE).
-        let deleted = sqlx::query("DELETE FROM webhook_endpoints WHERE id = $1 AND user_id = $2")
+        let deleted = query::<B>("DELETE FROM webhook_endpoints WHERE id = $1 AND user_id = $2")
             .bind(endpoint_id)
             .bind(user_id)
             .execute(&self.pool)
@@ -277,7 +276,7 @@ impl WebhookStore for SqlStore {
              encrypted_secret = $3, secret_key_id = $4, updated_at = $5 \
              WHERE id = $1 AND user_id = $2 RETURNING {ENDPOINT_COLUMNS}"
         );
-        let row: Option<EndpointRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let row: Option<EndpointRow> = query_as::<B, _>(sqlx::AssertSqlSafe(sql))
             .bind(endpoint_id)
             .bind(user_id)
             .bind(encrypted_secret)
@@ -302,7 +301,7 @@ impl WebhookStore for SqlStore {
              updated_at = CASE WHEN disabled_at IS NULL THEN updated_at ELSE $3 END, \
              disabled_at = NULL WHERE id = $1 AND user_id = $2 RETURNING {ENDPOINT_COLUMNS}"
         );
-        let row: Option<EndpointRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let row: Option<EndpointRow> = query_as::<B, _>(sqlx::AssertSqlSafe(sql))
             .bind(endpoint_id)
             .bind(user_id)
             .bind(at)
@@ -319,7 +318,7 @@ impl WebhookStore for SqlStore {
     ) -> Result<Option<Vec<WebhookDeliveryRecord>>, StoreError> {
         // One read transaction, so the deliveries and their attempts agree.
         let mut tx = self.pool.begin().await?;
-        let owned: i64 = sqlx::query_scalar(
+        let owned: i64 = query_scalar::<B, _>(
             "SELECT COUNT(*) FROM webhook_endpoints WHERE id = $1 AND user_id = $2",
         )
         .bind(endpoint_id)
@@ -329,7 +328,7 @@ impl WebhookStore for SqlStore {
         if owned == 0 {
             return Ok(None);
         }
-        let deliveries: Vec<DeliveryRow> = sqlx::query_as(
+        let deliveries: Vec<DeliveryRow> = query_as::<B, _>(
             "SELECT event_id, event_type, status, attempt_count, created_at, next_attempt_at, \
              delivered_at FROM webhook_deliveries WHERE endpoint_id = $1 \
              ORDER BY created_at DESC, event_id DESC LIMIT $2",
@@ -340,7 +339,7 @@ impl WebhookStore for SqlStore {
         .await?;
         let mut attempts: Vec<AttemptRow> = Vec::new();
         if !deliveries.is_empty() {
-            let mut query = QueryBuilder::new(
+            let mut query = QueryBuilder::<B>::new(
                 "SELECT event_id, attempt, attempted_at, status_code, error FROM webhook_attempts \
                  WHERE endpoint_id = ",
             );
@@ -393,7 +392,7 @@ impl WebhookStore for SqlStore {
         // A plain read first: an installation with nothing due (no endpoints, say) never takes
         // the write lock below. Deliveries of endpoints at their in-flight cap count as due,
         // so a claim may still come back empty while those are in flight.
-        let due: Option<i32> = sqlx::query_scalar(
+        let due: Option<i32> = query_scalar::<B, _>(
             "SELECT 1 FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
              WHERE d.status = 'pending' AND d.next_attempt_at <= $1 \
              AND (d.lease_until IS NULL OR d.lease_until <= $2) AND w.disabled_at IS NULL \
@@ -406,7 +405,7 @@ impl WebhookStore for SqlStore {
         if due.is_none() {
             return Ok(Vec::new());
         }
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         // One claimer at a time, whoever claims (the job, a pass woken by a commit, another
         // instance), so no delivery is sent twice while its lease holds and no endpoint gets
         // more than its share: on SQLite `BEGIN IMMEDIATE` takes the write lock before the
@@ -415,8 +414,8 @@ impl WebhookStore for SqlStore {
         // The lease outlasts an attempt (`CLAIM_LEASE` in `webhooks/delivery.rs`), and
         // recording the attempt clears it; `tests/tests/webhooks.rs` races claims from two
         // pools.
-        if <Db as sqlx::Database>::NAME == "PostgreSQL" {
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        if B::NAME == "PostgreSQL" {
+            query::<B>("SELECT pg_advisory_xact_lock($1)")
                 .bind(CLAIM_LOCK)
                 .execute(&mut *tx)
                 .await?;
@@ -424,7 +423,7 @@ impl WebhookStore for SqlStore {
         // `turn`: the place of a delivery in its endpoint's queue. Taking every endpoint's
         // first turn before anyone's second is the round-robin; an endpoint's turns plus what
         // it has leased already stay within its cap.
-        let claimed: Vec<ClaimRow> = sqlx::query_as(
+        let claimed: Vec<ClaimRow> = query_as::<B, _>(
             "WITH leased AS (SELECT endpoint_id, COUNT(*) AS in_flight FROM webhook_deliveries \
                  WHERE status = 'pending' AND lease_until > $1 GROUP BY endpoint_id), \
              queued AS (SELECT d.endpoint_id, d.event_id, d.next_attempt_at, \
@@ -455,7 +454,7 @@ impl WebhookStore for SqlStore {
                 .iter()
                 .any(|endpoint| endpoint.id == row.endpoint_id)
             {
-                let endpoint: SendingRow = sqlx::query_as(
+                let endpoint: SendingRow = query_as::<B, _>(
                     "SELECT id, url, encrypted_secret, secret_key_id, previous_encrypted_secret, \
                      previous_secret_key_id, previous_secret_expires_at \
                      FROM webhook_endpoints WHERE id = $1",
@@ -506,7 +505,7 @@ impl WebhookStore for SqlStore {
             return Ok(Vec::new());
         }
         // One transaction for what finished together: one commit (one fsync) for a batch.
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let mut raised = Vec::new();
         for attempt in attempts {
             if record_attempt_in(&mut tx, attempt).await?
@@ -525,7 +524,7 @@ impl WebhookStore for SqlStore {
         cutoff: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
         // One statement: the attempts go with their deliveries (ON DELETE CASCADE).
-        let deleted = sqlx::query(
+        let deleted = query::<B>(
             "DELETE FROM webhook_deliveries WHERE status <> 'pending' AND created_at < $1",
         )
         .bind(cutoff)
@@ -539,13 +538,13 @@ impl WebhookStore for SqlStore {
 /// failure starts it (if none runs). An endpoint failing again with a streak that started at
 /// or before `disable_failing_since` is disabled, its pending deliveries given up: the
 /// `webhook.disabled` event, written here.
-async fn track_failures_in(
-    tx: &mut Tx,
+async fn track_failures_in<B: Backend>(
+    tx: &mut Tx<B>,
     attempt: &WebhookAttempt,
     disable_failing_since: DateTime<Utc>,
 ) -> Result<Option<Event>, StoreError> {
     if attempt.next == NextDelivery::Delivered {
-        sqlx::query(
+        query::<B>(
             "UPDATE webhook_endpoints SET failing_since = NULL \
              WHERE id = $1 AND failing_since IS NOT NULL",
         )
@@ -554,14 +553,14 @@ async fn track_failures_in(
         .await?;
         return Ok(None);
     }
-    sqlx::query(
+    query::<B>(
         "UPDATE webhook_endpoints SET failing_since = $2 WHERE id = $1 AND failing_since IS NULL",
     )
     .bind(attempt.endpoint_id)
     .bind(attempt.attempted_at)
     .execute(&mut **tx)
     .await?;
-    let owner: Option<Uuid> = sqlx::query_scalar(
+    let owner: Option<Uuid> = query_scalar::<B, _>(
         "UPDATE webhook_endpoints SET disabled_at = $2 \
          WHERE id = $1 AND disabled_at IS NULL AND failing_since <= $3 RETURNING user_id",
     )
@@ -575,7 +574,7 @@ async fn track_failures_in(
     };
     // Nothing more goes out while disabled: what was queued is given up (its attempts stay
     // listed), and enabling the endpoint starts over with the events raised from then on.
-    sqlx::query(
+    query::<B>(
         "UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, \
          lease_until = NULL WHERE endpoint_id = $1 AND status = 'pending'",
     )
@@ -588,7 +587,10 @@ async fn track_failures_in(
 
 /// Records one attempt and moves its delivery on, inside `tx`: whether it was recorded (its
 /// delivery was still pending).
-async fn record_attempt_in(tx: &mut Tx, attempt: &WebhookAttempt) -> Result<bool, StoreError> {
+async fn record_attempt_in<B: Backend>(
+    tx: &mut Tx<B>,
+    attempt: &WebhookAttempt,
+) -> Result<bool, StoreError> {
     let status = match attempt.next {
         NextDelivery::Delivered => DeliveryStatus::Delivered,
         NextDelivery::RetryAt(_) => DeliveryStatus::Pending,
@@ -600,7 +602,7 @@ async fn record_attempt_in(tx: &mut Tx, attempt: &WebhookAttempt) -> Result<bool
     };
     let delivered_at =
         matches!(attempt.next, NextDelivery::Delivered).then_some(attempt.attempted_at);
-    let number: Option<i32> = sqlx::query_scalar(
+    let number: Option<i32> = query_scalar::<B, _>(
         "UPDATE webhook_deliveries SET attempt_count = attempt_count + 1, status = $3, \
          next_attempt_at = $4, delivered_at = $5, lease_until = NULL \
          WHERE endpoint_id = $1 AND event_id = $2 AND status = 'pending' \
@@ -618,7 +620,7 @@ async fn record_attempt_in(tx: &mut Tx, attempt: &WebhookAttempt) -> Result<bool
         // up when its endpoint was disabled).
         return Ok(false);
     };
-    sqlx::query(
+    query::<B>(
         "INSERT INTO webhook_attempts (endpoint_id, event_id, attempt, attempted_at, \
          status_code, error) VALUES ($1, $2, $3, $4, $5, $6)",
     )

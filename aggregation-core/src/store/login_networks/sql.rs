@@ -4,17 +4,17 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::SqlStore;
+use crate::store::backend::{Backend, SqlStore, query, query_scalar};
 use crate::store::{LoginNetworkStore, StoreError};
 
 #[async_trait]
-impl LoginNetworkStore for SqlStore {
+impl<B: Backend> LoginNetworkStore for SqlStore<B> {
     async fn login_network_last_success(
         &self,
         user_id: Uuid,
         network_digest: &[u8],
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
-        Ok(sqlx::query_scalar(
+        Ok(query_scalar::<B, _>(
             "SELECT last_success_at FROM login_networks \
              WHERE user_id = $1 AND network_digest = $2",
         )
@@ -31,7 +31,7 @@ impl LoginNetworkStore for SqlStore {
         at: DateTime<Utc>,
         keep: u32,
     ) -> Result<(), StoreError> {
-        sqlx::query(
+        query::<B>(
             "INSERT INTO login_networks (user_id, network_digest, last_success_at) \
              VALUES ($1, $2, $3) ON CONFLICT (user_id, network_digest) \
              DO UPDATE SET last_success_at = excluded.last_success_at \
@@ -45,7 +45,7 @@ impl LoginNetworkStore for SqlStore {
         // Its own statement, not a transaction with the upsert: a concurrent login of the same
         // user then never waits on this one's row locks, and a trim that loses a race is made
         // up by the next login.
-        sqlx::query(
+        query::<B>(
             "DELETE FROM login_networks WHERE user_id = $1 AND network_digest NOT IN ( \
                  SELECT network_digest FROM login_networks WHERE user_id = $1 \
                  ORDER BY last_success_at DESC, network_digest LIMIT $2)",
@@ -59,7 +59,7 @@ impl LoginNetworkStore for SqlStore {
 
     async fn purge_login_networks_before(&self, cutoff: DateTime<Utc>) -> Result<u64, StoreError> {
         Ok(
-            sqlx::query("DELETE FROM login_networks WHERE last_success_at <= $1")
+            query::<B>("DELETE FROM login_networks WHERE last_success_at <= $1")
                 .bind(cutoff)
                 .execute(&self.pool)
                 .await?

@@ -27,6 +27,9 @@ use uuid::Uuid;
 use super::StoreError;
 use crate::enums::string_enum;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(in crate::store) mod sql;
+
 string_enum! {
     /// The state of a provider connection.
     ConnectionStatus {
@@ -178,7 +181,7 @@ pub fn mask_account_number(number: &str) -> String {
 
 /// A stored provider connection.
 #[derive(Debug, Clone)]
-#[cfg_attr(sql, derive(sqlx::FromRow))]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
 pub struct ConnectionRecord {
     /// Id (UUIDv7).
     pub id: Uuid,
@@ -243,7 +246,7 @@ pub struct NewConnection {
 
 /// A stored account.
 #[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(sql, derive(sqlx::FromRow))]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
 pub struct AccountRecord {
     /// Id (UUIDv7).
     pub id: Uuid,
@@ -260,10 +263,16 @@ pub struct AccountRecord {
     /// ISO 4217 currency code (upper case).
     pub currency: String,
     /// Current balance.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::Dec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::Dec")
+    )]
     pub balance_amount: Decimal,
     /// Available balance, when the provider reports one.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::OptionalDec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::OptionalDec")
+    )]
     pub available_balance_amount: Option<Decimal>,
     /// Whether the provider still reports the account.
     pub is_active: bool,
@@ -310,7 +319,7 @@ pub struct AccountFilter {
 
 /// A stored transaction.
 #[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(sql, derive(sqlx::FromRow))]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
 pub struct TransactionRecord {
     /// Id (UUIDv7).
     pub id: Uuid,
@@ -325,7 +334,10 @@ pub struct TransactionRecord {
     /// Settlement state.
     pub status: TransactionStatus,
     /// Amount; negative is money out of the account.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::Dec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::Dec")
+    )]
     pub amount: Decimal,
     /// ISO 4217 currency code (upper case).
     pub currency: String,
@@ -336,13 +348,22 @@ pub struct TransactionRecord {
     /// Security name.
     pub security_name: Option<String>,
     /// Units traded.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::OptionalDec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::OptionalDec")
+    )]
     pub quantity: Option<Decimal>,
     /// Price per unit.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::OptionalDec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::OptionalDec")
+    )]
     pub unit_price: Option<Decimal>,
     /// Commission charged.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::OptionalDec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::OptionalDec")
+    )]
     pub commission: Option<Decimal>,
     /// Trade or posting date.
     pub transaction_date: NaiveDate,
@@ -460,7 +481,7 @@ pub struct UpsertCounts {
 
 /// A stored holding (position).
 #[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(sql, derive(sqlx::FromRow))]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
 pub struct HoldingRecord {
     /// Id (UUIDv7).
     pub id: Uuid,
@@ -475,24 +496,42 @@ pub struct HoldingRecord {
     /// Kind of security.
     pub asset_type: AssetType,
     /// Units held.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::Dec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::Dec")
+    )]
     pub quantity: Decimal,
     /// Total cost basis.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::OptionalDec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::OptionalDec")
+    )]
     pub cost_basis: Option<Decimal>,
     /// Market value.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::Dec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::Dec")
+    )]
     pub market_value: Decimal,
     /// ISO 4217 currency code (upper case).
     pub currency: String,
     /// Average price paid per unit.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::OptionalDec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::OptionalDec")
+    )]
     pub average_price: Option<Decimal>,
     /// Latest price per unit.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::OptionalDec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::OptionalDec")
+    )]
     pub current_price: Option<Decimal>,
     /// Market value minus cost basis.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::OptionalDec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::OptionalDec")
+    )]
     pub unrealized_gain_loss: Option<Decimal>,
     /// Whether the provider still reports the position.
     pub is_active: bool,
@@ -546,23 +585,35 @@ pub struct HoldingFilter {
 
 /// A stored balance snapshot.
 #[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(sql, derive(sqlx::FromRow))]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
 pub struct SnapshotRecord {
     /// Id (UUIDv7).
     pub id: Uuid,
     /// Its account.
     pub account_id: Uuid,
     /// Balance.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::Dec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::Dec")
+    )]
     pub balance: Decimal,
     /// Available balance, if known.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::OptionalDec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::OptionalDec")
+    )]
     pub available_balance: Option<Decimal>,
     /// Market value of the holdings, if known.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::OptionalDec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::OptionalDec")
+    )]
     pub holdings_value: Option<Decimal>,
     /// Cash, if known.
-    #[cfg_attr(sql, sqlx(try_from = "super::sql::OptionalDec"))]
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::OptionalDec")
+    )]
     pub cash_value: Option<Decimal>,
     /// ISO 4217 currency code (upper case).
     pub currency: String,
@@ -589,8 +640,8 @@ pub struct NewSnapshot {
     pub currency: String,
     /// What writes it.
     pub source: SnapshotSource,
-    /// When the balance was captured (truncated to microseconds by the caller, see
-    /// [`super::now`]).
+    /// When the balance was captured (truncated to microseconds by the caller, the precision
+    /// both databases keep).
     pub captured_at: DateTime<Utc>,
 }
 

@@ -6,12 +6,10 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use sqlx::QueryBuilder;
-use sqlx::query_builder::Separated;
 use uuid::Uuid;
 
-use super::records::{SELECT_ACCOUNT, SELECT_HOLDING, SELECT_TRANSACTION};
-use super::{Db, Tx};
+use crate::store::backend::{Backend, QueryBuilder, Separated, SqlRow, Tx, query, query_as};
+use crate::store::records::sql::{SELECT_ACCOUNT, SELECT_HOLDING, SELECT_TRANSACTION};
 use crate::store::sql::{Upserted, currency, optional_text, text};
 use crate::store::{
     AccountRecord, HoldingRecord, NewAccount, NewHolding, NewTransaction, StoreError,
@@ -24,9 +22,9 @@ const CHUNK: usize = 1_000;
 
 /// A kind of record the upserts write: a row is keyed on its parent's id and the provider's id,
 /// and every column in [`Upsert::COLUMNS`] is rewritten when it changed.
-pub(super) trait Upsert: Sync {
+pub(in crate::store) trait Upsert: Sync {
     /// What the look-up of existing rows reads.
-    type Stored: for<'r> sqlx::FromRow<'r, <Db as sqlx::Database>::Row> + Send + Unpin;
+    type Stored: SqlRow;
     /// The table, and its alias in [`Upsert::SELECT`].
     const TABLE: &str;
     const ALIAS: &str;
@@ -43,7 +41,7 @@ pub(super) trait Upsert: Sync {
     /// The provider's id.
     fn key(&self) -> &str;
     /// Binds [`Upsert::COLUMNS`].
-    fn bind(&self, row: &mut Separated<'_, Db, &'static str>);
+    fn bind<B: Backend>(&self, row: &mut Separated<'_, B>);
     /// The provider's id and the id of a stored row.
     fn stored_key(stored: &Self::Stored) -> (&str, Uuid);
     /// Whether a stored row already holds every field of `self`.
@@ -75,7 +73,7 @@ impl Upsert for NewAccount {
         &self.provider_account_id
     }
 
-    fn bind(&self, row: &mut Separated<'_, Db, &'static str>) {
+    fn bind<B: Backend>(&self, row: &mut Separated<'_, B>) {
         row.push_bind(masked(self))
             .push_bind(self.name.as_str())
             .push_bind(self.account_type.as_str())
@@ -115,7 +113,7 @@ impl Upsert for NewHolding {
         &self.provider_holding_id
     }
 
-    fn bind(&self, row: &mut Separated<'_, Db, &'static str>) {
+    fn bind<B: Backend>(&self, row: &mut Separated<'_, B>) {
         row.push_bind(self.symbol.as_str())
             .push_bind(self.security_name.as_deref())
             .push_bind(self.asset_type.as_str())
@@ -165,7 +163,7 @@ impl Upsert for NewTransaction {
         &self.provider_transaction_id
     }
 
-    fn bind(&self, row: &mut Separated<'_, Db, &'static str>) {
+    fn bind<B: Backend>(&self, row: &mut Separated<'_, B>) {
         row.push_bind(self.transaction_type.as_str())
             .push_bind(self.subtype.as_deref())
             .push_bind(self.status.as_str())
@@ -204,8 +202,8 @@ impl Upsert for NewTransaction {
 
 /// Upserts `items` under `parent`; outcomes in input order. A provider id repeated within a
 /// chunk is written one row at a time, so the later one wins.
-pub(super) async fn upsert_in<T: Upsert>(
-    tx: &mut Tx,
+pub(in crate::store) async fn upsert_in<B: Backend, T: Upsert>(
+    tx: &mut Tx<B>,
     parent: Uuid,
     items: &[T],
     now: DateTime<Utc>,
@@ -226,8 +224,8 @@ pub(super) async fn upsert_in<T: Upsert>(
 }
 
 /// Upserts one item; its id and outcome.
-pub(super) async fn upsert_one<T: Upsert>(
-    tx: &mut Tx,
+pub(in crate::store) async fn upsert_one<B: Backend, T: Upsert>(
+    tx: &mut Tx<B>,
     parent: Uuid,
     item: &T,
     now: DateTime<Utc>,
@@ -240,8 +238,8 @@ pub(super) async fn upsert_one<T: Upsert>(
 
 /// Upserts the account's transactions and adds those created to its stored count (same
 /// transaction as the inserts, so the count never drifts).
-pub(super) async fn upsert_transactions_in(
-    tx: &mut Tx,
+pub(in crate::store) async fn upsert_transactions_in<B: Backend>(
+    tx: &mut Tx<B>,
     account_id: Uuid,
     items: &[NewTransaction],
     now: DateTime<Utc>,
@@ -252,7 +250,7 @@ pub(super) async fn upsert_transactions_in(
         .filter(|(_, outcome)| *outcome == Upserted::Created)
         .count();
     if created > 0 {
-        sqlx::query("UPDATE accounts SET transaction_count = transaction_count + $2 WHERE id = $1")
+        query::<B>("UPDATE accounts SET transaction_count = transaction_count + $2 WHERE id = $1")
             .bind(account_id)
             .bind(i64::try_from(created).unwrap_or(i64::MAX))
             .execute(&mut **tx)
@@ -264,8 +262,8 @@ pub(super) async fn upsert_transactions_in(
 /// Writes `rows` (fresh id and item) in one statement; with `rewrite`, a row that exists
 /// already gets the new values, else it is left alone. The provider id and id of each row
 /// written.
-async fn write_rows<T: Upsert>(
-    tx: &mut Tx,
+async fn write_rows<B: Backend, T: Upsert>(
+    tx: &mut Tx<B>,
     parent: Uuid,
     rows: &[(Uuid, &T)],
     now: DateTime<Utc>,
@@ -278,7 +276,7 @@ async fn write_rows<T: Upsert>(
     let columns = format!("{}{synced}", T::COLUMNS);
     // SQLite binds QueryBuilder's anonymous `?` in order; numbered `$n` would be looked up by a
     // linear scan each, which makes thousands of them quadratic.
-    let mut insert = QueryBuilder::<Db>::new(format!(
+    let mut insert = QueryBuilder::<B>::new(format!(
         "INSERT INTO {} (id, {}, {}, {}, created_at, updated_at) ",
         T::TABLE,
         T::PARENT,
@@ -312,8 +310,8 @@ async fn write_rows<T: Upsert>(
 /// Inserts the rows that are new, reads the others, rewrites those that changed (and any that
 /// another writer removed meanwhile) and moves `last_synced_at` of the rest. Provider ids must
 /// be distinct within `chunk`.
-async fn upsert_chunk<T: Upsert>(
-    tx: &mut Tx,
+async fn upsert_chunk<B: Backend, T: Upsert>(
+    tx: &mut Tx<B>,
     parent: Uuid,
     chunk: &[T],
     now: DateTime<Utc>,
@@ -322,7 +320,7 @@ async fn upsert_chunk<T: Upsert>(
     let inserted = write_rows(tx, parent, &fresh, now, false).await?;
     let mut existing = HashMap::new();
     if inserted.len() < fresh.len() {
-        let mut lookup = QueryBuilder::<Db>::new(format!(
+        let mut lookup = QueryBuilder::<B>::new(format!(
             "{} FROM {table} {alias} WHERE {alias}.{} = ",
             T::SELECT,
             T::PARENT,
@@ -381,7 +379,7 @@ async fn upsert_chunk<T: Upsert>(
         .filter(|(_, outcome)| *outcome == Upserted::Unchanged);
     if T::SYNCED && unchanged.clone().next().is_some() {
         let mut touch =
-            QueryBuilder::<Db>::new(format!("UPDATE {} SET last_synced_at = ", T::TABLE));
+            QueryBuilder::<B>::new(format!("UPDATE {} SET last_synced_at = ", T::TABLE));
         touch.push_bind(now).push(" WHERE id IN (");
         let mut listed = touch.separated(", ");
         for (id, _) in unchanged {
@@ -394,15 +392,15 @@ async fn upsert_chunk<T: Upsert>(
 }
 
 /// The connection's account with this provider id, if any.
-pub(super) async fn account_in(
-    tx: &mut Tx,
+pub(in crate::store) async fn account_in<B: Backend>(
+    tx: &mut Tx<B>,
     connection_id: Uuid,
     provider_account_id: &str,
 ) -> Result<Option<AccountRecord>, StoreError> {
     let sql = format!(
         "{SELECT_ACCOUNT} FROM accounts a WHERE a.connection_id = $1 AND a.provider_account_id = $2"
     );
-    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    Ok(query_as::<B, _>(sqlx::AssertSqlSafe(sql))
         .bind(connection_id)
         .bind(provider_account_id)
         .fetch_optional(&mut **tx)

@@ -2,63 +2,66 @@
 //! of that table from the layout of the runner this crate had before.
 
 use chrono::{DateTime, Utc};
-use sqlx::migrate::{Migrate as _, Migrator};
+use sqlx::migrate::Migrator;
 
-use super::{BEGIN_WRITE, Db, LEGACY_MIGRATIONS_PROBE, SqlStore, Tx, migrator, prepare_migration};
-use crate::store::StoreError;
+use super::StoreError;
+use super::backend::{Backend, SqlStore, Tx, query, query_as, query_scalar, raw_sql};
 
 /// The table recording applied migrations (its name predates `sqlx::migrate!`).
 const MIGRATIONS_TABLE: &str = "aggregation_migrations";
 
-impl SqlStore {
+impl<B: Backend> SqlStore<B> {
     /// Applies the embedded migrations that are not applied yet, all in one transaction; safe
     /// to call at every start, from several processes at once (they take turns).
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        let mut migrator = migrator();
+        let mut migrator = B::migrator();
         migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
         // The transaction below serializes migrating processes already.
         migrator.set_locking(false);
         // As before: a database migrated by a newer release still opens.
         migrator.set_ignore_missing(true);
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        prepare_migration(self, &mut tx).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
+        B::prepare_migration(&self.schema, &mut tx).await?;
         upgrade_legacy_table(&mut tx, &migrator).await?;
         // Inside a transaction, each migration's own transaction is a savepoint.
-        migrator.run(&mut *tx).await?;
+        B::run_migrations(&migrator, &mut tx).await?;
         tx.commit().await?;
         Ok(())
     }
 
     /// The underlying pool.
-    pub fn pool(&self) -> &sqlx::Pool<Db> {
+    pub fn pool(&self) -> &sqlx::Pool<B> {
         &self.pool
     }
 }
 
 /// Rewrites a migrations table of the former runner (version, description, applied_at) into
 /// sqlx's layout, with the checksums of the embedded migrations, so that they count as applied.
-async fn upgrade_legacy_table(tx: &mut Tx, migrator: &Migrator) -> Result<(), StoreError> {
-    let legacy: i64 = sqlx::query_scalar(LEGACY_MIGRATIONS_PROBE)
+async fn upgrade_legacy_table<B: Backend>(
+    tx: &mut Tx<B>,
+    migrator: &Migrator,
+) -> Result<(), StoreError> {
+    let legacy: i64 = query_scalar::<B, _>(B::LEGACY_MIGRATIONS_PROBE)
         .fetch_one(&mut **tx)
         .await?;
     if legacy == 0 {
         return Ok(());
     }
     let applied: Vec<(i64, DateTime<Utc>)> =
-        sqlx::query_as("SELECT version, applied_at FROM aggregation_migrations ORDER BY version")
+        query_as::<B, _>("SELECT version, applied_at FROM aggregation_migrations ORDER BY version")
             .fetch_all(&mut **tx)
             .await?;
-    sqlx::raw_sql("DROP TABLE aggregation_migrations")
-        .execute(&mut **tx)
+    raw_sql("DROP TABLE aggregation_migrations")
+        .execute::<B>(&mut **tx)
         .await?;
-    tx.ensure_migrations_table(MIGRATIONS_TABLE).await?;
+    B::ensure_migrations_table(tx, MIGRATIONS_TABLE).await?;
     for (version, applied_at) in applied {
         let Some(migration) = migrator.iter().find(|known| known.version == version) else {
             return Err(StoreError::Other(format!(
                 "applied migration {version} is not embedded in this build"
             )));
         };
-        sqlx::query(
+        query::<B>(
             "INSERT INTO aggregation_migrations (version, description, installed_on, success, \
              checksum, execution_time) VALUES ($1, $2, $3, TRUE, $4, -1)",
         )

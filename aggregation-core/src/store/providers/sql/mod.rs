@@ -1,20 +1,24 @@
 //! Provider connections: OAuth states, the connection lifecycle and credentials, and sync
 //! cool-downs.
 
+mod sync;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::connections::{CONNECTION_COLUMNS, insert_connection, live_connection_in, lock_user_in};
-use super::events::insert_event;
-use super::{BEGIN_WRITE, SqlStore};
 use crate::events::Event;
+use crate::store::backend::{Backend, SqlStore, query, query_as, query_scalar};
+use crate::store::events::sql::insert_event;
+use crate::store::records::sql::connections::{
+    CONNECTION_COLUMNS, insert_connection, live_connection_in, lock_user_in,
+};
 use crate::store::{
     ConnectionRecord, ConnectionStatus, ConnectionStore as _, EncryptedCredentials, NewConnection,
     NewOAuthState, OAuthStateRecord, ProviderConnectionStore, StoreError, SyncClaim, SyncKind,
 };
 
-impl SqlStore {
+impl<B: Backend> SqlStore<B> {
     /// Active connections with credentials matching `condition` (over `$1`), in `order`, at
     /// most `$2`. The literal status and `IS NOT NULL` let the partial indexes of migration
     /// 0005 serve the look-up.
@@ -30,7 +34,7 @@ impl SqlStore {
              WHERE status = 'active' AND encrypted_credentials IS NOT NULL \
              AND {condition} ORDER BY {order} LIMIT $2"
         );
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        Ok(query_as::<B, _>(sqlx::AssertSqlSafe(sql))
             .bind(bound)
             .bind(i64::from(limit))
             .fetch_all(&self.pool)
@@ -39,9 +43,9 @@ impl SqlStore {
 }
 
 #[async_trait]
-impl ProviderConnectionStore for SqlStore {
+impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
     async fn insert_oauth_state(&self, state: &NewOAuthState) -> Result<(), StoreError> {
-        sqlx::query(
+        query::<B>(
             "INSERT INTO oauth_states (state_digest, user_id, provider_slug, alias, \
              redirect_uri, encrypted_pkce_verifier, pkce_key_id, created_at, expires_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -65,7 +69,7 @@ impl ProviderConnectionStore for SqlStore {
         state_digest: &[u8],
     ) -> Result<Option<OAuthStateRecord>, StoreError> {
         // One statement: of concurrent deletes of one row only one returns it.
-        Ok(sqlx::query_as(
+        Ok(query_as::<B, _>(
             "DELETE FROM oauth_states WHERE state_digest = $1 RETURNING state_digest, user_id, \
              provider_slug, alias, redirect_uri, encrypted_pkce_verifier, pkce_key_id, \
              created_at, expires_at",
@@ -89,7 +93,7 @@ impl ProviderConnectionStore for SqlStore {
             "SELECT {CONNECTION_COLUMNS} FROM connections WHERE user_id = $1{filter} \
              ORDER BY created_at DESC, id DESC"
         );
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        Ok(query_as::<B, _>(sqlx::AssertSqlSafe(sql))
             .bind(user_id)
             .fetch_all(&self.pool)
             .await?)
@@ -100,7 +104,7 @@ impl ProviderConnectionStore for SqlStore {
         connection_id: Uuid,
     ) -> Result<Option<ConnectionRecord>, StoreError> {
         let sql = format!("SELECT {CONNECTION_COLUMNS} FROM connections WHERE id = $1");
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        Ok(query_as::<B, _>(sqlx::AssertSqlSafe(sql))
             .bind(connection_id)
             .fetch_optional(&self.pool)
             .await?)
@@ -116,7 +120,7 @@ impl ProviderConnectionStore for SqlStore {
         now: DateTime<Utc>,
         raised: &mut Vec<Event>,
     ) -> Result<(ConnectionRecord, bool), StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         // The user lock makes concurrent callbacks for one slug and alias find one another's
         // connection instead of creating two.
         lock_user_in(&mut tx, user_id).await?;
@@ -147,7 +151,7 @@ impl ProviderConnectionStore for SqlStore {
              credentials_key_id = $4, credentials_expires_at = $5, connected_at = $6, \
              updated_at = $6 WHERE id = $1 RETURNING {CONNECTION_COLUMNS}"
         );
-        let record: ConnectionRecord = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let record: ConnectionRecord = query_as::<B, _>(sqlx::AssertSqlSafe(sql))
             .bind(existing.id)
             .bind(ConnectionStatus::Active.as_str())
             .bind(credentials.ciphertext.as_slice())
@@ -175,7 +179,7 @@ impl ProviderConnectionStore for SqlStore {
              WHEN alias IS NOT DISTINCT FROM $3 THEN updated_at ELSE $4 END \
              WHERE id = $1 AND user_id = $2 RETURNING {CONNECTION_COLUMNS}"
         );
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        Ok(query_as::<B, _>(sqlx::AssertSqlSafe(sql))
             .bind(connection_id)
             .bind(user_id)
             .bind(alias)
@@ -197,8 +201,8 @@ impl ProviderConnectionStore for SqlStore {
              WHERE id = $1 AND user_id = $2 AND status <> 'disconnected' \
              RETURNING {CONNECTION_COLUMNS}"
         );
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let disconnected: Option<ConnectionRecord> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
+        let disconnected: Option<ConnectionRecord> = query_as::<B, _>(sqlx::AssertSqlSafe(sql))
             .bind(connection_id)
             .bind(user_id)
             .bind(now)
@@ -228,7 +232,7 @@ impl ProviderConnectionStore for SqlStore {
         // credentials uses a fresh nonce, so an equal ciphertext means nobody wrote them
         // meanwhile. A connection expired from these very credentials (by a refusal that raced
         // this refresh on another instance) is active again: the refresh proved them good.
-        let done = sqlx::query(
+        let done = query::<B>(
             "UPDATE connections SET encrypted_credentials = $2, credentials_key_id = $3, \
              credentials_expires_at = $4, updated_at = $5, \
              status = CASE WHEN status = 'expired' THEN 'active' ELSE status END \
@@ -252,8 +256,8 @@ impl ProviderConnectionStore for SqlStore {
         now: DateTime<Utc>,
         raised: &mut Vec<Event>,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let expired: Option<(Uuid, String)> = sqlx::query_as(
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
+        let expired: Option<(Uuid, String)> = query_as::<B, _>(
             "UPDATE connections SET status = 'expired', updated_at = $2 \
              WHERE id = $1 AND status = 'active' AND encrypted_credentials = $3 \
              RETURNING user_id, provider_slug",
@@ -282,7 +286,7 @@ impl ProviderConnectionStore for SqlStore {
     ) -> Result<bool, StoreError> {
         // Disconnecting this way clears the credentials too, as `disconnect_connection` does,
         // so no disconnected row keeps them.
-        let done = sqlx::query(
+        let done = query::<B>(
             "UPDATE connections SET status = $2, \
              encrypted_credentials = CASE WHEN $3 THEN NULL ELSE encrypted_credentials END, \
              credentials_key_id = CASE WHEN $3 THEN NULL ELSE credentials_key_id END, \
@@ -336,7 +340,7 @@ impl ProviderConnectionStore for SqlStore {
             // version after waiting for a concurrent claim, SQLite serializes writers; SET
             // reads the row as it was, so `previous_started_at` gets the start this claim
             // replaces.
-            let granted: Option<Option<DateTime<Utc>>> = sqlx::query_scalar(
+            let granted: Option<Option<DateTime<Utc>>> = query_scalar::<B, _>(
                 "INSERT INTO sync_claims (subject_id, kind, last_started_at) VALUES ($1, $2, $3) \
                  ON CONFLICT (subject_id, kind) DO UPDATE SET \
                  previous_started_at = sync_claims.last_started_at, \
@@ -354,7 +358,7 @@ impl ProviderConnectionStore for SqlStore {
             if let Some(previous) = granted {
                 return Ok(SyncClaim::Granted { previous });
             }
-            let last: Option<DateTime<Utc>> = sqlx::query_scalar(
+            let last: Option<DateTime<Utc>> = query_scalar::<B, _>(
                 "SELECT last_started_at FROM sync_claims WHERE subject_id = $1 AND kind = $2",
             )
             .bind(subject_id)
@@ -380,7 +384,7 @@ impl ProviderConnectionStore for SqlStore {
         previous: Option<DateTime<Utc>>,
     ) -> Result<(), StoreError> {
         let query = match previous {
-            Some(previous) => sqlx::query(
+            Some(previous) => query::<B>(
                 "UPDATE sync_claims SET last_started_at = $4, previous_started_at = NULL \
                  WHERE subject_id = $1 AND kind = $2 AND last_started_at = $3",
             )
@@ -388,7 +392,7 @@ impl ProviderConnectionStore for SqlStore {
             .bind(kind.as_str())
             .bind(claimed_at)
             .bind(previous),
-            None => sqlx::query(
+            None => query::<B>(
                 "DELETE FROM sync_claims \
                  WHERE subject_id = $1 AND kind = $2 AND last_started_at = $3",
             )

@@ -4,13 +4,15 @@
 //! compared by value in Rust; every read joins `accounts → connections` to scope rows to the
 //! caller. The upserts live in `sql_upserts.rs`, connections in `sql_connections.rs`.
 
+pub(in crate::store) mod connections;
+pub(in crate::store) mod upserts;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::QueryBuilder;
 use uuid::Uuid;
 
-use super::upserts::{upsert_in, upsert_transactions_in};
-use super::{BEGIN_WRITE, Db, SqlStore, Tx};
+use crate::store::backend::{Backend, Executor, QueryBuilder, SqlStore, Tx, query_as};
+use crate::store::records::sql::upserts::{upsert_in, upsert_transactions_in};
 use crate::store::sql::{count, counted, currency, optional_text, text};
 use crate::store::{
     AccountFilter, AccountRecord, AccountStore, HoldingFilter, HoldingRecord, HoldingStore,
@@ -18,14 +20,14 @@ use crate::store::{
     SnapshotStore, StoreError, TransactionQuery, TransactionRecord, TransactionStore, UpsertCounts,
 };
 
-pub(super) const SELECT_ACCOUNT: &str = "SELECT a.id, a.connection_id, a.provider_account_id, \
+pub(in crate::store) const SELECT_ACCOUNT: &str = "SELECT a.id, a.connection_id, a.provider_account_id, \
      a.account_number_masked, a.name, a.account_type, a.currency, a.balance_amount, \
      a.available_balance_amount, a.is_active, a.last_synced_at, a.created_at, a.updated_at";
-pub(super) const SELECT_TRANSACTION: &str = "SELECT t.id, t.account_id, \
+pub(in crate::store) const SELECT_TRANSACTION: &str = "SELECT t.id, t.account_id, \
      t.provider_transaction_id, t.transaction_type, t.subtype, t.status, t.amount, t.currency, \
      t.description, t.symbol, t.security_name, t.quantity, t.unit_price, t.commission, \
      t.transaction_date, t.settlement_date, t.created_at, t.updated_at";
-pub(super) const SELECT_HOLDING: &str = "SELECT h.id, h.account_id, h.provider_holding_id, \
+pub(in crate::store) const SELECT_HOLDING: &str = "SELECT h.id, h.account_id, h.provider_holding_id, \
      h.symbol, h.security_name, h.asset_type, h.quantity, h.cost_basis, h.market_value, \
      h.currency, h.average_price, h.current_price, h.unrealized_gain_loss, h.is_active, \
      h.last_synced_at, h.created_at, h.updated_at";
@@ -33,7 +35,7 @@ const SELECT_SNAPSHOT: &str = "SELECT s.id, s.account_id, s.balance, s.available
      s.holdings_value, s.cash_value, s.currency, s.source, s.captured_at";
 
 /// Starts a query over the accounts of `user_id`, joined as `a` (and its connection as `c`).
-fn user_accounts(select: &str, user_id: Uuid) -> QueryBuilder<Db> {
+fn user_accounts<B: Backend>(select: &str, user_id: Uuid) -> QueryBuilder<B> {
     let mut query = QueryBuilder::new(select);
     query
         .push(" FROM accounts a JOIN connections c ON c.id = a.connection_id AND c.user_id = ")
@@ -42,14 +44,14 @@ fn user_accounts(select: &str, user_id: Uuid) -> QueryBuilder<Db> {
 }
 
 #[async_trait]
-impl AccountStore for SqlStore {
+impl<B: Backend> AccountStore for SqlStore<B> {
     async fn upsert_accounts(
         &self,
         connection_id: Uuid,
         accounts: &[NewAccount],
         now: DateTime<Utc>,
     ) -> Result<UpsertCounts, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let done = upsert_in(&mut tx, connection_id, accounts, now).await?;
         tx.commit().await?;
         Ok(counted(done))
@@ -91,14 +93,14 @@ impl AccountStore for SqlStore {
 }
 
 #[async_trait]
-impl TransactionStore for SqlStore {
+impl<B: Backend> TransactionStore for SqlStore<B> {
     async fn upsert_transactions(
         &self,
         account_id: Uuid,
         transactions: &[NewTransaction],
         now: DateTime<Utc>,
     ) -> Result<UpsertCounts, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let done = upsert_transactions_in(&mut tx, account_id, transactions, now).await?;
         tx.commit().await?;
         Ok(counted(done))
@@ -211,14 +213,14 @@ impl TransactionStore for SqlStore {
 }
 
 #[async_trait]
-impl HoldingStore for SqlStore {
+impl<B: Backend> HoldingStore for SqlStore<B> {
     async fn upsert_holdings(
         &self,
         account_id: Uuid,
         holdings: &[NewHolding],
         now: DateTime<Utc>,
     ) -> Result<UpsertCounts, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let done = upsert_in(&mut tx, account_id, holdings, now).await?;
         tx.commit().await?;
         Ok(counted(done))
@@ -262,9 +264,9 @@ impl HoldingStore for SqlStore {
 }
 
 #[async_trait]
-impl SnapshotStore for SqlStore {
+impl<B: Backend> SnapshotStore for SqlStore<B> {
     async fn insert_snapshot(&self, snapshot: &NewSnapshot) -> Result<SnapshotRecord, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let record = insert_snapshot_in(&mut tx, snapshot).await?;
         tx.commit().await?;
         Ok(record)
@@ -342,16 +344,16 @@ impl SnapshotStore for SqlStore {
 /// Marks inactive every active holding of the account whose provider id is not in
 /// `keep_provider_ids` (all of them when it is empty), in one statement; the number
 /// deactivated.
-pub(super) async fn deactivate_missing_holdings_in<'c, E>(
+pub(in crate::store) async fn deactivate_missing_holdings_in<'c, B: Backend, E>(
     executor: E,
     account_id: Uuid,
     keep_provider_ids: &[String],
     now: DateTime<Utc>,
 ) -> Result<u64, StoreError>
 where
-    E: sqlx::Executor<'c, Database = Db>,
+    E: Executor<'c, B>,
 {
-    let mut query = QueryBuilder::<Db>::new("UPDATE holdings SET is_active = ");
+    let mut query = QueryBuilder::<B>::new("UPDATE holdings SET is_active = ");
     query
         .push_bind(false)
         .push(", updated_at = ")
@@ -371,11 +373,11 @@ where
     Ok(query.build().execute(executor).await?.rows_affected())
 }
 
-pub(super) async fn insert_snapshot_in(
-    tx: &mut Tx,
+pub(in crate::store) async fn insert_snapshot_in<B: Backend>(
+    tx: &mut Tx<B>,
     snapshot: &NewSnapshot,
 ) -> Result<SnapshotRecord, StoreError> {
-    Ok(sqlx::query_as(
+    Ok(query_as::<B, _>(
         "INSERT INTO balance_snapshots (id, account_id, balance, available_balance, \
          holdings_value, cash_value, currency, source, captured_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, account_id, balance, \

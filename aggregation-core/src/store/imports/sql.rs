@@ -1,4 +1,4 @@
-//! File imports and provider syncs: many records written as one transaction.
+//! File imports on SQL: many records written as one transaction.
 
 use std::borrow::Cow;
 
@@ -7,36 +7,24 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
-use super::connections::find_or_create_connection_in;
-use super::events::insert_event;
-use super::records::{deactivate_missing_holdings_in, insert_snapshot_in};
-use super::upserts::{account_in, upsert_in, upsert_one, upsert_transactions_in};
-use super::{BEGIN_WRITE, SqlStore, Tx};
 use crate::events::Event;
-use crate::store::sql::{OptionalDec, Upserted, tally};
+use crate::store::backend::{Backend, SqlStore, Tx, query_as};
+use crate::store::events::sql::insert_event;
+use crate::store::records::sql::connections::{find_or_create_connection_in, mark_synced};
+use crate::store::records::sql::insert_snapshot_in;
+use crate::store::records::sql::upserts::{
+    account_in, upsert_in, upsert_one, upsert_transactions_in,
+};
+use crate::store::sql::{OptionalDec, Upserted};
 use crate::store::{
     FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportSnapshot, ImportStore,
-    NewSnapshot, SnapshotSource, StoreError, SyncAccountData, SyncBatch, SyncCounts, SyncStore,
+    NewSnapshot, SnapshotSource, StoreError,
 };
-
-/// Moves the connection's last sync (and last change) to `now`.
-async fn mark_synced(
-    tx: &mut Tx,
-    connection_id: Uuid,
-    now: DateTime<Utc>,
-) -> Result<(), StoreError> {
-    sqlx::query("UPDATE connections SET last_sync_at = $2, updated_at = $2 WHERE id = $1")
-        .bind(connection_id)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
 
 /// Whether the account has a `file_import` snapshot captured at the same instant with the same
 /// figures.
-async fn has_import_snapshot(
-    tx: &mut Tx,
+async fn has_import_snapshot<B: Backend>(
+    tx: &mut Tx<B>,
     account_id: Uuid,
     snapshot: &ImportSnapshot,
 ) -> Result<bool, StoreError> {
@@ -45,7 +33,7 @@ async fn has_import_snapshot(
         OptionalDec,
         OptionalDec,
         OptionalDec,
-    )> = sqlx::query_as(
+    )> = query_as::<B, _>(
         "SELECT balance, available_balance, holdings_value, cash_value \
              FROM balance_snapshots WHERE account_id = $1 AND source = $2 AND captured_at = $3",
     )
@@ -65,8 +53,8 @@ async fn has_import_snapshot(
 }
 
 /// Writes one account of an import with its transactions, holdings and snapshot.
-async fn import_account(
-    tx: &mut Tx,
+async fn import_account<B: Backend>(
+    tx: &mut Tx<B>,
     connection_id: Uuid,
     item: &ImportAccount,
     now: DateTime<Utc>,
@@ -121,7 +109,7 @@ async fn import_account(
 }
 
 #[async_trait]
-impl ImportStore for SqlStore {
+impl<B: Backend> ImportStore for SqlStore<B> {
     async fn apply_import(
         &self,
         user_id: Uuid,
@@ -129,7 +117,7 @@ impl ImportStore for SqlStore {
         now: DateTime<Utc>,
         raised: &mut Vec<Event>,
     ) -> Result<ImportCounts, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let mut counts = ImportCounts::default();
         for institution in &batch.institutions {
             let alias = Some(institution.alias.as_str());
@@ -143,93 +131,6 @@ impl ImportStore for SqlStore {
             mark_synced(&mut tx, connection.id, now).await?;
         }
         let event = insert_event(&mut tx, Event::import_completed(user_id, &counts, now)).await?;
-        tx.commit().await?;
-        raised.push(event);
-        Ok(counts)
-    }
-}
-
-/// Writes one account's part of a sync batch.
-async fn sync_account(
-    tx: &mut Tx,
-    connection_id: Uuid,
-    item: &SyncAccountData,
-    now: DateTime<Utc>,
-    counts: &mut SyncCounts,
-) -> Result<(), StoreError> {
-    let Some(account) = account_in(tx, connection_id, &item.provider_account_id).await? else {
-        return Err(StoreError::Other(format!(
-            "unknown account {:?} in connection {connection_id}",
-            item.provider_account_id
-        )));
-    };
-    if let Some(transactions) = &item.transactions {
-        let done = upsert_transactions_in(tx, account.id, transactions, now).await?;
-        tally(&mut counts.transactions, done);
-    }
-    if let Some(holdings) = &item.holdings {
-        tally(
-            &mut counts.holdings,
-            upsert_in(tx, account.id, holdings, now).await?,
-        );
-        let keep: Vec<String> = holdings
-            .iter()
-            .map(|holding| holding.provider_holding_id.clone())
-            .collect();
-        counts.holdings_deactivated +=
-            deactivate_missing_holdings_in(&mut **tx, account.id, &keep, now).await?;
-    }
-    if let Some(snapshot) = &item.snapshot {
-        let snapshot = NewSnapshot {
-            account_id: account.id,
-            balance: account.balance_amount,
-            available_balance: account.available_balance_amount,
-            holdings_value: snapshot.holdings_value,
-            cash_value: snapshot.cash_value,
-            currency: account.currency.clone(),
-            source: snapshot.source,
-            captured_at: now,
-        };
-        insert_snapshot_in(tx, &snapshot).await?;
-        counts.snapshots_created += 1;
-    }
-    Ok(())
-}
-
-#[async_trait]
-impl SyncStore for SqlStore {
-    async fn apply_sync(
-        &self,
-        connection_id: Uuid,
-        batch: &SyncBatch,
-        now: DateTime<Utc>,
-        raised: &mut Vec<Event>,
-    ) -> Result<SyncCounts, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        // Locks the connection's row (PostgreSQL) so syncs of one connection are applied one
-        // after the other; SQLite's BEGIN IMMEDIATE serializes writers.
-        let owner: Option<Uuid> = sqlx::query_scalar(
-            "UPDATE connections SET updated_at = updated_at WHERE id = $1 RETURNING user_id",
-        )
-        .bind(connection_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(user_id) = owner else {
-            return Err(StoreError::Other(format!(
-                "unknown connection {connection_id}"
-            )));
-        };
-        let mut counts = SyncCounts::default();
-        let accounts = upsert_in(&mut tx, connection_id, &batch.accounts, now).await?;
-        tally(&mut counts.accounts, accounts);
-        for item in &batch.per_account {
-            sync_account(&mut tx, connection_id, item, now, &mut counts).await?;
-        }
-        if batch.mark_synced {
-            mark_synced(&mut tx, connection_id, now).await?;
-        }
-        let completed = Event::sync_completed(user_id, connection_id, &counts, now);
-        let event = insert_event(&mut tx, completed).await?;
         tx.commit().await?;
         raised.push(event);
         Ok(counts)

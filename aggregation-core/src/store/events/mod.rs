@@ -9,6 +9,9 @@ use uuid::Uuid;
 use super::StoreError;
 use crate::events::{Event, EventType};
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(in crate::store) mod sql;
+
 /// What [`EventStore::audit_events`] lists: every filter optional, combined with AND.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuditFilter {

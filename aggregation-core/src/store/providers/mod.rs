@@ -18,9 +18,12 @@ use super::records::{
 use crate::enums::string_enum;
 use crate::events::Event;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(in crate::store) mod sql;
+
 /// A pending OAuth authorization, stored when a user starts connecting a provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(sql, derive(sqlx::FromRow))]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
 pub struct NewOAuthState {
     /// SHA-256 of the state value handed to the provider (the value itself is never stored).
     pub state_digest: Vec<u8>,

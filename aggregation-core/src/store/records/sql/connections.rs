@@ -3,20 +3,19 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::QueryBuilder;
 use uuid::Uuid;
 
-use super::{BEGIN_WRITE, SqlStore, Tx};
+use crate::store::backend::{Backend, QueryBuilder, SqlStore, Tx, query, query_as};
 use crate::store::{
     ConnectionRecord, ConnectionStatus, ConnectionStore, NewConnection, StoreError, provider_id,
 };
 
 /// The columns of [`ConnectionRecord`], for `SELECT` and `RETURNING`.
-pub(super) const CONNECTION_COLUMNS: &str = "id, user_id, provider_id, provider_slug, alias, \
+pub(in crate::store) const CONNECTION_COLUMNS: &str = "id, user_id, provider_id, provider_slug, alias, \
      status, encrypted_credentials, credentials_key_id, credentials_expires_at, connected_at, \
      last_sync_at, created_at, updated_at";
-pub(super) async fn insert_connection(
-    tx: &mut Tx,
+pub(in crate::store) async fn insert_connection<B: Backend>(
+    tx: &mut Tx<B>,
     connection: &NewConnection,
 ) -> Result<ConnectionRecord, StoreError> {
     let sql = format!(
@@ -26,7 +25,7 @@ pub(super) async fn insert_connection(
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, $10, $10) \
          RETURNING {CONNECTION_COLUMNS}"
     );
-    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    Ok(query_as::<B, _>(sqlx::AssertSqlSafe(sql))
         .bind(connection.id)
         .bind(connection.user_id)
         .bind(provider_id(&connection.provider_slug))
@@ -42,12 +41,12 @@ pub(super) async fn insert_connection(
 }
 
 #[async_trait]
-impl ConnectionStore for SqlStore {
+impl<B: Backend> ConnectionStore for SqlStore<B> {
     async fn create_connection(
         &self,
         connection: &NewConnection,
     ) -> Result<ConnectionRecord, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let record = insert_connection(&mut tx, connection).await?;
         tx.commit().await?;
         Ok(record)
@@ -60,7 +59,7 @@ impl ConnectionStore for SqlStore {
         alias: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<ConnectionRecord, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let record =
             find_or_create_connection_in(&mut tx, user_id, provider_slug, alias, now).await?;
         tx.commit().await?;
@@ -74,7 +73,7 @@ impl ConnectionStore for SqlStore {
     ) -> Result<Option<ConnectionRecord>, StoreError> {
         let sql =
             format!("SELECT {CONNECTION_COLUMNS} FROM connections WHERE id = $1 AND user_id = $2");
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        Ok(query_as::<B, _>(sqlx::AssertSqlSafe(sql))
             .bind(connection_id)
             .bind(user_id)
             .fetch_optional(&self.pool)
@@ -85,8 +84,11 @@ impl ConnectionStore for SqlStore {
 /// Locks the user's row for the rest of the transaction (PostgreSQL) so concurrent transactions
 /// looking up or creating the user's connections see one another's; SQLite's `BEGIN IMMEDIATE`
 /// already serializes writers. [`StoreError::Other`] when the user does not exist.
-pub(super) async fn lock_user_in(tx: &mut Tx, user_id: Uuid) -> Result<(), StoreError> {
-    let locked = sqlx::query("UPDATE users SET updated_at = updated_at WHERE id = $1")
+pub(in crate::store) async fn lock_user_in<B: Backend>(
+    tx: &mut Tx<B>,
+    user_id: Uuid,
+) -> Result<(), StoreError> {
+    let locked = query::<B>("UPDATE users SET updated_at = updated_at WHERE id = $1")
         .bind(user_id)
         .execute(&mut **tx)
         .await?;
@@ -98,13 +100,13 @@ pub(super) async fn lock_user_in(tx: &mut Tx, user_id: Uuid) -> Result<(), Store
 
 /// The user's oldest connection with this slug and alias (compared exactly, `None` matching
 /// `None`) that is not disconnected.
-pub(super) async fn live_connection_in(
-    tx: &mut Tx,
+pub(in crate::store) async fn live_connection_in<B: Backend>(
+    tx: &mut Tx<B>,
     user_id: Uuid,
     provider_slug: &str,
     alias: Option<&str>,
 ) -> Result<Option<ConnectionRecord>, StoreError> {
-    let mut query = QueryBuilder::new(format!("SELECT {CONNECTION_COLUMNS} FROM connections"));
+    let mut query = QueryBuilder::<B>::new(format!("SELECT {CONNECTION_COLUMNS} FROM connections"));
     query
         .push(" WHERE user_id = ")
         .push_bind(user_id)
@@ -120,8 +122,8 @@ pub(super) async fn live_connection_in(
 
 /// The user's connection with this slug and alias that is not disconnected, created (active,
 /// no credentials) when there is none.
-pub(super) async fn find_or_create_connection_in(
-    tx: &mut Tx,
+pub(in crate::store) async fn find_or_create_connection_in<B: Backend>(
+    tx: &mut Tx<B>,
     user_id: Uuid,
     provider_slug: &str,
     alias: Option<&str>,
@@ -143,4 +145,18 @@ pub(super) async fn find_or_create_connection_in(
         created_at: now,
     };
     insert_connection(tx, &connection).await
+}
+
+/// Moves the connection's last sync (and last change) to `now`.
+pub(in crate::store) async fn mark_synced<B: Backend>(
+    tx: &mut Tx<B>,
+    connection_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    query::<B>("UPDATE connections SET last_sync_at = $2, updated_at = $2 WHERE id = $1")
+        .bind(connection_id)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }

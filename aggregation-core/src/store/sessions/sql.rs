@@ -10,9 +10,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::events::insert_events;
-use super::{BEGIN_WRITE, SqlStore, Tx};
 use crate::events::Event;
+use crate::store::backend::{Backend, QueryBuilder, SqlStore, Tx, query, query_as, query_scalar};
+use crate::store::events::sql::insert_events;
 use crate::store::{
     NewRefreshToken, NewSession, RefreshTokenRecord, SessionRecord, SessionStore, StoreError,
 };
@@ -22,8 +22,8 @@ const SELECT_SESSION: &str = "SELECT id, user_id, device_info, ip_address, locat
 
 /// Revokes the user's sessions other than `keep` and their refresh tokens, and writes a
 /// `session.revoked` event for each live session revoked: those events.
-pub(super) async fn revoke_user_sessions(
-    tx: &mut Tx,
+pub(in crate::store) async fn revoke_user_sessions<B: Backend>(
+    tx: &mut Tx<B>,
     user_id: Uuid,
     keep: Uuid,
     reason: &str,
@@ -31,7 +31,7 @@ pub(super) async fn revoke_user_sessions(
 ) -> Result<Vec<Event>, StoreError> {
     // Sessions before their tokens (see the module documentation). Expired sessions are
     // closed too, so none of them can come back, but only live ones count as revoked.
-    let closed: Vec<(Uuid, DateTime<Utc>)> = sqlx::query_as(
+    let closed: Vec<(Uuid, DateTime<Utc>)> = query_as::<B, _>(
         "UPDATE sessions SET revoked_at = $3, revoked_reason = $4 \
          WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL RETURNING id, expires_at",
     )
@@ -41,7 +41,7 @@ pub(super) async fn revoke_user_sessions(
     .bind(reason)
     .fetch_all(&mut **tx)
     .await?;
-    sqlx::query(
+    query::<B>(
         "UPDATE refresh_tokens SET revoked_at = $3 \
          WHERE revoked_at IS NULL AND user_id = $1 AND session_id <> $2",
     )
@@ -67,14 +67,14 @@ pub(super) async fn revoke_user_sessions(
 
 /// Revokes one session of `user_id` and its refresh tokens, with its `session.revoked` event
 /// when it was not revoked already: the events written.
-async fn revoke_one_session(
-    tx: &mut Tx,
+async fn revoke_one_session<B: Backend>(
+    tx: &mut Tx<B>,
     user_id: Uuid,
     session_id: Uuid,
     reason: &str,
     now: DateTime<Utc>,
 ) -> Result<Vec<Event>, StoreError> {
-    let revoked = sqlx::query(
+    let revoked = query::<B>(
         "UPDATE sessions SET revoked_at = $2, revoked_reason = $3 \
          WHERE id = $1 AND revoked_at IS NULL",
     )
@@ -83,7 +83,7 @@ async fn revoke_one_session(
     .bind(reason)
     .execute(&mut **tx)
     .await?;
-    sqlx::query(
+    query::<B>(
         "UPDATE refresh_tokens SET revoked_at = $2 WHERE session_id = $1 AND revoked_at IS NULL",
     )
     .bind(session_id)
@@ -98,8 +98,11 @@ async fn revoke_one_session(
     Ok(events)
 }
 
-async fn insert_refresh_token(tx: &mut Tx, token: &NewRefreshToken) -> Result<(), StoreError> {
-    sqlx::query(
+async fn insert_refresh_token<B: Backend>(
+    tx: &mut Tx<B>,
+    token: &NewRefreshToken,
+) -> Result<(), StoreError> {
+    query::<B>(
         "INSERT INTO refresh_tokens (digest, session_id, user_id, token_version, \
          issued_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
     )
@@ -115,14 +118,14 @@ async fn insert_refresh_token(tx: &mut Tx, token: &NewRefreshToken) -> Result<()
 }
 
 #[async_trait]
-impl SessionStore for SqlStore {
+impl<B: Backend> SessionStore for SqlStore<B> {
     async fn create_session(
         &self,
         session: &NewSession,
         token: &NewRefreshToken,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        sqlx::query(
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
+        query::<B>(
             "INSERT INTO sessions (id, user_id, device_info, ip_address, user_agent, \
              created_at, last_activity_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $6, $7)",
         )
@@ -140,7 +143,7 @@ impl SessionStore for SqlStore {
     }
 
     async fn refresh_token(&self, digest: &[u8]) -> Result<Option<RefreshTokenRecord>, StoreError> {
-        Ok(sqlx::query_as(
+        Ok(query_as::<B, _>(
             "SELECT t.session_id, t.user_id, t.token_version, t.expires_at, \
              t.rotated_at, t.revoked_at, s.revoked_at AS session_revoked_at, \
              s.created_at AS session_created_at \
@@ -158,11 +161,11 @@ impl SessionStore for SqlStore {
         new_token: &NewRefreshToken,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         // The session row first, then its tokens: the order revocations take too, so a logout
         // racing this refresh on PostgreSQL waits for it instead of deadlocking. Nothing is
         // kept unless the token rotates below.
-        let live_session = sqlx::query(
+        let live_session = query::<B>(
             "UPDATE sessions SET last_activity_at = $2, expires_at = $3 \
              WHERE id = $1 AND revoked_at IS NULL",
         )
@@ -174,7 +177,7 @@ impl SessionStore for SqlStore {
         if live_session.rows_affected() != 1 {
             return Ok(false);
         }
-        let rotated = sqlx::query(
+        let rotated = query::<B>(
             "UPDATE refresh_tokens SET rotated_at = $2 \
              WHERE digest = $1 AND rotated_at IS NULL AND revoked_at IS NULL \
              AND expires_at > $2 AND session_id = $3",
@@ -199,9 +202,9 @@ impl SessionStore for SqlStore {
         reason: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<Vec<Event>>, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let revoked_at: Option<Option<DateTime<Utc>>> =
-            sqlx::query_scalar("SELECT revoked_at FROM sessions WHERE id = $1 AND user_id = $2")
+            query_scalar::<B, _>("SELECT revoked_at FROM sessions WHERE id = $1 AND user_id = $2")
                 .bind(session_id)
                 .bind(user_id)
                 .fetch_optional(&mut *tx)
@@ -223,8 +226,8 @@ impl SessionStore for SqlStore {
         reason: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<Vec<Event>>, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
-        let session_id: Option<Uuid> = sqlx::query_scalar(
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
+        let session_id: Option<Uuid> = query_scalar::<B, _>(
             "SELECT session_id FROM refresh_tokens WHERE digest = $1 AND user_id = $2",
         )
         .bind(digest)
@@ -246,7 +249,7 @@ impl SessionStore for SqlStore {
         reason: &str,
         now: DateTime<Utc>,
     ) -> Result<Vec<Event>, StoreError> {
-        let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let keep = keep.unwrap_or_else(Uuid::nil);
         let events = revoke_user_sessions(&mut tx, user_id, keep, reason, now).await?;
         tx.commit().await?;
@@ -259,7 +262,7 @@ impl SessionStore for SqlStore {
         active_only: bool,
         now: DateTime<Utc>,
     ) -> Result<Vec<SessionRecord>, StoreError> {
-        let mut query = sqlx::QueryBuilder::new(SELECT_SESSION);
+        let mut query = QueryBuilder::<B>::new(SELECT_SESSION);
         query.push(" WHERE user_id = ").push_bind(user_id);
         if active_only {
             query
@@ -276,7 +279,7 @@ impl SessionStore for SqlStore {
         session_id: Uuid,
     ) -> Result<Option<SessionRecord>, StoreError> {
         let sql = format!("{SELECT_SESSION} WHERE id = $1 AND user_id = $2");
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        Ok(query_as::<B, _>(sqlx::AssertSqlSafe(sql))
             .bind(session_id)
             .bind(user_id)
             .fetch_optional(&self.pool)

@@ -3,11 +3,10 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::QueryBuilder;
 use uuid::Uuid;
 
-use super::{Db, SqlStore, Tx};
 use crate::events::{Event, EventType};
+use crate::store::backend::{Backend, QueryBuilder, SqlStore, Tx, query};
 use crate::store::sql::EVENTS_PER_STATEMENT;
 use crate::store::{AuditFilter, EventStore, StoreError};
 
@@ -20,10 +19,13 @@ const SELECT_EVENT: &str = "SELECT id, type, user_id, occurred_at, data FROM eve
 /// every session of a user raises one event per session, and a statement per event (plus one
 /// per fan-out) would keep its transaction, and the locks it holds, open for as many round
 /// trips.
-pub(super) async fn insert_events(tx: &mut Tx, events: &[Event]) -> Result<(), StoreError> {
+pub(in crate::store) async fn insert_events<B: Backend>(
+    tx: &mut Tx<B>,
+    events: &[Event],
+) -> Result<(), StoreError> {
     for chunk in events.chunks(EVENTS_PER_STATEMENT) {
         let mut insert =
-            QueryBuilder::<Db>::new("INSERT INTO events (id, type, user_id, occurred_at, data) ");
+            QueryBuilder::<B>::new("INSERT INTO events (id, type, user_id, occurred_at, data) ");
         insert.push_values(chunk, |mut row, event| {
             row.push_bind(event.id)
                 .push_bind(event.event_type.as_str())
@@ -33,13 +35,16 @@ pub(super) async fn insert_events(tx: &mut Tx, events: &[Event]) -> Result<(), S
         });
         insert.build().execute(&mut **tx).await?;
         // Webhook fan-out in the same transaction: queued exactly when the events are committed.
-        super::webhooks::queue_webhook_deliveries(tx, chunk).await?;
+        crate::store::webhooks::sql::queue_webhook_deliveries(tx, chunk).await?;
     }
     Ok(())
 }
 
 /// [`insert_events`] of one event, handed back for the caller to publish after its commit.
-pub(super) async fn insert_event(tx: &mut Tx, event: Event) -> Result<Event, StoreError> {
+pub(in crate::store) async fn insert_event<B: Backend>(
+    tx: &mut Tx<B>,
+    event: Event,
+) -> Result<Event, StoreError> {
     insert_events(tx, std::slice::from_ref(&event)).await?;
     Ok(event)
 }
@@ -78,14 +83,14 @@ fn decode(rows: Vec<EventRow>) -> Result<Vec<Event>, StoreError> {
 }
 
 #[async_trait]
-impl EventStore for SqlStore {
+impl<B: Backend> EventStore for SqlStore<B> {
     async fn user_events_after(
         &self,
         user_id: Uuid,
         after: Option<Uuid>,
         limit: u32,
     ) -> Result<Vec<Event>, StoreError> {
-        let mut query = QueryBuilder::<Db>::new(SELECT_EVENT);
+        let mut query = QueryBuilder::<B>::new(SELECT_EVENT);
         query.push(" WHERE user_id = ").push_bind(user_id);
         if let Some(after) = after {
             query.push(" AND id > ").push_bind(after);
@@ -97,7 +102,7 @@ impl EventStore for SqlStore {
     }
 
     async fn audit_events(&self, filter: &AuditFilter) -> Result<Vec<Event>, StoreError> {
-        let mut query = QueryBuilder::<Db>::new(SELECT_EVENT);
+        let mut query = QueryBuilder::<B>::new(SELECT_EVENT);
         query.push(" WHERE 1 = 1");
         if let Some(user_id) = filter.user_id {
             query.push(" AND user_id = ").push_bind(user_id);
@@ -121,7 +126,7 @@ impl EventStore for SqlStore {
     }
 
     async fn purge_events_before(&self, cutoff: DateTime<Utc>) -> Result<u64, StoreError> {
-        let deleted = sqlx::query("DELETE FROM events WHERE occurred_at < $1")
+        let deleted = query::<B>("DELETE FROM events WHERE occurred_at < $1")
             .bind(cutoff)
             .execute(&self.pool)
             .await?;

@@ -1,0 +1,101 @@
+//! Provider syncs on SQL: many records written as one transaction.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::events::Event;
+use crate::store::backend::{Backend, SqlStore, Tx, query_scalar};
+use crate::store::events::sql::insert_event;
+use crate::store::records::sql::connections::mark_synced;
+use crate::store::records::sql::upserts::{account_in, upsert_in, upsert_transactions_in};
+use crate::store::records::sql::{deactivate_missing_holdings_in, insert_snapshot_in};
+use crate::store::sql::tally;
+use crate::store::{NewSnapshot, StoreError, SyncAccountData, SyncBatch, SyncCounts, SyncStore};
+
+/// Writes one account's part of a sync batch.
+async fn sync_account<B: Backend>(
+    tx: &mut Tx<B>,
+    connection_id: Uuid,
+    item: &SyncAccountData,
+    now: DateTime<Utc>,
+    counts: &mut SyncCounts,
+) -> Result<(), StoreError> {
+    let Some(account) = account_in(tx, connection_id, &item.provider_account_id).await? else {
+        return Err(StoreError::Other(format!(
+            "unknown account {:?} in connection {connection_id}",
+            item.provider_account_id
+        )));
+    };
+    if let Some(transactions) = &item.transactions {
+        let done = upsert_transactions_in(tx, account.id, transactions, now).await?;
+        tally(&mut counts.transactions, done);
+    }
+    if let Some(holdings) = &item.holdings {
+        tally(
+            &mut counts.holdings,
+            upsert_in(tx, account.id, holdings, now).await?,
+        );
+        let keep: Vec<String> = holdings
+            .iter()
+            .map(|holding| holding.provider_holding_id.clone())
+            .collect();
+        counts.holdings_deactivated +=
+            deactivate_missing_holdings_in::<B, _>(&mut **tx, account.id, &keep, now).await?;
+    }
+    if let Some(snapshot) = &item.snapshot {
+        let snapshot = NewSnapshot {
+            account_id: account.id,
+            balance: account.balance_amount,
+            available_balance: account.available_balance_amount,
+            holdings_value: snapshot.holdings_value,
+            cash_value: snapshot.cash_value,
+            currency: account.currency.clone(),
+            source: snapshot.source,
+            captured_at: now,
+        };
+        insert_snapshot_in(tx, &snapshot).await?;
+        counts.snapshots_created += 1;
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl<B: Backend> SyncStore for SqlStore<B> {
+    async fn apply_sync(
+        &self,
+        connection_id: Uuid,
+        batch: &SyncBatch,
+        now: DateTime<Utc>,
+        raised: &mut Vec<Event>,
+    ) -> Result<SyncCounts, StoreError> {
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
+        // Locks the connection's row (PostgreSQL) so syncs of one connection are applied one
+        // after the other; SQLite's BEGIN IMMEDIATE serializes writers.
+        let owner: Option<Uuid> = query_scalar::<B, _>(
+            "UPDATE connections SET updated_at = updated_at WHERE id = $1 RETURNING user_id",
+        )
+        .bind(connection_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(user_id) = owner else {
+            return Err(StoreError::Other(format!(
+                "unknown connection {connection_id}"
+            )));
+        };
+        let mut counts = SyncCounts::default();
+        let accounts = upsert_in(&mut tx, connection_id, &batch.accounts, now).await?;
+        tally(&mut counts.accounts, accounts);
+        for item in &batch.per_account {
+            sync_account(&mut tx, connection_id, item, now, &mut counts).await?;
+        }
+        if batch.mark_synced {
+            mark_synced(&mut tx, connection_id, now).await?;
+        }
+        let completed = Event::sync_completed(user_id, connection_id, &counts, now);
+        let event = insert_event(&mut tx, completed).await?;
+        tx.commit().await?;
+        raised.push(event);
+        Ok(counts)
+    }
+}
