@@ -81,7 +81,7 @@ impl Event {
             id: Uuid::now_v7(),
             event_type,
             user_id,
-            occurred_at: crate::store::truncate_to_micros(occurred_at),
+            occurred_at: crate::dates::truncate_to_micros(occurred_at),
             data,
         }
     }
@@ -97,6 +97,17 @@ impl Event {
             "data": self.data,
         })
     }
+
+    /// The body a webhook delivery sends and signs: `{"id", "type", "occurred_at", "data"}`
+    /// (the user is the endpoint's owner).
+    pub(crate) fn webhook_body(&self) -> Value {
+        json!({
+            "id": self.id,
+            "type": self.event_type.as_str(),
+            "occurred_at": self.occurred_at,
+            "data": self.data,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -107,7 +118,9 @@ mod tests {
     fn body_names_the_type_and_keeps_the_payload() {
         let user_id = Uuid::now_v7();
         let session_id = Uuid::now_v7();
-        let event = Event::session_revoked(user_id, session_id, "logout", Utc::now());
+        let event =
+            crate::events::SessionRevoked::each(user_id, &[session_id], "logout", Utc::now())
+                .remove(0);
         let body = event.body();
         assert_eq!(body["type"], "session.revoked");
         assert_eq!(body["id"], event.id.to_string());

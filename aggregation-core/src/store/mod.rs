@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::enums::string_enum;
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 
 #[cfg(test)]
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -73,9 +73,9 @@ pub use records::{
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use webhooks::{
-    ClaimedDelivery, DeliveryClaim, DeliveryStatus, NewWebhookEndpoint, NextDelivery,
-    WebhookAttempt, WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord,
-    WebhookStore,
+    ClaimedDelivery, DeliveryClaim, DeliveryStatus, DisabledWebhook, NewWebhookEndpoint,
+    NextDelivery, WebhookAttempt, WebhookAttemptRecord, WebhookDeliveryRecord,
+    WebhookEndpointRecord, WebhookStore,
 };
 
 /// A coarse storage failure; backends log their detail and convert it into one of these.
@@ -336,16 +336,27 @@ pub trait OneTimeTokenStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<TokenCheck, StoreError>;
 
-    /// Consumes a reset token, sets the new password hash, revokes every session of the user
-    /// with their refresh tokens (reason `password_reset`) and writes the `password.changed`
-    /// event and a `session.revoked` event per live session, atomically. The events written
-    /// come back with the check (none unless `Consumed`).
+    /// Consumes a reset token, sets the new password hash and revokes every session of the
+    /// user with their refresh tokens (reason `password_reset`), atomically. Then, in the same
+    /// transaction, calls `raise` with the user and the sessions that were live, and writes
+    /// the events it returns. The events written come back with the check (none unless
+    /// `Consumed`).
     async fn reset_password(
         &self,
         digest: &[u8],
         password_hash: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<(TokenCheck, Vec<Event>), StoreError>;
+}
+
+/// The live sessions a revocation revoked: what its events are raised from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RevokedSessions {
+    /// Their user.
+    pub user_id: Uuid,
+    /// The sessions that were live (neither revoked nor expired), in id order.
+    pub session_ids: Vec<Uuid>,
 }
 
 /// Sessions and their refresh tokens.
@@ -372,37 +383,42 @@ pub trait SessionStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
 
-    /// Revokes a session of this user and its refresh tokens, with its `session.revoked`
-    /// event, atomically. `None`: no such session for this user; `Some(events)`: the events
-    /// written, empty when it was already revoked.
+    /// Revokes a session of this user and its refresh tokens and, when it was not revoked
+    /// already, writes the events `raise` returns for it (called in the transaction),
+    /// atomically. `None`: no such session for this user; `Some(events)`: the events
+    /// written, none when it was already revoked.
     async fn revoke_session(
         &self,
         user_id: Uuid,
         session_id: Uuid,
         reason: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<Option<Vec<Event>>, StoreError>;
 
     /// Revokes the session of the refresh token with this digest, if the token belongs to the
-    /// user, with its `session.revoked` event, atomically. `None` when the token is unknown or
-    /// another user's; `Some(events)`: the events written, empty when it was already revoked.
+    /// user, and writes the events `raise` returns for it, like
+    /// [`revoke_session`](Self::revoke_session). `None` when the token is unknown or another
+    /// user's; `Some(events)`: the events written.
     async fn revoke_session_by_token(
         &self,
         user_id: Uuid,
         digest: &[u8],
         reason: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<Option<Vec<Event>>, StoreError>;
 
-    /// Revokes every session of the user except `keep`, with their tokens, and writes a
-    /// `session.revoked` event for each live one, atomically; those events (one per live
-    /// session revoked, so their number is the count revoked).
-    async fn revoke_all_sessions(
+    /// Revokes every session of the user except `keep`, with their tokens (expired ones
+    /// too), calls `raise` with the ones that were live and writes the events it returns,
+    /// atomically; those events.
+    async fn revoke_user_sessions(
         &self,
         user_id: Uuid,
         keep: Option<Uuid>,
         reason: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<Vec<Event>, StoreError>;
 
     /// The user's sessions, newest first; only live ones (neither revoked nor expired) when
@@ -439,15 +455,7 @@ pub struct SecurityConfigRecord {
     pub updated_at: DateTime<Utc>,
 }
 
-string_enum! {
-    /// What a token rotation applies to.
-    RotationScope {
-        /// Every user's refresh tokens.
-        Global => "global",
-        /// One user's refresh tokens.
-        User => "user",
-    }
-}
+pub use crate::events::RotationScope;
 
 /// A token rotation to apply and record.
 #[derive(Debug, Clone)]
@@ -518,24 +526,26 @@ pub trait SecurityStore: Send + Sync {
     /// raised by one too, so their outstanding tokens are invalidated as well; each such raise
     /// gets its own audit row (scope global, the user, their minimum before and after), which
     /// [`global_rotation_raised_from`](Self::global_rotation_raised_from) reads for the grace
-    /// period. Concurrent rotations are serialized: each one is one step. Writes the
-    /// `security.rotation` event (no user) in the same transaction, appended to `raised` once
-    /// committed.
+    /// period. Concurrent rotations are serialized: each one is one step. Calls `raise` with
+    /// the outcome in the same transaction and writes the events it returns, appended to
+    /// `raised` once committed.
     async fn rotate_global_token_version(
         &self,
         rotation: &NewTokenRotation,
+        raise: &RaiseEvents<'_, RotationOutcome>,
         raised: &mut Vec<Event>,
     ) -> Result<RotationOutcome, StoreError>;
 
     /// Raises the user's minimum version above every version their outstanding tokens can carry
     /// (to max(user minimum, global minimum) + 1) and writes the audit row, atomically.
     /// `None` (and nothing written) when the user does not exist. Serialized with every other
-    /// rotation. Writes the user's `security.rotation` event in the same transaction,
-    /// appended to `raised` once committed.
+    /// rotation. Calls `raise` with the outcome in the same transaction and writes the events
+    /// it returns, appended to `raised` once committed.
     async fn rotate_user_token_version(
         &self,
         user_id: Uuid,
         rotation: &NewTokenRotation,
+        raise: &RaiseEvents<'_, RotationOutcome>,
         raised: &mut Vec<Event>,
     ) -> Result<Option<RotationOutcome>, StoreError>;
 
@@ -645,6 +655,13 @@ pub trait JobStore: Send + Sync {
 }
 
 /// Everything the service needs from storage.
+///
+/// A store knows no event rules. Each write that raises durable events takes them from the
+/// use case, as a list or, where they depend on what the write found, as a
+/// [`RaiseEvents`] rule called inside the write's transaction; the store writes exactly
+/// those events to its outbox in that transaction (and queues their webhook deliveries), and
+/// hands them back for the use case to publish after the commit. A custom store passes the
+/// conformance suite's event cases by persisting those rows, nothing more.
 pub trait Store:
     UserStore
     + OneTimeTokenStore
@@ -694,7 +711,5 @@ pub fn now() -> DateTime<Utc> {
 
 /// Truncates a timestamp to microseconds.
 pub fn truncate_to_micros(at: DateTime<Utc>) -> DateTime<Utc> {
-    use chrono::DurationRound as _;
-    at.duration_trunc(chrono::TimeDelta::microseconds(1))
-        .unwrap_or(at)
+    crate::dates::truncate_to_micros(at)
 }

@@ -11,6 +11,43 @@ use rust_decimal::Decimal;
 use uuid::Uuid;
 
 use super::*;
+pub(super) use crate::auth::password_reset_events;
+pub(super) use crate::auth::token_version::rotation_events;
+use crate::events::Event;
+pub(super) use crate::import::statement::import_events;
+pub(super) use crate::providers::connections::{
+    connection_created_events, connection_deleted_events, connection_expired_events,
+};
+use crate::providers::sync::sync_events;
+pub(super) use crate::sessions::revocation_events;
+
+/// The service's rule for a sync of `connection_id`'s events (its user read from `store`).
+pub(super) async fn sync_events_of(
+    store: &Shared,
+    connection_id: Uuid,
+    at: DateTime<Utc>,
+) -> impl Fn(&SyncCounts) -> Vec<Event> + Send + Sync + use<> {
+    let user_id = store
+        .connection_by_id(connection_id)
+        .await
+        .unwrap()
+        .map_or_else(Uuid::nil, |connection| connection.user_id);
+    sync_events(user_id, connection_id, at)
+}
+
+/// The events the service hands to an expiry of `connection_id` (none for an unknown one).
+pub(super) async fn expired_events_of(
+    store: &Shared,
+    connection_id: Uuid,
+    at: DateTime<Utc>,
+) -> Vec<Event> {
+    store
+        .connection_by_id(connection_id)
+        .await
+        .unwrap()
+        .map(|connection| connection_expired_events(&connection, at))
+        .unwrap_or_default()
+}
 
 pub(super) type Shared = Arc<dyn Store>;
 
@@ -220,6 +257,7 @@ pub(super) async fn authorize(
             Uuid::now_v7(),
             &move |_| Ok(credentials(tag, expires_at)),
             at,
+            &connection_created_events(at),
             &mut Vec::new(),
         )
         .await
@@ -342,6 +380,7 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
                 Ok(credentials(1, t0 + seconds(1800)))
             },
             t0,
+            &connection_created_events(t0),
             &mut Vec::new(),
         )
         .await
@@ -382,6 +421,7 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
                 Ok(credentials(2, t1 + seconds(1800)))
             },
             t1,
+            &connection_created_events(t1),
             &mut Vec::new(),
         )
         .await
@@ -405,7 +445,13 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
     assert!(!was_created);
     assert_eq!(same.id, no_alias.id);
     store
-        .disconnect_connection(user_id, created.id, t1, &mut Vec::new())
+        .disconnect_connection(
+            user_id,
+            created.id,
+            t1,
+            &connection_deleted_events(t1),
+            &mut Vec::new(),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -430,6 +476,7 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
             Uuid::now_v7(),
             &|_| Err(StoreError::Other("no key".to_owned())),
             t1,
+            &connection_created_events(t1),
             &mut Vec::new(),
         )
         .await;
@@ -442,6 +489,7 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
             Uuid::now_v7(),
             &|_| Ok(credentials(6, t1)),
             t1,
+            &connection_created_events(t1),
             &mut Vec::new(),
         )
         .await;
@@ -487,7 +535,13 @@ async fn disconnect_clears_credentials_and_is_idempotent(store: Shared) {
     let (connection, _) = authorize(&store, user_id, Some("Main"), 1, t0, t0).await;
     assert!(
         store
-            .disconnect_connection(other_user, connection.id, t0, &mut Vec::new())
+            .disconnect_connection(
+                other_user,
+                connection.id,
+                t0,
+                &connection_deleted_events(t0),
+                &mut Vec::new()
+            )
             .await
             .unwrap()
             .is_none(),
@@ -495,7 +549,13 @@ async fn disconnect_clears_credentials_and_is_idempotent(store: Shared) {
     );
     assert!(
         store
-            .disconnect_connection(user_id, Uuid::now_v7(), t0, &mut Vec::new())
+            .disconnect_connection(
+                user_id,
+                Uuid::now_v7(),
+                t0,
+                &connection_deleted_events(t0),
+                &mut Vec::new()
+            )
             .await
             .unwrap()
             .is_none(),
@@ -503,7 +563,13 @@ async fn disconnect_clears_credentials_and_is_idempotent(store: Shared) {
     );
     let t1 = t0 + seconds(5);
     let gone = store
-        .disconnect_connection(user_id, connection.id, t1, &mut Vec::new())
+        .disconnect_connection(
+            user_id,
+            connection.id,
+            t1,
+            &connection_deleted_events(t1),
+            &mut Vec::new(),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -513,7 +579,13 @@ async fn disconnect_clears_credentials_and_is_idempotent(store: Shared) {
     assert_eq!(gone.credentials_expires_at, None);
     assert_eq!(gone.updated_at, t1);
     let again = store
-        .disconnect_connection(user_id, connection.id, t1 + seconds(5), &mut Vec::new())
+        .disconnect_connection(
+            user_id,
+            connection.id,
+            t1 + seconds(5),
+            &connection_deleted_events(t1 + seconds(5)),
+            &mut Vec::new(),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -681,7 +753,13 @@ async fn credentials_and_status_updates_skip_disconnected(store: Shared) {
             .unwrap()
     );
     store
-        .disconnect_connection(user_id, connection.id, t1, &mut Vec::new())
+        .disconnect_connection(
+            user_id,
+            connection.id,
+            t1,
+            &connection_deleted_events(t1),
+            &mut Vec::new(),
+        )
         .await
         .unwrap();
     assert!(
@@ -734,7 +812,13 @@ async fn credential_swaps_and_expiry_compare_the_previous_credentials(store: Sha
     );
     assert!(
         !store
-            .expire_connection_credentials(connection.id, &[7; 8], t1, &mut Vec::new())
+            .expire_connection_credentials(
+                connection.id,
+                &[7; 8],
+                t1,
+                &expired_events_of(&store, connection.id, t1).await,
+                &mut Vec::new()
+            )
             .await
             .unwrap()
     );
@@ -762,13 +846,25 @@ async fn credential_swaps_and_expiry_compare_the_previous_credentials(store: Sha
     // Expiry from the replaced credentials is refused; from the live ones it applies.
     assert!(
         !store
-            .expire_connection_credentials(connection.id, &[1; 8], t1, &mut Vec::new())
+            .expire_connection_credentials(
+                connection.id,
+                &[1; 8],
+                t1,
+                &expired_events_of(&store, connection.id, t1).await,
+                &mut Vec::new()
+            )
             .await
             .unwrap()
     );
     assert!(
         store
-            .expire_connection_credentials(connection.id, &[2; 8], t1, &mut Vec::new())
+            .expire_connection_credentials(
+                connection.id,
+                &[2; 8],
+                t1,
+                &expired_events_of(&store, connection.id, t1).await,
+                &mut Vec::new()
+            )
             .await
             .unwrap()
     );
@@ -787,13 +883,25 @@ async fn credential_swaps_and_expiry_compare_the_previous_credentials(store: Sha
     // Only an active connection expires.
     assert!(
         !store
-            .expire_connection_credentials(connection.id, &[2; 8], t1, &mut Vec::new())
+            .expire_connection_credentials(
+                connection.id,
+                &[2; 8],
+                t1,
+                &expired_events_of(&store, connection.id, t1).await,
+                &mut Vec::new()
+            )
             .await
             .unwrap()
     );
     assert!(
         !store
-            .expire_connection_credentials(Uuid::now_v7(), &[2; 8], t1, &mut Vec::new())
+            .expire_connection_credentials(
+                Uuid::now_v7(),
+                &[2; 8],
+                t1,
+                &expired_events_of(&store, Uuid::now_v7(), t1).await,
+                &mut Vec::new()
+            )
             .await
             .unwrap()
     );
@@ -846,7 +954,13 @@ async fn concurrent_swaps_from_one_version_apply_once(store: Shared) {
         let (store, live) = (store.clone(), live.clone());
         tokio::spawn(async move {
             store
-                .expire_connection_credentials(connection.id, &live, t0, &mut Vec::new())
+                .expire_connection_credentials(
+                    connection.id,
+                    &live,
+                    t0,
+                    &expired_events_of(&store, connection.id, t0).await,
+                    &mut Vec::new(),
+                )
                 .await
                 .unwrap()
         })
@@ -879,7 +993,13 @@ async fn due_for_refresh_and_sync_selection(store: Shared) {
         .unwrap();
     let (gone, _) = authorize(&store, user_id, Some("gone"), 6, t0 - seconds(60), t0).await;
     store
-        .disconnect_connection(user_id, gone.id, t0, &mut Vec::new())
+        .disconnect_connection(
+            user_id,
+            gone.id,
+            t0,
+            &connection_deleted_events(t0),
+            &mut Vec::new(),
+        )
         .await
         .unwrap();
     // Without credentials (like an import's connection): never due.
@@ -923,6 +1043,7 @@ async fn due_for_refresh_and_sync_selection(store: Shared) {
                         ..SyncBatch::default()
                     },
                     at,
+                    &sync_events_of(&store, connection_id, at).await,
                     &mut Vec::new(),
                 )
                 .await
@@ -1155,7 +1276,13 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
         mark_synced: true,
     };
     let counts = store
-        .apply_sync(connection.id, &first, t1, &mut Vec::new())
+        .apply_sync(
+            connection.id,
+            &first,
+            t1,
+            &sync_events_of(&store, connection.id, t1).await,
+            &mut Vec::new(),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -1215,7 +1342,13 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
         mark_synced: false,
     };
     let counts = store
-        .apply_sync(connection.id, &second, t2, &mut Vec::new())
+        .apply_sync(
+            connection.id,
+            &second,
+            t2,
+            &sync_events_of(&store, connection.id, t2).await,
+            &mut Vec::new(),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -1314,7 +1447,13 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
         ..SyncBatch::default()
     };
     let counts = store
-        .apply_sync(connection.id, &third, t2 + seconds(1), &mut Vec::new())
+        .apply_sync(
+            connection.id,
+            &third,
+            t2 + seconds(1),
+            &sync_events_of(&store, connection.id, t2 + seconds(1)).await,
+            &mut Vec::new(),
+        )
         .await
         .unwrap();
     assert_eq!(counts.holdings_deactivated, 1);
@@ -1349,7 +1488,13 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
     };
     assert!(is_other(
         &store
-            .apply_sync(connection.id, &failing, t0, &mut Vec::new())
+            .apply_sync(
+                connection.id,
+                &failing,
+                t0,
+                &sync_events_of(&store, connection.id, t0).await,
+                &mut Vec::new()
+            )
             .await
     ));
     assert!(
@@ -1386,13 +1531,25 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
     let mut fixed = failing.clone();
     fixed.per_account.pop();
     let counts = store
-        .apply_sync(connection.id, &fixed, t0, &mut Vec::new())
+        .apply_sync(
+            connection.id,
+            &fixed,
+            t0,
+            &sync_events_of(&store, connection.id, t0).await,
+            &mut Vec::new(),
+        )
         .await
         .unwrap();
     assert_eq!(counts.transactions.created, 1);
     assert!(is_other(
         &store
-            .apply_sync(Uuid::now_v7(), &SyncBatch::default(), t0, &mut Vec::new())
+            .apply_sync(
+                Uuid::now_v7(),
+                &SyncBatch::default(),
+                t0,
+                &sync_events_of(&store, Uuid::now_v7(), t0).await,
+                &mut Vec::new()
+            )
             .await
     ));
 }

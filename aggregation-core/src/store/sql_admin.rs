@@ -5,9 +5,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::events::insert_event;
+use super::events::insert_events;
 use super::{BEGIN_WRITE, Db, SqlStore, Tx};
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 use crate::store::{
     JobRunRecord, JobStore, NewTokenRotation, PurgeCounts, RotationOutcome, RotationScope,
     SecurityConfigRecord, SecurityStore, StoreError, TokenRotationRecord,
@@ -99,6 +99,7 @@ impl SecurityStore for SqlStore {
     async fn rotate_global_token_version(
         &self,
         rotation: &NewTokenRotation,
+        raise: &RaiseEvents<'_, RotationOutcome>,
         raised: &mut Vec<Event>,
     ) -> Result<RotationOutcome, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
@@ -142,10 +143,10 @@ impl SecurityStore for SqlStore {
             let scope = RotationScope::Global;
             insert_rotation(&mut tx, &per_user, scope, Some(user_id), raise).await?;
         }
-        let event = Event::security_rotation(rotation, RotationScope::Global, None, outcome);
-        let event = insert_event(&mut tx, event).await?;
+        let events = raise(&outcome);
+        insert_events(&mut tx, &events).await?;
         tx.commit().await?;
-        raised.push(event);
+        raised.extend(events);
         Ok(outcome)
     }
 
@@ -153,6 +154,7 @@ impl SecurityStore for SqlStore {
         &self,
         user_id: Uuid,
         rotation: &NewTokenRotation,
+        raise: &RaiseEvents<'_, RotationOutcome>,
         raised: &mut Vec<Event>,
     ) -> Result<Option<RotationOutcome>, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
@@ -184,10 +186,10 @@ impl SecurityStore for SqlStore {
             outcome,
         )
         .await?;
-        let event = Event::security_rotation(rotation, RotationScope::User, Some(user_id), outcome);
-        let event = insert_event(&mut tx, event).await?;
+        let events = raise(&outcome);
+        insert_events(&mut tx, &events).await?;
         tx.commit().await?;
-        raised.push(event);
+        raised.extend(events);
         Ok(Some(outcome))
     }
 

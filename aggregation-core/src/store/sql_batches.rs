@@ -8,11 +8,11 @@ use rust_decimal::Decimal;
 use uuid::Uuid;
 
 use super::connections::find_or_create_connection_in;
-use super::events::insert_event;
+use super::events::insert_events;
 use super::records::{deactivate_missing_holdings_in, insert_snapshot_in};
 use super::upserts::{account_in, upsert_in, upsert_one, upsert_transactions_in};
 use super::{BEGIN_WRITE, SqlStore, Tx};
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 use crate::store::sql::{OptionalDec, Upserted, tally};
 use crate::store::{
     FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportSnapshot, ImportStore,
@@ -127,6 +127,7 @@ impl ImportStore for SqlStore {
         user_id: Uuid,
         batch: &ImportBatch,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, ImportCounts>,
         raised: &mut Vec<Event>,
     ) -> Result<ImportCounts, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
@@ -142,9 +143,10 @@ impl ImportStore for SqlStore {
             }
             mark_synced(&mut tx, connection.id, now).await?;
         }
-        let event = insert_event(&mut tx, Event::import_completed(user_id, &counts, now)).await?;
+        let events = raise(&counts);
+        insert_events(&mut tx, &events).await?;
         tx.commit().await?;
-        raised.push(event);
+        raised.extend(events);
         Ok(counts)
     }
 }
@@ -203,6 +205,7 @@ impl SyncStore for SqlStore {
         connection_id: Uuid,
         batch: &SyncBatch,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, SyncCounts>,
         raised: &mut Vec<Event>,
     ) -> Result<SyncCounts, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
@@ -214,11 +217,11 @@ impl SyncStore for SqlStore {
         .bind(connection_id)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(user_id) = owner else {
+        if owner.is_none() {
             return Err(StoreError::Other(format!(
                 "unknown connection {connection_id}"
             )));
-        };
+        }
         let mut counts = SyncCounts::default();
         let accounts = upsert_in(&mut tx, connection_id, &batch.accounts, now).await?;
         tally(&mut counts.accounts, accounts);
@@ -228,10 +231,10 @@ impl SyncStore for SqlStore {
         if batch.mark_synced {
             mark_synced(&mut tx, connection_id, now).await?;
         }
-        let completed = Event::sync_completed(user_id, connection_id, &counts, now);
-        let event = insert_event(&mut tx, completed).await?;
+        let events = raise(&counts);
+        insert_events(&mut tx, &events).await?;
         tx.commit().await?;
-        raised.push(event);
+        raised.extend(events);
         Ok(counts)
     }
 }

@@ -38,12 +38,6 @@ pub(super) async fn insert_events(tx: &mut Tx, events: &[Event]) -> Result<(), S
     Ok(())
 }
 
-/// [`insert_events`] of one event, handed back for the caller to publish after its commit.
-pub(super) async fn insert_event(tx: &mut Tx, event: Event) -> Result<Event, StoreError> {
-    insert_events(tx, std::slice::from_ref(&event)).await?;
-    Ok(event)
-}
-
 /// One stored event, its payload still JSON text.
 #[derive(sqlx::FromRow)]
 struct EventRow {

@@ -3,8 +3,9 @@
 //! Every writer here takes the session row before its tokens, so that on PostgreSQL a refresh
 //! racing a revocation waits for it instead of deadlocking.
 //!
-//! A revocation writes one `session.revoked` event per session it revoked, in its transaction:
-//! only the store knows which sessions that was (a bulk revocation finds them as it goes).
+//! A revocation hands the sessions it revoked to the caller's rule and writes the events it
+//! returns, in its transaction: only the transaction knows which sessions were live (a bulk
+//! revocation finds them as it goes).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -12,22 +13,24 @@ use uuid::Uuid;
 
 use super::events::insert_events;
 use super::{BEGIN_WRITE, SqlStore, Tx};
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 use crate::store::{
-    NewRefreshToken, NewSession, RefreshTokenRecord, SessionRecord, SessionStore, StoreError,
+    NewRefreshToken, NewSession, RefreshTokenRecord, RevokedSessions, SessionRecord, SessionStore,
+    StoreError,
 };
 
 const SELECT_SESSION: &str = "SELECT id, user_id, device_info, ip_address, location, \
      created_at, last_activity_at, expires_at, revoked_at, revoked_reason FROM sessions";
 
-/// Revokes the user's sessions other than `keep` and their refresh tokens, and writes a
-/// `session.revoked` event for each live session revoked: those events.
+/// Revokes the user's sessions other than `keep` and their refresh tokens, and writes the
+/// events `raise` returns for the live sessions revoked: those events.
 pub(super) async fn revoke_user_sessions(
     tx: &mut Tx,
     user_id: Uuid,
     keep: Uuid,
     reason: &str,
     now: DateTime<Utc>,
+    raise: &RaiseEvents<'_, RevokedSessions>,
 ) -> Result<Vec<Event>, StoreError> {
     // Sessions before their tokens (see the module documentation). Expired sessions are
     // closed too, so none of them can come back, but only live ones count as revoked.
@@ -57,22 +60,23 @@ pub(super) async fn revoke_user_sessions(
         .collect();
     // RETURNING has no order; events follow the sessions' (time-ordered) ids.
     closed.sort();
-    let events: Vec<Event> = closed
-        .into_iter()
-        .map(|session_id| Event::session_revoked(user_id, session_id, reason, now))
-        .collect();
+    let events = raise(&RevokedSessions {
+        user_id,
+        session_ids: closed,
+    });
     insert_events(tx, &events).await?;
     Ok(events)
 }
 
-/// Revokes one session of `user_id` and its refresh tokens, with its `session.revoked` event
-/// when it was not revoked already: the events written.
+/// Revokes one session of `user_id` and its refresh tokens, with the events `raise` returns
+/// for it when it was not revoked already: the events written.
 async fn revoke_one_session(
     tx: &mut Tx,
     user_id: Uuid,
     session_id: Uuid,
     reason: &str,
     now: DateTime<Utc>,
+    raise: &RaiseEvents<'_, RevokedSessions>,
 ) -> Result<Vec<Event>, StoreError> {
     let revoked = sqlx::query(
         "UPDATE sessions SET revoked_at = $2, revoked_reason = $3 \
@@ -93,7 +97,10 @@ async fn revoke_one_session(
     if revoked.rows_affected() == 0 {
         return Ok(Vec::new());
     }
-    let events = vec![Event::session_revoked(user_id, session_id, reason, now)];
+    let events = raise(&RevokedSessions {
+        user_id,
+        session_ids: vec![session_id],
+    });
     insert_events(tx, &events).await?;
     Ok(events)
 }
@@ -198,6 +205,7 @@ impl SessionStore for SqlStore {
         session_id: Uuid,
         reason: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<Option<Vec<Event>>, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let revoked_at: Option<Option<DateTime<Utc>>> =
@@ -211,7 +219,7 @@ impl SessionStore for SqlStore {
             Some(Some(_)) => return Ok(Some(Vec::new())),
             Some(None) => {}
         }
-        let events = revoke_one_session(&mut tx, user_id, session_id, reason, now).await?;
+        let events = revoke_one_session(&mut tx, user_id, session_id, reason, now, raise).await?;
         tx.commit().await?;
         Ok(Some(events))
     }
@@ -222,6 +230,7 @@ impl SessionStore for SqlStore {
         digest: &[u8],
         reason: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<Option<Vec<Event>>, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let session_id: Option<Uuid> = sqlx::query_scalar(
@@ -234,21 +243,22 @@ impl SessionStore for SqlStore {
         let Some(session_id) = session_id else {
             return Ok(None);
         };
-        let events = revoke_one_session(&mut tx, user_id, session_id, reason, now).await?;
+        let events = revoke_one_session(&mut tx, user_id, session_id, reason, now, raise).await?;
         tx.commit().await?;
         Ok(Some(events))
     }
 
-    async fn revoke_all_sessions(
+    async fn revoke_user_sessions(
         &self,
         user_id: Uuid,
         keep: Option<Uuid>,
         reason: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<Vec<Event>, StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let keep = keep.unwrap_or_else(Uuid::nil);
-        let events = revoke_user_sessions(&mut tx, user_id, keep, reason, now).await?;
+        let events = revoke_user_sessions(&mut tx, user_id, keep, reason, now, raise).await?;
         tx.commit().await?;
         Ok(events)
     }

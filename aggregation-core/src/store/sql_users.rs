@@ -5,13 +5,12 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::connections::lock_user_in;
-use super::events::insert_event;
 use super::sessions::revoke_user_sessions;
 use super::{BEGIN_WRITE, Db, SqlStore, Tx};
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 use crate::store::{
-    NewOneTimeToken, NewUser, OneTimeTokenStore, Role, StoreError, TokenCheck, TokenPurpose,
-    UserRecord, UserStore,
+    NewOneTimeToken, NewUser, OneTimeTokenStore, RevokedSessions, Role, StoreError, TokenCheck,
+    TokenPurpose, UserRecord, UserStore,
 };
 
 const SELECT_USER: &str = "SELECT id, email, password_hash, email_verified_at, \
@@ -246,6 +245,7 @@ impl OneTimeTokenStore for SqlStore {
         digest: &[u8],
         password_hash: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<(TokenCheck, Vec<Event>), StoreError> {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let purpose = TokenPurpose::PasswordReset;
@@ -263,11 +263,9 @@ impl OneTimeTokenStore for SqlStore {
         if updated.rows_affected() == 0 {
             return Ok((TokenCheck::UnknownUser, Vec::new()));
         }
-        let changed = Event::password_changed(user_id, "reset", now);
-        let mut events = vec![insert_event(&mut tx, changed).await?];
-        events.extend(
-            revoke_user_sessions(&mut tx, user_id, Uuid::nil(), "password_reset", now).await?,
-        );
+        let events =
+            revoke_user_sessions(&mut tx, user_id, Uuid::nil(), "password_reset", now, raise)
+                .await?;
         tx.commit().await?;
         Ok((TokenCheck::Consumed { user_id }, events))
     }

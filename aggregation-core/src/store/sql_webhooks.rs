@@ -9,13 +9,13 @@ use sqlx::QueryBuilder;
 use uuid::Uuid;
 
 use super::connections::lock_user_in;
-use super::events::insert_event;
+use super::events::insert_events;
 use super::{BEGIN_WRITE, Db, SqlStore, Tx};
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 use crate::store::{
-    ClaimedDelivery, DeliveryClaim, DeliveryStatus, NewWebhookEndpoint, NextDelivery, StoreError,
-    WebhookAttempt, WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord,
-    WebhookStore,
+    ClaimedDelivery, DeliveryClaim, DeliveryStatus, DisabledWebhook, NewWebhookEndpoint,
+    NextDelivery, StoreError, WebhookAttempt, WebhookAttemptRecord, WebhookDeliveryRecord,
+    WebhookEndpointRecord, WebhookStore,
 };
 
 /// The columns of an [`EndpointRow`] (a macro, so `concat!` can build on it).
@@ -128,16 +128,9 @@ struct ClaimRow {
     created_at: DateTime<Utc>,
 }
 
-/// The exact body a delivery of `event` sends and signs: `{"id", "type", "occurred_at",
-/// "data"}`.
+/// The exact body a delivery of `event` sends and signs ([`Event::webhook_body`]).
 fn delivery_payload(event: &Event) -> String {
-    serde_json::json!({
-        "id": event.id,
-        "type": event.event_type.as_str(),
-        "occurred_at": event.occurred_at,
-        "data": event.data,
-    })
-    .to_string()
+    event.webhook_body().to_string()
 }
 
 /// Queues one pending delivery of each of `events` for every endpoint of its user that
@@ -501,6 +494,7 @@ impl WebhookStore for SqlStore {
         &self,
         attempts: &[WebhookAttempt],
         disable_failing_since: DateTime<Utc>,
+        raise: &RaiseEvents<'_, DisabledWebhook>,
     ) -> Result<Vec<Event>, StoreError> {
         if attempts.is_empty() {
             return Ok(Vec::new());
@@ -509,11 +503,10 @@ impl WebhookStore for SqlStore {
         let mut tx = self.pool.begin_with(BEGIN_WRITE).await?;
         let mut raised = Vec::new();
         for attempt in attempts {
-            if record_attempt_in(&mut tx, attempt).await?
-                && let Some(event) =
-                    track_failures_in(&mut tx, attempt, disable_failing_since).await?
-            {
-                raised.push(event);
+            if record_attempt_in(&mut tx, attempt).await? {
+                raised.extend(
+                    track_failures_in(&mut tx, attempt, disable_failing_since, raise).await?,
+                );
             }
         }
         tx.commit().await?;
@@ -537,13 +530,14 @@ impl WebhookStore for SqlStore {
 
 /// Keeps the failure streak of an attempt's endpoint, inside `tx`: a success ends it, a
 /// failure starts it (if none runs). An endpoint failing again with a streak that started at
-/// or before `disable_failing_since` is disabled, its pending deliveries given up: the
-/// `webhook.disabled` event, written here.
+/// or before `disable_failing_since` is disabled, its pending deliveries given up: the events
+/// `raise` returns for it, written here.
 async fn track_failures_in(
     tx: &mut Tx,
     attempt: &WebhookAttempt,
     disable_failing_since: DateTime<Utc>,
-) -> Result<Option<Event>, StoreError> {
+    raise: &RaiseEvents<'_, DisabledWebhook>,
+) -> Result<Vec<Event>, StoreError> {
     if attempt.next == NextDelivery::Delivered {
         sqlx::query(
             "UPDATE webhook_endpoints SET failing_since = NULL \
@@ -552,7 +546,7 @@ async fn track_failures_in(
         .bind(attempt.endpoint_id)
         .execute(&mut **tx)
         .await?;
-        return Ok(None);
+        return Ok(Vec::new());
     }
     sqlx::query(
         "UPDATE webhook_endpoints SET failing_since = $2 WHERE id = $1 AND failing_since IS NULL",
@@ -571,7 +565,7 @@ async fn track_failures_in(
     .fetch_optional(&mut **tx)
     .await?;
     let Some(user_id) = owner else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
     // Nothing more goes out while disabled: what was queued is given up (its attempts stay
     // listed), and enabling the endpoint starts over with the events raised from then on.
@@ -582,8 +576,13 @@ async fn track_failures_in(
     .bind(attempt.endpoint_id)
     .execute(&mut **tx)
     .await?;
-    let event = Event::webhook_disabled(user_id, attempt.endpoint_id, attempt.attempted_at);
-    Ok(Some(insert_event(tx, event).await?))
+    let events = raise(&DisabledWebhook {
+        user_id,
+        endpoint_id: attempt.endpoint_id,
+        at: attempt.attempted_at,
+    });
+    insert_events(tx, &events).await?;
+    Ok(events)
 }
 
 /// Records one attempt and moves its delivery on, inside `tx`: whether it was recorded (its
