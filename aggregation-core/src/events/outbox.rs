@@ -102,17 +102,6 @@ impl Event {
             "data": self.data,
         })
     }
-
-    /// The body a webhook delivery sends and signs: `{"id", "type", "occurred_at", "data"}`
-    /// (the user is the endpoint's owner).
-    pub(crate) fn webhook_body(&self) -> Value {
-        json!({
-            "id": self.id,
-            "type": self.event_type.as_str(),
-            "occurred_at": self.occurred_at,
-            "data": self.data,
-        })
-    }
 }
 
 #[cfg(test)]

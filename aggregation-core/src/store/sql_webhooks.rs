@@ -128,9 +128,16 @@ struct ClaimRow {
     created_at: DateTime<Utc>,
 }
 
-/// The exact body a delivery of `event` sends and signs ([`Event::webhook_body`]).
+/// The exact body a delivery of `event` sends and signs: `{"id", "type", "occurred_at",
+/// "data"}`.
 fn delivery_payload(event: &Event) -> String {
-    event.webhook_body().to_string()
+    serde_json::json!({
+        "id": event.id,
+        "type": event.event_type.as_str(),
+        "occurred_at": event.occurred_at,
+        "data": event.data,
+    })
+    .to_string()
 }
 
 /// Queues one pending delivery of each of `events` for every endpoint of its user that
