@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::admin::Admin;
 use crate::auth::Auth;
 use crate::config::Config;
-use crate::events::{EventBus, EventSink};
+use crate::events::{EventBus, EventSink, Events};
 use crate::import::statement::Imports;
 use crate::mail::MailQueue;
 use crate::providers::Providers;
@@ -49,12 +49,12 @@ impl App {
         providers: Providers,
     ) -> Self {
         let bus = EventBus::default();
+        let events = Events::new(events, bus.clone());
         let auth = Auth::new(
             store.clone(),
             config.clone(),
             mail,
             events.clone(),
-            bus.clone(),
             limits.clone(),
         );
         let connections = Connections::new(
@@ -62,12 +62,11 @@ impl App {
             Arc::new(providers),
             config.clone(),
             events.clone(),
-            bus.clone(),
         );
         let parsing = WorkGate::new("OFX parsing", config.parsing_limits());
-        let sessions = Sessions::new(store.clone(), events.clone(), bus.clone());
-        let imports = Imports::new(store.clone(), events.clone(), bus.clone(), parsing);
-        let admin = Admin::new(store.clone(), config.clone(), events, bus.clone());
+        let sessions = Sessions::new(store.clone(), events.clone());
+        let imports = Imports::new(store.clone(), events.clone(), parsing);
+        let admin = Admin::new(store.clone(), config.clone(), events);
         let records = Records::new(store.clone());
         let webhooks = Webhooks::new(store.clone(), config.clone());
         Self {

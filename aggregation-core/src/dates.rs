@@ -94,6 +94,12 @@ pub(crate) fn days_before(day: NaiveDate, days: u32) -> NaiveDate {
         .max(EARLIEST_DATE)
 }
 
+/// Truncates a timestamp to microseconds, the precision both stores keep.
+pub(crate) fn truncate_to_micros(at: DateTime<Utc>) -> DateTime<Utc> {
+    use chrono::DurationRound as _;
+    at.duration_trunc(TimeDelta::microseconds(1)).unwrap_or(at)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

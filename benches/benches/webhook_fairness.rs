@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 use aggregation_benches::{Arrivals, seed_sessions, serve_arrivals_receiver};
 use aggregation_benches::{access_token, call, config, json_request, on_each_backend, runtime};
 use aggregation_core::crypto::Keyring;
+use aggregation_core::events::SessionRevoked;
 use aggregation_core::jobs::JobsHandle;
-use aggregation_core::store::{Store, now};
+use aggregation_core::store::{RevokedSessions, Store, now};
 use aggregation_core::{AggregationService, Config};
 use bytes::Bytes;
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
@@ -159,8 +160,12 @@ async fn fixture(store: Arc<dyn Store>) -> Fixture {
     let started = Instant::now();
     // The backlog: 500 deliveries due at once.
     for id in seed_sessions(store.as_ref(), hostile_id, BACKLOG_EVENTS).await {
+        let at = now();
+        let raise = |revoked: &RevokedSessions| {
+            SessionRevoked::each(revoked.user_id, &revoked.session_ids, "bench", at)
+        };
         store
-            .revoke_session(hostile_id, id, "bench", now())
+            .revoke_session(hostile_id, id, "bench", at, &raise)
             .await
             .expect("revoke");
     }

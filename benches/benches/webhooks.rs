@@ -15,8 +15,9 @@ use aggregation_benches::{
     access_token, call, config, json_request, on_each_backend, runtime, seed_sessions,
 };
 use aggregation_core::crypto::Keyring;
+use aggregation_core::events::SessionRevoked;
 use aggregation_core::jobs::{DELIVER_WEBHOOKS, RunOutcome};
-use aggregation_core::store::{Store, now};
+use aggregation_core::store::{RevokedSessions, Store, now};
 use aggregation_core::{AggregationService, Config};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use http::Method;
@@ -104,9 +105,13 @@ async fn round(fixture: &Fixture) -> Duration {
     let runner = fixture.service.jobs();
     let started = Instant::now();
     for id in ids {
+        let at = now();
+        let raise = |revoked: &RevokedSessions| {
+            SessionRevoked::each(revoked.user_id, &revoked.session_ids, "bench", at)
+        };
         fixture
             .store
-            .revoke_session(fixture.user_id, id, "bench", now())
+            .revoke_session(fixture.user_id, id, "bench", at, &raise)
             .await
             .expect("revoke");
     }

@@ -22,7 +22,8 @@
 //!
 //! The token-version rule itself (what a rotation raises, which versions still pass) lives in
 //! `auth::token_version`; this module checks the role, runs the rotations and reports each as a
-//! [`DomainEvent::TokenVersionRotated`].
+//! [`DomainEvent::TokenVersionRotated`](crate::events::DomainEvent::TokenVersionRotated)
+//! (derived from its `security.rotation` event).
 
 use std::sync::Arc;
 
@@ -31,7 +32,7 @@ use uuid::Uuid;
 use crate::auth::token_version::{self, RotationError};
 pub(crate) use crate::auth::token_version::{GlobalRotation, UserRotation};
 use crate::config::Config;
-use crate::events::{DomainEvent, Event, EventBus, EventSink};
+use crate::events::{Event, Events};
 use crate::jobs::JobsStatus;
 use crate::store::{AuditFilter, Role, SecurityConfigRecord, Store, StoreError, now};
 
@@ -82,22 +83,15 @@ impl From<RotationError> for AdminError {
 pub(crate) struct Admin {
     store: Arc<dyn Store>,
     config: Arc<Config>,
-    events: Arc<dyn EventSink>,
-    bus: EventBus,
+    events: Events,
 }
 
 impl Admin {
-    pub(crate) fn new(
-        store: Arc<dyn Store>,
-        config: Arc<Config>,
-        events: Arc<dyn EventSink>,
-        bus: EventBus,
-    ) -> Self {
+    pub(crate) fn new(store: Arc<dyn Store>, config: Arc<Config>, events: Events) -> Self {
         Self {
             store,
             config,
             events,
-            bus,
         }
     }
 
@@ -148,14 +142,8 @@ impl Admin {
             &mut raised,
         )
         .await?;
-        self.bus.publish(&raised);
-        self.events.emit(&DomainEvent::TokenVersionRotated {
-            scope: "global",
-            user_id: None,
-            previous_version: rotation.previous_version,
-            new_version: rotation.new_version,
-            initiated_by,
-        });
+        // Reported as `TokenVersionRotated`, from its `security.rotation` event.
+        self.events.committed(&raised);
         Ok(rotation)
     }
 
@@ -176,14 +164,8 @@ impl Admin {
             &mut raised,
         )
         .await?;
-        self.bus.publish(&raised);
-        self.events.emit(&DomainEvent::TokenVersionRotated {
-            scope: "user",
-            user_id: Some(rotation.user_id),
-            previous_version: rotation.previous_version,
-            new_version: rotation.new_version,
-            initiated_by,
-        });
+        // Reported as `TokenVersionRotated`, from its `security.rotation` event.
+        self.events.committed(&raised);
         Ok(rotation)
     }
 

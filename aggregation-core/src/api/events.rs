@@ -22,28 +22,20 @@
 //! - A user holds at most [`Config::event_streams_per_user`](crate::Config::event_streams_per_user)
 //!   streams on one instance; one more is 429 with `Retry-After`. A slot frees when its client
 //!   disconnects (the body is dropped).
-//! - A listener that falls behind the in-process bus (it lagged) reads what it missed from the
-//!   store after the last id it sent, so no event is dropped. Each event is sent at most once
-//!   per stream: a live copy of an event is skipped when its id is among the ids the stream
-//!   sent last (a bounded window, longer than the bus), not because its id sorts below what
-//!   the store returned. Ids are taken when an event is made, so one committed late can sort
-//!   below events committed before it; it is still sent when it arrives. Events are sent in
-//!   id order within a catch-up read, and in commit order live.
-//! - The stream ends when the access token that opened it expires, and after the frame saying
-//!   that its own session was revoked: the client reconnects with a fresh token and
-//!   `Last-Event-ID`.
+//! - Which events are sent and when (catch-up from the store after lagging, each event once,
+//!   the end of the stream) is the event stream's logic in `events::stream`; this module is
+//!   its HTTP edge. The stream ends when the access token that opened it expires, and after
+//!   the frame saying that its own session was revoked: the client reconnects with a fresh
+//!   token and `Last-Event-ID`.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::pin::Pin;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::StreamExt as _;
 use http::request::Parts;
 use http::{HeaderValue, StatusCode, header};
-use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::watch;
-use tokio::time::{Instant, Interval, MissedTickBehavior, Sleep};
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use uuid::Uuid;
@@ -55,24 +47,14 @@ use super::router::ApiState;
 use super::routes::{Route, limited, route};
 use super::{ApiResult, ResponseBody};
 use crate::app::App;
-use crate::auth::AccessClaims;
-use crate::events::{EVENT_BUS_CAPACITY, Event, EventType};
+use crate::events::stream::StreamOwner;
+use crate::events::{Event, EventStream, StreamItem};
 use crate::problem::{ApiError, ErrorCode};
 use crate::rate_limit::policy::API_READ;
-use crate::store::Store;
 
 pub(crate) const ROUTES: &[Route] = &[route!(GET "/api/v1/events" => open, limited(API_READ),
     "Stream the caller's events (server-sent events)",
     [200: EventStreamText as "text/event-stream"; RateLimitExceeded])];
-
-/// Events read from the store per query while catching up.
-const CATCH_UP_PAGE: u32 = 100;
-
-/// How many sent event ids a stream remembers to skip a live copy of one it already sent.
-/// A live copy of an event sent by a catch-up read is at most a bus length behind (the
-/// receiver keeps no more after lagging), plus the page read meanwhile; the window covers
-/// that. It fills only as events are sent, so a quiet stream stays small.
-const REMEMBERED_IDS: usize = EVENT_BUS_CAPACITY + CATCH_UP_PAGE as usize;
 
 /// `Retry-After` of a refusal past the per-user cap: slots free only when clients leave.
 const CAP_RETRY_AFTER_SECS: u64 = 10;
@@ -165,13 +147,20 @@ async fn open(
     };
     // Subscribe before the first store read, so nothing committed in between is missed.
     let receiver = app.bus.subscribe();
+    let owner = StreamOwner {
+        user_id: claims.sub,
+        session_id: claims.session_id,
+        expires_at: claims.exp,
+    };
+    let closing = slot.slots.closing.subscribe();
     let stream = EventStream::new(
-        &claims,
+        owner,
         resume_after,
-        app.store.clone(),
+        Box::new(app.store.clone()),
         receiver,
         app.config.event_stream_heartbeat(),
-        slot,
+        closing,
+        Box::new(slot),
     );
     http::Response::builder()
         .status(StatusCode::OK)
@@ -179,7 +168,7 @@ async fn open(
         .header(header::CACHE_CONTROL, "no-cache")
         // Tells nginx-style proxies not to buffer the stream.
         .header("x-accel-buffering", HeaderValue::from_static("no"))
-        .body(ResponseBody::stream(stream.into_chunks()))
+        .body(ResponseBody::stream(stream.into_items().map(sse_chunk)))
         .map_err(|_| ApiError::internal())
 }
 
@@ -255,191 +244,12 @@ impl Drop for StreamSlot {
     }
 }
 
-/// The ids a stream sent last, oldest forgotten first.
-#[derive(Debug, Default)]
-struct RecentIds {
-    order: VecDeque<Uuid>,
-    set: HashSet<Uuid>,
-}
-
-impl RecentIds {
-    fn contains(&self, id: Uuid) -> bool {
-        self.set.contains(&id)
-    }
-
-    fn insert(&mut self, id: Uuid) {
-        if self.set.insert(id) {
-            self.order.push_back(id);
-            if self.order.len() > REMEMBERED_IDS
-                && let Some(oldest) = self.order.pop_front()
-            {
-                self.set.remove(&oldest);
-            }
-        }
-    }
-}
-
-/// The smallest UUIDv7 of the current millisecond: the cursor of a stream opened without
-/// `Last-Event-ID` (a lagging listener catches up from there, not from the beginning).
-fn now_floor_v7() -> Uuid {
-    let millis = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
-    let mut bytes = [0u8; 16];
-    bytes[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
-    bytes[6] = 0x70;
-    bytes[8] = 0x80;
-    Uuid::from_bytes(bytes)
-}
-
-/// The state of one stream, producing its chunks one at a time as the body is polled.
-struct EventStream {
-    user_id: Uuid,
-    session_id: Uuid,
-    store: Arc<dyn Store>,
-    receiver: broadcast::Receiver<Arc<Event>>,
-    heartbeat: Interval,
-    /// When the access token that opened the stream expires.
-    expiry: Pin<Box<Sleep>>,
-    /// Turns `true` when the host shuts down.
-    closing: watch::Receiver<bool>,
-    /// The greatest id sent (or the resumption point): catching up reads after it.
-    cursor: Uuid,
-    /// Whether events must be read from the store (resumption, or after lagging).
-    catching_up: bool,
-    /// Events read from the store, not sent yet (at most one page).
-    page: VecDeque<Event>,
-    sent: RecentIds,
-    opened: bool,
-    /// The last frame was sent; the stream ends at the next poll.
-    finished: bool,
-    _slot: StreamSlot,
-}
-
-impl EventStream {
-    fn new(
-        claims: &AccessClaims,
-        resume_after: Option<Uuid>,
-        store: Arc<dyn Store>,
-        receiver: broadcast::Receiver<Arc<Event>>,
-        heartbeat_every: Duration,
-        slot: StreamSlot,
-    ) -> Self {
-        let mut heartbeat =
-            tokio::time::interval_at(Instant::now() + heartbeat_every, heartbeat_every);
-        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let remaining = u64::try_from(claims.exp - chrono::Utc::now().timestamp()).unwrap_or(0);
-        Self {
-            user_id: claims.sub,
-            session_id: claims.session_id,
-            store,
-            receiver,
-            heartbeat,
-            expiry: Box::pin(tokio::time::sleep(Duration::from_secs(remaining))),
-            closing: slot.slots.closing.subscribe(),
-            cursor: resume_after.unwrap_or_else(now_floor_v7),
-            catching_up: resume_after.is_some(),
-            page: VecDeque::new(),
-            sent: RecentIds::default(),
-            opened: false,
-            finished: false,
-            _slot: slot,
-        }
-    }
-
-    /// The chunks of the body; dropping it drops the state (and frees the slot).
-    fn into_chunks(self) -> impl futures_util::Stream<Item = Bytes> + Send + 'static {
-        futures_util::stream::unfold(self, |mut stream| async move {
-            let chunk = stream.next_chunk().await?;
-            Some((chunk, stream))
-        })
-    }
-
-    /// The next chunk to send; `None` ends the stream.
-    async fn next_chunk(&mut self) -> Option<Bytes> {
-        loop {
-            if self.finished || *self.closing.borrow() {
-                return None;
-            }
-            if !self.opened {
-                self.opened = true;
-                return Some(Bytes::from_static(OPENING));
-            }
-            if let Some(event) = self.page.pop_front() {
-                if let Some(frame) = self.frame(&event) {
-                    return Some(frame);
-                }
-                continue;
-            }
-            if self.catching_up {
-                self.read_page().await?;
-                continue;
-            }
-            tokio::select! {
-                biased;
-                () = &mut self.expiry => return None,
-                _ = self.closing.changed() => return None,
-                received = self.receiver.recv() => match received {
-                    Ok(event) => {
-                        // A copy of an event a catch-up read sent is skipped by `frame`: by id,
-                        // never by comparing with the cursor, which a late commit sorts below.
-                        if event.user_id == Some(self.user_id)
-                            && let Some(frame) = self.frame(&event)
-                        {
-                            return Some(frame);
-                        }
-                    }
-                    Err(RecvError::Lagged(missed)) => {
-                        tracing::debug!(missed, "event stream lagged; catching up from the store");
-                        self.catching_up = true;
-                    }
-                    // The service is gone.
-                    Err(RecvError::Closed) => return None,
-                },
-                _ = self.heartbeat.tick() => return Some(Bytes::from_static(HEARTBEAT)),
-            }
-        }
-    }
-
-    /// Reads the next page after the cursor; `None` (ending the stream) when the store
-    /// fails: the client reconnects with `Last-Event-ID` and resumes.
-    async fn read_page(&mut self) -> Option<()> {
-        let events = match self
-            .store
-            .user_events_after(self.user_id, Some(self.cursor), CATCH_UP_PAGE)
-            .await
-        {
-            Ok(events) => events,
-            Err(error) => {
-                tracing::warn!(error = %error, "event stream could not read the store; closing it");
-                return None;
-            }
-        };
-        if events.len() < CATCH_UP_PAGE as usize {
-            self.catching_up = false;
-        }
-        if let Some(last) = events.last() {
-            // The page is sent before the next read, so the cursor moves past it either way.
-            self.cursor = self.cursor.max(last.id);
-        }
-        self.page.extend(events);
-        Some(())
-    }
-
-    /// The frame of an event, unless this stream sent it already. Marks the stream finished
-    /// after the revocation of its own session.
-    fn frame(&mut self, event: &Event) -> Option<Bytes> {
-        if self.sent.contains(event.id) {
-            return None;
-        }
-        self.sent.insert(event.id);
-        self.cursor = self.cursor.max(event.id);
-        self.heartbeat.reset();
-        if event.event_type == EventType::SessionRevoked
-            && event.data.get("session_id").and_then(|id| id.as_str())
-                == Some(self.session_id.to_string().as_str())
-        {
-            self.finished = true;
-        }
-        Some(sse_frame(event))
+/// One item of a stream as the chunk sent for it.
+fn sse_chunk(item: StreamItem) -> Bytes {
+    match item {
+        StreamItem::Opened => Bytes::from_static(OPENING),
+        StreamItem::Heartbeat => Bytes::from_static(HEARTBEAT),
+        StreamItem::Event(event) => sse_frame(&event),
     }
 }
 
@@ -457,8 +267,7 @@ fn sse_frame(event: &Event) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    #[cfg(feature = "sqlite")]
-    use crate::events::EventBus;
+    use crate::events::EventType;
 
     #[test]
     fn slots_cap_per_user_and_free_on_drop() {
@@ -480,25 +289,6 @@ mod tests {
     }
 
     #[test]
-    fn recent_ids_are_bounded() {
-        let mut recent = RecentIds::default();
-        let first = Uuid::now_v7();
-        recent.insert(first);
-        for _ in 0..REMEMBERED_IDS {
-            recent.insert(Uuid::now_v7());
-        }
-        assert!(!recent.contains(first));
-        assert_eq!(recent.set.len(), REMEMBERED_IDS);
-    }
-
-    #[test]
-    fn the_floor_cursor_sorts_before_ids_made_after_it() {
-        let floor = now_floor_v7();
-        assert_eq!(floor.get_version_num(), 7);
-        assert!(floor < Uuid::now_v7());
-    }
-
-    #[test]
     fn frames_carry_id_type_and_one_line_of_json() {
         let event = Event::new(
             EventType::PasswordChanged,
@@ -514,250 +304,5 @@ mod tests {
             serde_json::from_str(lines[2].strip_prefix("data: ").expect("data")).expect("json");
         assert_eq!(data["data"]["note"], "line\nbreak");
         assert_eq!(&lines[3..], ["", ""]);
-    }
-
-    /// A user with `count` live sessions in `store`: the user and the sessions' ids.
-    #[cfg(feature = "sqlite")]
-    async fn user_with_sessions(store: &dyn Store, count: usize) -> (Uuid, Vec<Uuid>) {
-        use crate::store::{NewRefreshToken, NewSession, NewUser, now};
-        let user_id = Uuid::now_v7();
-        store
-            .create_user(&NewUser {
-                id: user_id,
-                email: format!("{user_id}@example.com"),
-                email_normalized: format!("{user_id}@example.com"),
-                password_hash: "x".to_owned(),
-                created_at: now(),
-            })
-            .await
-            .expect("user");
-        let mut sessions = Vec::new();
-        for index in 0..count {
-            let id = Uuid::now_v7();
-            let expires_at = now() + chrono::TimeDelta::days(1);
-            let session = NewSession {
-                id,
-                user_id,
-                device_info: None,
-                ip_address: None,
-                user_agent: None,
-                created_at: now(),
-                expires_at,
-            };
-            let token = NewRefreshToken {
-                digest: format!("token-{user_id}-{index}").into_bytes(),
-                session_id: id,
-                user_id,
-                token_version: 0,
-                issued_at: now(),
-                expires_at,
-            };
-            store
-                .create_session(&session, &token)
-                .await
-                .expect("session");
-            sessions.push(id);
-        }
-        (user_id, sessions)
-    }
-
-    #[cfg(feature = "sqlite")]
-    fn claims(user_id: Uuid, session_id: Uuid) -> AccessClaims {
-        AccessClaims::for_tests(user_id, session_id)
-    }
-
-    /// The id of each frame in chunks read until `count` frames came (comments skipped).
-    #[cfg(feature = "sqlite")]
-    async fn frame_ids(stream: &mut EventStream, count: usize) -> Vec<Uuid> {
-        let mut ids = Vec::new();
-        while ids.len() < count {
-            let chunk = stream.next_chunk().await.expect("the stream goes on");
-            let text = String::from_utf8(chunk.to_vec()).expect("UTF-8");
-            if let Some(id) = text.strip_prefix("id: ").and_then(|rest| rest.get(..36)) {
-                ids.push(Uuid::parse_str(id).expect("id"));
-            }
-        }
-        ids
-    }
-
-    #[cfg(feature = "sqlite")]
-    #[tokio::test]
-    async fn a_lagging_stream_catches_up_from_the_store_without_repeats_and_ends_with_its_session()
-    {
-        let store: Arc<dyn Store> =
-            Arc::new(crate::store::SqliteStore::in_memory().await.expect("store"));
-        let (user_id, sessions) = user_with_sessions(store.as_ref(), 7).await;
-        let (own_session, others) = sessions.split_last().expect("sessions");
-        // A bus of 2: the six revocations below make the stream's receiver lag.
-        let bus = EventBus::new(2);
-        let slots = StreamSlots::default();
-        let mut stream = EventStream::new(
-            &claims(user_id, *own_session),
-            None,
-            store.clone(),
-            bus.subscribe(),
-            Duration::from_secs(3600),
-            slots.acquire(user_id, 1).expect("a slot"),
-        );
-        assert_eq!(stream.next_chunk().await.as_deref(), Some(OPENING));
-        let mut stored = Vec::new();
-        for session in others {
-            let events = store
-                .revoke_session(user_id, *session, "test", chrono::Utc::now())
-                .await
-                .expect("revoke")
-                .expect("a session");
-            bus.publish(&events);
-            stored.extend(events.iter().map(|event| event.id));
-        }
-        assert_eq!(stored.len(), 6);
-        assert_eq!(
-            frame_ids(&mut stream, 6).await,
-            stored,
-            "all, in order, from the store"
-        );
-        // The two events still in the receiver were sent already: the next frame is the next
-        // event, the revocation of the stream's own session, after which the stream ends.
-        let last = store
-            .revoke_session(user_id, *own_session, "test", chrono::Utc::now())
-            .await
-            .expect("revoke")
-            .expect("a session");
-        bus.publish(&last);
-        assert_eq!(frame_ids(&mut stream, 1).await, [last[0].id]);
-        assert!(
-            stream.next_chunk().await.is_none(),
-            "its session was revoked"
-        );
-        drop(stream);
-        assert_eq!(slots.open(user_id), 0, "the slot is free");
-    }
-
-    /// An event committed late behind newer ones: its id (taken when its transaction began)
-    /// is older than events another transaction committed first. A stream that lagged and
-    /// read those newer events from the store still sends the late one when it arrives live.
-    #[cfg(feature = "sqlite")]
-    #[tokio::test]
-    async fn an_event_committed_late_behind_newer_ids_is_sent_after_a_catch_up() {
-        let store: Arc<dyn Store> =
-            Arc::new(crate::store::SqliteStore::in_memory().await.expect("store"));
-        let (user_id, sessions) = user_with_sessions(store.as_ref(), 6).await;
-        let (own_session, others) = sessions.split_last().expect("sessions");
-        // A bus of 4: the five revocations below make the stream's receiver lag.
-        let bus = EventBus::new(4);
-        let slots = StreamSlots::default();
-        let mut stream = EventStream::new(
-            &claims(user_id, *own_session),
-            None,
-            store.clone(),
-            bus.subscribe(),
-            Duration::from_secs(3600),
-            slots.acquire(user_id, 1).expect("a slot"),
-        );
-        assert_eq!(stream.next_chunk().await.as_deref(), Some(OPENING));
-        // Its id is taken now; its transaction commits only after the revocations below.
-        let late = Event::new(
-            EventType::PasswordChanged,
-            Some(user_id),
-            chrono::Utc::now(),
-            serde_json::json!({}),
-        );
-        let mut stored = Vec::new();
-        for session in others {
-            let events = store
-                .revoke_session(user_id, *session, "test", chrono::Utc::now())
-                .await
-                .expect("revoke")
-                .expect("a session");
-            bus.publish(&events);
-            stored.extend(events.iter().map(|event| event.id));
-        }
-        assert!(
-            stored.iter().all(|id| late.id < *id),
-            "the late id is older"
-        );
-        assert_eq!(
-            frame_ids(&mut stream, 5).await,
-            stored,
-            "caught up from the store"
-        );
-        // Two more after it, so a stream that drops the late one still yields two frames.
-        let next: Vec<Event> = (0..2)
-            .map(|_| {
-                Event::new(
-                    EventType::PasswordChanged,
-                    Some(user_id),
-                    chrono::Utc::now(),
-                    serde_json::json!({}),
-                )
-            })
-            .collect();
-        bus.publish(std::slice::from_ref(&late));
-        bus.publish(&next);
-        assert_eq!(
-            frame_ids(&mut stream, 2).await,
-            [late.id, next[0].id],
-            "the late event is not taken for one already read"
-        );
-        assert_eq!(frame_ids(&mut stream, 1).await, [next[1].id]);
-    }
-
-    #[cfg(feature = "sqlite")]
-    #[tokio::test]
-    async fn a_resumed_stream_replays_then_skips_live_copies_and_ends_when_the_host_closes() {
-        let store: Arc<dyn Store> =
-            Arc::new(crate::store::SqliteStore::in_memory().await.expect("store"));
-        let (user_id, sessions) = user_with_sessions(store.as_ref(), 4).await;
-        let bus = EventBus::new(16);
-        let mut ids = Vec::new();
-        for session in &sessions[..3] {
-            let events = store
-                .revoke_session(user_id, *session, "test", chrono::Utc::now())
-                .await
-                .expect("revoke")
-                .expect("a session");
-            ids.extend(events.iter().map(|event| event.id));
-        }
-        let slots = StreamSlots::default();
-        let mut stream = EventStream::new(
-            &claims(user_id, sessions[3]),
-            Some(ids[0]),
-            store.clone(),
-            bus.subscribe(),
-            Duration::from_secs(3600),
-            slots.acquire(user_id, 1).expect("a slot"),
-        );
-        // The last two are also published live while the stream replays them.
-        let live_copies: Vec<Event> = store
-            .user_events_after(user_id, Some(ids[0]), 10)
-            .await
-            .expect("events");
-        bus.publish(&live_copies);
-        let other_user = Event::new(
-            EventType::PasswordChanged,
-            Some(Uuid::now_v7()),
-            chrono::Utc::now(),
-            serde_json::json!({}),
-        );
-        bus.publish(std::slice::from_ref(&other_user));
-        assert_eq!(stream.next_chunk().await.as_deref(), Some(OPENING));
-        assert_eq!(frame_ids(&mut stream, 2).await, ids[1..]);
-        let next = Event::new(
-            EventType::PasswordChanged,
-            Some(user_id),
-            chrono::Utc::now(),
-            serde_json::json!({}),
-        );
-        bus.publish(std::slice::from_ref(&next));
-        assert_eq!(
-            frame_ids(&mut stream, 1).await,
-            [next.id],
-            "no repeats, no other user's"
-        );
-        slots.close_all();
-        assert!(
-            stream.next_chunk().await.is_none(),
-            "the host closed the streams"
-        );
     }
 }

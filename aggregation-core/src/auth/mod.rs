@@ -51,11 +51,12 @@ use crate::config::Config;
 use crate::crypto::{random_hex_token, random_urlsafe_token, token_digest};
 use crate::dates;
 use crate::email::normalize_email;
-use crate::events::{DomainEvent, EventBus, EventSink};
+use crate::events::{DomainEvent, DurableEvent, Event, Events, PasswordChanged};
 use crate::mail::{Email, MailPermit, MailQueue};
+use crate::sessions::revocation_events;
 use crate::store::{
-    NewOneTimeToken, NewRefreshToken, NewSession, NewUser, Role, Store, StoreError, TokenCheck,
-    TokenPurpose, UserRecord, now,
+    NewOneTimeToken, NewRefreshToken, NewSession, NewUser, RevokedSessions, Role, Store,
+    StoreError, TokenCheck, TokenPurpose, UserRecord, now,
 };
 
 pub(crate) mod access_token;
@@ -169,6 +170,22 @@ impl AccountEmail {
 /// Raw User-Agent values longer than this are cut before they are stored.
 const MAX_USER_AGENT_CHARS: usize = 512;
 
+/// The rule of a password reset's events: `password.changed` (method `reset`), then a
+/// `session.revoked` (reason `password_reset`) per live session revoked.
+pub(crate) fn password_reset_events(
+    at: DateTime<Utc>,
+) -> impl Fn(&RevokedSessions) -> Vec<Event> + Send + Sync {
+    move |revoked| {
+        let changed = PasswordChanged {
+            user_id: revoked.user_id,
+            method: PasswordChanged::RESET.to_owned(),
+        };
+        let mut events = vec![changed.event_at(at)];
+        events.extend(revocation_events("password_reset", at)(revoked));
+        events
+    }
+}
+
 /// The authentication operations over a store.
 #[derive(Clone)]
 pub(crate) struct Auth {
@@ -176,9 +193,7 @@ pub(crate) struct Auth {
     config: Arc<Config>,
     tokens: AccessTokens,
     mail: MailQueue,
-    events: Arc<dyn EventSink>,
-    /// Where committed durable events are published.
-    bus: EventBus,
+    events: Events,
     /// Verified against when the email is unknown, so that both failures take the same time.
     dummy_hash: Arc<tokio::sync::OnceCell<String>>,
     hasher: PasswordHasher,
@@ -198,12 +213,10 @@ impl Auth {
         store: Arc<dyn Store>,
         config: Arc<Config>,
         mail: MailQueue,
-        events: Arc<dyn EventSink>,
-        bus: EventBus,
+        events: Events,
         limits: Arc<dyn crate::rate_limit::RateLimitStore>,
     ) -> Self {
         let auth = Self {
-            bus,
             hasher: PasswordHasher::new(config.hashing_limits()),
             tokens: AccessTokens::new(&config),
             throttle: LoginThrottle::new(&config, limits),
@@ -582,11 +595,12 @@ impl Auth {
             // may have stolen it, so the whole session goes.
             if record.session_revoked_at.is_none() {
                 tracing::warn!(session_id = %record.session_id, "refresh token reuse detected; session revoked");
+                let raise = revocation_events("token_reuse", at);
                 let revoked = self
                     .store
-                    .revoke_session(record.user_id, record.session_id, "token_reuse", at)
+                    .revoke_session(record.user_id, record.session_id, "token_reuse", at, &raise)
                     .await?;
-                self.bus.publish(&revoked.unwrap_or_default());
+                self.events.committed(&revoked.unwrap_or_default());
                 self.events.emit(&DomainEvent::RefreshTokenReused {
                     user_id: record.user_id,
                     session_id: record.session_id,
@@ -651,11 +665,13 @@ impl Auth {
 
     /// Revokes the presented refresh token's session if it is the caller's; silent otherwise.
     pub(crate) async fn logout(&self, user_id: Uuid, refresh_token: &str) -> Result<(), AuthError> {
+        let (digest, at) = (token_digest(refresh_token), now());
+        let raise = revocation_events("logout", at);
         let revoked = self
             .store
-            .revoke_session_by_token(user_id, &token_digest(refresh_token), "logout", now())
+            .revoke_session_by_token(user_id, &digest, "logout", at, &raise)
             .await?;
-        self.bus.publish(&revoked.unwrap_or_default());
+        self.events.committed(&revoked.unwrap_or_default());
         self.events.emit(&DomainEvent::LoggedOut { user_id });
         Ok(())
     }
@@ -722,16 +738,15 @@ impl Auth {
             return Err(token_failure(check));
         }
         let password_hash = self.hasher.hash(new_password).await?;
+        let at = now();
         let (check, events) = self
             .store
-            .reset_password(&digest, &password_hash, now())
+            .reset_password(&digest, &password_hash, at, &password_reset_events(at))
             .await?;
-        self.bus.publish(&events);
+        // Reported as `PasswordReset`, from its `password.changed` event.
+        self.events.committed(&events);
         match check {
-            TokenCheck::Consumed { user_id } | TokenCheck::Valid { user_id } => {
-                self.events.emit(&DomainEvent::PasswordReset { user_id });
-                Ok(())
-            }
+            TokenCheck::Consumed { .. } | TokenCheck::Valid { .. } => Ok(()),
             other => Err(token_failure(other)),
         }
     }

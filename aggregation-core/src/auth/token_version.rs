@@ -30,8 +30,10 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::dates;
-use crate::events::Event;
-use crate::store::{NewTokenRotation, SecurityConfigRecord, Store, StoreError, UserRecord, now};
+use crate::events::{DurableEvent, Event, RotationScope, SecurityRotation};
+use crate::store::{
+    NewTokenRotation, RotationOutcome, SecurityConfigRecord, Store, StoreError, UserRecord, now,
+};
 
 /// The result of a global rotation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +166,28 @@ fn rotation_failure(error: StoreError) -> RotationError {
     }
 }
 
+/// The rule of a rotation's events: its `security.rotation` event (the user's, for a user
+/// rotation), with the versions the store found.
+pub(crate) fn rotation_events(
+    rotation: &NewTokenRotation,
+    scope: RotationScope,
+    target_user_id: Option<Uuid>,
+) -> impl Fn(&RotationOutcome) -> Vec<Event> + Send + Sync + '_ {
+    move |outcome| {
+        vec![
+            SecurityRotation {
+                rotation_id: rotation.id,
+                scope,
+                target_user_id,
+                previous_version: outcome.previous_version,
+                new_version: outcome.new_version,
+                initiated_by: rotation.initiated_by,
+            }
+            .event_at(rotation.at),
+        ]
+    }
+}
+
 fn new_rotation(config: &Config, initiated_by: Option<Uuid>, reason: &str) -> NewTokenRotation {
     NewTokenRotation {
         id: Uuid::now_v7(),
@@ -186,7 +210,11 @@ pub(crate) async fn rotate_global(
 ) -> Result<GlobalRotation, RotationError> {
     let rotation = new_rotation(config, initiated_by, reason);
     let outcome = store
-        .rotate_global_token_version(&rotation, raised)
+        .rotate_global_token_version(
+            &rotation,
+            &rotation_events(&rotation, RotationScope::Global, None),
+            raised,
+        )
         .await
         .map_err(rotation_failure)?;
     tracing::warn!(
@@ -215,7 +243,12 @@ pub(crate) async fn rotate_user(
 ) -> Result<UserRotation, RotationError> {
     let rotation = new_rotation(config, initiated_by, reason);
     let outcome = store
-        .rotate_user_token_version(user_id, &rotation, raised)
+        .rotate_user_token_version(
+            user_id,
+            &rotation,
+            &rotation_events(&rotation, RotationScope::User, Some(user_id)),
+            raised,
+        )
         .await
         .map_err(rotation_failure)?
         .ok_or(RotationError::UnknownUser(user_id))?;

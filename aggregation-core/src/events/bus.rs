@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast;
 
-use super::Event;
+use super::{DomainEvent, Event, EventSink};
 
 /// How many events the bus holds for its slowest listener before that listener lags (and
 /// must read the missed ones from the store).
@@ -77,6 +77,37 @@ impl EventBus {
             sender: self.sender.downgrade(),
             #[cfg(feature = "redis")]
             relay: self.relay.clone(),
+        }
+    }
+}
+
+/// What a use case reports through: the sink of [`DomainEvent`]s and the bus of committed
+/// durable events, one handle.
+#[derive(Clone)]
+pub(crate) struct Events {
+    sink: Arc<dyn EventSink>,
+    bus: EventBus,
+}
+
+impl Events {
+    /// Reports to `sink` and publishes on `bus`.
+    pub(crate) fn new(sink: Arc<dyn EventSink>, bus: EventBus) -> Self {
+        Self { sink, bus }
+    }
+
+    /// Reports an event that has no durable form.
+    pub(crate) fn emit(&self, event: &DomainEvent) {
+        self.sink.emit(event);
+    }
+
+    /// Publishes durable events once their transaction committed, then reports each one that
+    /// has an in-process form ([`DomainEvent::of_committed`]) to the sink.
+    pub(crate) fn committed(&self, events: &[Event]) {
+        self.bus.publish(events);
+        for event in events {
+            if let Some(report) = DomainEvent::of_committed(event) {
+                self.sink.emit(&report);
+            }
         }
     }
 }

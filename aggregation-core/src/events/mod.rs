@@ -1,20 +1,40 @@
 //! Domain events: what happened, for embedders to audit or forward.
 //!
-//! Two kinds live here. The durable [`Event`]s (`import.completed`, `sync.completed`,
-//! `connection.*`, `session.revoked`, `password.changed`, `security.rotation`) are written to
-//! the store's outbox in the transaction of the change that caused them, listed by the audit
-//! endpoint, and published in process after the commit. The [`DomainEvent`]s below are the
-//! in-process report of everything, durable or not.
+//! One model, owned by the domain. Each event is a Rust type built by the use case that made
+//! it happen (authentication, sessions, administration, imports, provider connections and
+//! syncs, webhook delivery), never by the HTTP layer or the store, so every way of reaching a
+//! use case reports the same events. There are two forms:
 //!
-//! The service reports every event to one [`EventSink`]: the rate limiter's
-//! `RateLimitCheck*` events, the account events (registration, login, logout, refresh,
-//! reuse detection, password reset, session revocation), token rotations, imports, provider
-//! connections, token refreshes and syncs. The default sink writes them to
-//! `tracing`; implement the trait to send them elsewhere. Events never carry secrets.
+//! - **Durable events** ([`Event`]): `import.completed`, `sync.completed`, `connection.*`,
+//!   `session.revoked`, `password.changed`, `security.rotation`, `webhook.disabled`. Each type
+//!   has a typed payload ([`SessionRevoked`], [`SyncCompleted`], … implementing
+//!   [`DurableEvent`]) whose serde JSON is the event's `data`. The use case hands them to the
+//!   store with its change, which writes them to its outbox in the same transaction; where
+//!   they depend on what the transaction found (the sessions that were live, a sync's counts,
+//!   a rotation's versions) the use case hands its rule instead, a [`RaiseEvents`] the store
+//!   calls inside the transaction. The store knows no event rules: it writes what it is
+//!   given. The audit endpoint lists them, webhooks and the event stream (its catch-up and
+//!   cursor live here, in `stream`) serve them, and they are published in process after the
+//!   commit.
+//! - **Reports** ([`DomainEvent`]): the in-process account of everything, durable or not,
+//!   given to one [`EventSink`]. Where a report and a durable event describe the same thing
+//!   the report is derived from the durable one once it is committed
+//!   ([`DurableEvent::report`]: `connection.created` is reported as
+//!   [`DomainEvent::ProviderConnected`], `connection.expired` as a failed
+//!   [`DomainEvent::ProviderTokensRefreshed`], a reset's `password.changed` as
+//!   [`DomainEvent::PasswordReset`], an administrator's `security.rotation` as
+//!   [`DomainEvent::TokenVersionRotated`]). The others carry what the outbox does not keep
+//!   (an import's file format, a sync's per-kind errors) or happen with no durable change
+//!   (logins, logouts of unknown tokens, rate-limit checks), and are reported directly.
 //!
-//! Each event is emitted by the use case that made it happen (authentication, sessions,
-//! administration, imports, provider connections and syncs), never by the HTTP layer, so
-//! every way of reaching a use case reports the same events.
+//! A use case reports through one handle that publishes committed durable events, reports
+//! the derived [`DomainEvent`]s, and reports the others.
+//!
+//! The sink receives the rate limiter's `RateLimitCheck*` events, the account events
+//! (registration, login, logout, refresh, reuse detection, password reset, session
+//! revocation), token rotations, imports, provider connections, token refreshes and syncs.
+//! The default sink writes them to `tracing`; implement the trait to send them elsewhere.
+//! Events never carry secrets.
 //!
 //! ```
 //! use aggregation_core::events::{DomainEvent, EventSink};
@@ -39,16 +59,28 @@ use uuid::Uuid;
 use crate::rate_limit::{RateLimitEvent, RateLimitEvents};
 
 mod bus;
+mod durable;
 mod outbox;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod raised;
 #[cfg(feature = "redis")]
 mod relay;
+pub(crate) mod stream;
 
 #[cfg(feature = "webhooks")]
 pub(crate) use bus::WeakEventBus;
-pub(crate) use bus::{EVENT_BUS_CAPACITY, EventBus};
+pub(crate) use bus::{EVENT_BUS_CAPACITY, EventBus, Events};
+pub use durable::{
+    ConnectionCreated, ConnectionDeleted, ConnectionExpired, DurableEvent, HoldingCounts,
+    ImportCompleted, ImportCompletedCounts, PasswordChanged, RotationScope, RowCounts,
+    SecurityRotation, SessionRevoked, SyncCompleted, SyncCompletedCounts, WebhookDisabled,
+};
 pub use outbox::{Event, EventType};
+pub(crate) use stream::{EventStream, StreamItem};
+
+/// A use case's rule for the durable events of a store change that depend on what the
+/// change found (`T`: the sessions it revoked, a sync's counts, a rotation's versions). The
+/// store calls it inside the change's transaction and writes exactly the events it returns.
+/// `'a`: how long the rule may borrow (the call's duration, written `'_`).
+pub type RaiseEvents<'a, T> = dyn Fn(&T) -> Vec<Event> + Send + Sync + 'a;
 #[cfg(feature = "redis")]
 pub use relay::{EventRelayError, RedisEventRelay};
 

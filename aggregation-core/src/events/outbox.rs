@@ -9,50 +9,55 @@ use uuid::Uuid;
 use crate::enums::string_enum;
 
 string_enum! {
-    /// The type of an [`Event`], as named in its payload's `type`.
+    /// The type of an [`Event`], as named in its payload's `type`. Each has a typed payload
+    /// (named after it) whose JSON is the event's `data`.
     EventType {
-        /// A statement file was imported (`data`: `import_id`, `format`, `connection_ids`,
-        /// `account_ids`, `counts`).
+        /// A statement file was imported ([`ImportCompleted`](super::ImportCompleted)).
         ImportCompleted => "import.completed",
-        /// A provider sync wrote its data (`data`: `connection_id`, `kind`, `counts`).
+        /// A provider sync wrote its data ([`SyncCompleted`](super::SyncCompleted)).
         SyncCompleted => "sync.completed",
-        /// A provider connection was authorized (`data`: `connection_id`, `provider`,
-        /// `reauthorized`).
+        /// A provider connection was authorized
+        /// ([`ConnectionCreated`](super::ConnectionCreated)).
         ConnectionCreated => "connection.created",
-        /// A provider connection needs re-authorization (`data`: `connection_id`, `provider`,
-        /// `reason`).
+        /// A provider connection needs re-authorization
+        /// ([`ConnectionExpired`](super::ConnectionExpired)).
         ConnectionExpired => "connection.expired",
-        /// A provider connection was disconnected (`data`: `connection_id`, `provider`).
+        /// A provider connection was disconnected
+        /// ([`ConnectionDeleted`](super::ConnectionDeleted)).
         ConnectionDeleted => "connection.deleted",
-        /// A session was revoked (`data`: `session_id`, `reason`).
+        /// A session was revoked ([`SessionRevoked`](super::SessionRevoked)).
         SessionRevoked => "session.revoked",
-        /// A password was changed (`data`: `method`).
+        /// A password was changed ([`PasswordChanged`](super::PasswordChanged)).
         PasswordChanged => "password.changed",
-        /// An administrator rotated refresh-token versions (`data`: `rotation_id`, `scope`,
-        /// `target_user_id`, `previous_version`, `new_version`, `initiated_by`).
+        /// An administrator rotated refresh-token versions
+        /// ([`SecurityRotation`](super::SecurityRotation)).
         SecurityRotation => "security.rotation",
         /// A webhook endpoint that failed every attempt for 24 h was disabled; nothing more
-        /// is sent to it until its owner enables it again (`data`: `webhook_id`).
+        /// is sent to it until its owner enables it again
+        /// ([`WebhookDisabled`](super::WebhookDisabled)).
         WebhookDisabled => "webhook.disabled",
     }
 }
 
-/// One durable domain event: written to the store's outbox in the transaction of the change
-/// that caused it, so it exists exactly when that change was committed.
+/// One durable domain event, as stored and served: written to the store's outbox in the
+/// transaction of the change that caused it, so it exists exactly when that change was
+/// committed. Use cases build it from its typed payload
+/// ([`DurableEvent::event_at`](super::DurableEvent::event_at)).
 ///
 /// `data` carries ids and counts, never secrets (no tokens, credentials or password hashes).
 ///
 /// ```
-/// use aggregation_core::events::{Event, EventType};
+/// use aggregation_core::events::{DurableEvent, PasswordChanged};
 ///
 /// let user_id = uuid::Uuid::now_v7();
-/// let event = Event::new(
-///     EventType::PasswordChanged,
-///     Some(user_id),
-///     chrono::Utc::now(),
-///     serde_json::json!({"method": "reset"}),
-/// );
+/// let changed = PasswordChanged {
+///     user_id,
+///     method: PasswordChanged::RESET.to_owned(),
+/// };
+/// let event = changed.event_at(chrono::Utc::now());
 /// assert_eq!(event.body()["type"], "password.changed");
+/// assert_eq!(event.body()["data"], serde_json::json!({"method": "reset"}));
+/// assert_eq!(PasswordChanged::read(&event), Some(changed));
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
@@ -81,7 +86,7 @@ impl Event {
             id: Uuid::now_v7(),
             event_type,
             user_id,
-            occurred_at: crate::store::truncate_to_micros(occurred_at),
+            occurred_at: crate::dates::truncate_to_micros(occurred_at),
             data,
         }
     }
@@ -107,7 +112,9 @@ mod tests {
     fn body_names_the_type_and_keeps_the_payload() {
         let user_id = Uuid::now_v7();
         let session_id = Uuid::now_v7();
-        let event = Event::session_revoked(user_id, session_id, "logout", Utc::now());
+        let event =
+            crate::events::SessionRevoked::each(user_id, &[session_id], "logout", Utc::now())
+                .remove(0);
         let body = event.body();
         assert_eq!(body["type"], "session.revoked");
         assert_eq!(body["id"], event.id.to_string());

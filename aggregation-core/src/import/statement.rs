@@ -5,10 +5,14 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
 
 use super::ofx::{OfxError, parse_ofx};
 use super::records::{Refusal, import_batch};
-use crate::events::{DomainEvent, EventBus, EventSink};
+use crate::events::{
+    DomainEvent, DurableEvent, Event, Events, ImportCompleted, ImportCompletedCounts, RowCounts,
+};
 use crate::store::{ImportCounts, Store, StoreError, now};
 use crate::work::{WorkError, WorkGate};
 
@@ -40,28 +44,54 @@ pub(crate) struct Imported {
     pub(crate) institutions: Vec<String>,
 }
 
+/// The rule of an import's events: its `import.completed` event, with the counts.
+pub(crate) fn import_events(
+    user_id: Uuid,
+    at: DateTime<Utc>,
+) -> impl Fn(&ImportCounts) -> Vec<Event> + Send + Sync {
+    move |counts| vec![import_completed(user_id, counts).event_at(at)]
+}
+
+/// The `import.completed` event of an import that wrote `counts`.
+fn import_completed(user_id: Uuid, counts: &ImportCounts) -> ImportCompleted {
+    ImportCompleted {
+        user_id,
+        connection_ids: counts.connection_ids.clone(),
+        counts: ImportCompletedCounts {
+            accounts: RowCounts {
+                created: counts.accounts_created,
+                updated: counts.accounts_updated,
+                unchanged: counts.accounts_unchanged,
+            },
+            transactions: RowCounts {
+                created: counts.transactions_created,
+                updated: counts.transactions_updated,
+                unchanged: counts.transactions_skipped,
+            },
+            holdings: RowCounts {
+                created: counts.holdings_created,
+                updated: counts.holdings_updated,
+                unchanged: counts.holdings_unchanged,
+            },
+            snapshots_created: counts.snapshots_created,
+        },
+    }
+}
+
 /// The statement-import use case.
 #[derive(Clone)]
 pub(crate) struct Imports {
     store: Arc<dyn Store>,
-    events: Arc<dyn EventSink>,
-    /// Where committed durable events are published.
-    bus: EventBus,
+    events: Events,
     /// Bounds parsing of large uploads (its own worker threads).
     parsing: WorkGate,
 }
 
 impl Imports {
-    pub(crate) fn new(
-        store: Arc<dyn Store>,
-        events: Arc<dyn EventSink>,
-        bus: EventBus,
-        parsing: WorkGate,
-    ) -> Self {
+    pub(crate) fn new(store: Arc<dyn Store>, events: Events, parsing: WorkGate) -> Self {
         Self {
             store,
             events,
-            bus,
             parsing,
         }
     }
@@ -85,9 +115,15 @@ impl Imports {
         let mut raised = Vec::new();
         let counts = self
             .store
-            .apply_import(user_id, &batch, at, &mut raised)
+            .apply_import(
+                user_id,
+                &batch,
+                at,
+                &import_events(user_id, at),
+                &mut raised,
+            )
             .await?;
-        self.bus.publish(&raised);
+        self.events.committed(&raised);
         self.events.emit(&DomainEvent::StatementImported {
             user_id,
             connection_id: counts.connection_ids.first().copied(),

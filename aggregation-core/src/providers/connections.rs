@@ -17,7 +17,10 @@ use super::{AuthorizationRequest, Provider, ProviderError, ProviderTokens, Provi
 use crate::config::Config;
 use crate::crypto::{CryptoError, new_pkce_pair, random_urlsafe_token, token_digest};
 use crate::dates;
-use crate::events::{DomainEvent, EventBus, EventSink};
+use crate::events::{
+    ConnectionCreated, ConnectionDeleted, ConnectionExpired, DomainEvent, DurableEvent, Event,
+    Events,
+};
 use crate::store::{
     ConnectionRecord, ConnectionStatus, EncryptedCredentials, FILE_IMPORT_PROVIDER, NewOAuthState,
     Store, StoreError, now,
@@ -84,15 +87,58 @@ pub(super) struct HeldTokens {
     sealed: Vec<u8>,
 }
 
+/// The rule of an authorization's events: `connection.created` of the connection saved
+/// (`reauthorized` when it existed).
+pub(crate) fn connection_created_events(
+    at: DateTime<Utc>,
+) -> impl Fn(&(ConnectionRecord, bool)) -> Vec<Event> + Send + Sync {
+    move |(record, created)| {
+        let authorized = ConnectionCreated {
+            user_id: record.user_id,
+            connection_id: record.id,
+            provider: record.provider_slug.clone(),
+            reauthorized: !created,
+        };
+        vec![authorized.event_at(at)]
+    }
+}
+
+/// The rule of a disconnection's events: `connection.deleted` of the connection.
+pub(crate) fn connection_deleted_events(
+    at: DateTime<Utc>,
+) -> impl Fn(&ConnectionRecord) -> Vec<Event> + Send + Sync {
+    move |record| {
+        let deleted = ConnectionDeleted {
+            user_id: record.user_id,
+            connection_id: record.id,
+            provider: record.provider_slug.clone(),
+        };
+        vec![deleted.event_at(at)]
+    }
+}
+
+/// The events of the expiry of `connection` after its provider refused the refresh:
+/// `connection.expired` (reason `refresh_refused`).
+pub(crate) fn connection_expired_events(
+    connection: &ConnectionRecord,
+    at: DateTime<Utc>,
+) -> Vec<Event> {
+    let expired = ConnectionExpired {
+        user_id: connection.user_id,
+        connection_id: connection.id,
+        provider: connection.provider_slug.clone(),
+        reason: "refresh_refused".to_owned(),
+    };
+    vec![expired.event_at(at)]
+}
+
 /// Everything a connection operation needs; cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Connections {
     pub(super) store: Arc<dyn Store>,
     providers: Arc<Providers>,
     pub(super) config: Arc<Config>,
-    pub(super) events: Arc<dyn EventSink>,
-    /// Where committed durable events are published.
-    pub(super) bus: EventBus,
+    pub(super) events: Events,
     flights: RefreshFlights,
 }
 
@@ -105,15 +151,13 @@ impl Connections {
         store: Arc<dyn Store>,
         providers: Arc<Providers>,
         config: Arc<Config>,
-        events: Arc<dyn EventSink>,
-        bus: EventBus,
+        events: Events,
     ) -> Self {
         Self {
             store,
             providers,
             config,
             events,
-            bus,
             flights: RefreshFlights::default(),
         }
     }
@@ -168,11 +212,13 @@ impl Connections {
         connection_id: Uuid,
     ) -> Result<(), ConnectionError> {
         let mut raised = Vec::new();
+        let at = now();
+        let raise = connection_deleted_events(at);
         self.store
-            .disconnect_connection(user_id, connection_id, now(), &mut raised)
+            .disconnect_connection(user_id, connection_id, at, &raise, &mut raised)
             .await?
             .ok_or(ConnectionError::NotFound)?;
-        self.bus.publish(&raised);
+        self.events.committed(&raised);
         self.events.emit(&DomainEvent::ProviderDisconnected {
             user_id,
             connection_id,
@@ -337,6 +383,7 @@ impl Connections {
         // Fail before writing anything when no key can encrypt.
         encrypt_probe(self.config.keyring())?;
         let mut raised = Vec::new();
+        let raise = connection_created_events(at);
         let (connection, created) = self
             .store
             .save_authorized_connection(
@@ -346,16 +393,12 @@ impl Connections {
                 Uuid::now_v7(),
                 &encrypt,
                 at,
+                &raise,
                 &mut raised,
             )
             .await?;
-        self.bus.publish(&raised);
-        self.events.emit(&DomainEvent::ProviderConnected {
-            user_id: stored.user_id,
-            connection_id: connection.id,
-            provider_slug: connection.provider_slug.clone(),
-            reauthorized: !created,
-        });
+        // Reported as `ProviderConnected`, from its `connection.created` event.
+        self.events.committed(&raised);
         Ok((connection, created))
     }
 
@@ -512,18 +555,22 @@ impl Connections {
         stored: &HeldTokens,
     ) -> Result<HeldTokens, ConnectionError> {
         let mut raised = Vec::new();
+        let at = now();
         let expired = self
             .store
-            .expire_connection_credentials(connection.id, &stored.sealed, now(), &mut raised)
+            .expire_connection_credentials(
+                connection.id,
+                &stored.sealed,
+                at,
+                &connection_expired_events(connection, at),
+                &mut raised,
+            )
             .await?;
-        self.bus.publish(&raised);
+        // An expiry is reported as a failed `ProviderTokensRefreshed`, from its event.
+        self.events.committed(&raised);
         if !expired {
             return self.replaced_since(connection.id, stored).await;
         }
-        self.events.emit(&DomainEvent::ProviderTokensRefreshed {
-            connection_id: connection.id,
-            succeeded: false,
-        });
         Err(ConnectionError::NeedsReauthentication(
             ConnectionStatus::Expired,
         ))

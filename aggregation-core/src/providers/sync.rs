@@ -13,14 +13,16 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
 use super::connections::{ConnectionError, Connections, HeldTokens, seconds};
 use super::{DateRange, Fetched, Provider, ProviderError, SyncItemError};
 use crate::dates;
-use crate::events::DomainEvent;
+use crate::events::{
+    DomainEvent, DurableEvent, Event, HoldingCounts, RowCounts, SyncCompleted, SyncCompletedCounts,
+};
 use crate::store::{
     AccountFilter, AccountRecord, AssetType, ConnectionRecord, NewAccount, NewHolding,
     NewTransaction, SnapshotSource, StoreError, SyncAccountData, SyncBatch, SyncClaim, SyncCounts,
@@ -41,6 +43,39 @@ pub(crate) struct ConnectionSyncReport {
     pub(crate) accounts: SyncReport,
     pub(crate) transactions: SyncReport,
     pub(crate) holdings: SyncReport,
+}
+
+/// The rule of a sync's events: its `sync.completed` event, with the counts.
+pub(crate) fn sync_events(
+    user_id: Uuid,
+    connection_id: Uuid,
+    at: DateTime<Utc>,
+) -> impl Fn(&SyncCounts) -> Vec<Event> + Send + Sync {
+    move |counts| vec![sync_completed(user_id, connection_id, counts).event_at(at)]
+}
+
+/// The `sync.completed` event of a sync of the connection that wrote `counts`.
+fn sync_completed(user_id: Uuid, connection_id: Uuid, counts: &SyncCounts) -> SyncCompleted {
+    let rows = |counts: &UpsertCounts| RowCounts {
+        created: counts.created,
+        updated: counts.updated,
+        unchanged: counts.unchanged,
+    };
+    SyncCompleted {
+        user_id,
+        connection_id,
+        counts: SyncCompletedCounts {
+            accounts: rows(&counts.accounts),
+            transactions: rows(&counts.transactions),
+            holdings: HoldingCounts {
+                created: counts.holdings.created,
+                updated: counts.holdings.updated,
+                unchanged: counts.holdings.unchanged,
+                deactivated: counts.holdings_deactivated,
+            },
+            snapshots_created: counts.snapshots_created,
+        },
+    }
 }
 
 impl Connections {
@@ -450,11 +485,13 @@ impl Connections {
         batch: &SyncBatch,
     ) -> Result<SyncCounts, StoreError> {
         let mut raised = Vec::new();
+        let at = now();
+        let raise = sync_events(connection.user_id, connection.id, at);
         let counts = self
             .store
-            .apply_sync(connection.id, batch, now(), &mut raised)
+            .apply_sync(connection.id, batch, at, &raise, &mut raised)
             .await?;
-        self.bus.publish(&raised);
+        self.events.committed(&raised);
         Ok(counts)
     }
 

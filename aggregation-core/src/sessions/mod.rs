@@ -9,8 +9,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::events::{DomainEvent, EventBus, EventSink};
-use crate::store::{SessionRecord, Store, StoreError, now};
+use crate::events::{DomainEvent, Event, Events, SessionRevoked};
+use crate::store::{RevokedSessions, SessionRecord, Store, StoreError, now};
 
 /// The revocation reason recorded when the owner gives none for one session.
 const DEFAULT_REVOKE_REASON: &str = "manual";
@@ -41,17 +41,42 @@ fn is_active(session: &SessionRecord, at: DateTime<Utc>) -> bool {
     session.revoked_at.is_none() && session.expires_at > at
 }
 
+/// The rule of every session revocation: one `session.revoked` event (with `reason`) per
+/// live session revoked, in id order.
+pub(crate) fn revocation_events(
+    reason: &str,
+    at: DateTime<Utc>,
+) -> impl Fn(&RevokedSessions) -> Vec<Event> + Send + Sync + '_ {
+    move |revoked| SessionRevoked::each(revoked.user_id, &revoked.session_ids, reason, at)
+}
+
+impl dyn Store {
+    /// Revokes every session of the user except `keep`, with their tokens, and writes a
+    /// `session.revoked` event for each live one, atomically: those events (one per live
+    /// session revoked). [`SessionStore::revoke_user_sessions`](crate::store::SessionStore::revoke_user_sessions)
+    /// with the service's rule, for callers outside the service (tests, tools).
+    pub async fn revoke_all_sessions(
+        &self,
+        user_id: Uuid,
+        keep: Option<Uuid>,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Event>, StoreError> {
+        self.revoke_user_sessions(user_id, keep, reason, now, &revocation_events(reason, now))
+            .await
+    }
+}
+
 /// The session use cases over a store.
 #[derive(Clone)]
 pub(crate) struct Sessions {
     store: Arc<dyn Store>,
-    events: Arc<dyn EventSink>,
-    bus: EventBus,
+    events: Events,
 }
 
 impl Sessions {
-    pub(crate) fn new(store: Arc<dyn Store>, events: Arc<dyn EventSink>, bus: EventBus) -> Self {
-        Self { store, events, bus }
+    pub(crate) fn new(store: Arc<dyn Store>, events: Events) -> Self {
+        Self { store, events }
     }
 
     /// The user's sessions (only the usable ones with `active_only`).
@@ -95,17 +120,19 @@ impl Sessions {
         session_id: Uuid,
         reason: Option<&str>,
     ) -> Result<(), SessionError> {
+        let (reason, at) = (reason.unwrap_or(DEFAULT_REVOKE_REASON), now());
         let revoked = self
             .store
             .revoke_session(
                 user_id,
                 session_id,
-                reason.unwrap_or(DEFAULT_REVOKE_REASON),
-                now(),
+                reason,
+                at,
+                &revocation_events(reason, at),
             )
             .await?
             .ok_or(SessionError::NotFound)?;
-        self.bus.publish(&revoked);
+        self.events.committed(&revoked);
         Ok(())
     }
 
@@ -117,16 +144,19 @@ impl Sessions {
         current: Uuid,
         reason: Option<&str>,
     ) -> Result<u64, SessionError> {
+        let (reason, at) = (reason.unwrap_or(DEFAULT_REVOKE_ALL_REASON), now());
         let revoked = self
             .store
-            .revoke_all_sessions(
+            .revoke_user_sessions(
                 user_id,
                 Some(current),
-                reason.unwrap_or(DEFAULT_REVOKE_ALL_REASON),
-                now(),
+                reason,
+                at,
+                &revocation_events(reason, at),
             )
             .await?;
-        self.bus.publish(&revoked);
+        self.events.committed(&revoked);
+        // One event per live session revoked.
         let count = revoked.len() as u64;
         self.events
             .emit(&DomainEvent::SessionsRevoked { user_id, count });
@@ -163,11 +193,10 @@ mod tests {
         use crate::store::{NewRefreshToken, NewSession, NewUser, SqliteStore};
 
         let store: Arc<dyn Store> = Arc::new(SqliteStore::in_memory().await.unwrap());
-        let bus = EventBus::default();
+        let bus = crate::events::EventBus::default();
         let sessions = Sessions::new(
             store.clone(),
-            Arc::new(crate::events::MemoryEventSink::new()),
-            bus.clone(),
+            Events::new(Arc::new(crate::events::MemoryEventSink::new()), bus.clone()),
         );
         let user_id = Uuid::now_v7();
         let at = now();

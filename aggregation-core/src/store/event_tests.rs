@@ -9,7 +9,9 @@ use super::provider_tests::on_postgres;
 #[cfg(feature = "sqlite")]
 use super::provider_tests::sqlite_store;
 use super::provider_tests::{
-    Shared, account, authorize, credentials, is_other, suite, transaction, user,
+    Shared, account, authorize, connection_created_events, connection_deleted_events, credentials,
+    expired_events_of, is_other, password_reset_events, revocation_events, rotation_events, suite,
+    sync_events_of, transaction, user,
 };
 use super::sql::EVENTS_PER_STATEMENT;
 use super::*;
@@ -93,14 +95,26 @@ async fn revocations_write_one_event_per_session_revoked(store: Shared) {
     let kept = session(&store, user_id, b"four").await;
 
     let written = store
-        .revoke_session_by_token(user_id, b"one", "logout", now())
+        .revoke_session_by_token(
+            user_id,
+            b"one",
+            "logout",
+            now(),
+            &revocation_events("logout", now()),
+        )
         .await
         .unwrap()
         .unwrap();
     assert_eq!(written.len(), 1);
     // Already revoked: nothing new.
     let again = store
-        .revoke_session(user_id, first, "manual", now())
+        .revoke_session(
+            user_id,
+            first,
+            "manual",
+            now(),
+            &revocation_events("manual", now()),
+        )
         .await
         .unwrap();
     assert_eq!(again, Some(Vec::new()));
@@ -108,14 +122,26 @@ async fn revocations_write_one_event_per_session_revoked(store: Shared) {
     let stranger = user(&store).await;
     assert!(
         store
-            .revoke_session_by_token(stranger, b"two", "logout", now())
+            .revoke_session_by_token(
+                stranger,
+                b"two",
+                "logout",
+                now(),
+                &revocation_events("logout", now())
+            )
             .await
             .unwrap()
             .is_none()
     );
     assert!(
         store
-            .revoke_session(stranger, second, "manual", now())
+            .revoke_session(
+                stranger,
+                second,
+                "manual",
+                now(),
+                &revocation_events("manual", now())
+            )
             .await
             .unwrap()
             .is_none()
@@ -170,14 +196,14 @@ async fn password_reset_writes_its_events_and_a_failed_one_none(store: Shared) {
         .await
         .unwrap();
     let (check, events) = store
-        .reset_password(b"unknown", "new-hash", now())
+        .reset_password(b"unknown", "new-hash", now(), &password_reset_events(now()))
         .await
         .unwrap();
     assert_eq!((check, events), (TokenCheck::Unknown, Vec::new()));
     assert!(store.audit_events(&all(100)).await.unwrap().is_empty());
 
     let (check, events) = store
-        .reset_password(b"reset", "new-hash", now())
+        .reset_password(b"reset", "new-hash", now(), &password_reset_events(now()))
         .await
         .unwrap();
     assert_eq!(check, TokenCheck::Consumed { user_id });
@@ -196,7 +222,7 @@ async fn password_reset_writes_its_events_and_a_failed_one_none(store: Shared) {
 
     // The token is used up: a second reset writes nothing.
     let (check, events) = store
-        .reset_password(b"reset", "other-hash", now())
+        .reset_password(b"reset", "other-hash", now(), &password_reset_events(now()))
         .await
         .unwrap();
     assert_eq!((check, events), (TokenCheck::AlreadyUsed, Vec::new()));
@@ -210,7 +236,13 @@ async fn raise(store: &Shared, user_id: Uuid, count: usize) -> Vec<Event> {
         let token = format!("{user_id}-{index}");
         session(store, user_id, token.as_bytes()).await;
         let written = store
-            .revoke_session_by_token(user_id, token.as_bytes(), "logout", now())
+            .revoke_session_by_token(
+                user_id,
+                token.as_bytes(),
+                "logout",
+                now(),
+                &revocation_events("logout", now()),
+            )
             .await
             .unwrap()
             .unwrap();
@@ -259,7 +291,7 @@ async fn audit_filters_combine(store: Shared) {
             .await
             .unwrap();
         store
-            .reset_password(b"bob-reset", "hash", now())
+            .reset_password(b"bob-reset", "hash", now(), &password_reset_events(now()))
             .await
             .unwrap()
     };
@@ -359,6 +391,7 @@ async fn connection_writes_raise_their_events_only_when_they_apply(store: Shared
                 Uuid::now_v7(),
                 &move |_| Ok(credentials(tag, expires)),
                 t0,
+                &connection_created_events(t0),
                 &mut raised,
             )
             .await
@@ -372,13 +405,25 @@ async fn connection_writes_raise_their_events_only_when_they_apply(store: Shared
     // Not the stored credentials, or not the owner: nothing changes, no event.
     assert!(
         !store
-            .expire_connection_credentials(created.id, &[1; 8], t0, &mut raised)
+            .expire_connection_credentials(
+                created.id,
+                &[1; 8],
+                t0,
+                &expired_events_of(&store, created.id, t0).await,
+                &mut raised
+            )
             .await
             .unwrap()
     );
     assert!(
         store
-            .disconnect_connection(stranger, created.id, t0, &mut raised)
+            .disconnect_connection(
+                stranger,
+                created.id,
+                t0,
+                &connection_deleted_events(t0),
+                &mut raised
+            )
             .await
             .unwrap()
             .is_none()
@@ -386,18 +431,36 @@ async fn connection_writes_raise_their_events_only_when_they_apply(store: Shared
     assert_eq!(raised.len(), 2);
     assert!(
         store
-            .expire_connection_credentials(created.id, &[2; 8], t0, &mut raised)
+            .expire_connection_credentials(
+                created.id,
+                &[2; 8],
+                t0,
+                &expired_events_of(&store, created.id, t0).await,
+                &mut raised
+            )
             .await
             .unwrap()
     );
     store
-        .disconnect_connection(user_id, created.id, t0, &mut raised)
+        .disconnect_connection(
+            user_id,
+            created.id,
+            t0,
+            &connection_deleted_events(t0),
+            &mut raised,
+        )
         .await
         .unwrap()
         .unwrap();
     // Disconnected already: returned as it is, no second event.
     store
-        .disconnect_connection(user_id, created.id, t0, &mut raised)
+        .disconnect_connection(
+            user_id,
+            created.id,
+            t0,
+            &connection_deleted_events(t0),
+            &mut raised,
+        )
         .await
         .unwrap()
         .unwrap();
@@ -454,7 +517,13 @@ async fn syncs_raise_their_event_and_a_rolled_back_one_none(store: Shared) {
     );
     let mut raised = Vec::new();
     let counts = store
-        .apply_sync(connection.id, &batch, t0, &mut raised)
+        .apply_sync(
+            connection.id,
+            &batch,
+            t0,
+            &sync_events_of(&store, connection.id, t0).await,
+            &mut raised,
+        )
         .await
         .unwrap();
     assert_eq!(counts.transactions.created, 2);
@@ -475,7 +544,13 @@ async fn syncs_raise_their_event_and_a_rolled_back_one_none(store: Shared) {
     let mut none = Vec::new();
     assert!(is_other(
         &store
-            .apply_sync(connection.id, &failing, t0, &mut none)
+            .apply_sync(
+                connection.id,
+                &failing,
+                t0,
+                &sync_events_of(&store, connection.id, t0).await,
+                &mut none
+            )
             .await
     ));
     assert!(none.is_empty());
@@ -496,19 +571,33 @@ async fn rotations_raise_their_events(store: Shared) {
     };
     let mut raised = Vec::new();
     let unknown = store
-        .rotate_user_token_version(Uuid::now_v7(), &rotation("gone"), &mut raised)
+        .rotate_user_token_version(
+            Uuid::now_v7(),
+            &rotation("gone"),
+            &rotation_events(&rotation("gone"), RotationScope::User, Some(Uuid::now_v7())),
+            &mut raised,
+        )
         .await
         .unwrap();
     assert!(unknown.is_none() && raised.is_empty());
     let for_user = rotation("lost laptop");
     let outcome = store
-        .rotate_user_token_version(target, &for_user, &mut raised)
+        .rotate_user_token_version(
+            target,
+            &for_user,
+            &rotation_events(&for_user, RotationScope::User, Some(target)),
+            &mut raised,
+        )
         .await
         .unwrap()
         .unwrap();
     let global = rotation("key rollover");
     let global_outcome = store
-        .rotate_global_token_version(&global, &mut raised)
+        .rotate_global_token_version(
+            &global,
+            &rotation_events(&global, RotationScope::Global, None),
+            &mut raised,
+        )
         .await
         .unwrap();
 
@@ -694,6 +783,7 @@ async fn a_failed_event_write_rolls_its_change_back() {
             Uuid::now_v7(),
             &move |_| Ok(credentials(1, t0)),
             t0,
+            &connection_created_events(t0),
             &mut raised,
         )
         .await;
@@ -710,7 +800,13 @@ async fn a_failed_event_write_rolls_its_change_back() {
     session(&store, user_id, b"live").await;
     assert!(
         store
-            .revoke_session_by_token(user_id, b"live", "logout", now())
+            .revoke_session_by_token(
+                user_id,
+                b"live",
+                "logout",
+                now(),
+                &revocation_events("logout", now())
+            )
             .await
             .is_err()
     );

@@ -20,7 +20,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::*;
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 use crate::outage::OutageLog;
 
 /// Calls in a row failing with [`StoreError::Unavailable`] that open the breaker.
@@ -235,7 +235,8 @@ guarded! { OneTimeTokenStore {
     fn reset_password(
         digest: &[u8],
         password_hash: &str,
-        now: DateTime<Utc>
+        now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>
     ) -> (TokenCheck, Vec<Event>);
 }}
 guarded! { SessionStore {
@@ -250,19 +251,22 @@ guarded! { SessionStore {
         user_id: Uuid,
         session_id: Uuid,
         reason: &str,
-        now: DateTime<Utc>
+        now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>
     ) -> Option<Vec<Event>>;
     fn revoke_session_by_token(
         user_id: Uuid,
         digest: &[u8],
         reason: &str,
-        now: DateTime<Utc>
+        now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>
     ) -> Option<Vec<Event>>;
-    fn revoke_all_sessions(
+    fn revoke_user_sessions(
         user_id: Uuid,
         keep: Option<Uuid>,
         reason: &str,
-        now: DateTime<Utc>
+        now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>
     ) -> Vec<Event>;
     fn sessions_for_user(
         user_id: Uuid,
@@ -279,11 +283,13 @@ guarded! { SecurityStore {
     ) -> SecurityConfigRecord;
     fn rotate_global_token_version(
         rotation: &NewTokenRotation,
+        raise: &RaiseEvents<'_, RotationOutcome>,
         raised: &mut Vec<Event>
     ) -> RotationOutcome;
     fn rotate_user_token_version(
         user_id: Uuid,
         rotation: &NewTokenRotation,
+        raise: &RaiseEvents<'_, RotationOutcome>,
         raised: &mut Vec<Event>
     ) -> Option<RotationOutcome>;
     fn token_rotations(limit: u32) -> Vec<TokenRotationRecord>;
@@ -312,6 +318,7 @@ guarded! { ImportStore {
         user_id: Uuid,
         batch: &ImportBatch,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, ImportCounts>,
         raised: &mut Vec<Event>
     ) -> ImportCounts;
 }}
@@ -327,6 +334,7 @@ guarded! { ProviderConnectionStore {
         new_id: Uuid,
         credentials_for: &(dyn Fn(Uuid) -> Result<EncryptedCredentials, StoreError> + Send + Sync),
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, (ConnectionRecord, bool)>,
         raised: &mut Vec<Event>
     ) -> (ConnectionRecord, bool);
     fn update_connection_alias(
@@ -339,6 +347,7 @@ guarded! { ProviderConnectionStore {
         user_id: Uuid,
         connection_id: Uuid,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, ConnectionRecord>,
         raised: &mut Vec<Event>
     ) -> Option<ConnectionRecord>;
     fn replace_connection_credentials(
@@ -351,6 +360,7 @@ guarded! { ProviderConnectionStore {
         connection_id: Uuid,
         previous: &[u8],
         now: DateTime<Utc>,
+        events: &[Event],
         raised: &mut Vec<Event>
     ) -> bool;
     fn set_connection_status(
@@ -382,6 +392,7 @@ guarded! { SyncStore {
         connection_id: Uuid,
         batch: &SyncBatch,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, SyncCounts>,
         raised: &mut Vec<Event>
     ) -> SyncCounts;
 }}
@@ -483,7 +494,8 @@ guarded! { WebhookStore {
     fn claim_webhook_deliveries(claim: &DeliveryClaim) -> Vec<ClaimedDelivery>;
     fn record_webhook_attempts(
         attempts: &[WebhookAttempt],
-        disable_failing_since: DateTime<Utc>
+        disable_failing_since: DateTime<Utc>,
+        raise: &RaiseEvents<'_, DisabledWebhook>
     ) -> Vec<Event>;
     fn purge_webhook_deliveries_before(cutoff: DateTime<Utc>) -> u64;
 }}

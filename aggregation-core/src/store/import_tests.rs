@@ -6,6 +6,7 @@ use rust_decimal::Decimal;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use uuid::Uuid;
 
+use super::provider_tests::import_events;
 use super::*;
 
 async fn store() -> (SqliteStore, sqlx::SqlitePool) {
@@ -122,7 +123,13 @@ async fn imports_count_and_repeat_as_skips() {
         vec![transaction("A", "-1.00"), transaction("B", "-2.00")],
     );
     let counts = store
-        .apply_import(user_id, &first, now(), &mut Vec::new())
+        .apply_import(
+            user_id,
+            &first,
+            now(),
+            &import_events(user_id, now()),
+            &mut Vec::new(),
+        )
         .await
         .unwrap();
     assert_eq!(counts.connection_ids.len(), 1);
@@ -136,7 +143,13 @@ async fn imports_count_and_repeat_as_skips() {
         (1, 2, 1, 1)
     );
     let again = store
-        .apply_import(user_id, &first, now(), &mut Vec::new())
+        .apply_import(
+            user_id,
+            &first,
+            now(),
+            &import_events(user_id, now()),
+            &mut Vec::new(),
+        )
         .await
         .unwrap();
     assert_eq!(again.connection_ids, counts.connection_ids);
@@ -151,7 +164,13 @@ async fn imports_count_and_repeat_as_skips() {
     );
     let changed = batch("Bank", "111", vec![transaction("A", "-1.50")]);
     let counts = store
-        .apply_import(user_id, &changed, now(), &mut Vec::new())
+        .apply_import(
+            user_id,
+            &changed,
+            now(),
+            &import_events(user_id, now()),
+            &mut Vec::new(),
+        )
         .await
         .unwrap();
     assert_eq!(counts.transactions_updated, 1);
@@ -167,6 +186,7 @@ async fn a_failure_rolls_the_whole_import_back() {
             user_id,
             &batch("Bank", "111", vec![transaction("A", "-1.00")]),
             now(),
+            &import_events(user_id, now()),
             &mut Vec::new(),
         )
         .await
@@ -198,7 +218,13 @@ async fn a_failure_rolls_the_whole_import_back() {
     let mut raised = Vec::new();
     assert!(
         store
-            .apply_import(user_id, &failing, now(), &mut raised)
+            .apply_import(
+                user_id,
+                &failing,
+                now(),
+                &import_events(user_id, now()),
+                &mut raised
+            )
             .await
             .is_err()
     );
@@ -223,6 +249,7 @@ async fn a_failure_rolls_the_whole_import_back() {
                 Uuid::now_v7(),
                 &batch("Bank", "1", Vec::new()),
                 now(),
+                &import_events(Uuid::now_v7(), now()),
                 &mut Vec::new()
             )
             .await

@@ -96,7 +96,9 @@ pub use security::{
     NewTokenRotation, RotationOutcome, RotationScope, SecurityConfigRecord, SecurityStore,
     TokenRotationRecord,
 };
-pub use sessions::{NewRefreshToken, NewSession, RefreshTokenRecord, SessionRecord, SessionStore};
+pub use sessions::{
+    NewRefreshToken, NewSession, RefreshTokenRecord, RevokedSessions, SessionRecord, SessionStore,
+};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use users::{
@@ -104,9 +106,9 @@ pub use users::{
     UserStore,
 };
 pub use webhooks::{
-    ClaimedDelivery, DeliveryClaim, DeliveryStatus, NewWebhookEndpoint, NextDelivery,
-    WebhookAttempt, WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord,
-    WebhookStore,
+    ClaimedDelivery, DeliveryClaim, DeliveryStatus, DisabledWebhook, NewWebhookEndpoint,
+    NextDelivery, WebhookAttempt, WebhookAttemptRecord, WebhookDeliveryRecord,
+    WebhookEndpointRecord, WebhookStore,
 };
 
 /// A coarse storage failure; backends log their detail and convert it into one of these.
@@ -127,6 +129,13 @@ pub enum StoreError {
 }
 
 /// Everything the service needs from storage.
+///
+/// A store knows no event rules. Each write that raises durable events takes them from the
+/// use case, as a list or, where they depend on what the write found, as a
+/// [`RaiseEvents`] rule called inside the write's transaction; the store writes exactly
+/// those events to its outbox in that transaction (and queues their webhook deliveries), and
+/// hands them back for the use case to publish after the commit. A custom store passes the
+/// conformance suite's event cases by persisting those rows, nothing more.
 pub trait Store:
     UserStore
     + OneTimeTokenStore
@@ -184,7 +193,5 @@ pub(crate) fn now() -> DateTime<Utc> {
 
 /// Truncates a timestamp to microseconds.
 pub(crate) fn truncate_to_micros(at: DateTime<Utc>) -> DateTime<Utc> {
-    use chrono::DurationRound as _;
-    at.duration_trunc(chrono::TimeDelta::microseconds(1))
-        .unwrap_or(at)
+    crate::dates::truncate_to_micros(at)
 }

@@ -11,6 +11,177 @@ use rust_decimal::Decimal;
 use uuid::Uuid;
 
 use super::*;
+use crate::events::{
+    ConnectionCreated, ConnectionDeleted, ConnectionExpired, DurableEvent, Event, HoldingCounts,
+    ImportCompleted, ImportCompletedCounts, PasswordChanged, RowCounts, SecurityRotation,
+    SessionRevoked, SyncCompleted, SyncCompletedCounts,
+};
+
+// The service's event rules, restated over the typed events for the store cases (which do not
+// reach into the use cases): the store writes exactly what they return.
+
+/// One `session.revoked` (with `reason`) per live session revoked.
+pub(super) fn revocation_events(
+    reason: &str,
+    at: DateTime<Utc>,
+) -> impl Fn(&RevokedSessions) -> Vec<Event> + Send + Sync + '_ {
+    move |revoked| SessionRevoked::each(revoked.user_id, &revoked.session_ids, reason, at)
+}
+
+/// `password.changed` (method `reset`), then the revocations (reason `password_reset`).
+pub(super) fn password_reset_events(
+    at: DateTime<Utc>,
+) -> impl Fn(&RevokedSessions) -> Vec<Event> + Send + Sync {
+    move |revoked| {
+        let changed = PasswordChanged {
+            user_id: revoked.user_id,
+            method: PasswordChanged::RESET.to_owned(),
+        };
+        let mut events = vec![changed.event_at(at)];
+        events.extend(revocation_events("password_reset", at)(revoked));
+        events
+    }
+}
+
+/// The rotation's `security.rotation` event, with the versions the store found.
+pub(super) fn rotation_events(
+    rotation: &NewTokenRotation,
+    scope: RotationScope,
+    target_user_id: Option<Uuid>,
+) -> impl Fn(&RotationOutcome) -> Vec<Event> + Send + Sync + '_ {
+    move |outcome| {
+        let rotated = SecurityRotation {
+            rotation_id: rotation.id,
+            scope,
+            target_user_id,
+            previous_version: outcome.previous_version,
+            new_version: outcome.new_version,
+            initiated_by: rotation.initiated_by,
+        };
+        vec![rotated.event_at(rotation.at)]
+    }
+}
+
+/// The import's `import.completed` event, with its counts.
+pub(super) fn import_events(
+    user_id: Uuid,
+    at: DateTime<Utc>,
+) -> impl Fn(&ImportCounts) -> Vec<Event> + Send + Sync {
+    move |counts| {
+        let rows = |created, updated, unchanged| RowCounts {
+            created,
+            updated,
+            unchanged,
+        };
+        let completed = ImportCompleted {
+            user_id,
+            connection_ids: counts.connection_ids.clone(),
+            counts: ImportCompletedCounts {
+                accounts: rows(
+                    counts.accounts_created,
+                    counts.accounts_updated,
+                    counts.accounts_unchanged,
+                ),
+                transactions: rows(
+                    counts.transactions_created,
+                    counts.transactions_updated,
+                    counts.transactions_skipped,
+                ),
+                holdings: rows(
+                    counts.holdings_created,
+                    counts.holdings_updated,
+                    counts.holdings_unchanged,
+                ),
+                snapshots_created: counts.snapshots_created,
+            },
+        };
+        vec![completed.event_at(at)]
+    }
+}
+
+/// `connection.created` of the connection saved (`reauthorized` when it existed).
+pub(super) fn connection_created_events(
+    at: DateTime<Utc>,
+) -> impl Fn(&(ConnectionRecord, bool)) -> Vec<Event> + Send + Sync {
+    move |(record, created)| {
+        let authorized = ConnectionCreated {
+            user_id: record.user_id,
+            connection_id: record.id,
+            provider: record.provider_slug.clone(),
+            reauthorized: !created,
+        };
+        vec![authorized.event_at(at)]
+    }
+}
+
+/// `connection.deleted` of the connection disconnected.
+pub(super) fn connection_deleted_events(
+    at: DateTime<Utc>,
+) -> impl Fn(&ConnectionRecord) -> Vec<Event> + Send + Sync {
+    move |record| {
+        let deleted = ConnectionDeleted {
+            user_id: record.user_id,
+            connection_id: record.id,
+            provider: record.provider_slug.clone(),
+        };
+        vec![deleted.event_at(at)]
+    }
+}
+
+/// The `sync.completed` event of a sync of `connection_id` (its user read from `store`).
+pub(super) async fn sync_events_of(
+    store: &Shared,
+    connection_id: Uuid,
+    at: DateTime<Utc>,
+) -> impl Fn(&SyncCounts) -> Vec<Event> + Send + Sync + use<> {
+    let user_id = store
+        .connection_by_id(connection_id)
+        .await
+        .unwrap()
+        .map_or_else(Uuid::nil, |connection| connection.user_id);
+    move |counts| {
+        let rows = |upserted: &UpsertCounts| RowCounts {
+            created: upserted.created,
+            updated: upserted.updated,
+            unchanged: upserted.unchanged,
+        };
+        let completed = SyncCompleted {
+            user_id,
+            connection_id,
+            counts: SyncCompletedCounts {
+                accounts: rows(&counts.accounts),
+                transactions: rows(&counts.transactions),
+                holdings: HoldingCounts {
+                    created: counts.holdings.created,
+                    updated: counts.holdings.updated,
+                    unchanged: counts.holdings.unchanged,
+                    deactivated: counts.holdings_deactivated,
+                },
+                snapshots_created: counts.snapshots_created,
+            },
+        };
+        vec![completed.event_at(at)]
+    }
+}
+
+/// The `connection.expired` event (reason `refresh_refused`) an expiry of `connection_id` is
+/// handed (none for an unknown connection).
+pub(super) async fn expired_events_of(
+    store: &Shared,
+    connection_id: Uuid,
+    at: DateTime<Utc>,
+) -> Vec<Event> {
+    let Some(connection) = store.connection_by_id(connection_id).await.unwrap() else {
+        return Vec::new();
+    };
+    let expired = ConnectionExpired {
+        user_id: connection.user_id,
+        connection_id,
+        provider: connection.provider_slug,
+        reason: "refresh_refused".to_owned(),
+    };
+    vec![expired.event_at(at)]
+}
 
 pub(super) type Shared = Arc<dyn Store>;
 
@@ -220,6 +391,7 @@ pub(super) async fn authorize(
             Uuid::now_v7(),
             &move |_| Ok(credentials(tag, expires_at)),
             at,
+            &connection_created_events(at),
             &mut Vec::new(),
         )
         .await
@@ -342,6 +514,7 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
                 Ok(credentials(1, t0 + seconds(1800)))
             },
             t0,
+            &connection_created_events(t0),
             &mut Vec::new(),
         )
         .await
@@ -382,6 +555,7 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
                 Ok(credentials(2, t1 + seconds(1800)))
             },
             t1,
+            &connection_created_events(t1),
             &mut Vec::new(),
         )
         .await
@@ -405,7 +579,13 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
     assert!(!was_created);
     assert_eq!(same.id, no_alias.id);
     store
-        .disconnect_connection(user_id, created.id, t1, &mut Vec::new())
+        .disconnect_connection(
+            user_id,
+            created.id,
+            t1,
+            &connection_deleted_events(t1),
+            &mut Vec::new(),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -430,6 +610,7 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
             Uuid::now_v7(),
             &|_| Err(StoreError::Other("no key".to_owned())),
             t1,
+            &connection_created_events(t1),
             &mut Vec::new(),
         )
         .await;
@@ -442,6 +623,7 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
             Uuid::now_v7(),
             &|_| Ok(credentials(6, t1)),
             t1,
+            &connection_created_events(t1),
             &mut Vec::new(),
         )
         .await;
@@ -487,7 +669,13 @@ async fn disconnect_clears_credentials_and_is_idempotent(store: Shared) {
     let (connection, _) = authorize(&store, user_id, Some("Main"), 1, t0, t0).await;
     assert!(
         store
-            .disconnect_connection(other_user, connection.id, t0, &mut Vec::new())
+            .disconnect_connection(
+                other_user,
+                connection.id,
+                t0,
+                &connection_deleted_events(t0),
+                &mut Vec::new()
+            )
             .await
             .unwrap()
             .is_none(),
@@ -495,7 +683,13 @@ async fn disconnect_clears_credentials_and_is_idempotent(store: Shared) {
     );
     assert!(
         store
-            .disconnect_connection(user_id, Uuid::now_v7(), t0, &mut Vec::new())
+            .disconnect_connection(
+                user_id,
+                Uuid::now_v7(),
+                t0,
+                &connection_deleted_events(t0),
+                &mut Vec::new()
+            )
             .await
             .unwrap()
             .is_none(),
@@ -503,7 +697,13 @@ async fn disconnect_clears_credentials_and_is_idempotent(store: Shared) {
     );
     let t1 = t0 + seconds(5);
     let gone = store
-        .disconnect_connection(user_id, connection.id, t1, &mut Vec::new())
+        .disconnect_connection(
+            user_id,
+            connection.id,
+            t1,
+            &connection_deleted_events(t1),
+            &mut Vec::new(),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -513,7 +713,13 @@ async fn disconnect_clears_credentials_and_is_idempotent(store: Shared) {
     assert_eq!(gone.credentials_expires_at, None);
     assert_eq!(gone.updated_at, t1);
     let again = store
-        .disconnect_connection(user_id, connection.id, t1 + seconds(5), &mut Vec::new())
+        .disconnect_connection(
+            user_id,
+            connection.id,
+            t1 + seconds(5),
+            &connection_deleted_events(t1 + seconds(5)),
+            &mut Vec::new(),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -681,7 +887,13 @@ async fn credentials_and_status_updates_skip_disconnected(store: Shared) {
             .unwrap()
     );
     store
-        .disconnect_connection(user_id, connection.id, t1, &mut Vec::new())
+        .disconnect_connection(
+            user_id,
+            connection.id,
+            t1,
+            &connection_deleted_events(t1),
+            &mut Vec::new(),
+        )
         .await
         .unwrap();
     assert!(
@@ -734,7 +946,13 @@ async fn credential_swaps_and_expiry_compare_the_previous_credentials(store: Sha
     );
     assert!(
         !store
-            .expire_connection_credentials(connection.id, &[7; 8], t1, &mut Vec::new())
+            .expire_connection_credentials(
+                connection.id,
+                &[7; 8],
+                t1,
+                &expired_events_of(&store, connection.id, t1).await,
+                &mut Vec::new()
+            )
             .await
             .unwrap()
     );
@@ -762,13 +980,25 @@ async fn credential_swaps_and_expiry_compare_the_previous_credentials(store: Sha
     // Expiry from the replaced credentials is refused; from the live ones it applies.
     assert!(
         !store
-            .expire_connection_credentials(connection.id, &[1; 8], t1, &mut Vec::new())
+            .expire_connection_credentials(
+                connection.id,
+                &[1; 8],
+                t1,
+                &expired_events_of(&store, connection.id, t1).await,
+                &mut Vec::new()
+            )
             .await
             .unwrap()
     );
     assert!(
         store
-            .expire_connection_credentials(connection.id, &[2; 8], t1, &mut Vec::new())
+            .expire_connection_credentials(
+                connection.id,
+                &[2; 8],
+                t1,
+                &expired_events_of(&store, connection.id, t1).await,
+                &mut Vec::new()
+            )
             .await
             .unwrap()
     );
@@ -787,13 +1017,25 @@ async fn credential_swaps_and_expiry_compare_the_previous_credentials(store: Sha
     // Only an active connection expires.
     assert!(
         !store
-            .expire_connection_credentials(connection.id, &[2; 8], t1, &mut Vec::new())
+            .expire_connection_credentials(
+                connection.id,
+                &[2; 8],
+                t1,
+                &expired_events_of(&store, connection.id, t1).await,
+                &mut Vec::new()
+            )
             .await
             .unwrap()
     );
     assert!(
         !store
-            .expire_connection_credentials(Uuid::now_v7(), &[2; 8], t1, &mut Vec::new())
+            .expire_connection_credentials(
+                Uuid::now_v7(),
+                &[2; 8],
+                t1,
+                &expired_events_of(&store, Uuid::now_v7(), t1).await,
+                &mut Vec::new()
+            )
             .await
             .unwrap()
     );
@@ -846,7 +1088,13 @@ async fn concurrent_swaps_from_one_version_apply_once(store: Shared) {
         let (store, live) = (store.clone(), live.clone());
         tokio::spawn(async move {
             store
-                .expire_connection_credentials(connection.id, &live, t0, &mut Vec::new())
+                .expire_connection_credentials(
+                    connection.id,
+                    &live,
+                    t0,
+                    &expired_events_of(&store, connection.id, t0).await,
+                    &mut Vec::new(),
+                )
                 .await
                 .unwrap()
         })
@@ -879,7 +1127,13 @@ async fn due_for_refresh_and_sync_selection(store: Shared) {
         .unwrap();
     let (gone, _) = authorize(&store, user_id, Some("gone"), 6, t0 - seconds(60), t0).await;
     store
-        .disconnect_connection(user_id, gone.id, t0, &mut Vec::new())
+        .disconnect_connection(
+            user_id,
+            gone.id,
+            t0,
+            &connection_deleted_events(t0),
+            &mut Vec::new(),
+        )
         .await
         .unwrap();
     // Without credentials (like an import's connection): never due.
@@ -923,6 +1177,7 @@ async fn due_for_refresh_and_sync_selection(store: Shared) {
                         ..SyncBatch::default()
                     },
                     at,
+                    &sync_events_of(&store, connection_id, at).await,
                     &mut Vec::new(),
                 )
                 .await
@@ -1155,7 +1410,13 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
         mark_synced: true,
     };
     let counts = store
-        .apply_sync(connection.id, &first, t1, &mut Vec::new())
+        .apply_sync(
+            connection.id,
+            &first,
+            t1,
+            &sync_events_of(&store, connection.id, t1).await,
+            &mut Vec::new(),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -1215,7 +1476,13 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
         mark_synced: false,
     };
     let counts = store
-        .apply_sync(connection.id, &second, t2, &mut Vec::new())
+        .apply_sync(
+            connection.id,
+            &second,
+            t2,
+            &sync_events_of(&store, connection.id, t2).await,
+            &mut Vec::new(),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -1314,7 +1581,13 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
         ..SyncBatch::default()
     };
     let counts = store
-        .apply_sync(connection.id, &third, t2 + seconds(1), &mut Vec::new())
+        .apply_sync(
+            connection.id,
+            &third,
+            t2 + seconds(1),
+            &sync_events_of(&store, connection.id, t2 + seconds(1)).await,
+            &mut Vec::new(),
+        )
         .await
         .unwrap();
     assert_eq!(counts.holdings_deactivated, 1);
@@ -1349,7 +1622,13 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
     };
     assert!(is_other(
         &store
-            .apply_sync(connection.id, &failing, t0, &mut Vec::new())
+            .apply_sync(
+                connection.id,
+                &failing,
+                t0,
+                &sync_events_of(&store, connection.id, t0).await,
+                &mut Vec::new()
+            )
             .await
     ));
     assert!(
@@ -1386,13 +1665,25 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
     let mut fixed = failing.clone();
     fixed.per_account.pop();
     let counts = store
-        .apply_sync(connection.id, &fixed, t0, &mut Vec::new())
+        .apply_sync(
+            connection.id,
+            &fixed,
+            t0,
+            &sync_events_of(&store, connection.id, t0).await,
+            &mut Vec::new(),
+        )
         .await
         .unwrap();
     assert_eq!(counts.transactions.created, 1);
     assert!(is_other(
         &store
-            .apply_sync(Uuid::now_v7(), &SyncBatch::default(), t0, &mut Vec::new())
+            .apply_sync(
+                Uuid::now_v7(),
+                &SyncBatch::default(),
+                t0,
+                &sync_events_of(&store, Uuid::now_v7(), t0).await,
+                &mut Vec::new()
+            )
             .await
     ));
 }

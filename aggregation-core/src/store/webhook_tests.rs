@@ -12,7 +12,16 @@ use super::provider_tests::on_postgres;
 use super::provider_tests::sqlite_store;
 use super::provider_tests::{Shared, suite, user};
 use super::*;
-use crate::events::EventType;
+use crate::events::{DurableEvent, Event, EventType, WebhookDisabled};
+
+/// The `webhook.disabled` event of a disabled endpoint (the service's rule).
+fn disabled_events(disabled: &DisabledWebhook) -> Vec<Event> {
+    let event = WebhookDisabled {
+        user_id: disabled.user_id,
+        webhook_id: disabled.endpoint_id,
+    };
+    vec![event.event_at(disabled.at)]
+}
 
 suite!(
     claims_take_turns_across_endpoints_within_their_cap,
@@ -130,6 +139,7 @@ async fn claims_take_turns_across_endpoints_within_their_cap(store: Shared) {
         .record_webhook_attempts(
             &[attempt(answered, now(), NextDelivery::Delivered)],
             never(),
+            &disabled_events,
         )
         .await
         .unwrap();
@@ -189,7 +199,11 @@ async fn an_endpoint_failing_long_enough_is_disabled_until_enabled(store: Shared
     // The first failure, 25 h ago, starts the streak; a cutoff before it disables nothing.
     let retry = NextDelivery::RetryAt(now());
     let raised = store
-        .record_webhook_attempts(&[attempt(&first, failed_at, retry)], never())
+        .record_webhook_attempts(
+            &[attempt(&first, failed_at, retry)],
+            never(),
+            &disabled_events,
+        )
         .await
         .unwrap();
     assert!(raised.is_empty());
@@ -209,6 +223,7 @@ async fn an_endpoint_failing_long_enough_is_disabled_until_enabled(store: Shared
         .record_webhook_attempts(
             &[attempt(&first, again, retry)],
             again - TimeDelta::hours(24),
+            &disabled_events,
         )
         .await
         .unwrap();
@@ -304,6 +319,7 @@ async fn an_endpoint_failing_long_enough_is_disabled_until_enabled(store: Shared
         .record_webhook_attempts(
             &[attempt(fresh, now(), retry)],
             now() - TimeDelta::hours(24),
+            &disabled_events,
         )
         .await
         .unwrap();
@@ -326,6 +342,7 @@ async fn a_success_ends_the_failure_streak(store: Shared) {
                 attempt(&claimed[1], now(), NextDelivery::Delivered),
             ],
             never(),
+            &disabled_events,
         )
         .await
         .unwrap();
@@ -333,6 +350,7 @@ async fn a_success_ends_the_failure_streak(store: Shared) {
         .record_webhook_attempts(
             &[attempt(&claimed[2], now(), retry)],
             now() - TimeDelta::hours(24),
+            &disabled_events,
         )
         .await
         .unwrap();

@@ -31,11 +31,22 @@ use super::signing::SigningSecrets;
 use super::ssrf::{check_url, may_connect, may_resolve};
 use crate::config::Config;
 use crate::dates;
-use crate::events::{EventBus, WeakEventBus};
+use crate::events::{DurableEvent, Event, EventBus, WeakEventBus, WebhookDisabled};
 use crate::outbound::describe_request_error;
 use crate::store::{
-    ClaimedDelivery, DeliveryClaim, NextDelivery, Store, StoreError, WebhookAttempt, now,
+    ClaimedDelivery, DeliveryClaim, DisabledWebhook, NextDelivery, Store, StoreError,
+    WebhookAttempt, now,
 };
+
+/// The rule of an endpoint's disabling: its `webhook.disabled` event, as of the attempt
+/// that disabled it.
+pub(crate) fn webhook_disabled_events(disabled: &DisabledWebhook) -> Vec<Event> {
+    let event = WebhookDisabled {
+        user_id: disabled.user_id,
+        webhook_id: disabled.endpoint_id,
+    };
+    vec![event.event_at(disabled.at)]
+}
 
 /// Most deliveries in flight at once on this instance, every endpoint together.
 pub(crate) const MAX_IN_FLIGHT: usize = 64;
@@ -486,7 +497,7 @@ async fn record(
 ) -> Result<(), StoreError> {
     let disable_failing_since = dates::earlier(now(), dates::delta(config.webhook_disable_after()));
     let raised = store
-        .record_webhook_attempts(attempts, disable_failing_since)
+        .record_webhook_attempts(attempts, disable_failing_since, &webhook_disabled_events)
         .await?;
     for event in &raised {
         tracing::warn!(

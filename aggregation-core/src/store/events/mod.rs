@@ -1,12 +1,14 @@
 //! The outbox of durable [`Event`]s: read by the audit list and the event stream, purged by
-//! the retention job. Events are written only by the store's own write paths, inside the
-//! transaction of the change that caused them.
+//! the retention job. Events are written by the store's write paths that take them from the
+//! use case (as a list or a [`RaiseEvents`](crate::events::RaiseEvents) rule), inside the
+//! transaction of the change that caused them: the store persists them as given.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::StoreError;
+use crate::events::stream::MissedEvents;
 use crate::events::{Event, EventType};
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -29,7 +31,8 @@ pub struct AuditFilter {
     pub limit: u32,
 }
 
-/// The outbox of durable events.
+/// The outbox of durable events. Its rows are the events the use cases handed to the other
+/// store traits' writes, as given: implementing it is reading them back, nothing more.
 #[async_trait]
 pub trait EventStore: Send + Sync {
     /// The user's events with an id greater than `after` (all when `None`), oldest first, at
@@ -46,4 +49,16 @@ pub trait EventStore: Send + Sync {
 
     /// Deletes the events that occurred before `cutoff`; how many.
     async fn purge_events_before(&self, cutoff: DateTime<Utc>) -> Result<u64, StoreError>;
+}
+
+#[async_trait]
+impl<S: EventStore + ?Sized> MissedEvents for std::sync::Arc<S> {
+    async fn user_events_after(
+        &self,
+        user_id: Uuid,
+        after: Uuid,
+        limit: u32,
+    ) -> Result<Vec<Event>, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(EventStore::user_events_after(&**self, user_id, Some(after), limit).await?)
+    }
 }

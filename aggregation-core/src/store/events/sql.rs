@@ -40,15 +40,6 @@ pub(in crate::store) async fn insert_events<B: Backend>(
     Ok(())
 }
 
-/// [`insert_events`] of one event, handed back for the caller to publish after its commit.
-pub(in crate::store) async fn insert_event<B: Backend>(
-    tx: &mut Tx<B>,
-    event: Event,
-) -> Result<Event, StoreError> {
-    insert_events(tx, std::slice::from_ref(&event)).await?;
-    Ok(event)
-}
-
 /// One stored event, its payload still JSON text.
 #[derive(sqlx::FromRow)]
 struct EventRow {

@@ -4,12 +4,13 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), aggregation_core::store::StoreError> {
-//! use aggregation_core::store::{ImportBatch, ImportStore, SqliteStore, now};
+//! use aggregation_core::store::{ImportBatch, ImportCounts, ImportStore, SqliteStore, now};
 //! # let user_id = uuid::Uuid::now_v7(); // a registered user's id
 //! let store = SqliteStore::in_memory().await?;
-//! let mut raised = Vec::new(); // the import.completed event, to publish
+//! let mut raised = Vec::new(); // the events written, to publish
+//! let no_events = |_: &ImportCounts| Vec::new(); // the use case's rule
 //! let counts = store
-//!     .apply_import(user_id, &ImportBatch::default(), now(), &mut raised)
+//!     .apply_import(user_id, &ImportBatch::default(), now(), &no_events, &mut raised)
 //!     .await?;
 //! assert!(counts.connection_ids.is_empty());
 //! # Ok(()) }
@@ -22,7 +23,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::records::{NewAccount, NewHolding, NewTransaction};
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(in crate::store) mod sql;
@@ -117,13 +118,15 @@ pub trait ImportStore: Send + Sync {
     /// upserts each account, its transactions and holdings (the rules of
     /// [`upsert_accounts`](super::AccountStore::upsert_accounts) and friends) and records its
     /// snapshot. Any failure rolls everything back, leaving the store as it was.
-    /// [`StoreError::Other`] when the user does not exist. The `import.completed` event with
-    /// the counts is written in the same transaction and appended to `raised` once committed.
+    /// [`StoreError::Other`] when the user does not exist. `raise` is called with the counts
+    /// in the same transaction; the events it returns are written there and appended to
+    /// `raised` once committed.
     async fn apply_import(
         &self,
         user_id: Uuid,
         batch: &ImportBatch,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, ImportCounts>,
         raised: &mut Vec<Event>,
     ) -> Result<ImportCounts, StoreError>;
 }

@@ -7,9 +7,9 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 use crate::store::backend::{Backend, SqlStore, Tx, query_as};
-use crate::store::events::sql::insert_event;
+use crate::store::events::sql::insert_events;
 use crate::store::records::sql::connections::{find_or_create_connection_in, mark_synced};
 use crate::store::records::sql::insert_snapshot_in;
 use crate::store::records::sql::upserts::{
@@ -115,6 +115,7 @@ impl<B: Backend> ImportStore for SqlStore<B> {
         user_id: Uuid,
         batch: &ImportBatch,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, ImportCounts>,
         raised: &mut Vec<Event>,
     ) -> Result<ImportCounts, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
@@ -130,9 +131,10 @@ impl<B: Backend> ImportStore for SqlStore<B> {
             }
             mark_synced(&mut tx, connection.id, now).await?;
         }
-        let event = insert_event(&mut tx, Event::import_completed(user_id, &counts, now)).await?;
+        let events = raise(&counts);
+        insert_events(&mut tx, &events).await?;
         tx.commit().await?;
-        raised.push(event);
+        raised.extend(events);
         Ok(counts)
     }
 }

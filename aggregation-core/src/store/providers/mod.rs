@@ -16,7 +16,7 @@ use super::records::{
     UpsertCounts,
 };
 use crate::enums::string_enum;
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(in crate::store) mod sql;
@@ -127,8 +127,8 @@ pub trait ProviderConnectionStore: Send + Sync {
     /// them for the id it will get: `credentials_for` is called with that id before anything
     /// is written.
     ///
-    /// Writes the `connection.created` event in the same transaction and, once committed,
-    /// appends it to `raised` (for the caller to publish).
+    /// Calls `raise` with what it returns, in the same transaction, writes the events it
+    /// returns and, once committed, appends them to `raised` (for the caller to publish).
     #[expect(
         clippy::too_many_arguments,
         reason = "one atomic write, each input needed"
@@ -141,6 +141,7 @@ pub trait ProviderConnectionStore: Send + Sync {
         new_id: Uuid,
         credentials_for: &(dyn Fn(Uuid) -> Result<EncryptedCredentials, StoreError> + Send + Sync),
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, (ConnectionRecord, bool)>,
         raised: &mut Vec<Event>,
     ) -> Result<(ConnectionRecord, bool), StoreError>;
 
@@ -155,14 +156,16 @@ pub trait ProviderConnectionStore: Send + Sync {
     ) -> Result<Option<ConnectionRecord>, StoreError>;
 
     /// Marks one of the user's connections `disconnected` and clears its credentials (the
-    /// record and its accounts are kept), with the `connection.deleted` event, atomically;
-    /// an already disconnected connection is returned as it is (no event). `None` when
-    /// unknown or foreign. The event written is appended to `raised` once committed.
+    /// record and its accounts are kept), with the events `raise` returns for the
+    /// disconnected record (called in the transaction), atomically; an already disconnected
+    /// connection is returned as it is (no events). `None` when unknown or foreign. The
+    /// events written are appended to `raised` once committed.
     async fn disconnect_connection(
         &self,
         user_id: Uuid,
         connection_id: Uuid,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, ConnectionRecord>,
         raised: &mut Vec<Event>,
     ) -> Result<Option<ConnectionRecord>, StoreError>;
 
@@ -186,13 +189,13 @@ pub trait ProviderConnectionStore: Send + Sync {
     /// while its stored ciphertext is still `previous` (the credentials whose refresh token
     /// was refused): a refusal caused by another instance having rotated the token first must
     /// not expire the connection. `false`, with nothing written, otherwise. The expiry writes
-    /// the `connection.expired` event (reason `refresh_refused`) in the same transaction,
-    /// appended to `raised` once committed.
+    /// `events` in the same transaction, appended to `raised` once committed.
     async fn expire_connection_credentials(
         &self,
         connection_id: Uuid,
         previous: &[u8],
         now: DateTime<Utc>,
+        events: &[Event],
         raised: &mut Vec<Event>,
     ) -> Result<bool, StoreError>;
 
@@ -307,13 +310,15 @@ pub trait SyncStore: Send + Sync {
     /// then per account its transactions and holdings (deactivating holdings absent from a
     /// given list) and its snapshot, then marks the connection synced. [`StoreError::Other`]
     /// when the connection or a named account does not exist; the caller checks ownership.
-    /// The `sync.completed` event with the counts is written in the same transaction (so a
-    /// sync that rolls back has none) and appended to `raised` once committed.
+    /// `raise` is called with the counts in the same transaction and the events it returns
+    /// are written there (so a sync that rolls back has none) and appended to `raised` once
+    /// committed.
     async fn apply_sync(
         &self,
         connection_id: Uuid,
         batch: &SyncBatch,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, SyncCounts>,
         raised: &mut Vec<Event>,
     ) -> Result<SyncCounts, StoreError>;
 }

@@ -5,8 +5,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::StoreError;
-use crate::enums::string_enum;
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(in crate::store) mod sql;
@@ -28,15 +27,7 @@ pub struct SecurityConfigRecord {
     pub updated_at: DateTime<Utc>,
 }
 
-string_enum! {
-    /// What a token rotation applies to.
-    RotationScope {
-        /// Every user's refresh tokens.
-        Global => "global",
-        /// One user's refresh tokens.
-        User => "user",
-    }
-}
+pub use crate::events::RotationScope;
 
 /// A token rotation to apply and record.
 #[derive(Debug, Clone)]
@@ -107,24 +98,26 @@ pub trait SecurityStore: Send + Sync {
     /// raised by one too, so their outstanding tokens are invalidated as well; each such raise
     /// gets its own audit row (scope global, the user, their minimum before and after), which
     /// [`global_rotation_raised_from`](Self::global_rotation_raised_from) reads for the grace
-    /// period. Concurrent rotations are serialized: each one is one step. Writes the
-    /// `security.rotation` event (no user) in the same transaction, appended to `raised` once
-    /// committed.
+    /// period. Concurrent rotations are serialized: each one is one step. Calls `raise` with
+    /// the outcome in the same transaction and writes the events it returns, appended to
+    /// `raised` once committed.
     async fn rotate_global_token_version(
         &self,
         rotation: &NewTokenRotation,
+        raise: &RaiseEvents<'_, RotationOutcome>,
         raised: &mut Vec<Event>,
     ) -> Result<RotationOutcome, StoreError>;
 
     /// Raises the user's minimum version above every version their outstanding tokens can carry
     /// (to max(user minimum, global minimum) + 1) and writes the audit row, atomically.
     /// `None` (and nothing written) when the user does not exist. Serialized with every other
-    /// rotation. Writes the user's `security.rotation` event in the same transaction,
-    /// appended to `raised` once committed.
+    /// rotation. Calls `raise` with the outcome in the same transaction and writes the events
+    /// it returns, appended to `raised` once committed.
     async fn rotate_user_token_version(
         &self,
         user_id: Uuid,
         rotation: &NewTokenRotation,
+        raise: &RaiseEvents<'_, RotationOutcome>,
         raised: &mut Vec<Event>,
     ) -> Result<Option<RotationOutcome>, StoreError>;
 

@@ -4,9 +4,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 use crate::store::backend::{Backend, Executor, SqlStore, Tx, query, query_as, query_scalar};
-use crate::store::events::sql::insert_event;
+use crate::store::events::sql::insert_events;
 use crate::store::{
     NewTokenRotation, RotationOutcome, RotationScope, SecurityConfigRecord, SecurityStore,
     StoreError, TokenRotationRecord,
@@ -100,6 +100,7 @@ impl<B: Backend> SecurityStore for SqlStore<B> {
     async fn rotate_global_token_version(
         &self,
         rotation: &NewTokenRotation,
+        raise: &RaiseEvents<'_, RotationOutcome>,
         raised: &mut Vec<Event>,
     ) -> Result<RotationOutcome, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
@@ -143,10 +144,10 @@ impl<B: Backend> SecurityStore for SqlStore<B> {
             let scope = RotationScope::Global;
             insert_rotation(&mut tx, &per_user, scope, Some(user_id), raise).await?;
         }
-        let event = Event::security_rotation(rotation, RotationScope::Global, None, outcome);
-        let event = insert_event(&mut tx, event).await?;
+        let events = raise(&outcome);
+        insert_events(&mut tx, &events).await?;
         tx.commit().await?;
-        raised.push(event);
+        raised.extend(events);
         Ok(outcome)
     }
 
@@ -154,6 +155,7 @@ impl<B: Backend> SecurityStore for SqlStore<B> {
         &self,
         user_id: Uuid,
         rotation: &NewTokenRotation,
+        raise: &RaiseEvents<'_, RotationOutcome>,
         raised: &mut Vec<Event>,
     ) -> Result<Option<RotationOutcome>, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
@@ -185,10 +187,10 @@ impl<B: Backend> SecurityStore for SqlStore<B> {
             outcome,
         )
         .await?;
-        let event = Event::security_rotation(rotation, RotationScope::User, Some(user_id), outcome);
-        let event = insert_event(&mut tx, event).await?;
+        let events = raise(&outcome);
+        insert_events(&mut tx, &events).await?;
         tx.commit().await?;
-        raised.push(event);
+        raised.extend(events);
         Ok(Some(outcome))
     }
 

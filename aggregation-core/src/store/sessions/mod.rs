@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::StoreError;
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(in crate::store) mod sql;
@@ -94,6 +94,15 @@ pub struct RefreshTokenRecord {
     pub session_created_at: DateTime<Utc>,
 }
 
+/// The live sessions a revocation revoked: what its events are raised from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RevokedSessions {
+    /// Their user.
+    pub user_id: Uuid,
+    /// The sessions that were live (neither revoked nor expired), in id order.
+    pub session_ids: Vec<Uuid>,
+}
+
 /// Sessions and their refresh tokens.
 #[async_trait]
 pub trait SessionStore: Send + Sync {
@@ -118,37 +127,42 @@ pub trait SessionStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
 
-    /// Revokes a session of this user and its refresh tokens, with its `session.revoked`
-    /// event, atomically. `None`: no such session for this user; `Some(events)`: the events
-    /// written, empty when it was already revoked.
+    /// Revokes a session of this user and its refresh tokens and, when it was not revoked
+    /// already, writes the events `raise` returns for it (called in the transaction),
+    /// atomically. `None`: no such session for this user; `Some(events)`: the events
+    /// written, none when it was already revoked.
     async fn revoke_session(
         &self,
         user_id: Uuid,
         session_id: Uuid,
         reason: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<Option<Vec<Event>>, StoreError>;
 
     /// Revokes the session of the refresh token with this digest, if the token belongs to the
-    /// user, with its `session.revoked` event, atomically. `None` when the token is unknown or
-    /// another user's; `Some(events)`: the events written, empty when it was already revoked.
+    /// user, and writes the events `raise` returns for it, like
+    /// [`revoke_session`](Self::revoke_session). `None` when the token is unknown or another
+    /// user's; `Some(events)`: the events written.
     async fn revoke_session_by_token(
         &self,
         user_id: Uuid,
         digest: &[u8],
         reason: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<Option<Vec<Event>>, StoreError>;
 
-    /// Revokes every session of the user except `keep`, with their tokens, and writes a
-    /// `session.revoked` event for each live one, atomically; those events (one per live
-    /// session revoked, so their number is the count revoked).
-    async fn revoke_all_sessions(
+    /// Revokes every session of the user except `keep`, with their tokens (expired ones
+    /// too), calls `raise` with the ones that were live and writes the events it returns,
+    /// atomically; those events.
+    async fn revoke_user_sessions(
         &self,
         user_id: Uuid,
         keep: Option<Uuid>,
         reason: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<Vec<Event>, StoreError>;
 
     /// The user's sessions, newest first; only live ones (neither revoked nor expired) when

@@ -3,31 +3,34 @@
 //! Every writer here takes the session row before its tokens, so that on PostgreSQL a refresh
 //! racing a revocation waits for it instead of deadlocking.
 //!
-//! A revocation writes one `session.revoked` event per session it revoked, in its transaction:
-//! only the store knows which sessions that was (a bulk revocation finds them as it goes).
+//! A revocation hands the sessions it revoked to the caller's rule and writes the events it
+//! returns, in its transaction: only the transaction knows which sessions were live (a bulk
+//! revocation finds them as it goes).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 use crate::store::backend::{Backend, QueryBuilder, SqlStore, Tx, query, query_as, query_scalar};
 use crate::store::events::sql::insert_events;
 use crate::store::{
-    NewRefreshToken, NewSession, RefreshTokenRecord, SessionRecord, SessionStore, StoreError,
+    NewRefreshToken, NewSession, RefreshTokenRecord, RevokedSessions, SessionRecord, SessionStore,
+    StoreError,
 };
 
 const SELECT_SESSION: &str = "SELECT id, user_id, device_info, ip_address, location, \
      created_at, last_activity_at, expires_at, revoked_at, revoked_reason FROM sessions";
 
-/// Revokes the user's sessions other than `keep` and their refresh tokens, and writes a
-/// `session.revoked` event for each live session revoked: those events.
+/// Revokes the user's sessions other than `keep` and their refresh tokens, and writes the
+/// events `raise` returns for the live sessions revoked: those events.
 pub(in crate::store) async fn revoke_user_sessions<B: Backend>(
     tx: &mut Tx<B>,
     user_id: Uuid,
     keep: Uuid,
     reason: &str,
     now: DateTime<Utc>,
+    raise: &RaiseEvents<'_, RevokedSessions>,
 ) -> Result<Vec<Event>, StoreError> {
     // Sessions before their tokens (see the module documentation). Expired sessions are
     // closed too, so none of them can come back, but only live ones count as revoked.
@@ -57,22 +60,23 @@ pub(in crate::store) async fn revoke_user_sessions<B: Backend>(
         .collect();
     // RETURNING has no order; events follow the sessions' (time-ordered) ids.
     closed.sort();
-    let events: Vec<Event> = closed
-        .into_iter()
-        .map(|session_id| Event::session_revoked(user_id, session_id, reason, now))
-        .collect();
+    let events = raise(&RevokedSessions {
+        user_id,
+        session_ids: closed,
+    });
     insert_events(tx, &events).await?;
     Ok(events)
 }
 
-/// Revokes one session of `user_id` and its refresh tokens, with its `session.revoked` event
-/// when it was not revoked already: the events written.
+/// Revokes one session of `user_id` and its refresh tokens, with the events `raise` returns
+/// for it when it was not revoked already: the events written.
 async fn revoke_one_session<B: Backend>(
     tx: &mut Tx<B>,
     user_id: Uuid,
     session_id: Uuid,
     reason: &str,
     now: DateTime<Utc>,
+    raise: &RaiseEvents<'_, RevokedSessions>,
 ) -> Result<Vec<Event>, StoreError> {
     let revoked = query::<B>(
         "UPDATE sessions SET revoked_at = $2, revoked_reason = $3 \
@@ -93,7 +97,10 @@ async fn revoke_one_session<B: Backend>(
     if revoked.rows_affected() == 0 {
         return Ok(Vec::new());
     }
-    let events = vec![Event::session_revoked(user_id, session_id, reason, now)];
+    let events = raise(&RevokedSessions {
+        user_id,
+        session_ids: vec![session_id],
+    });
     insert_events(tx, &events).await?;
     Ok(events)
 }
@@ -201,6 +208,7 @@ impl<B: Backend> SessionStore for SqlStore<B> {
         session_id: Uuid,
         reason: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<Option<Vec<Event>>, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let revoked_at: Option<Option<DateTime<Utc>>> =
@@ -214,7 +222,7 @@ impl<B: Backend> SessionStore for SqlStore<B> {
             Some(Some(_)) => return Ok(Some(Vec::new())),
             Some(None) => {}
         }
-        let events = revoke_one_session(&mut tx, user_id, session_id, reason, now).await?;
+        let events = revoke_one_session(&mut tx, user_id, session_id, reason, now, raise).await?;
         tx.commit().await?;
         Ok(Some(events))
     }
@@ -225,6 +233,7 @@ impl<B: Backend> SessionStore for SqlStore<B> {
         digest: &[u8],
         reason: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<Option<Vec<Event>>, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let session_id: Option<Uuid> = query_scalar::<B, _>(
@@ -237,21 +246,22 @@ impl<B: Backend> SessionStore for SqlStore<B> {
         let Some(session_id) = session_id else {
             return Ok(None);
         };
-        let events = revoke_one_session(&mut tx, user_id, session_id, reason, now).await?;
+        let events = revoke_one_session(&mut tx, user_id, session_id, reason, now, raise).await?;
         tx.commit().await?;
         Ok(Some(events))
     }
 
-    async fn revoke_all_sessions(
+    async fn revoke_user_sessions(
         &self,
         user_id: Uuid,
         keep: Option<Uuid>,
         reason: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<Vec<Event>, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let keep = keep.unwrap_or_else(Uuid::nil);
-        let events = revoke_user_sessions(&mut tx, user_id, keep, reason, now).await?;
+        let events = revoke_user_sessions(&mut tx, user_id, keep, reason, now, raise).await?;
         tx.commit().await?;
         Ok(events)
     }

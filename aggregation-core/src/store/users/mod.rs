@@ -5,8 +5,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::StoreError;
+use super::sessions::RevokedSessions;
 use crate::enums::string_enum;
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(in crate::store) mod sql;
@@ -168,14 +169,16 @@ pub trait OneTimeTokenStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<TokenCheck, StoreError>;
 
-    /// Consumes a reset token, sets the new password hash, revokes every session of the user
-    /// with their refresh tokens (reason `password_reset`) and writes the `password.changed`
-    /// event and a `session.revoked` event per live session, atomically. The events written
-    /// come back with the check (none unless `Consumed`).
+    /// Consumes a reset token, sets the new password hash and revokes every session of the
+    /// user with their refresh tokens (reason `password_reset`), atomically. Then, in the same
+    /// transaction, calls `raise` with the user and the sessions that were live, and writes
+    /// the events it returns. The events written come back with the check (none unless
+    /// `Consumed`).
     async fn reset_password(
         &self,
         digest: &[u8],
         password_hash: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<(TokenCheck, Vec<Event>), StoreError>;
 }

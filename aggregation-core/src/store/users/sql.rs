@@ -4,14 +4,13 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 use crate::store::backend::{Backend, Executor, SqlStore, Tx, query, query_as, query_scalar};
-use crate::store::events::sql::insert_event;
 use crate::store::records::sql::connections::lock_user_in;
 use crate::store::sessions::sql::revoke_user_sessions;
 use crate::store::{
-    NewOneTimeToken, NewUser, OneTimeTokenStore, Role, StoreError, TokenCheck, TokenPurpose,
-    UserRecord, UserStore,
+    NewOneTimeToken, NewUser, OneTimeTokenStore, RevokedSessions, Role, StoreError, TokenCheck,
+    TokenPurpose, UserRecord, UserStore,
 };
 
 const SELECT_USER: &str = "SELECT id, email, password_hash, email_verified_at, \
@@ -246,6 +245,7 @@ impl<B: Backend> OneTimeTokenStore for SqlStore<B> {
         digest: &[u8],
         password_hash: &str,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, RevokedSessions>,
     ) -> Result<(TokenCheck, Vec<Event>), StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let purpose = TokenPurpose::PasswordReset;
@@ -263,11 +263,9 @@ impl<B: Backend> OneTimeTokenStore for SqlStore<B> {
         if updated.rows_affected() == 0 {
             return Ok((TokenCheck::UnknownUser, Vec::new()));
         }
-        let changed = Event::password_changed(user_id, "reset", now);
-        let mut events = vec![insert_event(&mut tx, changed).await?];
-        events.extend(
-            revoke_user_sessions(&mut tx, user_id, Uuid::nil(), "password_reset", now).await?,
-        );
+        let events =
+            revoke_user_sessions(&mut tx, user_id, Uuid::nil(), "password_reset", now, raise)
+                .await?;
         tx.commit().await?;
         Ok((TokenCheck::Consumed { user_id }, events))
     }

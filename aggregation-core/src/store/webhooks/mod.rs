@@ -158,6 +158,18 @@ pub enum NextDelivery {
     GiveUp,
 }
 
+/// An endpoint [`WebhookStore::record_webhook_attempts`] disabled: what its events are raised
+/// from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DisabledWebhook {
+    /// The endpoint's user.
+    pub user_id: Uuid,
+    /// The endpoint.
+    pub endpoint_id: Uuid,
+    /// The attempt that disabled it.
+    pub at: DateTime<Utc>,
+}
+
 /// The result of one attempt, to record.
 #[derive(Debug, Clone)]
 pub struct WebhookAttempt {
@@ -261,13 +273,14 @@ pub trait WebhookStore: Send + Sync {
     ///
     /// A success clears the endpoint's failure streak; a failure starts one if none is
     /// running. An endpoint whose streak started at or before `disable_failing_since` and
-    /// that failed again is disabled, its pending deliveries given up, and a
-    /// `webhook.disabled` event raised in the same transaction: the events raised, to
-    /// publish after the call.
+    /// that failed again is disabled, its pending deliveries given up, and `raise` called for
+    /// it in the same transaction, the events it returns written there: the events written,
+    /// to publish after the call.
     async fn record_webhook_attempts(
         &self,
         attempts: &[WebhookAttempt],
         disable_failing_since: DateTime<Utc>,
+        raise: &crate::events::RaiseEvents<'_, DisabledWebhook>,
     ) -> Result<Vec<crate::events::Event>, StoreError>;
 
     /// Deletes delivered and given-up deliveries queued before `cutoff`, with their attempts,

@@ -7,14 +7,14 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 use crate::store::backend::{Backend, QueryBuilder, SqlStore, Tx, query, query_as, query_scalar};
-use crate::store::events::sql::insert_event;
+use crate::store::events::sql::insert_events;
 use crate::store::records::sql::connections::lock_user_in;
 use crate::store::{
-    ClaimedDelivery, DeliveryClaim, DeliveryStatus, NewWebhookEndpoint, NextDelivery, StoreError,
-    WebhookAttempt, WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord,
-    WebhookStore,
+    ClaimedDelivery, DeliveryClaim, DeliveryStatus, DisabledWebhook, NewWebhookEndpoint,
+    NextDelivery, StoreError, WebhookAttempt, WebhookAttemptRecord, WebhookDeliveryRecord,
+    WebhookEndpointRecord, WebhookStore,
 };
 
 /// The columns of an [`EndpointRow`] (a macro, so `concat!` can build on it).
@@ -500,6 +500,7 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
         &self,
         attempts: &[WebhookAttempt],
         disable_failing_since: DateTime<Utc>,
+        raise: &RaiseEvents<'_, DisabledWebhook>,
     ) -> Result<Vec<Event>, StoreError> {
         if attempts.is_empty() {
             return Ok(Vec::new());
@@ -508,11 +509,10 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let mut raised = Vec::new();
         for attempt in attempts {
-            if record_attempt_in(&mut tx, attempt).await?
-                && let Some(event) =
-                    track_failures_in(&mut tx, attempt, disable_failing_since).await?
-            {
-                raised.push(event);
+            if record_attempt_in(&mut tx, attempt).await? {
+                raised.extend(
+                    track_failures_in(&mut tx, attempt, disable_failing_since, raise).await?,
+                );
             }
         }
         tx.commit().await?;
@@ -536,13 +536,14 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
 
 /// Keeps the failure streak of an attempt's endpoint, inside `tx`: a success ends it, a
 /// failure starts it (if none runs). An endpoint failing again with a streak that started at
-/// or before `disable_failing_since` is disabled, its pending deliveries given up: the
-/// `webhook.disabled` event, written here.
+/// or before `disable_failing_since` is disabled, its pending deliveries given up: the events
+/// `raise` returns for it, written here.
 async fn track_failures_in<B: Backend>(
     tx: &mut Tx<B>,
     attempt: &WebhookAttempt,
     disable_failing_since: DateTime<Utc>,
-) -> Result<Option<Event>, StoreError> {
+    raise: &RaiseEvents<'_, DisabledWebhook>,
+) -> Result<Vec<Event>, StoreError> {
     if attempt.next == NextDelivery::Delivered {
         query::<B>(
             "UPDATE webhook_endpoints SET failing_since = NULL \
@@ -551,7 +552,7 @@ async fn track_failures_in<B: Backend>(
         .bind(attempt.endpoint_id)
         .execute(&mut **tx)
         .await?;
-        return Ok(None);
+        return Ok(Vec::new());
     }
     query::<B>(
         "UPDATE webhook_endpoints SET failing_since = $2 WHERE id = $1 AND failing_since IS NULL",
@@ -570,7 +571,7 @@ async fn track_failures_in<B: Backend>(
     .fetch_optional(&mut **tx)
     .await?;
     let Some(user_id) = owner else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
     // Nothing more goes out while disabled: what was queued is given up (its attempts stay
     // listed), and enabling the endpoint starts over with the events raised from then on.
@@ -581,8 +582,13 @@ async fn track_failures_in<B: Backend>(
     .bind(attempt.endpoint_id)
     .execute(&mut **tx)
     .await?;
-    let event = Event::webhook_disabled(user_id, attempt.endpoint_id, attempt.attempted_at);
-    Ok(Some(insert_event(tx, event).await?))
+    let events = raise(&DisabledWebhook {
+        user_id,
+        endpoint_id: attempt.endpoint_id,
+        at: attempt.attempted_at,
+    });
+    insert_events(tx, &events).await?;
+    Ok(events)
 }
 
 /// Records one attempt and moves its delivery on, inside `tx`: whether it was recorded (its

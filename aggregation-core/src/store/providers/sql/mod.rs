@@ -7,9 +7,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 use crate::store::backend::{Backend, SqlStore, query, query_as, query_scalar};
-use crate::store::events::sql::insert_event;
+use crate::store::events::sql::insert_events;
 use crate::store::records::sql::connections::{
     CONNECTION_COLUMNS, insert_connection, live_connection_in, lock_user_in,
 };
@@ -118,6 +118,7 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
         new_id: Uuid,
         credentials_for: &(dyn Fn(Uuid) -> Result<EncryptedCredentials, StoreError> + Send + Sync),
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, (ConnectionRecord, bool)>,
         raised: &mut Vec<Event>,
     ) -> Result<(ConnectionRecord, bool), StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
@@ -138,12 +139,12 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
                 credentials_expires_at: Some(credentials.access_expires_at),
                 created_at: now,
             };
-            let record = insert_connection(&mut tx, &connection).await?;
-            let event =
-                insert_event(&mut tx, Event::connection_created(&record, false, now)).await?;
+            let saved = (insert_connection(&mut tx, &connection).await?, true);
+            let events = raise(&saved);
+            insert_events(&mut tx, &events).await?;
             tx.commit().await?;
-            raised.push(event);
-            return Ok((record, true));
+            raised.extend(events);
+            return Ok(saved);
         };
         let credentials = credentials_for(existing.id)?;
         let sql = format!(
@@ -160,10 +161,12 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
             .bind(now)
             .fetch_one(&mut *tx)
             .await?;
-        let event = insert_event(&mut tx, Event::connection_created(&record, true, now)).await?;
+        let saved = (record, false);
+        let events = raise(&saved);
+        insert_events(&mut tx, &events).await?;
         tx.commit().await?;
-        raised.push(event);
-        Ok((record, false))
+        raised.extend(events);
+        Ok(saved)
     }
 
     async fn update_connection_alias(
@@ -193,6 +196,7 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
         user_id: Uuid,
         connection_id: Uuid,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, ConnectionRecord>,
         raised: &mut Vec<Event>,
     ) -> Result<Option<ConnectionRecord>, StoreError> {
         let sql = format!(
@@ -209,9 +213,10 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
             .fetch_optional(&mut *tx)
             .await?;
         if let Some(record) = disconnected {
-            let event = insert_event(&mut tx, Event::connection_deleted(&record, now)).await?;
+            let events = raise(&record);
+            insert_events(&mut tx, &events).await?;
             tx.commit().await?;
-            raised.push(event);
+            raised.extend(events);
             return Ok(Some(record));
         }
         drop(tx);
@@ -254,27 +259,26 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
         connection_id: Uuid,
         previous: &[u8],
         now: DateTime<Utc>,
+        events: &[Event],
         raised: &mut Vec<Event>,
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
-        let expired: Option<(Uuid, String)> = query_as::<B, _>(
+        let expired: Option<Uuid> = query_scalar::<B, _>(
             "UPDATE connections SET status = 'expired', updated_at = $2 \
              WHERE id = $1 AND status = 'active' AND encrypted_credentials = $3 \
-             RETURNING user_id, provider_slug",
+             RETURNING id",
         )
         .bind(connection_id)
         .bind(now)
         .bind(previous)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some((user_id, provider)) = expired else {
+        if expired.is_none() {
             return Ok(false);
-        };
-        let expiry =
-            Event::connection_expired(user_id, connection_id, &provider, "refresh_refused", now);
-        let event = insert_event(&mut tx, expiry).await?;
+        }
+        insert_events(&mut tx, events).await?;
         tx.commit().await?;
-        raised.push(event);
+        raised.extend_from_slice(events);
         Ok(true)
     }
 

@@ -4,9 +4,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 use crate::store::backend::{Backend, SqlStore, Tx, query_scalar};
-use crate::store::events::sql::insert_event;
+use crate::store::events::sql::insert_events;
 use crate::store::records::sql::connections::mark_synced;
 use crate::store::records::sql::upserts::{account_in, upsert_in, upsert_transactions_in};
 use crate::store::records::sql::{deactivate_missing_holdings_in, insert_snapshot_in};
@@ -67,6 +67,7 @@ impl<B: Backend> SyncStore for SqlStore<B> {
         connection_id: Uuid,
         batch: &SyncBatch,
         now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, SyncCounts>,
         raised: &mut Vec<Event>,
     ) -> Result<SyncCounts, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
@@ -78,11 +79,11 @@ impl<B: Backend> SyncStore for SqlStore<B> {
         .bind(connection_id)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(user_id) = owner else {
+        if owner.is_none() {
             return Err(StoreError::Other(format!(
                 "unknown connection {connection_id}"
             )));
-        };
+        }
         let mut counts = SyncCounts::default();
         let accounts = upsert_in(&mut tx, connection_id, &batch.accounts, now).await?;
         tally(&mut counts.accounts, accounts);
@@ -92,10 +93,10 @@ impl<B: Backend> SyncStore for SqlStore<B> {
         if batch.mark_synced {
             mark_synced(&mut tx, connection_id, now).await?;
         }
-        let completed = Event::sync_completed(user_id, connection_id, &counts, now);
-        let event = insert_event(&mut tx, completed).await?;
+        let events = raise(&counts);
+        insert_events(&mut tx, &events).await?;
         tx.commit().await?;
-        raised.push(event);
+        raised.extend(events);
         Ok(counts)
     }
 }
