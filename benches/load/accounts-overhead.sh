@@ -15,8 +15,8 @@
 # OVERHEAD_BASELINE_BINARY adds another reference server build to the same rounds (on the same
 # database, with the same token), e.g. the one of `main`, to compare before and after.
 # The reference server runs with rate limits off (as the bare handler has none) and logs at
-# `warn`; its access log at `info` would be measured otherwise. OVERHEAD_BINARY runs an already
-# built reference server instead of building this checkout's; the bare handler is always built.
+# `warn`; its access log at `info` would be measured otherwise. OVERHEAD_BINARY and
+# OVERHEAD_BARE_BINARY run already built servers instead of building this checkout's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -44,9 +44,11 @@ TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 if [[ -z "${OVERHEAD_BINARY:-}" ]]; then
     cargo build --release -q -p aggregation-examples --bin aggregation-server
 fi
-cargo build --release -q -p aggregation-benches --bin bare-accounts
+if [[ -z "${OVERHEAD_BARE_BINARY:-}" ]]; then
+    cargo build --release -q -p aggregation-benches --bin bare-accounts
+fi
 BINARY="${OVERHEAD_BINARY:-$TARGET_DIR/release/aggregation-server}"
-BARE_BINARY="$TARGET_DIR/release/bare-accounts"
+BARE_BINARY="${OVERHEAD_BARE_BINARY:-$TARGET_DIR/release/bare-accounts}"
 BASELINE_BINARY="${OVERHEAD_BASELINE_BINARY:-}"
 
 WORK="$(mktemp -d)"
@@ -54,7 +56,7 @@ DATABASE="$WORK/overhead.db"
 PIDS=()
 cleanup() {
     for pid in "${PIDS[@]}"; do
-        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
     done
     rm -rf "$WORK"
 }
