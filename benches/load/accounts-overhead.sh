@@ -19,6 +19,8 @@
 # OVERHEAD_BARE_BINARY run already built servers instead of building this checkout's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=common.sh
+source benches/load/common.sh
 
 ROUNDS="${OVERHEAD_ROUNDS:-3}"
 SECONDS_PER_RUN="${OVERHEAD_SECONDS:-5}"
@@ -111,18 +113,7 @@ sleep 2
 IDLE_START="$(rss_kib "$SERVER_PID" VmRSS)"
 [[ -n "$BASELINE_BINARY" ]] && BASELINE_IDLE_START="$(rss_kib "$BASELINE_PID" VmRSS)"
 
-curl -fsS -X POST "$BASE/api/v1/users" -H 'Content-Type: application/json' \
-    -d "{\"email\": \"$EMAIL\", \"password\": \"$PASSWORD\"}" >/dev/null
-for _ in $(seq 1 50); do
-    TOKEN="$(cat "$WORK"/outbox/*.eml 2>/dev/null | grep -oE '\b[0-9a-f]{64}\b' | head -n 1 || true)"
-    [[ -n "$TOKEN" ]] && break
-    sleep 0.1
-done
-curl -fsS -X POST "$BASE/api/v1/email-verifications" -H 'Content-Type: application/json' \
-    -d "{\"token\": \"$TOKEN\"}" >/dev/null
-ACCESS="$(curl -fsS -X POST "$BASE/api/v1/sessions" -H 'Content-Type: application/json' \
-    -d "{\"email\": \"$EMAIL\", \"password\": \"$PASSWORD\"}" |
-    sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')"
+ACCESS="$(verified_access_token "$BASE" "$EMAIL" "$PASSWORD" "$WORK/outbox")"
 
 # A connection with a few accounts, written straight into the file (as a sync would have).
 {
