@@ -15,7 +15,7 @@
 # OVERHEAD_BASELINE_BINARY adds another reference server build to the same rounds (on the same
 # database, with the same token), e.g. the one of `main`, to compare before and after.
 # The reference server runs with rate limits off (as the bare handler has none) and logs at
-# `warn`; its access log at `info` would be measured otherwise. OVERHEAD_BINARY and
+# `warn` (OVERHEAD_LOG=info measures its access log too, one line a request). OVERHEAD_BINARY and
 # OVERHEAD_BARE_BINARY run already built servers instead of building this checkout's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,6 +28,7 @@ CONNECTIONS="${OVERHEAD_CONNECTIONS:-16}"
 ACCOUNTS="${OVERHEAD_ACCOUNTS:-3}"
 REST_SECONDS="${OVERHEAD_REST_SECONDS:-5}"
 PORT="${OVERHEAD_PORT:-18090}"
+LOG="${OVERHEAD_LOG:-warn}"
 BARE_PORT=$((PORT + 1))
 BASELINE_PORT=$((PORT + 2))
 PASSWORD='Str0ng!Passw0rd'
@@ -77,7 +78,7 @@ start_reference() {
     local binary="$1" port="$2"
     (
         cd "$WORK"
-        AGG_BIND="127.0.0.1:$port" AGG_BASE_URL="$BASE_URL" AGG_RATE_LIMITS=off AGG_LOG=warn \
+        AGG_BIND="127.0.0.1:$port" AGG_BASE_URL="$BASE_URL" AGG_RATE_LIMITS=off AGG_LOG="$LOG" \
             AGG_JWT_SECRET="$SECRET" AGG_DATABASE_URL="sqlite://$DATABASE?mode=rwc" \
             AGG_OUTBOX_DIR="$WORK/outbox" exec "$binary" >>"$WORK/server.log" 2>&1
     ) &
@@ -191,7 +192,7 @@ REFERENCE="$(median <<<"${RATES[reference]}")"
 BARE="$(median <<<"${RATES[bare]}")"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 cat <<EOF
-GET /api/v1/accounts ($ACCOUNTS accounts): $CONNECTIONS connections, $ROUNDS rounds of ${SECONDS_PER_RUN}s, $(nproc) cores
+GET /api/v1/accounts ($ACCOUNTS accounts): $CONNECTIONS connections, $ROUNDS rounds of ${SECONDS_PER_RUN}s, $(nproc) cores, AGG_LOG=$LOG
   bare handler req/s            $BARE  (rounds: ${RATES[bare]% })
   reference server req/s        $REFERENCE  (rounds: ${RATES[reference]% })
   ratio reference / bare        $(ratio "$REFERENCE" "$BARE")
