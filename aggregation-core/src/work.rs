@@ -55,6 +55,18 @@ pub(crate) struct WorkGate {
 /// A place among the admitted jobs, given back when the job has run or was dropped unrun.
 struct Admission(Arc<AtomicUsize>);
 
+/// How many jobs a [`WorkGate`] has running or waiting, for a job that wants to know whether
+/// others follow it.
+#[derive(Debug, Clone)]
+pub(crate) struct Occupancy(Arc<AtomicUsize>);
+
+impl Occupancy {
+    /// Jobs running or waiting now (a running job counts itself until it returns).
+    pub(crate) fn admitted(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 impl Drop for Admission {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
@@ -90,6 +102,11 @@ impl WorkGate {
             admitted: Arc::new(AtomicUsize::new(0)),
             capacity,
         }
+    }
+
+    /// The gate's count of running and waiting jobs.
+    pub(crate) fn occupancy(&self) -> Occupancy {
+        Occupancy(Arc::clone(&self.admitted))
     }
 
     /// Runs `job` on a worker once one is free, or refuses at once when the queue is full. A

@@ -15,6 +15,8 @@
 # STORM_BINARY runs an already built server instead of building this checkout's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=common.sh
+source benches/load/common.sh
 
 CONNECTIONS="${STORM_CONNECTIONS:-64}"
 SECONDS_PER_RUN="${STORM_SECONDS:-10}"
@@ -94,18 +96,7 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 
-curl -fsS -X POST "$BASE/api/v1/users" -H 'Content-Type: application/json' \
-    -d "{\"email\": \"$EMAIL\", \"password\": \"$PASSWORD\"}" >/dev/null
-for _ in $(seq 1 50); do
-    TOKEN="$(cat "$WORK"/outbox/*.eml 2>/dev/null | grep -oE '\b[0-9a-f]{64}\b' | head -n 1 || true)"
-    [[ -n "$TOKEN" ]] && break
-    sleep 0.1
-done
-curl -fsS -X POST "$BASE/api/v1/email-verifications" -H 'Content-Type: application/json' \
-    -d "{\"token\": \"$TOKEN\"}" >/dev/null
-ACCESS="$(curl -fsS -X POST "$BASE/api/v1/sessions" -H 'Content-Type: application/json' \
-    -d "{\"email\": \"$EMAIL\", \"password\": \"$PASSWORD\"}" |
-    sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')"
+ACCESS="$(verified_access_token "$BASE" "$EMAIL" "$PASSWORD" "$WORK/outbox")"
 
 IDLE="$(rss_kib VmRSS)"
 READ_ALONE="$(wrk -t1 -c4 -d"${SECONDS_PER_RUN}s" -s "$LUA/read.lua" \

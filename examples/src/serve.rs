@@ -215,7 +215,12 @@ impl Activity {
 
     /// A request starts; it ends when the returned guard is dropped.
     fn start(self: &Arc<Self>) -> InFlight {
-        self.load.send_modify(|load| load.in_flight += 1);
+        // Only an HTTP/2 connection's idle watch reads the count: waking an HTTP/1
+        // connection's task for it would cost two extra polls of the connection per request.
+        self.load.send_if_modified(|load| {
+            load.in_flight += 1;
+            load.http2
+        });
         InFlight(self.clone())
     }
 
@@ -242,9 +247,10 @@ struct InFlight(Arc<Activity>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.load.send_modify(|load| {
+        self.0.load.send_if_modified(|load| {
             load.in_flight = load.in_flight.saturating_sub(1);
             load.since = Instant::now();
+            load.http2
         });
     }
 }

@@ -4,7 +4,9 @@
 //! one such allocation per blocking thread, and the allocator keeps the freed pages long after
 //! the storm. Here at most [`WorkLimits::concurrent`] hashes run at once (see
 //! [`crate::work::WorkGate`]), and each running hash borrows its blocks from a pool that never
-//! holds more buffers than that.
+//! holds more buffers than that. The pool keeps them only while hashes follow one another: the
+//! last hash of a burst frees them all, so an idle server (after the start-up's dummy hash, or
+//! after a storm) holds none of that memory.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -15,7 +17,7 @@ use subtle::ConstantTimeEq as _;
 
 use super::password::PasswordError;
 use crate::config::WorkLimits;
-use crate::work::WorkGate;
+use crate::work::{Occupancy, WorkGate};
 
 /// OWASP's argon2id recommendation: 19 MiB, 2 passes, 1 lane.
 const MEMORY_KIB: u32 = 19_456;
@@ -37,6 +39,14 @@ struct MemoryPool {
     free: Mutex<Vec<Vec<Block>>>,
 }
 
+/// The capacity of a new buffer, in 1 KiB blocks: 33 MiB, above the largest threshold (32 MiB)
+/// to which glibc's malloc raises its mmap threshold after a large free. An allocation that size
+/// is always mapped on its own and unmapped when freed, so a buffer released at idle goes back to
+/// the system; a 19 MiB one would, after the first release, come from a thread's heap, which
+/// keeps the pages. Only the blocks a hash uses are written, so the rest is address space, not
+/// memory.
+const NEW_BUFFER_BLOCKS: usize = 33 * 1024;
+
 impl MemoryPool {
     fn take(&self, blocks: usize) -> Vec<Block> {
         let reused = self
@@ -44,7 +54,8 @@ impl MemoryPool {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop();
-        let mut buffer = reused.unwrap_or_default();
+        let mut buffer =
+            reused.unwrap_or_else(|| Vec::with_capacity(blocks.max(NEW_BUFFER_BLOCKS)));
         // Argon2 writes every block before reading it, so stale contents never leak into a hash.
         if buffer.len() < blocks {
             buffer.resize(blocks, Block::new());
@@ -52,11 +63,18 @@ impl MemoryPool {
         buffer
     }
 
-    fn give_back(&self, buffer: Vec<Block>) {
-        self.free
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(buffer);
+    /// Returns a buffer for the next hash, or, when `more_to_come` is false (no other hash is
+    /// running or waiting), frees it with every pooled one.
+    fn give_back(&self, buffer: Vec<Block>, more_to_come: bool) {
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        if more_to_come {
+            free.push(buffer);
+        } else {
+            let released = std::mem::take(&mut *free);
+            drop(free);
+            drop(released);
+            drop(buffer);
+        }
     }
 }
 
@@ -78,10 +96,18 @@ impl PasswordHasher {
         }
     }
 
+    /// The pool as one job on the gate sees it.
+    fn borrowed_memory(&self) -> Borrowed {
+        Borrowed {
+            pool: Arc::clone(&self.memory),
+            gate: self.gate.occupancy(),
+        }
+    }
+
     /// Hashes a new password into a PHC string (`$argon2id$v=19$m=19456,t=2,p=1$…`).
     pub(crate) async fn hash(&self, password: &str) -> Result<String, PasswordError> {
         let password = password.to_owned();
-        let memory = Arc::clone(&self.memory);
+        let memory = self.borrowed_memory();
         self.gate
             .run(move || hash_with_pool(&memory, password.as_bytes()))
             .await?
@@ -91,7 +117,7 @@ impl PasswordHasher {
     pub(crate) async fn verify(&self, hash: &str, password: &str) -> Result<bool, PasswordError> {
         let hash = hash.to_owned();
         let password = password.to_owned();
-        let memory = Arc::clone(&self.memory);
+        let memory = self.borrowed_memory();
         self.gate
             .run(move || verify_with_pool(&memory, &hash, password.as_bytes()))
             .await
@@ -99,24 +125,31 @@ impl PasswordHasher {
     }
 }
 
+/// The memory pool, taken from a job running on the hashing gate.
+struct Borrowed {
+    pool: Arc<MemoryPool>,
+    gate: Occupancy,
+}
+
 fn hash_into(
-    memory: &MemoryPool,
+    memory: &Borrowed,
     argon2: &Argon2<'_>,
     params: &Params,
     password: &[u8],
     salt: &[u8],
     out: &mut [u8],
 ) -> Result<(), argon2::Error> {
-    let mut blocks = memory.take(params.block_count());
+    let mut blocks = memory.pool.take(params.block_count());
     let result = blocks
         .get_mut(..params.block_count())
         .ok_or(argon2::Error::MemoryTooLittle)
         .and_then(|blocks| argon2.hash_password_into_with_memory(password, salt, out, blocks));
-    memory.give_back(blocks);
+    // This job is still counted until it returns: anything beyond it runs or waits.
+    memory.pool.give_back(blocks, memory.gate.admitted() > 1);
     result
 }
 
-fn hash_with_pool(memory: &MemoryPool, password: &[u8]) -> Result<String, PasswordError> {
+fn hash_with_pool(memory: &Borrowed, password: &[u8]) -> Result<String, PasswordError> {
     let params = params()?;
     let argon2 = Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone());
     let mut salt = [0u8; SALT_BYTES];
@@ -133,7 +166,7 @@ fn hash_with_pool(memory: &MemoryPool, password: &[u8]) -> Result<String, Passwo
     Ok(phc.to_string())
 }
 
-fn verify_with_pool(memory: &MemoryPool, hash: &str, password: &[u8]) -> bool {
+fn verify_with_pool(memory: &Borrowed, hash: &str, password: &[u8]) -> bool {
     let Ok(phc) = PasswordHash::new(hash) else {
         return false;
     };
@@ -189,7 +222,8 @@ mod tests {
                 .await
                 .expect("ran")
         );
-        assert_eq!(hasher.memory.free.lock().expect("unpoisoned").len(), 1);
+        // Idle again: the buffers went back to the system.
+        assert_eq!(hasher.memory.free.lock().expect("unpoisoned").len(), 0);
     }
 
     #[tokio::test]
