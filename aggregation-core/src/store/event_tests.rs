@@ -9,13 +9,16 @@ use super::provider_tests::on_postgres;
 #[cfg(feature = "sqlite")]
 use super::provider_tests::sqlite_store;
 use super::provider_tests::{
-    Shared, account, authorize, connection_created_events, connection_deleted_events, credentials,
-    expired_events_of, is_other, password_reset_events, revocation_events, rotation_events, suite,
-    sync_events_of, transaction, user,
+    Shared, account, authorize, credentials, expired_events_of, is_other, suite, sync_events_of,
+    transaction, user,
 };
 use super::sql::EVENTS_PER_STATEMENT;
 use super::*;
+use crate::auth::password_reset_events;
+use crate::auth::token_version::rotation_events;
 use crate::events::{Event, EventType};
+use crate::providers::connections::{connection_created_events, connection_deleted_events};
+use crate::sessions::revocation_events;
 
 suite!(
     revocations_write_one_event_per_session_revoked,

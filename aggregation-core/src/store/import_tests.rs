@@ -6,8 +6,8 @@ use rust_decimal::Decimal;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use uuid::Uuid;
 
-use super::provider_tests::import_events;
 use super::*;
+use crate::import::statement::import_events;
 
 async fn store() -> (SqliteStore, sqlx::SqlitePool) {
     let options = SqliteConnectOptions::from_str("sqlite::memory:")

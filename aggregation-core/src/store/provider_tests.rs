@@ -11,124 +11,14 @@ use rust_decimal::Decimal;
 use uuid::Uuid;
 
 use super::*;
-use crate::events::{
-    ConnectionCreated, ConnectionDeleted, ConnectionExpired, DurableEvent, Event, HoldingCounts,
-    ImportCompleted, ImportCompletedCounts, PasswordChanged, RowCounts, SecurityRotation,
-    SessionRevoked, SyncCompleted, SyncCompletedCounts,
+use crate::events::Event;
+use crate::providers::connections::{
+    connection_created_events, connection_deleted_events, connection_expired_events,
 };
+use crate::providers::sync::sync_events;
 
-// The service's event rules, restated over the typed events for the store cases (which do not
-// reach into the use cases): the store writes exactly what they return.
-
-/// One `session.revoked` (with `reason`) per live session revoked.
-pub(super) fn revocation_events(
-    reason: &str,
-    at: DateTime<Utc>,
-) -> impl Fn(&RevokedSessions) -> Vec<Event> + Send + Sync + '_ {
-    move |revoked| SessionRevoked::each(revoked.user_id, &revoked.session_ids, reason, at)
-}
-
-/// `password.changed` (method `reset`), then the revocations (reason `password_reset`).
-pub(super) fn password_reset_events(
-    at: DateTime<Utc>,
-) -> impl Fn(&RevokedSessions) -> Vec<Event> + Send + Sync {
-    move |revoked| {
-        let changed = PasswordChanged {
-            user_id: revoked.user_id,
-            method: PasswordChanged::RESET.to_owned(),
-        };
-        let mut events = vec![changed.event_at(at)];
-        events.extend(revocation_events("password_reset", at)(revoked));
-        events
-    }
-}
-
-/// The rotation's `security.rotation` event, with the versions the store found.
-pub(super) fn rotation_events(
-    rotation: &NewTokenRotation,
-    scope: RotationScope,
-    target_user_id: Option<Uuid>,
-) -> impl Fn(&RotationOutcome) -> Vec<Event> + Send + Sync + '_ {
-    move |outcome| {
-        let rotated = SecurityRotation {
-            rotation_id: rotation.id,
-            scope,
-            target_user_id,
-            previous_version: outcome.previous_version,
-            new_version: outcome.new_version,
-            initiated_by: rotation.initiated_by,
-        };
-        vec![rotated.event_at(rotation.at)]
-    }
-}
-
-/// The import's `import.completed` event, with its counts.
-pub(super) fn import_events(
-    user_id: Uuid,
-    at: DateTime<Utc>,
-) -> impl Fn(&ImportCounts) -> Vec<Event> + Send + Sync {
-    move |counts| {
-        let rows = |created, updated, unchanged| RowCounts {
-            created,
-            updated,
-            unchanged,
-        };
-        let completed = ImportCompleted {
-            user_id,
-            connection_ids: counts.connection_ids.clone(),
-            counts: ImportCompletedCounts {
-                accounts: rows(
-                    counts.accounts_created,
-                    counts.accounts_updated,
-                    counts.accounts_unchanged,
-                ),
-                transactions: rows(
-                    counts.transactions_created,
-                    counts.transactions_updated,
-                    counts.transactions_skipped,
-                ),
-                holdings: rows(
-                    counts.holdings_created,
-                    counts.holdings_updated,
-                    counts.holdings_unchanged,
-                ),
-                snapshots_created: counts.snapshots_created,
-            },
-        };
-        vec![completed.event_at(at)]
-    }
-}
-
-/// `connection.created` of the connection saved (`reauthorized` when it existed).
-pub(super) fn connection_created_events(
-    at: DateTime<Utc>,
-) -> impl Fn(&(ConnectionRecord, bool)) -> Vec<Event> + Send + Sync {
-    move |(record, created)| {
-        let authorized = ConnectionCreated {
-            user_id: record.user_id,
-            connection_id: record.id,
-            provider: record.provider_slug.clone(),
-            reauthorized: !created,
-        };
-        vec![authorized.event_at(at)]
-    }
-}
-
-/// `connection.deleted` of the connection disconnected.
-pub(super) fn connection_deleted_events(
-    at: DateTime<Utc>,
-) -> impl Fn(&ConnectionRecord) -> Vec<Event> + Send + Sync {
-    move |record| {
-        let deleted = ConnectionDeleted {
-            user_id: record.user_id,
-            connection_id: record.id,
-            provider: record.provider_slug.clone(),
-        };
-        vec![deleted.event_at(at)]
-    }
-}
-
-/// The `sync.completed` event of a sync of `connection_id` (its user read from `store`).
+/// The service's `sync.completed` rule for a sync of `connection_id`, its user read from
+/// `store` (the nil id for an unknown connection, whose sync writes nothing).
 pub(super) async fn sync_events_of(
     store: &Shared,
     connection_id: Uuid,
@@ -139,48 +29,23 @@ pub(super) async fn sync_events_of(
         .await
         .unwrap()
         .map_or_else(Uuid::nil, |connection| connection.user_id);
-    move |counts| {
-        let rows = |upserted: &UpsertCounts| RowCounts {
-            created: upserted.created,
-            updated: upserted.updated,
-            unchanged: upserted.unchanged,
-        };
-        let completed = SyncCompleted {
-            user_id,
-            connection_id,
-            counts: SyncCompletedCounts {
-                accounts: rows(&counts.accounts),
-                transactions: rows(&counts.transactions),
-                holdings: HoldingCounts {
-                    created: counts.holdings.created,
-                    updated: counts.holdings.updated,
-                    unchanged: counts.holdings.unchanged,
-                    deactivated: counts.holdings_deactivated,
-                },
-                snapshots_created: counts.snapshots_created,
-            },
-        };
-        vec![completed.event_at(at)]
-    }
+    sync_events(user_id, connection_id, at)
 }
 
-/// The `connection.expired` event (reason `refresh_refused`) an expiry of `connection_id` is
-/// handed (none for an unknown connection).
+/// The service's `connection.expired` events of an expiry of `connection_id`, read from
+/// `store` (none for an unknown connection).
 pub(super) async fn expired_events_of(
     store: &Shared,
     connection_id: Uuid,
     at: DateTime<Utc>,
 ) -> Vec<Event> {
-    let Some(connection) = store.connection_by_id(connection_id).await.unwrap() else {
-        return Vec::new();
-    };
-    let expired = ConnectionExpired {
-        user_id: connection.user_id,
-        connection_id,
-        provider: connection.provider_slug,
-        reason: "refresh_refused".to_owned(),
-    };
-    vec![expired.event_at(at)]
+    store
+        .connection_by_id(connection_id)
+        .await
+        .unwrap()
+        .map_or_else(Vec::new, |connection| {
+            connection_expired_events(&connection, at)
+        })
 }
 
 pub(super) type Shared = Arc<dyn Store>;

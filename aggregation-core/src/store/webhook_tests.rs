@@ -12,16 +12,8 @@ use super::provider_tests::on_postgres;
 use super::provider_tests::sqlite_store;
 use super::provider_tests::{Shared, suite, user};
 use super::*;
-use crate::events::{DurableEvent, Event, EventType, WebhookDisabled};
-
-/// The `webhook.disabled` event of a disabled endpoint (the service's rule).
-fn disabled_events(disabled: &DisabledWebhook) -> Vec<Event> {
-    let event = WebhookDisabled {
-        user_id: disabled.user_id,
-        webhook_id: disabled.endpoint_id,
-    };
-    vec![event.event_at(disabled.at)]
-}
+use crate::events::EventType;
+use crate::webhooks::webhook_disabled_events;
 
 suite!(
     claims_take_turns_across_endpoints_within_their_cap,
@@ -139,7 +131,7 @@ async fn claims_take_turns_across_endpoints_within_their_cap(store: Shared) {
         .record_webhook_attempts(
             &[attempt(answered, now(), NextDelivery::Delivered)],
             never(),
-            &disabled_events,
+            &webhook_disabled_events,
         )
         .await
         .unwrap();
@@ -202,7 +194,7 @@ async fn an_endpoint_failing_long_enough_is_disabled_until_enabled(store: Shared
         .record_webhook_attempts(
             &[attempt(&first, failed_at, retry)],
             never(),
-            &disabled_events,
+            &webhook_disabled_events,
         )
         .await
         .unwrap();
@@ -223,7 +215,7 @@ async fn an_endpoint_failing_long_enough_is_disabled_until_enabled(store: Shared
         .record_webhook_attempts(
             &[attempt(&first, again, retry)],
             again - TimeDelta::hours(24),
-            &disabled_events,
+            &webhook_disabled_events,
         )
         .await
         .unwrap();
@@ -319,7 +311,7 @@ async fn an_endpoint_failing_long_enough_is_disabled_until_enabled(store: Shared
         .record_webhook_attempts(
             &[attempt(fresh, now(), retry)],
             now() - TimeDelta::hours(24),
-            &disabled_events,
+            &webhook_disabled_events,
         )
         .await
         .unwrap();
@@ -342,7 +334,7 @@ async fn a_success_ends_the_failure_streak(store: Shared) {
                 attempt(&claimed[1], now(), NextDelivery::Delivered),
             ],
             never(),
-            &disabled_events,
+            &webhook_disabled_events,
         )
         .await
         .unwrap();
@@ -350,7 +342,7 @@ async fn a_success_ends_the_failure_streak(store: Shared) {
         .record_webhook_attempts(
             &[attempt(&claimed[2], now(), retry)],
             now() - TimeDelta::hours(24),
-            &disabled_events,
+            &webhook_disabled_events,
         )
         .await
         .unwrap();

@@ -26,27 +26,16 @@ use futures_util::{FutureExt as _, StreamExt as _};
 use hyper_util::client::legacy::connect::{Connection, HttpInfo};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 
-use super::open_secret;
 use super::signing::SigningSecrets;
 use super::ssrf::{check_url, may_connect, may_resolve};
+use super::{open_secret, webhook_disabled_events};
 use crate::config::Config;
 use crate::dates;
-use crate::events::{DurableEvent, Event, EventBus, WeakEventBus, WebhookDisabled};
+use crate::events::{EventBus, WeakEventBus};
 use crate::outbound::describe_request_error;
 use crate::store::{
-    ClaimedDelivery, DeliveryClaim, DisabledWebhook, NextDelivery, Store, StoreError,
-    WebhookAttempt, now,
+    ClaimedDelivery, DeliveryClaim, NextDelivery, Store, StoreError, WebhookAttempt, now,
 };
-
-/// The rule of an endpoint's disabling: its `webhook.disabled` event, as of the attempt
-/// that disabled it.
-pub(crate) fn webhook_disabled_events(disabled: &DisabledWebhook) -> Vec<Event> {
-    let event = WebhookDisabled {
-        user_id: disabled.user_id,
-        webhook_id: disabled.endpoint_id,
-    };
-    vec![event.event_at(disabled.at)]
-}
 
 /// Most deliveries in flight at once on this instance, every endpoint together.
 pub(crate) const MAX_IN_FLIGHT: usize = 64;

@@ -53,6 +53,24 @@ pub(crate) const LISTED_DELIVERIES: u32 = 50;
 /// without losing deliveries.
 pub(crate) const PREVIOUS_SECRET_SIGNS_FOR: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
+/// The rule of an endpoint's disabling: its `webhook.disabled` event, as of the attempt
+/// that disabled it.
+// Outside delivery, so the store cases apply it in builds without the `webhooks` feature.
+#[cfg(any(
+    feature = "webhooks",
+    all(test, any(feature = "sqlite", feature = "postgres"))
+))]
+pub(crate) fn webhook_disabled_events(
+    disabled: &crate::store::DisabledWebhook,
+) -> Vec<crate::events::Event> {
+    use crate::events::DurableEvent as _;
+    let event = crate::events::WebhookDisabled {
+        user_id: disabled.user_id,
+        webhook_id: disabled.endpoint_id,
+    };
+    vec![event.event_at(disabled.at)]
+}
+
 /// Why a webhook operation failed.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum WebhookError {
