@@ -132,9 +132,9 @@ pub enum StoreError {
 ///
 /// A store knows no event rules. Each write that raises durable events takes them from the
 /// use case, as a list or, where they depend on what the write found, as a
-/// [`RaiseEvents`] rule called inside the write's transaction; the store writes exactly
-/// those events to its outbox in that transaction (and queues their webhook deliveries), and
-/// hands them back for the use case to publish after the commit. A custom store passes the
+/// [`RaiseEvents`](crate::events::RaiseEvents) rule called inside the write's transaction;
+/// the store writes exactly those events to its outbox in that transaction (and queues their
+/// webhook deliveries), and hands them back for the use case to publish after the commit. A custom store passes the
 /// conformance suite's event cases by persisting those rows, nothing more.
 pub trait Store:
     UserStore
