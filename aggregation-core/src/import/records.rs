@@ -46,7 +46,7 @@ use super::ofx::{
 };
 use crate::store::{
     AccountType, AssetType, ImportAccount, ImportBatch, ImportInstitution, ImportSnapshot,
-    NewAccount, NewHolding, NewTransaction, TransactionStatus, TransactionType, truncate_to_micros,
+    NewAccount, NewHolding, NewTransaction, TransactionStatus, TransactionType,
 };
 
 /// Why a parsed file cannot be imported.
@@ -408,7 +408,7 @@ pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<Impo
                     available_balance: b.available,
                     holdings_value: b.holdings_value,
                     cash_value: b.cash,
-                    captured_at: truncate_to_micros(b.as_of.unwrap_or(now)),
+                    captured_at: crate::dates::truncate_to_micros(b.as_of.unwrap_or(now)),
                 }
             });
             ImportAccount {

@@ -672,7 +672,7 @@ fn encrypt_tokens(
     Ok(EncryptedCredentials {
         ciphertext,
         key_id,
-        access_expires_at: crate::store::truncate_to_micros(tokens.expires_at),
+        access_expires_at: crate::dates::truncate_to_micros(tokens.expires_at),
     })
 }
 

@@ -182,16 +182,11 @@ impl<T> Store for T where
 /// `testing` feature only, for fixtures that write times the store must read back unchanged.
 #[cfg(feature = "testing")]
 pub fn now() -> DateTime<Utc> {
-    truncate_to_micros(Utc::now())
+    crate::dates::truncate_to_micros(Utc::now())
 }
 
 /// Current time truncated to microseconds, the precision both databases keep.
 #[cfg(not(feature = "testing"))]
 pub(crate) fn now() -> DateTime<Utc> {
-    truncate_to_micros(Utc::now())
-}
-
-/// Truncates a timestamp to microseconds.
-pub(crate) fn truncate_to_micros(at: DateTime<Utc>) -> DateTime<Utc> {
-    crate::dates::truncate_to_micros(at)
+    crate::dates::truncate_to_micros(Utc::now())
 }
