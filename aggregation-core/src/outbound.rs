@@ -1,6 +1,10 @@
-//! What the outbound HTTP clients (provider APIs, webhook receivers) share.
+//! What the outbound HTTP clients (provider APIs, webhook receivers) share: error text, and
+//! the SSRF connection guard ([`guard`]) of clients that reach addresses a user named.
 
 use std::error::Error as _;
+
+#[cfg(any(feature = "webhooks", feature = "simplefin"))]
+pub(crate) mod guard;
 
 /// A reqwest error and its sources on one line, without the URL (which may carry a token in its
 /// query): what provider errors show, and what webhook deliveries log at debug level.
@@ -22,4 +26,30 @@ pub(crate) fn describe_request_error(error: &reqwest::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(any(feature = "schwab", feature = "simplefin"))]
+/// Reads a body, refusing one larger than `limit` bytes.
+pub(crate) async fn read_limited(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, String> {
+    if response
+        .content_length()
+        .is_some_and(|length| length > limit as u64)
+    {
+        return Err(format!("the answer is larger than {limit} bytes"));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| describe_request_error(&error))?
+    {
+        if body.len() + chunk.len() > limit {
+            return Err(format!("the answer is larger than {limit} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }

@@ -108,6 +108,15 @@ impl FromParts for PathId {
     }
 }
 
+/// The `{slug}` segment of the path, as sent (an unknown slug is the handler's 404).
+pub(crate) struct PathSlug(pub(crate) String);
+
+impl FromParts for PathSlug {
+    async fn from_parts(parts: &Parts, _: &App) -> Result<Self, ApiError> {
+        Ok(Self(path_param(parts, "slug").to_owned()))
+    }
+}
+
 /// The `{user_id}` segment of the path, a UUID (422 `path.user_id` otherwise).
 pub(crate) struct PathUserId(pub(crate) uuid::Uuid);
 

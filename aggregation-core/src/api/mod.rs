@@ -75,6 +75,7 @@ pub(crate) mod router;
 pub(crate) mod routes;
 pub(crate) mod sessions;
 pub(crate) mod snapshots;
+pub(crate) mod supported_providers;
 pub(crate) mod syncs;
 pub(crate) mod transactions;
 pub(crate) mod validate;
@@ -95,6 +96,7 @@ const ROUTE_TABLES: &[&[Route]] = &[
     sessions::ROUTES,
     admin::ROUTES,
     providers::ROUTES,
+    supported_providers::ROUTES,
     accounts::ROUTES,
     syncs::ROUTES,
     transactions::ROUTES,

@@ -31,6 +31,7 @@ use super::{ApiResult, json, no_content};
 use crate::app::App;
 use crate::config::Config;
 use crate::problem::{ApiError, ErrorCode, FieldError};
+use crate::providers::ConnectMethod;
 use crate::providers::connections::ConnectionError;
 use crate::rate_limit::policy::{API_READ, API_WRITE, PROVIDER_CALLBACK, PROVIDER_CONNECT};
 use crate::store::ConnectionRecord;
@@ -39,7 +40,7 @@ pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/providers" => list, limited(API_READ),
         "List the caller's provider connections", [200: ConnectionList<'static>]),
     route!(POST "/api/v1/providers" => connect, limited(PROVIDER_CONNECT),
-        "Start connecting a provider (OAuth authorization URL)", [201: AuthorizationJson; NotFound, CommandValidationFailed, ProviderError]),
+        "Connect a provider: an OAuth authorization URL, or the connection a setup token made", [201: ConnectAnswer<'static>; NotFound, CommandValidationFailed, ProviderError]),
     route!(POST "/api/v1/providers/callback" => callback, limited(PROVIDER_CALLBACK),
         "Complete connecting a provider with the OAuth code and state", [201: ConnectionJson<'static>; NotFound, CommandValidationFailed, ProviderError]),
     route!(GET "/api/v1/providers/{id}" => get, limited(API_READ),
@@ -58,11 +59,17 @@ const MAX_ALIAS_CHARS: usize = 100;
 pub(crate) const MAX_PROVIDER_SLUG_CHARS: usize = 100;
 /// Longest redirect URI a connect reads.
 pub(crate) const MAX_REDIRECT_URI_CHARS: usize = 2048;
+/// Longest setup token a connect reads.
+const MAX_SETUP_TOKEN_CHARS: usize = 4096;
+/// Longest institution id a connect reads.
+const MAX_INSTITUTION_ID_CHARS: usize = 200;
 /// Longest authorization code or state accepted on a callback.
 const MAX_CALLBACK_PARAM_CHARS: usize = 2048;
 
-/// `{provider_slug, alias?, redirect_uri?}` of a connect; the redirect URI must be one of the
-/// configured ones, the first being the default.
+/// `{provider_slug, alias?, redirect_uri?, institution_id?, setup_token?}` of a connect; the
+/// redirect URI must be one of the configured ones, the first being the default. An `oauth`
+/// provider that needs an institution requires `institution_id`; a `setup_token` provider
+/// requires `setup_token` (and ignores `redirect_uri`).
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct ConnectBody {
@@ -72,6 +79,13 @@ pub(crate) struct ConnectBody {
     alias: Field,
     #[schema(value_type = Option<crate::api::openapi::schemas::AllowedRedirectUri>)]
     redirect_uri: Field,
+    /// The institution to connect (`oauth` providers with `needs_institution`), an id the
+    /// provider's institutions list gives.
+    #[schema(value_type = Option<String>)]
+    institution_id: Field,
+    /// The setup token the user got from the provider (`setup_token` providers).
+    #[schema(value_type = Option<String>)]
+    setup_token: Field,
 }
 
 fn connect_alias_schema() -> ObjectBuilder {
@@ -83,13 +97,15 @@ pub(crate) struct Connect {
     slug: String,
     alias: Option<String>,
     redirect_uri: Option<String>,
+    institution_id: Option<String>,
+    setup_token: Option<String>,
 }
 
 impl Validate for ConnectBody {
     type Valid = Connect;
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        let (slug, alias, redirect_uri) = (
+        let (slug, alias, redirect_uri, institution_id, setup_token) = (
             body::string(
                 "provider_slug",
                 self.provider_slug,
@@ -98,12 +114,21 @@ impl Validate for ConnectBody {
             ),
             body::optional_string("alias", self.alias, 0, MAX_ALIAS_CHARS),
             body::optional_string("redirect_uri", self.redirect_uri, 1, MAX_REDIRECT_URI_CHARS),
+            body::optional_string(
+                "institution_id",
+                self.institution_id,
+                1,
+                MAX_INSTITUTION_ID_CHARS,
+            ),
+            body::optional_string("setup_token", self.setup_token, 1, MAX_SETUP_TOKEN_CHARS),
         )
             .all_valid()?;
         Ok(Connect {
             slug,
             alias,
             redirect_uri,
+            institution_id,
+            setup_token,
         })
     }
 }
@@ -232,7 +257,16 @@ impl From<ConnectionError> for ApiError {
             ConnectionError::UnknownProvider(_)
             | ConnectionError::NotFound
             | ConnectionError::AccountNotInConnection => ApiError::new(ErrorCode::NotFound, detail),
+            ConnectionError::NoInstitutions(_) => {
+                ApiError::field("path.slug", "no_institutions", detail)
+            }
+            ConnectionError::BudgetSpent { retry_after_secs } => {
+                ApiError::rate_limited_because(retry_after_secs, detail)
+            }
             ConnectionError::NoOAuth(_)
+            | ConnectionError::NeedsSetupToken(_)
+            | ConnectionError::SetupTokenRefused(_)
+            | ConnectionError::NotRefreshable
             | ConnectionError::InvalidState
             | ConnectionError::MalformedState
             | ConnectionError::NotSyncable(_)
@@ -333,6 +367,17 @@ struct AuthorizationJson {
     expires_in: u64,
 }
 
+/// What a connect answers: the authorization to follow (`oauth` providers) or the connection
+/// itself (`setup_token` providers), both 201.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+enum ConnectAnswer<'a> {
+    /// `oauth`: where to send the user; the callback finishes.
+    Authorization(AuthorizationJson),
+    /// `setup_token`: the connection the claimed token made.
+    Connection(ConnectionJson<'a>),
+}
+
 /// `POST /api/v1/providers`
 async fn connect(
     state: &App,
@@ -341,23 +386,70 @@ async fn connect(
         slug,
         alias,
         redirect_uri,
+        institution_id,
+        setup_token,
     }): Json<ConnectBody>,
 ) -> ApiResult {
-    state.connections.offers_oauth(&slug)?;
-    let redirect_uri = allowed_redirect_uri(&state.config, redirect_uri)?;
     // An empty alias means none, as the interface stores "empty when none".
     let alias = alias.filter(|alias| !alias.trim().is_empty());
+    let provider = state.connections.connectable(&slug)?;
+    if provider.connect_method() == ConnectMethod::SetupToken {
+        let setup_token = setup_token.ok_or_else(|| {
+            ApiError::field(
+                "setup_token",
+                "required",
+                "This provider connects with the setup token the user got from it.",
+            )
+        })?;
+        let (connection, _created) = state
+            .connections
+            .connect_with_setup_token(claims.sub, &slug, alias, setup_token.trim())
+            .await?;
+        return json(
+            StatusCode::CREATED,
+            &ConnectAnswer::Connection(connection_json(&connection)),
+        );
+    }
+    state.connections.offers_oauth(&slug)?;
+    if provider.needs_institution() {
+        let Some(institution_id) = institution_id else {
+            return Err(ApiError::field(
+                "institution_id",
+                "required",
+                "This provider needs an institution from its institutions list.",
+            ));
+        };
+        let mut known = false;
+        for country in provider.countries() {
+            let listed = state.connections.institutions(&slug, &country).await?;
+            if listed
+                .iter()
+                .any(|institution| institution.id == institution_id)
+            {
+                known = true;
+                break;
+            }
+        }
+        if !known {
+            return Err(ApiError::field(
+                "institution_id",
+                "unknown_institution",
+                "Must be an id the provider's institutions list gives.",
+            ));
+        }
+    }
+    let redirect_uri = allowed_redirect_uri(&state.config, redirect_uri)?;
     let authorization = state
         .connections
         .start_authorization(claims.sub, &slug, alias, redirect_uri)
         .await?;
     json(
         StatusCode::CREATED,
-        &AuthorizationJson {
+        &ConnectAnswer::Authorization(AuthorizationJson {
             authorization_url: authorization.authorization_url,
             state: authorization.state,
             expires_in: authorization.expires_in,
-        },
+        }),
     )
 }
 

@@ -13,7 +13,10 @@ use chrono::{DateTime, TimeDelta, Utc};
 use uuid::Uuid;
 
 use super::flights::RefreshFlights;
-use super::{AuthorizationRequest, Provider, ProviderError, ProviderTokens, Providers};
+use super::{
+    AuthorizationRequest, ConnectMethod, Institution, Provider, ProviderError, ProviderTokens,
+    Providers,
+};
 use crate::config::Config;
 use crate::crypto::{CryptoError, new_pkce_pair, random_urlsafe_token, token_digest};
 use crate::dates;
@@ -45,6 +48,14 @@ pub(crate) enum ConnectionError {
     UnknownProvider(String),
     #[error("The provider {0:?} does not connect through OAuth.")]
     NoOAuth(String),
+    #[error("The provider {0:?} connects with a setup token, not through OAuth.")]
+    NeedsSetupToken(String),
+    #[error("The setup token was refused: {0}")]
+    SetupTokenRefused(String),
+    #[error("The provider {0:?} has no institutions to list.")]
+    NoInstitutions(String),
+    #[error("The provider's credentials do not refresh; connect it again when they expire.")]
+    NotRefreshable,
     #[error("The authorization state is invalid or expired.")]
     InvalidState,
     #[error("The stored authorization could not be read; start connecting again.")]
@@ -59,6 +70,8 @@ pub(crate) enum ConnectionError {
     AccountNotInConnection,
     #[error("This was synced less than the cool-down ago; retry later or pass force.")]
     CoolingDown { retry_after_secs: u64 },
+    #[error("The provider's request budget is spent; retry later.")]
+    BudgetSpent { retry_after_secs: u64 },
     #[error("The provider failed: {0}")]
     Provider(#[from] ProviderError),
     #[error("The credentials could not be encrypted or decrypted: {0}")]
@@ -123,14 +136,41 @@ pub(crate) fn connection_expired_events(
     connection: &ConnectionRecord,
     at: DateTime<Utc>,
 ) -> Vec<Event> {
+    expired_events(connection, at, "refresh_refused")
+}
+
+/// The events of the expiry of `connection` because the user's consent ended:
+/// `connection.expired` (reason `consent_expired`).
+fn consent_expired_events(connection: &ConnectionRecord, at: DateTime<Utc>) -> Vec<Event> {
+    expired_events(connection, at, "consent_expired")
+}
+
+/// `connection.expired` of `connection`, for `reason` (`refresh_refused`, `consent_expired`).
+fn expired_events(connection: &ConnectionRecord, at: DateTime<Utc>, reason: &str) -> Vec<Event> {
     let expired = ConnectionExpired {
         user_id: connection.user_id,
         connection_id: connection.id,
         provider: connection.provider_slug.clone(),
-        reason: "refresh_refused".to_owned(),
+        reason: reason.to_owned(),
     };
     vec![expired.event_at(at)]
 }
+
+/// One provider as `GET /supported-providers` lists it.
+pub(crate) struct SupportedProvider {
+    pub(crate) slug: String,
+    pub(crate) name: String,
+    pub(crate) connect: ConnectMethod,
+    pub(crate) countries: Vec<String>,
+    pub(crate) needs_institution: bool,
+}
+
+/// How long a provider's institutions of one country are kept.
+const INSTITUTIONS_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Institutions lists by provider and country, with when they were fetched.
+type InstitutionCache =
+    std::collections::HashMap<(String, String), (tokio::time::Instant, Arc<Vec<Institution>>)>;
 
 /// Everything a connection operation needs; cheap to clone.
 #[derive(Clone)]
@@ -140,6 +180,7 @@ pub(crate) struct Connections {
     pub(super) config: Arc<Config>,
     pub(super) events: Events,
     flights: RefreshFlights,
+    institutions: Arc<std::sync::Mutex<InstitutionCache>>,
 }
 
 pub(super) fn seconds(duration: std::time::Duration) -> TimeDelta {
@@ -159,6 +200,7 @@ impl Connections {
             config,
             events,
             flights: RefreshFlights::default(),
+            institutions: Arc::default(),
         }
     }
 
@@ -237,13 +279,80 @@ impl Connections {
         self.refresh_tokens(&connection, force).await
     }
 
-    /// The slugs a connect accepts: the providers offered that connect through OAuth, in order.
+    /// The slugs a connect accepts: the providers offered that connect through OAuth or a
+    /// setup token, in order.
     pub(crate) fn oauth_slugs(&self) -> Vec<String> {
         self.providers
             .slugs()
-            .filter(|slug| self.oauth_provider(slug).is_ok())
+            .filter(|slug| self.connectable(slug).is_ok())
             .map(str::to_owned)
             .collect()
+    }
+
+    /// The providers a user may connect, in slug order.
+    pub(crate) fn supported(&self) -> Vec<SupportedProvider> {
+        self.providers
+            .all()
+            .filter(|provider| self.connectable(provider.slug()).is_ok())
+            .map(|provider| SupportedProvider {
+                slug: provider.slug().to_owned(),
+                name: provider.name().to_owned(),
+                connect: provider.connect_method(),
+                countries: provider.countries(),
+                needs_institution: provider.needs_institution(),
+            })
+            .collect()
+    }
+
+    /// The institutions of a provider in one country (upper case), from the cache when
+    /// fetched within the hour.
+    pub(crate) async fn institutions(
+        &self,
+        slug: &str,
+        country: &str,
+    ) -> Result<Arc<Vec<Institution>>, ConnectionError> {
+        let provider = self.connectable(slug)?;
+        if !provider.needs_institution() {
+            return Err(ConnectionError::NoInstitutions(slug.to_owned()));
+        }
+        let key = (slug.to_owned(), country.to_owned());
+        let cached = self
+            .institutions
+            .lock()
+            .map_err(|_| ProviderError::Http("the institutions cache is poisoned".to_owned()))?
+            .get(&key)
+            .filter(|(at, _)| at.elapsed() < INSTITUTIONS_TTL)
+            .map(|(_, list)| list.clone());
+        if let Some(list) = cached {
+            return Ok(list);
+        }
+        let list = Arc::new(match provider.institutions(country).await {
+            Err(ProviderError::Unsupported(_)) => {
+                return Err(ConnectionError::NoInstitutions(slug.to_owned()));
+            }
+            other => other?,
+        });
+        if let Ok(mut cache) = self.institutions.lock() {
+            cache.retain(|_, (at, _)| at.elapsed() < INSTITUTIONS_TTL);
+            cache.insert(key, (tokio::time::Instant::now(), list.clone()));
+        }
+        Ok(list)
+    }
+
+    /// The provider with this slug that a user may connect (through OAuth or a setup token).
+    pub(crate) fn connectable(&self, slug: &str) -> Result<Arc<dyn Provider>, ConnectionError> {
+        if slug == FILE_IMPORT_PROVIDER {
+            return Err(ConnectionError::NoOAuth(slug.to_owned()));
+        }
+        let provider = self
+            .providers
+            .get(slug)
+            .ok_or_else(|| ConnectionError::UnknownProvider(slug.to_owned()))?;
+        match provider.connect_method() {
+            ConnectMethod::SetupToken => Ok(provider.clone()),
+            _ if provider.supports_oauth() => Ok(provider.clone()),
+            _ => Err(ConnectionError::NoOAuth(slug.to_owned())),
+        }
     }
 
     /// Whether the server offers a provider with this slug that connects through OAuth.
@@ -260,6 +369,9 @@ impl Connections {
             .providers
             .get(slug)
             .ok_or_else(|| ConnectionError::UnknownProvider(slug.to_owned()))?;
+        if provider.connect_method() == ConnectMethod::SetupToken {
+            return Err(ConnectionError::NeedsSetupToken(slug.to_owned()));
+        }
         if !provider.supports_oauth() {
             return Err(ConnectionError::NoOAuth(slug.to_owned()));
         }
@@ -279,7 +391,71 @@ impl Connections {
         if connection.status != ConnectionStatus::Active {
             return Err(ConnectionError::NeedsReauthentication(connection.status));
         }
-        self.oauth_provider(&connection.provider_slug)
+        self.connectable(&connection.provider_slug)
+    }
+
+    /// Connects a setup-token provider: the provider claims the token, and the credentials it
+    /// grants are stored encrypted on the user's connection with this slug and alias (created,
+    /// or renewed in place like an OAuth re-authorization). The connection, and whether it was
+    /// created.
+    pub(crate) async fn connect_with_setup_token(
+        &self,
+        user_id: Uuid,
+        provider_slug: &str,
+        alias: Option<String>,
+        setup_token: &str,
+    ) -> Result<(ConnectionRecord, bool), ConnectionError> {
+        let provider = self.connectable(provider_slug)?;
+        if provider.connect_method() != ConnectMethod::SetupToken {
+            return Err(ConnectionError::SetupTokenRefused(format!(
+                "the provider {provider_slug:?} connects through OAuth, not with a setup token"
+            )));
+        }
+        // Fail before the claim (which spends the token) when no key can encrypt.
+        encrypt_probe(self.config.keyring())?;
+        let tokens = match provider.claim_setup_token(setup_token).await {
+            Err(ProviderError::InvalidGrant(reason)) => {
+                return Err(ConnectionError::SetupTokenRefused(reason));
+            }
+            other => other?,
+        };
+        self.save_credentials(user_id, provider_slug, alias.as_deref(), tokens)
+            .await
+    }
+
+    /// Stores credentials on the user's connection with this slug and alias, created or
+    /// renewed, with its `connection.created` event.
+    async fn save_credentials(
+        &self,
+        user_id: Uuid,
+        provider_slug: &str,
+        alias: Option<&str>,
+        tokens: ProviderTokens,
+    ) -> Result<(ConnectionRecord, bool), ConnectionError> {
+        let at = now();
+        let keyring = self.config.keyring().clone();
+        let encrypt = move |connection_id: Uuid| {
+            encrypt_tokens(&keyring, connection_id, &tokens)
+                .map_err(|error| StoreError::Other(format!("credential encryption: {error}")))
+        };
+        let mut raised = Vec::new();
+        let raise = connection_created_events(at);
+        let (connection, created) = self
+            .store
+            .save_authorized_connection(
+                user_id,
+                provider_slug,
+                alias,
+                Uuid::now_v7(),
+                &encrypt,
+                at,
+                &raise,
+                &mut raised,
+            )
+            .await?;
+        // Reported as `ProviderConnected`, from its `connection.created` event.
+        self.events.committed(&raised);
+        Ok((connection, created))
     }
 
     /// Starts connecting: stores the state (as its digest, with the PKCE verifier encrypted)
@@ -375,40 +551,34 @@ impl Connections {
         let tokens = provider
             .exchange_code(code, &stored.redirect_uri, verifier.as_deref())
             .await?;
-        let keyring = self.config.keyring().clone();
-        let encrypt = move |connection_id: Uuid| {
-            encrypt_tokens(&keyring, connection_id, &tokens)
-                .map_err(|error| StoreError::Other(format!("credential encryption: {error}")))
-        };
         // Fail before writing anything when no key can encrypt.
         encrypt_probe(self.config.keyring())?;
-        let mut raised = Vec::new();
-        let raise = connection_created_events(at);
-        let (connection, created) = self
-            .store
-            .save_authorized_connection(
-                stored.user_id,
-                &stored.provider_slug,
-                stored.alias.as_deref(),
-                Uuid::now_v7(),
-                &encrypt,
-                at,
-                &raise,
-                &mut raised,
-            )
-            .await?;
-        // Reported as `ProviderConnected`, from its `connection.created` event.
-        self.events.committed(&raised);
-        Ok((connection, created))
+        self.save_credentials(
+            stored.user_id,
+            &stored.provider_slug,
+            stored.alias.as_deref(),
+            tokens,
+        )
+        .await
     }
 
-    /// The connection's tokens, refreshed first when they expire within a minute.
+    /// The connection's tokens, refreshed first when they expire within a minute. A consent
+    /// that ended makes the connection `expired` (with `connection.expired`).
     pub(super) async fn usable_tokens(
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
     ) -> Result<HeldTokens, ConnectionError> {
         let held = self.decrypt_tokens(connection)?;
+        if held
+            .tokens
+            .consent_expires_at
+            .is_some_and(|end| end <= now())
+        {
+            return self
+                .expire_for(connection, &held, consent_expired_events)
+                .await;
+        }
         if held.tokens.expires_at <= dates::later(now(), EXPIRY_SLACK) {
             self.refresh_with(connection, provider, &held).await
         } else {
@@ -554,6 +724,17 @@ impl Connections {
         connection: &ConnectionRecord,
         stored: &HeldTokens,
     ) -> Result<HeldTokens, ConnectionError> {
+        self.expire_for(connection, stored, connection_expired_events)
+            .await
+    }
+
+    /// [`expire`](Self::expire) with the events `events` makes.
+    async fn expire_for(
+        &self,
+        connection: &ConnectionRecord,
+        stored: &HeldTokens,
+        events: fn(&ConnectionRecord, DateTime<Utc>) -> Vec<Event>,
+    ) -> Result<HeldTokens, ConnectionError> {
         let mut raised = Vec::new();
         let at = now();
         let expired = self
@@ -562,7 +743,7 @@ impl Connections {
                 connection.id,
                 &stored.sealed,
                 at,
-                &connection_expired_events(connection, at),
+                &events(connection, at),
                 &mut raised,
             )
             .await?;
@@ -603,6 +784,9 @@ impl Connections {
     ) -> Result<TokenRefresh, ConnectionError> {
         let provider = self.syncable(connection)?;
         let held = self.decrypt_tokens(connection)?;
+        if provider.connect_method() != ConnectMethod::OAuth {
+            return Err(ConnectionError::NotRefreshable);
+        }
         let margin = seconds(self.config.token_refresh_margin());
         if !force && held.tokens.expires_at > dates::later(now(), margin) {
             return Ok(TokenRefresh {

@@ -45,6 +45,12 @@ mod schwab;
 #[cfg(feature = "schwab")]
 pub use schwab::{SchwabConfig, SchwabProvider};
 
+#[cfg(feature = "simplefin")]
+pub mod simplefin;
+
+#[cfg(feature = "simplefin")]
+pub use simplefin::{SimplefinConfig, SimplefinProvider};
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -59,18 +65,43 @@ pub(crate) mod connections;
 mod flights;
 pub(crate) mod sync;
 
-/// Tokens a provider issued for one connection. Serialized only to be encrypted; `Debug`
-/// never shows the tokens.
+/// The credentials a provider issued for one connection: an opaque secret the provider alone
+/// reads (an OAuth access token, a SimpleFIN access URL, a session id), what renews it, and
+/// when it or the consent behind it ends. Serialized only to be encrypted with the service's
+/// keyring (bound to the connection id); `Debug` never shows the secrets.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProviderTokens {
-    /// Bearer token for data requests.
+    /// The secret data requests use: a bearer token, an access URL, a session id. Only the
+    /// provider that issued it gives it meaning.
     pub access_token: String,
-    /// Token to get a new access token, when the provider issued one.
+    /// What renews the secret (an OAuth refresh token), when the provider issued one.
     pub refresh_token: Option<String>,
-    /// When the access token expires.
+    /// When the secret stops working unless renewed (a provider whose secret does not expire
+    /// answers a far-future instant, see [`ProviderTokens::without_expiry`]).
     pub expires_at: DateTime<Utc>,
     /// Scopes granted, when the provider says.
     pub scope: Option<String>,
+    /// When the user's consent ends: past it the connection is `expired` and needs a
+    /// reauthorization, whatever the secret says. `None` when the provider sets no end.
+    #[serde(default)]
+    pub consent_expires_at: Option<DateTime<Utc>>,
+}
+
+impl ProviderTokens {
+    /// Credentials made of one secret that never expires by itself and cannot be refreshed
+    /// (a SimpleFIN access URL): `expires_at` lies 100 years ahead.
+    pub fn without_expiry(secret: String) -> Self {
+        let now = Utc::now();
+        Self {
+            access_token: secret,
+            refresh_token: None,
+            expires_at: now
+                .checked_add_signed(chrono::TimeDelta::days(36_500))
+                .unwrap_or(now),
+            scope: None,
+            consent_expires_at: None,
+        }
+    }
 }
 
 impl fmt::Debug for ProviderTokens {
@@ -83,6 +114,7 @@ impl fmt::Debug for ProviderTokens {
             )
             .field("expires_at", &self.expires_at)
             .field("scope", &self.scope)
+            .field("consent_expires_at", &self.consent_expires_at)
             .finish()
     }
 }
@@ -125,6 +157,55 @@ pub struct Fetched<T> {
     pub errors: Vec<SyncItemError>,
 }
 
+/// How a user connects a provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ConnectMethod {
+    /// The OAuth 2.0 authorization-code flow: `POST /providers` answers an authorization
+    /// address and the callback finishes.
+    #[serde(rename = "oauth")]
+    OAuth,
+    /// The user pastes a setup token the provider gave them; one request claims it and
+    /// finishes ([`Provider::claim_setup_token`]).
+    SetupToken,
+}
+
+impl ConnectMethod {
+    /// The name the API shows (`oauth`, `setup_token`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OAuth => "oauth",
+            Self::SetupToken => "setup_token",
+        }
+    }
+}
+
+/// How many data requests a provider tolerates: `requests` within every `per`. The service
+/// refuses a user's sync past it (429 with `Retry-After`) and skips a background one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestBudget {
+    /// Syncs allowed within `per`.
+    pub requests: u32,
+    /// The period.
+    pub per: std::time::Duration,
+}
+
+/// One institution a provider connects to, for providers that need the user to pick one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Institution {
+    /// The provider's id of the institution: what a connect's `institution_id` names.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// ISO 3166-1 alpha-2 country code.
+    pub country: String,
+    /// A logo, when the provider has one.
+    pub logo_url: Option<String>,
+    /// The longest consent the institution grants, in days, when known.
+    pub max_consent_days: Option<u32>,
+}
+
 /// Why a provider call failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -160,9 +241,50 @@ pub trait Provider: Send + Sync + 'static {
     fn name(&self) -> &str;
 
     /// Whether connections are made through the OAuth 2.0 authorization-code flow. When
-    /// `false`, connect and callback refuse the provider and nothing else is called.
+    /// `false` (and [`connect_method`](Self::connect_method) is `OAuth`), connect and
+    /// callback refuse the provider and nothing else is called.
     fn supports_oauth(&self) -> bool {
         true
+    }
+
+    /// How a user connects: [`ConnectMethod::OAuth`] (the default) or
+    /// [`ConnectMethod::SetupToken`]. A setup-token provider implements
+    /// [`claim_setup_token`](Self::claim_setup_token); its OAuth methods are never called.
+    fn connect_method(&self) -> ConnectMethod {
+        ConnectMethod::OAuth
+    }
+
+    /// ISO 3166-1 alpha-2 codes of the countries it serves (shown by
+    /// `GET /supported-providers`). Default: none said.
+    fn countries(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Whether a connect must name an institution from [`institutions`](Self::institutions).
+    fn needs_institution(&self) -> bool {
+        false
+    }
+
+    /// The institutions of one country (upper-case ISO code) a user may pick. Default:
+    /// [`ProviderError::Unsupported`]. The service caches the answer for an hour.
+    async fn institutions(&self, country: &str) -> Result<Vec<Institution>, ProviderError> {
+        let _ = country;
+        Err(ProviderError::Unsupported("institutions"))
+    }
+
+    /// Claims a setup token and answers the credentials it grants (a
+    /// [`ConnectMethod::SetupToken`] provider). [`ProviderError::InvalidGrant`] when the token
+    /// is malformed, names a place the provider may not call, or was refused or claimed
+    /// already (the user's mistake: 400); any other error is the provider's (502).
+    async fn claim_setup_token(&self, setup_token: &str) -> Result<ProviderTokens, ProviderError> {
+        let _ = setup_token;
+        Err(ProviderError::Unsupported("setup tokens"))
+    }
+
+    /// How often the provider may be asked for data, if it limits that. Default: no limit
+    /// beyond the service's sync cool-down.
+    fn request_budget(&self) -> Option<RequestBudget> {
+        None
     }
 
     /// Whether the authorization uses PKCE (S256, RFC 7636). Default `true`: the service then
@@ -245,5 +367,10 @@ impl Providers {
     /// The slugs of every provider, in order.
     pub(crate) fn slugs(&self) -> impl Iterator<Item = &str> {
         self.by_slug.keys().map(String::as_str)
+    }
+
+    /// Every provider, by slug.
+    pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<dyn Provider>> {
+        self.by_slug.values()
     }
 }

@@ -20,7 +20,7 @@ use oauth2::{
 use url::Url;
 
 use super::{AuthorizationRequest, DateRange, Fetched, Provider, ProviderError, ProviderTokens};
-use crate::outbound::describe_request_error;
+use crate::outbound::{describe_request_error, read_limited};
 use crate::store::{NewAccount, NewHolding, NewTransaction};
 
 /// Connect and whole-request timeout of every call to Schwab.
@@ -280,28 +280,6 @@ impl<'c> oauth2::AsyncHttpClient<'c> for TokenHttpClient {
     }
 }
 
-/// Reads a body, refusing one larger than `limit` bytes.
-async fn read_limited(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, String> {
-    if response
-        .content_length()
-        .is_some_and(|length| length > limit as u64)
-    {
-        return Err(format!("the answer is larger than {limit} bytes"));
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|error| describe_request_error(&error))?
-    {
-        if body.len() + chunk.len() > limit {
-            return Err(format!("the answer is larger than {limit} bytes"));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
-
 /// Sends one token-endpoint request over reqwest, redirects not followed. A 3xx or 5xx
 /// answer is a transport failure; 2xx and 4xx answers go back to oauth2 to be read.
 async fn send_token_request(
@@ -402,6 +380,7 @@ fn tokens_from(
             .or_else(|| previous_refresh_token.map(str::to_owned)),
         expires_at,
         scope,
+        consent_expires_at: None,
     }
 }
 
@@ -417,6 +396,10 @@ impl Provider for SchwabProvider {
 
     fn supports_pkce(&self) -> bool {
         self.config.use_pkce
+    }
+
+    fn countries(&self) -> Vec<String> {
+        vec!["US".to_owned()]
     }
 
     fn authorization_url(

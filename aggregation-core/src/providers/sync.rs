@@ -130,6 +130,32 @@ impl Connections {
             .await
     }
 
+    /// Refuses a sync the provider's request budget does not allow yet: one sync per
+    /// `per / requests` since the connection's last one, `force` or not (the limit is the
+    /// provider's, not ours).
+    pub(super) fn within_budget(
+        &self,
+        connection: &ConnectionRecord,
+        provider: &Arc<dyn Provider>,
+    ) -> Result<(), ConnectionError> {
+        let (Some(budget), Some(last)) = (provider.request_budget(), connection.last_sync_at)
+        else {
+            return Ok(());
+        };
+        let spacing = budget
+            .per
+            .checked_div(budget.requests.max(1))
+            .unwrap_or_default();
+        let next = dates::later(last, seconds(spacing));
+        let at = now();
+        if next <= at {
+            return Ok(());
+        }
+        let wait = (next - at).num_milliseconds().max(0);
+        let retry_after_secs = u64::try_from(wait).unwrap_or(0).div_ceil(1000).max(1);
+        Err(ConnectionError::BudgetSpent { retry_after_secs })
+    }
+
     /// Claims the cool-down of a sync, runs it, and hands the claim back if it fails.
     async fn claimed<T, Fut>(
         &self,
@@ -221,6 +247,7 @@ impl Connections {
         force: bool,
     ) -> Result<SyncReport, ConnectionError> {
         let provider = self.syncable(connection)?;
+        self.within_budget(connection, &provider)?;
         self.claimed(connection.id, SyncKind::Accounts, force, async {
             let mut tokens = self.usable_tokens(connection, &provider).await?;
             let fetched = self
@@ -310,6 +337,7 @@ impl Connections {
         force: bool,
     ) -> Result<SyncReport, ConnectionError> {
         let provider = self.syncable(connection)?;
+        self.within_budget(connection, &provider)?;
         let accounts = self.stored_accounts(connection, account_id).await?;
         self.claimed(connection.id, SyncKind::Transactions, force, async {
             let mut tokens = self.usable_tokens(connection, &provider).await?;
@@ -366,6 +394,7 @@ impl Connections {
         force: bool,
     ) -> Result<SyncReport, ConnectionError> {
         let provider = self.syncable(connection)?;
+        self.within_budget(connection, &provider)?;
         self.claimed(account.id, SyncKind::Holdings, force, async {
             let mut tokens = self.usable_tokens(connection, &provider).await?;
             let fetched = self
@@ -408,6 +437,7 @@ impl Connections {
         force: bool,
     ) -> Result<ConnectionSyncReport, ConnectionError> {
         let provider = self.syncable(connection)?;
+        self.within_budget(connection, &provider)?;
         self.claimed(connection.id, SyncKind::Connection, force, async {
             let mut tokens = self.usable_tokens(connection, &provider).await?;
             let accounts = self
@@ -525,7 +555,7 @@ impl Connections {
                 .await
             {
                 Ok(_) => synced += 1,
-                Err(ConnectionError::CoolingDown { .. }) => {}
+                Err(ConnectionError::CoolingDown { .. } | ConnectionError::BudgetSpent { .. }) => {}
                 Err(ConnectionError::Store(error)) => return Err(error),
                 Err(error) => {
                     failed += 1;

@@ -3,8 +3,8 @@
 //!
 //! One HTTP client serves every delivery, and every address it dials is checked against the
 //! SSRF rule (`ssrf.rs`) three times over: the URL is parsed and judged before sending, as the
-//! client parses it (a literal address in any spelling); the resolver ([`GuardedResolver`])
-//! hands the connector only allowed addresses of a name; and the connector ([`PeerCheck`])
+//! client parses it (a literal address in any spelling); the resolver (`GuardedResolver`, in `outbound::guard`)
+//! hands the connector only allowed addresses of a name; and the connector (`PeerCheck`)
 //! refuses any connection whose peer address is not allowed, whatever resolved it (a DNS
 //! answer that changes between a check and the connection, a row stored before the rule
 //! changed). Redirects are not followed, proxies from the environment are not used, and every
@@ -14,25 +14,21 @@
 //! exists, what it resolves to, or what the operating system said is logged at debug level
 //! only, so the deliveries list cannot be used to probe the internal network.
 
-use std::future::Future;
-use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt as _, StreamExt as _};
-use hyper_util::client::legacy::connect::{Connection, HttpInfo};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 
 use super::signing::SigningSecrets;
-use super::ssrf::{check_url, may_connect, may_resolve};
+use super::ssrf::check_url;
 use super::{open_secret, webhook_disabled_events};
 use crate::config::Config;
 use crate::dates;
 use crate::events::{EventBus, WeakEventBus};
 use crate::outbound::describe_request_error;
+use crate::outbound::guard::{GuardedResolver, PeerCheckLayer};
 use crate::store::{
     ClaimedDelivery, DeliveryClaim, NextDelivery, Store, StoreError, WebhookAttempt, now,
 };
@@ -98,104 +94,6 @@ impl DeliveryFailure {
         } else {
             Self::RequestFailed
         }
-    }
-}
-
-/// An error of the client's connector.
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// A destination webhooks may not reach (logged at debug level, never recorded).
-#[derive(Debug, thiserror::Error)]
-enum Refused {
-    /// Every address of a host name was refused, or the name itself.
-    #[error("{0} resolves only to addresses webhooks may not reach")]
-    Host(String),
-    /// The connection's peer is an address webhooks may not reach.
-    #[error("connected to {0}, an address webhooks may not reach")]
-    Peer(SocketAddr),
-    /// The connection does not say where it goes: refused rather than trusted.
-    #[error("the connection does not tell its peer address")]
-    UnknownPeer,
-}
-
-/// Resolves host names to the addresses the SSRF rule allows, and only those.
-struct GuardedResolver {
-    allow_private: bool,
-}
-
-impl reqwest::dns::Resolve for GuardedResolver {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let allow_private = self.allow_private;
-        let host = name.as_str().to_owned();
-        Box::pin(async move {
-            if !may_resolve(&host, allow_private) {
-                return Err(Box::new(Refused::Host(host)) as BoxError);
-            }
-            let resolved = tokio::net::lookup_host((host.as_str(), 0)).await?;
-            let allowed: Vec<SocketAddr> = resolved
-                .filter(|address| may_connect(address.ip(), allow_private))
-                .collect();
-            if allowed.is_empty() {
-                return Err(Box::new(Refused::Host(host)) as BoxError);
-            }
-            Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
-        })
-    }
-}
-
-/// Wraps the client's connector in a [`PeerCheck`].
-#[derive(Clone)]
-struct PeerCheckLayer {
-    allow_private: bool,
-}
-
-impl<S> tower::Layer<S> for PeerCheckLayer {
-    type Service = PeerCheck<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        PeerCheck {
-            inner,
-            allow_private: self.allow_private,
-        }
-    }
-}
-
-/// The connector check: a connection whose peer address the SSRF rule does not allow is
-/// dropped before anything is written to it. It sees every address actually dialled, literal
-/// or resolved.
-#[derive(Clone)]
-struct PeerCheck<S> {
-    inner: S,
-    allow_private: bool,
-}
-
-impl<S, Destination> tower::Service<Destination> for PeerCheck<S>
-where
-    S: tower::Service<Destination, Error = BoxError>,
-    S::Response: Connection + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, destination: Destination) -> Self::Future {
-        let connecting = self.inner.call(destination);
-        let allow_private = self.allow_private;
-        Box::pin(async move {
-            let connection = connecting.await?;
-            let mut extras = http::Extensions::new();
-            connection.connected().get_extras(&mut extras);
-            match extras.get::<HttpInfo>().map(HttpInfo::remote_addr) {
-                Some(peer) if may_connect(peer.ip(), allow_private) => Ok(connection),
-                Some(peer) => Err(Box::new(Refused::Peer(peer)) as BoxError),
-                None => Err(Box::new(Refused::UnknownPeer) as BoxError),
-            }
-        })
     }
 }
 
@@ -581,6 +479,8 @@ async fn attempt(config: &Config, sender: &Sender, delivery: ClaimedDelivery) ->
 
 #[cfg(test)]
 mod tests {
+    use std::net::SocketAddr;
+
     use reqwest::dns::Resolve as _;
 
     use super::*;

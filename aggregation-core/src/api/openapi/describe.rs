@@ -15,7 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::status_description;
 use crate::api::admin::Admin;
-use crate::api::extract::{Caller, Json, JsonOrEmpty, PathId, PathUserId, Query, User};
+use crate::api::extract::{Caller, Json, JsonOrEmpty, PathId, PathSlug, PathUserId, Query, User};
 use crate::api::handler::Handler;
 use crate::api::imports::{ImportFormat, Upload};
 use crate::api::providers::CallbackCaller;
@@ -190,6 +190,20 @@ impl DescribeArg for ClientInfo {
 impl DescribeArg for PathId {
     fn describe(doc: &mut OperationDoc) {
         doc.path_uuid("id");
+    }
+}
+
+impl DescribeArg for PathSlug {
+    fn describe(doc: &mut OperationDoc) {
+        doc.parameters.push(
+            ParameterBuilder::new()
+                .name("slug")
+                .parameter_in(ParameterIn::Path)
+                .required(Required::True)
+                .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+                .build(),
+        );
+        doc.error(ErrorCode::NotFound);
     }
 }
 
