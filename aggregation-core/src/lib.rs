@@ -61,6 +61,9 @@ pub use providers::{Provider, ProviderError, ProviderTokens};
 #[doc(inline)]
 #[cfg(feature = "schwab")]
 pub use providers::{SchwabConfig, SchwabProvider};
+#[doc(inline)]
+#[cfg(feature = "simplefin")]
+pub use providers::{SimplefinConfig, SimplefinProvider};
 #[doc(no_inline)]
 pub use rate_limit::IpNet;
 #[doc(inline)]

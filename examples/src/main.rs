@@ -18,10 +18,10 @@ use aggregation_core::metrics::Metrics;
 use aggregation_core::{
     AggregationService, BuildError, Config, ConfigError, InMemoryRateLimitStore, IpNet, Keyring,
     LoginFailureLimit, Mailer, OutboxMailer, PolicyTable, PostgresStore, RedisEventRelay,
-    RedisRateLimitStore, SchemaName, SchwabConfig, SchwabProvider, SmtpMailer, SqliteStore, Store,
-    StoreError, WorkLimits, parse_cidr_list,
+    RedisRateLimitStore, SchemaName, SchwabConfig, SchwabProvider, SimplefinConfig,
+    SimplefinProvider, SmtpMailer, SqliteStore, Store, StoreError, WorkLimits, parse_cidr_list,
 };
-use aggregation_sandbox::SchwabSandbox;
+use aggregation_sandbox::{SchwabSandbox, SimplefinSandbox};
 use base64::Engine as _;
 use clap::{Parser, Subcommand};
 use rand::RngExt as _;
@@ -190,9 +190,24 @@ struct Cli {
     #[arg(long, env = "AGG_SCHWAB_CLIENT_SECRET", hide_env_values = true)]
     schwab_client_secret: Option<String>,
     /// `1` serves a Schwab-compatible sandbox under /sandbox/schwab and offers it as the
-    /// `schwab-sandbox` provider.
+    /// `schwab-sandbox` provider, and a SimpleFIN-compatible bridge under /sandbox/simplefin
+    /// offered as `simplefin-sandbox` (its page, /sandbox/simplefin/, shows a setup token).
     #[arg(long, env = "AGG_SANDBOX", default_value = "0")]
     sandbox: String,
+    /// `1` offers the `simplefin` provider (SimpleFIN Bridge; no application credentials).
+    #[arg(long, env = "AGG_SIMPLEFIN", default_value = "0")]
+    simplefin: String,
+    /// Comma-separated hosts a SimpleFIN setup token may name.
+    #[arg(
+        long,
+        env = "AGG_SIMPLEFIN_BRIDGE_HOSTS",
+        default_value = "bridge.simplefin.org,beta-bridge.simplefin.org"
+    )]
+    simplefin_bridge_hosts: String,
+    /// Test only: `1` accepts `http://` SimpleFIN claim and access URLs (and private
+    /// addresses) on the allowed hosts.
+    #[arg(long, env = "AGG_SIMPLEFIN_ALLOW_HTTP", default_value = "0")]
+    simplefin_allow_http: String,
     /// Seconds between background syncs of every connection; unset: no background sync.
     #[arg(
         long,
@@ -499,6 +514,8 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         return Err(setting("AGG_MAX_CONNECTIONS", "must be at least 1"));
     }
     let sandbox = flag("AGG_SANDBOX", &cli.sandbox)?;
+    let simplefin = flag("AGG_SIMPLEFIN", &cli.simplefin)?;
+    let simplefin_allow_http = flag("AGG_SIMPLEFIN_ALLOW_HTTP", &cli.simplefin_allow_http)?;
     let serve_metrics = flag("AGG_METRICS", &cli.metrics)?;
     let keyring = Keyring::new(encryption_keys(cli.encryption_keys.as_deref())?)
         .map_err(|e| setting("AGG_ENCRYPTION_KEYS", e))?;
@@ -508,6 +525,10 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         .map_err(|e| setting("AGG_BIND", e))?;
     let address = listener.local_addr()?;
     let config = config(&cli, address, sandbox)?.with_keyring(keyring);
+    let simplefin_sandbox = sandbox.then(|| {
+        let base = format!("{}{SIMPLEFIN_SANDBOX_PREFIX}", config.base_url());
+        (SimplefinSandbox::new(base.clone()), format!("{base}/"))
+    });
     let sandbox = sandbox.then(|| {
         (
             SchwabSandbox::new(),
@@ -571,6 +592,33 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         builder = builder.provider(provider);
         tracing::info!(base = %base, "provider schwab-sandbox offered, served by this server");
     }
+    if simplefin {
+        let bridge_hosts: Vec<String> = cli
+            .simplefin_bridge_hosts
+            .split(',')
+            .map(|host| host.trim().to_owned())
+            .filter(|host| !host.is_empty())
+            .collect();
+        let provider = SimplefinProvider::new(SimplefinConfig {
+            bridge_hosts,
+            allow_http: simplefin_allow_http,
+            ..SimplefinConfig::default()
+        })
+        .map_err(|e| setting("AGG_SIMPLEFIN_BRIDGE_HOSTS", e))?;
+        builder = builder.provider(provider);
+        if simplefin_allow_http {
+            tracing::warn!(
+                "AGG_SIMPLEFIN_ALLOW_HTTP=1: SimpleFIN setup tokens may name http:// and private addresses (test only)"
+            );
+        }
+        tracing::info!("provider simplefin offered");
+    }
+    if let Some((bridge, page)) = &simplefin_sandbox {
+        let provider =
+            SimplefinProvider::new(bridge.config()).map_err(|e| setting("AGG_SANDBOX", e))?;
+        builder = builder.provider(provider);
+        tracing::info!(page = %page, "provider simplefin-sandbox offered, served by this server; its page shows a setup token");
+    }
     let service = builder.build()?;
     // Users registered before AGG_ADMIN_EMAILS named them get the role now; later
     // registrations get it as they register.
@@ -606,6 +654,9 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         router = router
             .nest_service(SANDBOX_PREFIX, sandbox)
             .route("/sandbox/redirect", axum::routing::get(sandbox_redirect));
+    }
+    if let Some((bridge, _)) = simplefin_sandbox {
+        router = router.nest_service(SIMPLEFIN_SANDBOX_PREFIX, bridge);
     }
     let timeouts = serve::Timeouts {
         header_read: Duration::from_secs(cli.header_timeout_seconds.max(1)),
@@ -650,6 +701,9 @@ const METRICS_PATH: &str = "/metrics";
 
 /// Where the sandbox provider is served.
 const SANDBOX_PREFIX: &str = "/sandbox/schwab";
+
+/// Where the SimpleFIN sandbox bridge is served.
+const SIMPLEFIN_SANDBOX_PREFIX: &str = "/sandbox/simplefin";
 
 /// The sandbox's default redirect target: shows the code and state to post to the callback
 /// (with the bearer token of the user who connects, unless

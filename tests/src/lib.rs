@@ -13,7 +13,7 @@ use aggregation_core::providers::SchwabProvider;
 use aggregation_core::rate_limit::{PolicyTable, RateLimitStore};
 use aggregation_core::store::{PostgresStore, SqliteStore, Store};
 use aggregation_core::testing::ThrowawayDatabase;
-use aggregation_core::{AggregationService, Config, PeerAddr};
+use aggregation_core::{AggregationService, AggregationServiceBuilder, Config, PeerAddr};
 use aggregation_sandbox::SchwabSandbox;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode, header};
@@ -343,6 +343,8 @@ pub struct Setup {
     /// The store to serve from instead of a fresh one of the case's backend (already
     /// migrated; the case owns its database).
     pub store: Option<Arc<dyn Store>>,
+    /// Adds to the service builder (more providers, for example).
+    pub builder_hook: Option<fn(AggregationServiceBuilder) -> AggregationServiceBuilder>,
 }
 
 impl Default for Setup {
@@ -353,6 +355,7 @@ impl Default for Setup {
             rate_limit_store: None,
             sandbox: None,
             store: None,
+            builder_hook: None,
         }
     }
 }
@@ -499,6 +502,9 @@ where
         .rate_limit_policies(setup.policies);
     if let Some(limits) = setup.rate_limit_store {
         builder = builder.rate_limit_store(limits);
+    }
+    if let Some(hook) = setup.builder_hook {
+        builder = hook(builder);
     }
     let (sandbox, sandbox_server) = match setup.sandbox {
         Some(sandbox) => {

@@ -637,7 +637,7 @@ async fn provider_tokens_refresh_and_expire(app: TestApp) {
         Some(&token),
     )
     .await
-    .expect_problem(400, "command_validation_failed");
+    .expect_problem(409, "conflict");
     // Authorizing again brings the same connection back.
     let again = app.connect_sandbox(&token, None).await;
     assert_eq!(again["id"], connection["id"]);

@@ -34,7 +34,7 @@ use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::providers::ConnectMethod;
 use crate::providers::connections::ConnectionError;
 use crate::rate_limit::policy::{API_READ, API_WRITE, PROVIDER_CALLBACK, PROVIDER_CONNECT};
-use crate::store::ConnectionRecord;
+use crate::store::{ConnectionRecord, ConnectionStatus};
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/providers" => list, limited(API_READ),
@@ -51,6 +51,8 @@ pub(crate) const ROUTES: &[Route] = &[
         "Disconnect a provider connection", [204]),
     route!(POST "/api/v1/providers/{id}/token-refreshes" => refresh_tokens, limited(API_WRITE),
         "Refresh a connection's provider tokens", [201: TokenRefreshJson; CommandValidationFailed, ProviderError]),
+    route!(POST "/api/v1/providers/{id}/reauthorizations" => reauthorize, limited(PROVIDER_CONNECT),
+        "Authorize an existing connection again: an OAuth authorization URL whose callback renews it, or the connection a new setup token renewed", [201: ConnectAnswer<'static>; CommandValidationFailed, ProviderError]),
 ];
 
 /// Longest alias.
@@ -263,6 +265,11 @@ impl From<ConnectionError> for ApiError {
             ConnectionError::BudgetSpent { retry_after_secs } => {
                 ApiError::rate_limited_because(retry_after_secs, detail)
             }
+            ConnectionError::NeedsReauthentication(ConnectionStatus::Expired) => ApiError::new(
+                ErrorCode::Conflict,
+                "The connection expired; authorize it again with POST \
+                 /api/v1/providers/{id}/reauthorizations.",
+            ),
             ConnectionError::NoOAuth(_)
             | ConnectionError::NeedsSetupToken(_)
             | ConnectionError::SetupTokenRefused(_)
@@ -519,5 +526,72 @@ async fn refresh_tokens(
             },
             expires_at: outcome.expires_at,
         },
+    )
+}
+
+/// `{redirect_uri?, setup_token?}` of a reauthorization: `setup_token` for a `setup_token`
+/// provider (a new token from the provider renews the connection at once), `redirect_uri` for
+/// an `oauth` one.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(default)]
+pub(crate) struct ReauthorizeBody {
+    #[schema(value_type = Option<crate::api::openapi::schemas::AllowedRedirectUri>)]
+    redirect_uri: Field,
+    /// A new setup token (`setup_token` providers).
+    #[schema(value_type = Option<String>)]
+    setup_token: Field,
+}
+
+impl Validate for ReauthorizeBody {
+    type Valid = (Option<String>, Option<String>);
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        (
+            body::optional_string("redirect_uri", self.redirect_uri, 1, MAX_REDIRECT_URI_CHARS),
+            body::optional_string("setup_token", self.setup_token, 1, MAX_SETUP_TOKEN_CHARS),
+        )
+            .all_valid()
+    }
+}
+
+/// `POST /api/v1/providers/{id}/reauthorizations`
+async fn reauthorize(
+    state: &App,
+    User(claims): User,
+    PathId(id): PathId,
+    JsonOrEmpty((redirect_uri, setup_token)): JsonOrEmpty<ReauthorizeBody>,
+) -> ApiResult {
+    let connection = state.connections.owned(claims.sub, id).await?;
+    let provider = state.connections.connectable(&connection.provider_slug)?;
+    if provider.connect_method() == ConnectMethod::SetupToken {
+        let setup_token = setup_token.ok_or_else(|| {
+            ApiError::field(
+                "setup_token",
+                "required",
+                "This provider is authorized again with a new setup token from it.",
+            )
+        })?;
+        let renewed = state
+            .connections
+            .renew_with_setup_token(&connection, setup_token.trim())
+            .await?;
+        return json(
+            StatusCode::CREATED,
+            &ConnectAnswer::Connection(connection_json(&renewed)),
+        );
+    }
+    state.connections.offers_oauth(&connection.provider_slug)?;
+    let redirect_uri = allowed_redirect_uri(&state.config, redirect_uri)?;
+    let authorization = state
+        .connections
+        .start_reauthorization(&connection, redirect_uri)
+        .await?;
+    json(
+        StatusCode::CREATED,
+        &ConnectAnswer::Authorization(AuthorizationJson {
+            authorization_url: authorization.authorization_url,
+            state: authorization.state,
+            expires_in: authorization.expires_in,
+        }),
     )
 }

@@ -126,6 +126,10 @@ struct Statistics<'a> {
     unchanged: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     deactivated: Option<u64>,
+    /// Pending transactions deleted because the provider no longer returns them for the
+    /// synced window (transactions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    removed: Option<u64>,
     errors: &'a [SyncItemError],
     message: String,
     #[serde(flatten)]
@@ -141,12 +145,19 @@ fn statistics<'a>(kind: &str, report: &'a SyncReport, with_deactivated: bool) ->
     if with_deactivated {
         aliases.insert(format!("{kind}_deactivated"), report.deactivated.into());
     }
+    let with_removed = kind == "transactions";
+    if with_removed {
+        aliases.insert(format!("{kind}_removed"), report.removed.into());
+    }
     let mut message = format!(
         "Synced {kind}: {} created, {} updated, {} unchanged",
         counts.created, counts.updated, counts.unchanged
     );
     if with_deactivated {
         message.push_str(&format!(", {} deactivated", report.deactivated));
+    }
+    if with_removed && report.removed > 0 {
+        message.push_str(&format!(", {} pending removed", report.removed));
     }
     if !report.errors.is_empty() {
         message.push_str(&format!(", {} skipped with errors", report.errors.len()));
@@ -157,6 +168,7 @@ fn statistics<'a>(kind: &str, report: &'a SyncReport, with_deactivated: bool) ->
         updated: counts.updated,
         unchanged: counts.unchanged,
         deactivated: with_deactivated.then_some(report.deactivated),
+        removed: with_removed.then_some(report.removed),
         errors: &report.errors,
         message,
         aliases,

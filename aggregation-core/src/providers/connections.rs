@@ -423,6 +423,27 @@ impl Connections {
             .await
     }
 
+    /// Renews a setup-token connection with a new token: the same connection (id, accounts,
+    /// records) gets the new credentials and is `active` again.
+    pub(crate) async fn renew_with_setup_token(
+        &self,
+        connection: &ConnectionRecord,
+        setup_token: &str,
+    ) -> Result<ConnectionRecord, ConnectionError> {
+        if connection.status == ConnectionStatus::Disconnected {
+            return Err(ConnectionError::NeedsReauthentication(connection.status));
+        }
+        let (renewed, _created) = self
+            .connect_with_setup_token(
+                connection.user_id,
+                &connection.provider_slug,
+                connection.alias.clone(),
+                setup_token,
+            )
+            .await?;
+        Ok(renewed)
+    }
+
     /// Stores credentials on the user's connection with this slug and alias, created or
     /// renewed, with its `connection.created` event.
     async fn save_credentials(
@@ -509,6 +530,28 @@ impl Connections {
             state,
             expires_in: ttl.as_secs(),
         })
+    }
+
+    /// Starts authorizing an existing connection again: a state for the connection's provider
+    /// and alias, so the callback finds this very connection (the live one of that provider
+    /// and alias; see [`complete_authorization`](Self::complete_authorization)) and renews its
+    /// credentials in place (same id, accounts and records; status back to `active`).
+    /// A disconnected connection cannot be renewed: connect again.
+    pub(crate) async fn start_reauthorization(
+        &self,
+        connection: &ConnectionRecord,
+        redirect_uri: String,
+    ) -> Result<Authorization, ConnectionError> {
+        if connection.status == ConnectionStatus::Disconnected {
+            return Err(ConnectionError::NeedsReauthentication(connection.status));
+        }
+        self.start_authorization(
+            connection.user_id,
+            &connection.provider_slug,
+            connection.alias.clone(),
+            redirect_uri,
+        )
+        .await
     }
 
     /// Finishes connecting: consumes the state, exchanges the code and stores the connection
@@ -815,6 +858,15 @@ impl Connections {
         Fut: Future<Output = Result<T, ProviderError>>,
     {
         match request(tokens.tokens.access_token.clone()).await {
+            Err(ProviderError::InvalidGrant(_) | ProviderError::Unauthorized)
+                if provider.connect_method() != ConnectMethod::OAuth =>
+            {
+                // A secret that cannot be refreshed was revoked: the user must connect again.
+                self.expire(connection, tokens).await?;
+                Err(ConnectionError::NeedsReauthentication(
+                    ConnectionStatus::Expired,
+                ))
+            }
             Err(ProviderError::Unauthorized) => {
                 *tokens = self.refresh_with(connection, provider, tokens).await?;
                 Ok(request(tokens.tokens.access_token.clone()).await?)

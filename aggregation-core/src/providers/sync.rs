@@ -34,6 +34,8 @@ use crate::store::{
 pub(crate) struct SyncReport {
     pub(crate) counts: UpsertCounts,
     pub(crate) deactivated: u64,
+    /// Pending transactions deleted because the provider no longer returns them.
+    pub(crate) removed: u64,
     pub(crate) errors: Vec<SyncItemError>,
 }
 
@@ -259,6 +261,7 @@ impl Connections {
                 .map(|account| SyncAccountData {
                     provider_account_id: account.provider_account_id.clone(),
                     transactions: None,
+                    pending_window: None,
                     holdings: None,
                     snapshot: Some(SyncSnapshot {
                         source: SnapshotSource::AccountSync,
@@ -276,6 +279,7 @@ impl Connections {
             let report = SyncReport {
                 counts: counts.accounts,
                 deactivated: 0,
+                removed: 0,
                 errors: fetched.errors,
             };
             self.emit_synced(connection, "accounts", &report);
@@ -358,6 +362,7 @@ impl Connections {
                     per_account.push(SyncAccountData {
                         provider_account_id: account.provider_account_id.clone(),
                         transactions: Some(transactions),
+                        pending_window: Some((range.start, range.end)),
                         holdings: None,
                         snapshot: None,
                     });
@@ -377,6 +382,7 @@ impl Connections {
             let report = SyncReport {
                 counts: counts.transactions,
                 deactivated: 0,
+                removed: counts.transactions_removed,
                 errors,
             };
             self.emit_synced(connection, "transactions", &report);
@@ -411,6 +417,7 @@ impl Connections {
                 per_account: vec![SyncAccountData {
                     provider_account_id: account.provider_account_id.clone(),
                     transactions: None,
+                    pending_window: None,
                     holdings: Some(fetched.items),
                     snapshot: Some(snapshot),
                 }],
@@ -420,6 +427,7 @@ impl Connections {
             let report = SyncReport {
                 counts: counts.holdings,
                 deactivated: counts.holdings_deactivated,
+                removed: 0,
                 errors: fetched.errors,
             };
             self.emit_synced(connection, "holdings", &report);
@@ -469,9 +477,11 @@ impl Connections {
                         cash_value: None,
                     },
                 };
+                let pending_window = transactions.is_some().then_some((range.start, range.end));
                 per_account.push(SyncAccountData {
                     provider_account_id: id.clone(),
                     transactions,
+                    pending_window,
                     holdings,
                     snapshot: Some(snapshot),
                 });
@@ -486,16 +496,19 @@ impl Connections {
                 accounts: SyncReport {
                     counts: counts.accounts,
                     deactivated: 0,
+                    removed: 0,
                     errors: accounts.errors,
                 },
                 transactions: SyncReport {
                     counts: counts.transactions,
                     deactivated: 0,
+                    removed: counts.transactions_removed,
                     errors: transaction_errors,
                 },
                 holdings: SyncReport {
                     counts: counts.holdings,
                     deactivated: counts.holdings_deactivated,
+                    removed: 0,
                     errors: holding_errors,
                 },
             };

@@ -508,6 +508,7 @@ async fn syncs_raise_their_event_and_a_rolled_back_one_none(store: Shared) {
         per_account: vec![SyncAccountData {
             provider_account_id: account_id.to_owned(),
             transactions: Some(transactions),
+            pending_window: None,
             holdings: None,
             snapshot: None,
         }],

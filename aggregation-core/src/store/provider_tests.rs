@@ -1254,6 +1254,7 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
             SyncAccountData {
                 provider_account_id: "A".to_owned(),
                 transactions: Some(vec![transaction("t1", "-1.00"), transaction("t2", "2.5")]),
+                pending_window: None,
                 holdings: Some(vec![holding("AAPL", "380"), holding("MSFT", "800")]),
                 snapshot: Some(SyncSnapshot {
                     source: SnapshotSource::ManualSync,
@@ -1264,6 +1265,7 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
             SyncAccountData {
                 provider_account_id: "B".to_owned(),
                 transactions: None,
+                pending_window: None,
                 holdings: None,
                 snapshot: Some(SyncSnapshot {
                     source: SnapshotSource::AccountSync,
@@ -1331,6 +1333,7 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
                 transaction("t2", "3"),
                 transaction("t3", "4"),
             ]),
+            pending_window: None,
             holdings: Some(vec![holding("AAPL", "380")]),
             snapshot: Some(SyncSnapshot {
                 source: SnapshotSource::ScheduledSync,
@@ -1440,6 +1443,7 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
         per_account: vec![SyncAccountData {
             provider_account_id: "A".to_owned(),
             transactions: None,
+            pending_window: None,
             holdings: Some(Vec::new()),
             snapshot: None,
         }],
@@ -1469,6 +1473,7 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
             SyncAccountData {
                 provider_account_id: "A".to_owned(),
                 transactions: Some(vec![transaction("t1", "1")]),
+                pending_window: None,
                 holdings: Some(vec![holding("AAPL", "1")]),
                 snapshot: Some(SyncSnapshot {
                     source: SnapshotSource::ManualSync,
@@ -1479,6 +1484,7 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
             SyncAccountData {
                 provider_account_id: "unknown".to_owned(),
                 transactions: Some(vec![transaction("t2", "1")]),
+                pending_window: None,
                 holdings: None,
                 snapshot: None,
             },

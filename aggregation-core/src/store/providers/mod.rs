@@ -257,6 +257,11 @@ pub struct SyncAccountData {
     pub provider_account_id: String,
     /// Transactions to upsert, when transactions were synced.
     pub transactions: Option<Vec<NewTransaction>>,
+    /// The inclusive window the transactions were fetched for, when the provider's answer is
+    /// complete for it: the account's `pending` transactions dated in it that are not in
+    /// `transactions` are deleted (they booked under another id, or were dropped), counted in
+    /// [`SyncCounts::transactions_removed`]. `None` deletes nothing.
+    pub pending_window: Option<(chrono::NaiveDate, chrono::NaiveDate)>,
     /// Holdings to upsert, when holdings were synced. Active holdings of the account absent
     /// from this list are deactivated.
     pub holdings: Option<Vec<NewHolding>>,
@@ -298,6 +303,9 @@ pub struct SyncCounts {
     pub holdings: UpsertCounts,
     /// Holdings marked inactive because the provider no longer lists them.
     pub holdings_deactivated: u64,
+    /// Pending transactions deleted because the provider no longer returns them for the
+    /// synced window.
+    pub transactions_removed: u64,
     /// Snapshots written.
     pub snapshots_created: u64,
 }

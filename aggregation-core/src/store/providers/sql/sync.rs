@@ -8,7 +8,9 @@ use crate::events::{Event, RaiseEvents};
 use crate::store::backend::{Backend, SqlStore, Tx, query_scalar};
 use crate::store::events::sql::insert_events;
 use crate::store::records::sql::connections::mark_synced;
-use crate::store::records::sql::upserts::{account_in, upsert_in, upsert_transactions_in};
+use crate::store::records::sql::upserts::{
+    account_in, delete_missing_pending_in, upsert_in, upsert_transactions_in,
+};
 use crate::store::records::sql::{deactivate_missing_holdings_in, insert_snapshot_in};
 use crate::store::sql::tally;
 use crate::store::{NewSnapshot, StoreError, SyncAccountData, SyncBatch, SyncCounts, SyncStore};
@@ -30,6 +32,14 @@ async fn sync_account<B: Backend>(
     if let Some(transactions) = &item.transactions {
         let done = upsert_transactions_in(tx, account.id, transactions, now).await?;
         tally(&mut counts.transactions, done);
+        if let Some(window) = item.pending_window {
+            let keep: Vec<&str> = transactions
+                .iter()
+                .map(|transaction| transaction.provider_transaction_id.as_str())
+                .collect();
+            counts.transactions_removed +=
+                delete_missing_pending_in(tx, account.id, &keep, window).await?;
+        }
     }
     if let Some(holdings) = &item.holdings {
         tally(

@@ -259,6 +259,44 @@ pub(in crate::store) async fn upsert_transactions_in<B: Backend>(
     Ok(outcomes)
 }
 
+/// Deletes the account's pending transactions dated within `start..=end` whose provider id is
+/// not in `keep` (the provider no longer returns them for that window: they booked under
+/// another id, or were dropped), keeping the account's transaction count in step. How many
+/// were deleted.
+pub(in crate::store) async fn delete_missing_pending_in<B: Backend>(
+    tx: &mut Tx<B>,
+    account_id: Uuid,
+    keep: &[&str],
+    (start, end): (chrono::NaiveDate, chrono::NaiveDate),
+) -> Result<u64, StoreError> {
+    let mut delete = QueryBuilder::<B>::new("DELETE FROM transactions WHERE account_id = ");
+    delete
+        .push_bind(account_id)
+        .push(" AND status = ")
+        .push_bind(crate::store::TransactionStatus::Pending.as_str())
+        .push(" AND transaction_date >= ")
+        .push_bind(start)
+        .push(" AND transaction_date <= ")
+        .push_bind(end);
+    if !keep.is_empty() {
+        delete.push(" AND provider_transaction_id NOT IN (");
+        let mut kept = delete.separated(", ");
+        for id in keep {
+            kept.push_bind(*id);
+        }
+        delete.push(")");
+    }
+    let removed = delete.build().execute(&mut **tx).await?.rows_affected();
+    if removed > 0 {
+        query::<B>("UPDATE accounts SET transaction_count = transaction_count - $2 WHERE id = $1")
+            .bind(account_id)
+            .bind(i64::try_from(removed).unwrap_or(i64::MAX))
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(removed)
+}
+
 /// Writes `rows` (fresh id and item) in one statement; with `rewrite`, a row that exists
 /// already gets the new values, else it is left alone. The provider id and id of each row
 /// written.
