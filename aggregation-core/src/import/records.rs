@@ -28,8 +28,9 @@
 //! - **Holding**: key = the security's `UNIQUEID`; symbol = ticker, else the unique id (CUSIP);
 //!   asset type `POSSTOCK` → equity, `POSMF` → mutual_fund, `POSDEBT` → fixed_income, `POSOPT`
 //!   → option, `POSOTHER` → other; quantity `UNITS`, current price `UNITPRICE`, market value
-//!   `MKTVAL` (else units × price, else 0). Positions of one security in several sub-accounts
-//!   (`HELDINACCT`) are added up into one holding.
+//!   `MKTVAL` (else units × price, else 0). A `POSTYPE` `SHORT` position is owed: its units and
+//!   market value are stored negative whatever sign the file wrote them with. Positions of one
+//!   security in several sub-accounts (`HELDINACCT`) are added up into one holding.
 //! - **Snapshot**: one per account that reports a balance, captured at `LEDGERBAL/DTASOF`
 //!   (investment: the statement's `DTASOF`), else the end of the transaction list, else now.
 //!   Investment snapshots carry the holdings value and the cash.
@@ -294,14 +295,33 @@ fn asset_type(kind: PositionKind) -> AssetType {
 }
 
 fn market_value(position: &Position) -> Decimal {
-    position
+    let value = position
         .market_value
         .or_else(|| {
             position
                 .unit_price
                 .and_then(|price| price.checked_mul(position.units))
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    owner_signed(position, value)
+}
+
+/// Whether the position is a short one (`POSTYPE` `SHORT`): owed by the account's owner.
+fn is_short(position: &Position) -> bool {
+    position
+        .long_short
+        .as_deref()
+        .is_some_and(|kind| kind.trim().eq_ignore_ascii_case("SHORT"))
+}
+
+/// An amount of a position from the owner's view: negative when the position is short,
+/// whichever sign the file used (brokers write short units either way).
+fn owner_signed(position: &Position, amount: Decimal) -> Decimal {
+    if is_short(position) && amount.is_sign_positive() && !amount.is_zero() {
+        -amount
+    } else {
+        amount
+    }
 }
 
 /// The holdings of one statement, one per security (sub-account positions added up).
@@ -315,7 +335,9 @@ fn holdings(statement: &Statement) -> Vec<NewHolding> {
         let value = market_value(position);
         if let Some(&at) = index.get(&key) {
             if let Some(holding) = merged.get_mut(at) {
-                holding.quantity = holding.quantity.saturating_add(position.units);
+                holding.quantity = holding
+                    .quantity
+                    .saturating_add(owner_signed(position, position.units));
                 holding.market_value = holding.market_value.saturating_add(value);
             }
             continue;
@@ -326,7 +348,7 @@ fn holdings(statement: &Statement) -> Vec<NewHolding> {
             provider_holding_id: key,
             security_name: clean_opt(position.security_name.as_deref()),
             asset_type: asset_type(position.asset_kind),
-            quantity: position.units,
+            quantity: owner_signed(position, position.units),
             cost_basis: None,
             market_value: value,
             currency: statement.currency.clone(),

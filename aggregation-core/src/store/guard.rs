@@ -458,6 +458,11 @@ guarded! { SnapshotStore {
         limit: u32,
         source: Option<SnapshotSource>
     ) -> Page<SnapshotRecord>;
+    fn balances_at(
+        user_id: Uuid,
+        currency: &str,
+        points: &[DateTime<Utc>]
+    ) -> Vec<PointBalance>;
 }}
 guarded! { LoginNetworkStore {
     fn login_network_last_success(user_id: Uuid, network_digest: &[u8]) -> Option<DateTime<Utc>>;
