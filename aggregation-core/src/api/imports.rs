@@ -35,7 +35,10 @@ use crate::import::records::Refusal;
 use crate::import::statement::{ImportError, ImportRequest, Imported};
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::rate_limit::policy::{API_WRITE, PUBLIC_READ};
-use crate::store::{ImportAccount, ImportCounts, ImportOutcome, NewTransaction};
+use crate::store::{
+    AccountType, ImportAccount, ImportCounts, ImportOutcome, NewTransaction, TransactionStatus,
+    TransactionType,
+};
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(POST "/api/v1/imports" => import, limited(API_WRITE),
@@ -526,9 +529,9 @@ struct PreviewRowJson {
     amount: Decimal,
     currency: String,
     description: Option<String>,
-    #[schema(value_type = String)]
+    #[schema(value_type = TransactionStatus)]
     status: &'static str,
-    #[schema(value_type = String)]
+    #[schema(value_type = TransactionType)]
     transaction_type: &'static str,
 }
 
@@ -539,7 +542,7 @@ struct PreviewAccountJson {
     account_id: Option<uuid::Uuid>,
     provider_account_id: String,
     name: String,
-    #[schema(value_type = String)]
+    #[schema(value_type = AccountType)]
     account_type: &'static str,
     currency: String,
     /// The balance the file reports, if it reports one.
