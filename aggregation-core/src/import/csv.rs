@@ -260,6 +260,8 @@ struct Layout {
     delimiter: char,
     /// Records (counted from `start`) before this one are preamble or header.
     first_data: usize,
+    /// Whether a header row names the columns (else rows before the first date are skipped).
+    has_header: bool,
     columns: Columns,
 }
 
@@ -402,7 +404,7 @@ fn mapped_layout(
     mapping: &CsvMapping,
     records: &[Record],
     skip: usize,
-) -> Result<(usize, Columns), CsvError> {
+) -> Result<(usize, bool, Columns), CsvError> {
     let cols = &mapping.columns;
     if cols.amount.is_none() && cols.debit.is_none() && cols.credit.is_none() {
         return Err(mapping_error(
@@ -527,7 +529,7 @@ fn mapped_layout(
     };
     // Without a header, rows before the first date are skipped as they come.
     let first_data = header.map_or(skip, |(index, _)| index + 1);
-    Ok((first_data, columns))
+    Ok((first_data, header.is_some(), columns))
 }
 
 /// Works out encoding, delimiter, header and columns.
@@ -574,16 +576,19 @@ fn layout(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Layout, CsvError
     for (delimiter, records) in &candidates {
         let found = match mapping {
             Some(mapping) => mapped_layout(mapping, records, skip),
-            None => find_auto_header(records, skip).map(|(index, columns)| (index + 1, columns)),
+            None => {
+                find_auto_header(records, skip).map(|(index, columns)| (index + 1, true, columns))
+            }
         };
         match found {
-            Ok((first_data, columns)) => {
+            Ok((first_data, has_header, columns)) => {
                 return Ok(Layout {
                     encoding,
                     start,
                     first_line,
                     delimiter: *delimiter,
                     first_data,
+                    has_header,
                     columns,
                 });
             }
@@ -660,17 +665,25 @@ fn walk(
             on_row(&record, warnings)?;
             continue;
         }
-        if !seen_data {
-            // Header lines of an index-only mapping, or a second header line.
+        if !seen_data && !layout.has_header {
+            // The header or preamble of a file read through an index mapping.
             continue;
         }
-        let amount_cells = [columns.amount, columns.debit, columns.credit];
-        let no_amount = amount_cells
+        let amount_like = [columns.amount, columns.debit, columns.credit]
             .into_iter()
             .flatten()
-            .all(|i| values::clean(record.get(i)).is_empty());
-        if values::clean(date_cell).is_empty() && no_amount {
-            warnings.push(record.line, "a row with neither date nor amount is skipped");
+            .any(|i| {
+                let cell = values::clean(record.get(i));
+                !cell.is_empty() && values::raw_amount(cell).is_some()
+            });
+        if !amount_like {
+            // A second header line, a sub-heading, a note: no transaction to lose.
+            if seen_data {
+                warnings.push(
+                    record.line,
+                    "a row with neither a date nor an amount is skipped",
+                );
+            }
             continue;
         }
         if trailing.is_none() {

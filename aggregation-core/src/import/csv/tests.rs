@@ -143,6 +143,17 @@ fn a_bad_row_between_good_rows_is_unreadable_with_its_line() {
         error,
         CsvError::Unreadable(ParseError::new(3, "\"Total\" in column Date is not a date"))
     );
+    // An impossible date right below the header is not a preamble line.
+    let text = "Date,Description,Amount\n2024-13-45,A,-1.00\n2024-01-03,C,-3.00\n";
+    match parse(text.as_bytes(), None) {
+        Err(CsvError::Unreadable(e)) => assert_eq!(e.line, 2),
+        other => panic!("{other:?}"),
+    }
+    // A line without date or amount between rows is skipped with a warning.
+    let text = "Date,Description,Amount\n2024-01-01,A,-1.00\n,carried over,\n2024-01-03,C,-3.00\n";
+    let file = parse(text.as_bytes(), None).expect("parses");
+    assert_eq!(file.statements[0].entries.len(), 2);
+    assert_eq!(file.warnings[0].item, "line 3");
     let text = "Date,Description,Amount\n2024-01-01,A,12 apples\n";
     match parse(text.as_bytes(), None) {
         Err(CsvError::Unreadable(e)) => assert_eq!(e.line, 2),

@@ -99,21 +99,32 @@ pub(super) struct Chars<'a> {
     bytes: &'a [u8],
     pos: usize,
     encoding: Encoding,
+    /// The rest of the input from `start` on, when it is valid UTF-8 (the fast path).
+    text: Option<&'a str>,
 }
 
 impl<'a> Chars<'a> {
     /// Characters of `bytes` from `start` on, in `encoding`.
     pub(super) fn new(bytes: &'a [u8], start: usize, encoding: Encoding) -> Self {
+        let pos = start.min(bytes.len());
+        let text = match encoding {
+            Encoding::Utf8 => bytes.get(pos..).and_then(|b| std::str::from_utf8(b).ok()),
+            _ => None,
+        };
         Self {
             bytes,
-            pos: start.min(bytes.len()),
+            pos,
             encoding,
+            text,
         }
     }
 
     /// The byte offset of the next character.
     pub(super) fn position(&self) -> usize {
-        self.pos
+        match self.text {
+            Some(rest) => self.bytes.len() - rest.len(),
+            None => self.pos,
+        }
     }
 
     fn next_utf16(&mut self, big_endian: bool) -> Option<char> {
@@ -181,6 +192,12 @@ impl Iterator for Chars<'_> {
     type Item = char;
 
     fn next(&mut self) -> Option<char> {
+        if let Some(rest) = self.text {
+            let mut chars = rest.chars();
+            let c = chars.next()?;
+            self.text = Some(chars.as_str());
+            return Some(c);
+        }
         match self.encoding {
             Encoding::Utf8 => self.next_utf8(),
             Encoding::Utf16Le => self.next_utf16(false),

@@ -315,7 +315,9 @@ pub(super) fn date_parts(cell: &str) -> Option<DateParts> {
     if cell.is_empty() || cell.len() > 40 {
         return None;
     }
-    if let Some(date) = named_month_date(cell) {
+    if cell.bytes().any(|b| b.is_ascii_alphabetic() && b != b'T')
+        && let Some(date) = named_month_date(cell)
+    {
         return Some(DateParts::Exact(date));
     }
     let token = cell.split_whitespace().next()?;
