@@ -651,8 +651,10 @@ fn walk(
     let mut trailing: Option<(usize, String)> = None;
     let mut trailing_count = 0usize;
     for (index, record) in layout.records(bytes).enumerate() {
-        let record = record
-            .map_err(|unclosed| ParseError::new(unclosed.line, "a quoted field is never closed"))?;
+        let record = record.map_err(|error| {
+            let (line, reason) = error.describe();
+            ParseError::new(line, reason)
+        })?;
         if index < layout.first_data || record.is_blank() {
             continue;
         }

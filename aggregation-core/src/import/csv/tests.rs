@@ -270,6 +270,19 @@ fn unclosed_quote_is_unreadable_at_its_line() {
 }
 
 #[test]
+fn a_line_of_delimiters_is_refused_not_split_into_millions_of_fields() {
+    let mut text = String::from("Date,Amount\n2024-01-01,1.00\n");
+    text.push_str(&",".repeat(200_000));
+    match parse(text.as_bytes(), None) {
+        Err(CsvError::Unreadable(e)) => {
+            assert_eq!(e.line, 3);
+            assert!(e.reason.contains("fields"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn spanish_headers_and_balance() {
     let s = read("es.csv");
     assert_eq!(amounts(&s), [dec("-1.80"), dec("1500.00")]);

@@ -235,11 +235,27 @@ impl Record {
     }
 }
 
-/// A quote opened on `line` was never closed.
+/// Most fields a record may have: a line of 10 MiB of delimiters must not become millions of
+/// strings.
+pub(super) const MAX_FIELDS: usize = 1_000;
+
+/// Why a record cannot be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct UnclosedQuote {
-    /// The line the quoted field starts on.
-    pub(super) line: usize,
+pub(super) enum RecordError {
+    /// A quote opened on this line was never closed.
+    UnclosedQuote(usize),
+    /// The record starting on this line has more than [`MAX_FIELDS`] fields.
+    TooManyFields(usize),
+}
+
+impl RecordError {
+    /// The line and the reason, for a 400.
+    pub(super) fn describe(self) -> (usize, String) {
+        match self {
+            Self::UnclosedQuote(line) => (line, "a quoted field is never closed".to_owned()),
+            Self::TooManyFields(line) => (line, format!("more than {MAX_FIELDS} fields")),
+        }
+    }
 }
 
 /// Reads records one at a time: RFC 4180 quoting (doubled quotes, delimiters and line breaks
@@ -274,7 +290,7 @@ impl<'a> Records<'a> {
 }
 
 impl Iterator for Records<'_> {
-    type Item = Result<Record, UnclosedQuote>;
+    type Item = Result<Record, RecordError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
@@ -291,7 +307,7 @@ impl Iterator for Records<'_> {
             let Some(c) = self.chars.next() else {
                 if in_quotes {
                     self.done = true;
-                    return Some(Err(UnclosedQuote { line: start }));
+                    return Some(Err(RecordError::UnclosedQuote(start)));
                 }
                 fields.push(field);
                 return Some(Ok(Record {
@@ -316,6 +332,10 @@ impl Iterator for Records<'_> {
                 continue;
             }
             if c == self.delimiter {
+                if fields.len() >= MAX_FIELDS {
+                    self.done = true;
+                    return Some(Err(RecordError::TooManyFields(start)));
+                }
                 fields.push(std::mem::take(&mut field));
                 at_field_start = true;
                 continue;
