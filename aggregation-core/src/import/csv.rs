@@ -1,68 +1,124 @@
-//! CSV statements in a bank's own layout, read with a caller's mapping or by detection.
+//! CSV statements: one account's rows in a bank's own layout.
 //!
-//! Placeholder of the import framework: the `csv` parser replaces this file with the reader.
-//! Until then no file is detected as CSV by its content, and a CSV upload is refused (400) as
-//! unreadable. The mapping types are final: the framework reads the `mapping` part into them.
+//! # What it reads
+//!
+//! A file of rows, one per transaction, below an optional preamble and a header row. With a
+//! [`CsvMapping`] the caller names the columns (by header name or 0-based index) and may fix
+//! the delimiter, decimal and thousands separators, date format, encoding and rows to skip;
+//! without one, all of it is detected:
+//!
+//! - **Encoding**: a UTF-8, UTF-16 LE or UTF-16 BE byte order mark; UTF-16 without a mark by
+//!   its NUL pattern; UTF-8 when the whole file is valid UTF-8; Windows-1252 otherwise.
+//! - **Delimiter**: `,`, `;`, tab or `|`, from an Excel `sep=` first line, else the one that
+//!   gives a recognized header row, else the one that splits the first rows most evenly.
+//! - **Header row**: the first row (after `skip_rows`) that names a date column and an amount
+//!   (or debit/credit) column, in English, German, French, Spanish, Italian or Dutch; the
+//!   lines above it (account number, period, balance) are skipped.
+//! - **Decimal separator**: the one every amount cell of the file agrees with (`1.234,56`,
+//!   `12,5` and `1 234,56` say comma; `1,234.56` and `12.50` say dot); when no cell decides,
+//!   comma for `;`-separated files and dot otherwise.
+//! - **Date order**: over the whole file: a first number above 12 anywhere makes the file
+//!   day-first, a second one month-first; dates written with dots are always day-first. When
+//!   nothing decides, the mapping's `date_format` must: otherwise the import is refused (422
+//!   naming the date column).
+//!
+//! Columns: date (required), value date, amount or debit and credit, a direction column
+//! (`Af Bij`, `Debit/credit`, `S/H`), description, payee (and a payer column, used for money
+//! in), memo, id (the bank's reference, the row's identity), balance (the latest row's becomes
+//! the statement's closing balance), currency, transaction type (the entry's code) and status
+//! (`Vorgemerkt`, `Pending`, … make the entry pending).
+//!
+//! # Choices
+//!
+//! - A mapping that does not fit the file (a column it names is not there, a `date_format`
+//!   no date matches, an unknown encoding) is [`CsvError::Mapping`] naming the column; what the
+//!   detection cannot decide is the same, naming `date` or `amount`. A file whose rows cannot
+//!   be read (an amount that is no amount, a quote never closed, a bad date between good rows)
+//!   is [`CsvError::Unreadable`] with the line.
+//! - Debit and credit columns: a debit is money out whatever its sign is written as
+//!   (`12,00` and `-12,00` are both −12.00); a credit keeps its sign. When both an amount and
+//!   debit/credit columns exist, the amount is read and the others fill in when it is empty.
+//! - Rows below the last transaction that are not transactions (totals, closing balance
+//!   lines) are skipped with a warning; a row with neither date nor amount is skipped with a
+//!   warning anywhere; a dated row without any amount is skipped with a warning.
+//! - The file is read twice, streaming (once for the evidence, once for the entries); only
+//!   the entries are kept.
+//!
+//! The quirks handled, each with its fixture and test, are listed in `csv/QUIRKS.md`.
 
-#![allow(dead_code, reason = "a placeholder until the parser lands")]
+mod headers;
+mod text;
+mod values;
 
-use super::model::{ParseError, ParsedFile};
+#[cfg(test)]
+mod tests;
 
-/// How to read a CSV file (the `mapping` part, decisions.md "CSV mapping").
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+
+use self::headers::{HeaderName, Role};
+use self::text::{Chars, Encoding, Record, Records};
+use self::values::{DateOrder, DecimalHint, OrderEvidence};
+use super::model::{
+    EntryStatus, ParseError, ParseWarning, ParsedAccount, ParsedBalance, ParsedEntry, ParsedFile,
+    ParsedStatement,
+};
+
+/// How to read a CSV file, as the `mapping` part of an import gives it.
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CsvMapping {
-    /// The field delimiter (one character; `\t` for tabs).
+    /// The field delimiter: one character (`,`, `;`, `\t` or `tab`, `|`, …).
     pub(crate) delimiter: Option<String>,
-    /// The decimal separator (`.` or `,`).
+    /// The decimal separator: `.` or `,`.
     pub(crate) decimal: Option<String>,
-    /// The thousands separator.
+    /// The thousands separator: `.`, `,`, `'`, or a space.
     pub(crate) thousands: Option<String>,
-    /// The date format (`%d.%m.%Y`, …).
+    /// The date format: chrono's (`%d.%m.%Y`) or `DD.MM.YYYY`-style.
     pub(crate) date_format: Option<String>,
-    /// The text encoding (`utf-8`, `windows-1252`, `utf-16`, …).
+    /// The encoding: `utf-8`, `utf-16le`, `utf-16be`, `windows-1252` (or `iso-8859-1`).
     pub(crate) encoding: Option<String>,
-    /// Lines to skip before the header row.
+    /// Rows to skip before the header row (or the first data row).
     pub(crate) skip_rows: Option<usize>,
     /// Which column holds what.
     pub(crate) columns: CsvColumns,
-    /// Whether amounts are written from the bank's point of view (negate them).
+    /// Negate every amount (a credit card export listing purchases as positive).
     pub(crate) invert_sign: Option<bool>,
 }
 
-/// Which column holds what: by header name or 0-based index.
+/// The columns of a [`CsvMapping`].
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CsvColumns {
-    /// Booking date (required).
+    /// The booking date.
     pub(crate) date: ColumnRef,
-    /// Signed amount (else `debit` and `credit`).
+    /// The signed amount.
     pub(crate) amount: Option<ColumnRef>,
-    /// Money out.
+    /// Money out (instead of `amount`).
     pub(crate) debit: Option<ColumnRef>,
-    /// Money in.
+    /// Money in (instead of `amount`).
     pub(crate) credit: Option<ColumnRef>,
-    /// Description.
+    /// The description.
     pub(crate) description: Option<ColumnRef>,
-    /// Payee or payer.
+    /// The other party.
     pub(crate) payee: Option<ColumnRef>,
-    /// Memo.
+    /// Extra text, appended to the description.
     pub(crate) memo: Option<ColumnRef>,
-    /// The bank's reference for the row.
+    /// The bank's own reference of the row.
     pub(crate) id: Option<ColumnRef>,
-    /// Running balance.
+    /// The balance after the row.
     pub(crate) balance: Option<ColumnRef>,
-    /// Currency of the row.
+    /// The currency of the row.
     pub(crate) currency: Option<ColumnRef>,
 }
 
-/// A column, by 0-based index or header name.
+/// A column, by header name or by 0-based index.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(untagged)]
 pub(crate) enum ColumnRef {
-    /// 0-based index.
+    /// 0-based position.
     Index(usize),
-    /// Header name.
+    /// Header name (case and surrounding blanks ignored).
     Name(String),
 }
 
@@ -72,31 +128,932 @@ impl Default for ColumnRef {
     }
 }
 
-/// Why a CSV file cannot be read.
+impl std::fmt::Display for ColumnRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Index(index) => write!(f, "{index}"),
+            Self::Name(name) => f.write_str(name),
+        }
+    }
+}
+
+/// Why a CSV file cannot be imported.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum CsvError {
-    /// The file cannot be read (400).
+    /// The file cannot be read (400, naming the line and the reason).
     #[error(transparent)]
-    Unreadable(ParseError),
-    /// The mapping does not fit the file, or a column cannot be found (422 naming it).
+    Unreadable(#[from] ParseError),
+    /// The mapping does not fit the file, or detection cannot decide a column (422 naming the
+    /// column).
     #[error("column {column}: {reason}")]
     Mapping {
-        /// The column (mapping key or header).
+        /// The column (or mapping field) at fault.
         column: String,
         /// What is wrong.
         reason: String,
     },
 }
 
-/// Whether the file looks like CSV.
-pub(crate) fn sniff(_bytes: &[u8]) -> bool {
-    false
+fn mapping_error(column: impl Into<String>, reason: impl Into<String>) -> CsvError {
+    CsvError::Mapping {
+        column: column.into(),
+        reason: reason.into(),
+    }
 }
 
-/// Reads a CSV file with the mapping, or by detection without one.
-pub(crate) fn parse(_bytes: &[u8], _mapping: Option<&CsvMapping>) -> Result<ParsedFile, CsvError> {
-    Err(CsvError::Unreadable(ParseError::new(
-        0,
-        "CSV files cannot be read yet",
-    )))
+/// How many records are looked at to find the delimiter and the header row.
+const HEAD_RECORDS: usize = 100;
+/// How many warnings are reported at most (one more says how many were left out).
+const MAX_WARNINGS: usize = 50;
+const DELIMITERS: [char; 4] = [',', ';', '\t', '|'];
+
+/// True when `bytes` look like a CSV statement: a delimiter splits the first lines evenly and
+/// a header names a date and an amount, or the rows hold dates and amounts. Looks only at the
+/// first 8 KiB.
+pub(crate) fn sniff(bytes: &[u8]) -> bool {
+    let head = &bytes[..bytes.len().min(8192)];
+    let (encoding, bom) = text::detect_encoding(head);
+    let first = Chars::new(head, bom, encoding).find(|c| !c.is_whitespace());
+    if matches!(first, None | Some('<' | '{' | '[' | '!' | ':')) {
+        return false;
+    }
+    let (start, line, sep) = sep_line(head, bom, encoding);
+    let candidates: Vec<char> = sep.map_or_else(|| DELIMITERS.to_vec(), |d| vec![d]);
+    candidates.into_iter().any(|delimiter| {
+        let records: Vec<Record> = Records::new(Chars::new(head, start, encoding), delimiter, line)
+            .take(50)
+            .map_while(Result::ok)
+            .collect();
+        if matches!(find_auto_header(&records, 0), Ok((_, _))) {
+            return true;
+        }
+        let rows: Vec<&Record> = records.iter().filter(|r| r.fields.len() >= 2).collect();
+        rows.len() >= 2
+            && rows.iter().any(|r| {
+                r.fields.iter().any(|f| values::date_parts(f).is_some())
+                    && r.fields
+                        .iter()
+                        .any(|f| values::raw_amount(f).is_some() && values::date_parts(f).is_none())
+            })
+    })
+}
+
+/// An Excel `sep=;` first line: where the records start, on which line, and the delimiter.
+fn sep_line(bytes: &[u8], bom: usize, encoding: Encoding) -> (usize, usize, Option<char>) {
+    let mut chars = Chars::new(bytes, bom, encoding);
+    let mut line = String::new();
+    for c in chars.by_ref() {
+        if c == '\n' || c == '\r' || line.chars().count() > 8 {
+            if c == '\r' {
+                let mut peek = chars.clone();
+                if peek.next() == Some('\n') {
+                    chars = peek;
+                }
+            }
+            break;
+        }
+        line.push(c);
+    }
+    let trimmed = line.trim().trim_matches('"');
+    if let Some(rest) = trimmed
+        .strip_prefix("sep=")
+        .or(trimmed.strip_prefix("SEP="))
+    {
+        let mut rest = rest.chars();
+        if let (Some(delimiter), None) = (rest.next(), rest.next()) {
+            return (chars.position(), 2, Some(delimiter));
+        }
+    }
+    (bom, 1, None)
+}
+
+/// The columns of the file, resolved to indexes.
+#[derive(Debug, Clone, Default)]
+struct Columns {
+    date: usize,
+    date_name: String,
+    value_date: Option<usize>,
+    amount: Option<usize>,
+    amount_name: String,
+    debit: Option<usize>,
+    credit: Option<usize>,
+    direction: Option<usize>,
+    description: Option<usize>,
+    payee: Option<usize>,
+    payer: Option<usize>,
+    memo: Option<usize>,
+    id: Option<usize>,
+    balance: Option<usize>,
+    currency: Option<usize>,
+    code: Option<usize>,
+    status: Option<usize>,
+    /// The currency a header unit names (`Betrag (EUR)`).
+    unit_currency: Option<String>,
+}
+
+/// How the file is laid out.
+#[derive(Debug, Clone)]
+struct Layout {
+    encoding: Encoding,
+    start: usize,
+    first_line: usize,
+    delimiter: char,
+    /// Records (counted from `start`) before this one are preamble or header.
+    first_data: usize,
+    /// Whether a header row names the columns (else rows before the first date are skipped).
+    has_header: bool,
+    columns: Columns,
+}
+
+impl Layout {
+    fn records<'a>(&self, bytes: &'a [u8]) -> Records<'a> {
+        Records::new(
+            Chars::new(bytes, self.start, self.encoding),
+            self.delimiter,
+            self.first_line,
+        )
+    }
+}
+
+fn head(
+    bytes: &[u8],
+    start: usize,
+    line: usize,
+    encoding: Encoding,
+    delimiter: char,
+) -> Vec<Record> {
+    Records::new(Chars::new(bytes, start, encoding), delimiter, line)
+        .take(HEAD_RECORDS)
+        .map_while(Result::ok)
+        .collect()
+}
+
+/// How evenly `delimiter` splits the first records: rows sharing the most common field count
+/// (at least 2) times that count.
+fn split_score(records: &[Record]) -> usize {
+    let mut counts: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    for record in records.iter().filter(|r| !r.is_blank()) {
+        *counts.entry(record.fields.len()).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .filter(|(width, _)| *width >= 2)
+        .map(|(width, rows)| width.saturating_mul(rows))
+        .max()
+        .unwrap_or(0)
+}
+
+/// The first record (from `skip` on) that names a date and an amount: its index and columns.
+fn find_auto_header(records: &[Record], skip: usize) -> Result<(usize, Columns), CsvError> {
+    let mut date_only: Option<usize> = None;
+    let mut amount_only: Option<usize> = None;
+    for (index, record) in records.iter().enumerate().skip(skip) {
+        let names: Vec<HeaderName> = record
+            .fields
+            .iter()
+            .map(|f| headers::normalize(f))
+            .collect();
+        let first = |role: Role| {
+            names
+                .iter()
+                .position(|n| headers::role_of(&n.name) == Some(role))
+        };
+        let date = first(Role::Date);
+        let amount = first(Role::Amount);
+        let debit = first(Role::Debit);
+        let credit = first(Role::Credit);
+        let has_amount = amount.is_some() || debit.is_some() || credit.is_some();
+        match (date, has_amount) {
+            (Some(date), true) => {
+                let unit_currency = [amount, debit, credit, first(Role::Balance)]
+                    .into_iter()
+                    .flatten()
+                    .find_map(|i| names[i].unit.as_deref().and_then(headers::unit_currency));
+                let columns = Columns {
+                    date,
+                    date_name: record.get(date).trim().to_owned(),
+                    value_date: first(Role::ValueDate),
+                    amount,
+                    amount_name: amount
+                        .or(debit)
+                        .or(credit)
+                        .map(|i| record.get(i).trim().to_owned())
+                        .unwrap_or_default(),
+                    debit,
+                    credit,
+                    direction: first(Role::Direction),
+                    description: first(Role::Description),
+                    payee: first(Role::Payee),
+                    payer: first(Role::Payer),
+                    memo: first(Role::Memo),
+                    id: first(Role::Id),
+                    balance: first(Role::Balance),
+                    currency: first(Role::Currency),
+                    code: first(Role::Code),
+                    status: first(Role::Status),
+                    unit_currency,
+                };
+                return Ok((index, columns));
+            }
+            (Some(_), false) => {
+                date_only.get_or_insert(record.line);
+            }
+            (None, true) => {
+                amount_only.get_or_insert(record.line);
+            }
+            (None, false) => {}
+        }
+    }
+    Err(match (date_only, amount_only) {
+        (Some(line), _) => mapping_error(
+            "amount",
+            format!(
+                "the header row on line {line} names no amount, debit or credit column; give a \
+                 mapping"
+            ),
+        ),
+        (None, Some(line)) => mapping_error(
+            "date",
+            format!("the header row on line {line} names no date column; give a mapping"),
+        ),
+        (None, None) => mapping_error(
+            "date",
+            "no header row names a date and an amount column; give a mapping",
+        ),
+    })
+}
+
+fn single_char(field: &str, value: &str) -> Result<char, CsvError> {
+    let value = match value {
+        "tab" | "\\t" | "TAB" => "\t",
+        "space" => " ",
+        v => v,
+    };
+    let mut chars = value.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) if c != '"' && c != '\n' && c != '\r' => Ok(c),
+        _ => Err(mapping_error(
+            field,
+            format!("{value:?} is not a single character"),
+        )),
+    }
+}
+
+/// Resolves the mapping's columns against the head of the file.
+fn mapped_layout(
+    mapping: &CsvMapping,
+    records: &[Record],
+    skip: usize,
+) -> Result<(usize, bool, Columns), CsvError> {
+    let cols = &mapping.columns;
+    if cols.amount.is_none() && cols.debit.is_none() && cols.credit.is_none() {
+        return Err(mapping_error(
+            "amount",
+            "the mapping names neither amount nor debit and credit",
+        ));
+    }
+    let named: Vec<&str> = [
+        Some(&cols.date),
+        cols.amount.as_ref(),
+        cols.debit.as_ref(),
+        cols.credit.as_ref(),
+        cols.description.as_ref(),
+        cols.payee.as_ref(),
+        cols.memo.as_ref(),
+        cols.id.as_ref(),
+        cols.balance.as_ref(),
+        cols.currency.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|c| match c {
+        ColumnRef::Name(name) => Some(name.as_str()),
+        ColumnRef::Index(_) => None,
+    })
+    .collect();
+    let matches = |field: &str, name: &str| {
+        let field = values::clean(field);
+        field.eq_ignore_ascii_case(name.trim())
+            || field.to_lowercase() == name.trim().to_lowercase()
+            || headers::normalize(field) == headers::normalize(name)
+    };
+    let header = match named.first() {
+        None => None,
+        Some(first) => {
+            let found = records
+                .iter()
+                .enumerate()
+                .skip(skip)
+                .find(|(_, r)| r.fields.iter().any(|f| matches(f, first)));
+            match found {
+                Some((index, record)) => Some((index, record)),
+                None => {
+                    return Err(mapping_error(
+                        *first,
+                        "no header row in the file names this column",
+                    ));
+                }
+            }
+        }
+    };
+    let widest = records
+        .iter()
+        .skip(skip)
+        .map(|r| r.fields.len())
+        .max()
+        .unwrap_or(0);
+    let resolve = |column: &ColumnRef| -> Result<usize, CsvError> {
+        match column {
+            ColumnRef::Index(index) => {
+                let width = header.map_or(widest, |(_, h)| h.fields.len().max(widest));
+                if *index < width {
+                    Ok(*index)
+                } else {
+                    Err(mapping_error(
+                        index.to_string(),
+                        format!("the file has only {width} columns"),
+                    ))
+                }
+            }
+            ColumnRef::Name(name) => header
+                .and_then(|(_, h)| h.fields.iter().position(|f| matches(f, name)))
+                .ok_or_else(|| mapping_error(name.clone(), "the header row has no such column")),
+        }
+    };
+    let optional = |column: &Option<ColumnRef>| column.as_ref().map(resolve).transpose();
+    let date = resolve(&cols.date)?;
+    let amount = optional(&cols.amount)?;
+    let debit = optional(&cols.debit)?;
+    let credit = optional(&cols.credit)?;
+    let balance = optional(&cols.balance)?;
+    let unit_currency = header.and_then(|(_, h)| {
+        [amount, debit, credit, balance]
+            .into_iter()
+            .flatten()
+            .find_map(|i| {
+                headers::normalize(h.get(i))
+                    .unit
+                    .as_deref()
+                    .and_then(headers::unit_currency)
+            })
+    });
+    let name_of = |index: usize, column: &ColumnRef| {
+        header.map_or_else(
+            || column.to_string(),
+            |(_, h)| h.get(index).trim().to_owned(),
+        )
+    };
+    let amount_ref = cols
+        .amount
+        .as_ref()
+        .or(cols.debit.as_ref())
+        .or(cols.credit.as_ref());
+    let columns = Columns {
+        date,
+        date_name: name_of(date, &cols.date),
+        amount,
+        amount_name: match (amount.or(debit).or(credit), amount_ref) {
+            (Some(i), Some(c)) => name_of(i, c),
+            _ => String::new(),
+        },
+        debit,
+        credit,
+        description: optional(&cols.description)?,
+        payee: optional(&cols.payee)?,
+        memo: optional(&cols.memo)?,
+        id: optional(&cols.id)?,
+        balance,
+        currency: optional(&cols.currency)?,
+        unit_currency,
+        ..Columns::default()
+    };
+    // Without a header, rows before the first date are skipped as they come.
+    let first_data = header.map_or(skip, |(index, _)| index + 1);
+    Ok((first_data, header.is_some(), columns))
+}
+
+/// Works out encoding, delimiter, header and columns.
+fn layout(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Layout, CsvError> {
+    let (encoding, bom) = match mapping.and_then(|m| m.encoding.as_deref()) {
+        Some(label) => {
+            let encoding = Encoding::from_label(label).ok_or_else(|| {
+                mapping_error(
+                    "encoding",
+                    format!(
+                        "{label:?} is not one of utf-8, utf-16le, utf-16be, windows-1252, \
+                         iso-8859-1"
+                    ),
+                )
+            })?;
+            (encoding, text::bom_len(bytes, encoding))
+        }
+        None => text::detect_encoding(bytes),
+    };
+    if Chars::new(bytes, bom, encoding).all(char::is_whitespace) {
+        return Err(ParseError::new(0, "the file is empty").into());
+    }
+    let (start, first_line, sep) = sep_line(bytes, bom, encoding);
+    let explicit = match mapping.and_then(|m| m.delimiter.as_deref()) {
+        Some(value) => Some(single_char("delimiter", value)?),
+        None => sep,
+    };
+    let skip = mapping.and_then(|m| m.skip_rows).unwrap_or(0);
+    let candidates: Vec<(char, Vec<Record>)> = match explicit {
+        Some(d) => vec![(d, head(bytes, start, first_line, encoding, d))],
+        None => {
+            let mut scored: Vec<(usize, char, Vec<Record>)> = DELIMITERS
+                .iter()
+                .map(|&d| {
+                    let records = head(bytes, start, first_line, encoding, d);
+                    (split_score(&records), d, records)
+                })
+                .collect();
+            scored.sort_by_key(|scored| std::cmp::Reverse(scored.0));
+            scored.into_iter().map(|(_, d, r)| (d, r)).collect()
+        }
+    };
+    let mut first_error = None;
+    for (delimiter, records) in &candidates {
+        let found = match mapping {
+            Some(mapping) => mapped_layout(mapping, records, skip),
+            None => {
+                find_auto_header(records, skip).map(|(index, columns)| (index + 1, true, columns))
+            }
+        };
+        match found {
+            Ok((first_data, has_header, columns)) => {
+                return Ok(Layout {
+                    encoding,
+                    start,
+                    first_line,
+                    delimiter: *delimiter,
+                    first_data,
+                    has_header,
+                    columns,
+                });
+            }
+            Err(error) => {
+                first_error.get_or_insert(error);
+            }
+        }
+    }
+    Err(first_error.unwrap_or_else(|| mapping_error("date", "no header row found")))
+}
+
+/// Warnings with a cap.
+#[derive(Debug, Default)]
+struct Warnings {
+    list: Vec<ParseWarning>,
+    dropped: usize,
+}
+
+impl Warnings {
+    fn push(&mut self, line: usize, message: impl Into<String>) {
+        if self.list.len() < MAX_WARNINGS {
+            self.list.push(ParseWarning {
+                item: format!("line {line}"),
+                message: message.into(),
+            });
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    fn finish(mut self) -> Vec<ParseWarning> {
+        if self.dropped > 0 {
+            self.list.push(ParseWarning {
+                item: "file".to_owned(),
+                message: format!("{} more warnings left out", self.dropped),
+            });
+        }
+        self.list
+    }
+}
+
+/// Whether a date cell starts a transaction row.
+fn is_dated(cell: &str, format: Option<&str>) -> bool {
+    values::date_parts(cell).is_some()
+        || format.is_some_and(|f| values::parse_with_format(cell, f).is_some())
+}
+
+/// Walks the data rows: skips blank rows, the preamble, and rows below the last transaction
+/// that are not transactions; calls `on_row` for each transaction row.
+fn walk(
+    bytes: &[u8],
+    layout: &Layout,
+    format: Option<&str>,
+    warnings: &mut Warnings,
+    mut on_row: impl FnMut(&Record, &mut Warnings) -> Result<(), CsvError>,
+) -> Result<(), CsvError> {
+    let columns = &layout.columns;
+    let mut seen_data = false;
+    // The first non-transaction row after a transaction, and how many followed it.
+    let mut trailing: Option<(usize, String)> = None;
+    let mut trailing_count = 0usize;
+    for (index, record) in layout.records(bytes).enumerate() {
+        let record = record.map_err(|error| {
+            let (line, reason) = error.describe();
+            ParseError::new(line, reason)
+        })?;
+        if index < layout.first_data || record.is_blank() {
+            continue;
+        }
+        let date_cell = record.get(columns.date);
+        if is_dated(date_cell, format) {
+            if let Some((line, reason)) = trailing.take() {
+                return Err(ParseError::new(line, reason).into());
+            }
+            seen_data = true;
+            on_row(&record, warnings)?;
+            continue;
+        }
+        if !seen_data && !layout.has_header {
+            // The header or preamble of a file read through an index mapping.
+            continue;
+        }
+        let amount_like = [columns.amount, columns.debit, columns.credit]
+            .into_iter()
+            .flatten()
+            .any(|i| {
+                let cell = values::clean(record.get(i));
+                !cell.is_empty() && values::raw_amount(cell).is_some()
+            });
+        if !amount_like {
+            // A second header line, a sub-heading, a note: no transaction to lose.
+            if seen_data {
+                warnings.push(
+                    record.line,
+                    "a row with neither a date nor an amount is skipped",
+                );
+            }
+            continue;
+        }
+        if trailing.is_none() {
+            let shown: String = values::clean(date_cell).chars().take(40).collect();
+            trailing = Some((
+                record.line,
+                format!(
+                    "{shown:?} in column {} is not a date",
+                    if columns.date_name.is_empty() {
+                        "date"
+                    } else {
+                        &columns.date_name
+                    }
+                ),
+            ));
+            trailing_count = 0;
+        }
+        trailing_count += 1;
+    }
+    if let Some((line, _)) = trailing {
+        warnings.push(
+            line,
+            format!(
+                "{trailing_count} line(s) below the last transaction are not transactions and \
+                 were skipped"
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// What the first pass learned.
+#[derive(Debug, Default)]
+struct Evidence {
+    order: OrderEvidence,
+    dot: usize,
+    comma: usize,
+}
+
+/// The separators amounts are read with.
+#[derive(Debug, Clone, Copy)]
+struct NumberFormat {
+    decimal: char,
+    thousands: Option<char>,
+}
+
+fn number_format(
+    mapping: Option<&CsvMapping>,
+    evidence: &Evidence,
+    delimiter: char,
+) -> Result<NumberFormat, CsvError> {
+    let decimal = match mapping.and_then(|m| m.decimal.as_deref()) {
+        Some(value) => {
+            let c = single_char("decimal", value)?;
+            if c != '.' && c != ',' {
+                return Err(mapping_error("decimal", format!("{value:?} is not . or ,")));
+            }
+            c
+        }
+        None => {
+            if evidence.comma > evidence.dot {
+                ','
+            } else if evidence.dot > evidence.comma {
+                '.'
+            } else if delimiter == ';' {
+                ','
+            } else {
+                '.'
+            }
+        }
+    };
+    let thousands = match mapping.and_then(|m| m.thousands.as_deref()) {
+        Some("") => None,
+        Some(value) => {
+            let c = single_char("thousands", value)?;
+            if c == decimal || c.is_ascii_digit() {
+                return Err(mapping_error(
+                    "thousands",
+                    format!("{value:?} cannot separate thousands when {decimal:?} is the decimal"),
+                ));
+            }
+            Some(c)
+        }
+        None => None,
+    };
+    Ok(NumberFormat { decimal, thousands })
+}
+
+fn date_order(evidence: &OrderEvidence, columns: &Columns) -> Result<Option<DateOrder>, CsvError> {
+    match (evidence.day_first, evidence.month_first) {
+        (true, true) => Err(mapping_error(
+            columns.date_name.clone(),
+            "the dates put the day first on some rows and the month first on others; give \
+             date_format",
+        )),
+        (true, false) => Ok(Some(DateOrder::DayFirst)),
+        (false, true) => Ok(Some(DateOrder::MonthFirst)),
+        (false, false) if evidence.ambiguous && evidence.undotted => Err(mapping_error(
+            columns.date_name.clone(),
+            "no date in the file shows whether the day or the month comes first; give \
+             date_format",
+        )),
+        (false, false) => Ok(None),
+    }
+}
+
+fn read_amount(cell: &str, format: NumberFormat) -> Option<Decimal> {
+    let raw = values::raw_amount(cell)?;
+    values::to_decimal(&raw, format.decimal, format.thousands)
+}
+
+fn non_empty(record: &Record, column: Option<usize>) -> Option<&str> {
+    column
+        .map(|i| values::clean(record.get(i)))
+        .filter(|cell| !cell.is_empty())
+}
+
+/// The closing balance: the balance of the latest row (by date; among rows of that date, the
+/// last one in the file's order).
+#[derive(Debug, Default)]
+struct Closing {
+    first_date: Option<NaiveDate>,
+    last_date: Option<NaiveDate>,
+    max_date: Option<NaiveDate>,
+    first_at_max: Option<Decimal>,
+    last_at_max: Option<Decimal>,
+}
+
+impl Closing {
+    fn add(&mut self, date: NaiveDate, balance: Option<Decimal>) {
+        self.first_date.get_or_insert(date);
+        self.last_date = Some(date);
+        let Some(balance) = balance else {
+            return;
+        };
+        if self.max_date.is_none_or(|max| date > max) {
+            self.max_date = Some(date);
+            self.first_at_max = Some(balance);
+        }
+        if self.max_date == Some(date) {
+            self.last_at_max = Some(balance);
+        }
+    }
+
+    fn balance(&self, currency: Option<String>) -> Option<ParsedBalance> {
+        let date = self.max_date?;
+        let descending = matches!((self.first_date, self.last_date), (Some(f), Some(l)) if l < f);
+        let amount = if descending {
+            self.first_at_max
+        } else {
+            self.last_at_max
+        }?;
+        Some(ParsedBalance {
+            amount,
+            date,
+            currency,
+        })
+    }
+}
+
+/// Reads a CSV statement.
+pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<ParsedFile, CsvError> {
+    let layout = layout(bytes, mapping)?;
+    let columns = &layout.columns;
+    let chrono_format = mapping
+        .and_then(|m| m.date_format.as_deref())
+        .map(values::chrono_format);
+    let format = chrono_format.as_deref();
+    let mut warnings = Warnings::default();
+
+    // First pass: the evidence for date order and decimal separator.
+    let mut evidence = Evidence::default();
+    let mut matched_format = false;
+    walk(
+        bytes,
+        &layout,
+        format,
+        &mut Warnings::default(),
+        |record, _| {
+            let date_cell = record.get(columns.date);
+            match format {
+                Some(format) => {
+                    matched_format |= values::parse_with_format(date_cell, format).is_some();
+                }
+                None => {
+                    if let Some(parts) = values::date_parts(date_cell) {
+                        evidence.order.add(parts);
+                    }
+                }
+            }
+            for column in [
+                columns.amount,
+                columns.debit,
+                columns.credit,
+                columns.balance,
+            ] {
+                if let Some(raw) = non_empty(record, column).and_then(values::raw_amount) {
+                    match values::decimal_hint(&raw.body) {
+                        DecimalHint::Dot => evidence.dot += 1,
+                        DecimalHint::Comma => evidence.comma += 1,
+                        DecimalHint::Either => {}
+                    }
+                }
+            }
+            Ok(())
+        },
+    )?;
+    let order = match format {
+        Some(_) => None,
+        None => date_order(&evidence.order, columns)?,
+    };
+    let numbers = number_format(mapping, &evidence, layout.delimiter)?;
+    let invert = mapping.and_then(|m| m.invert_sign).unwrap_or(false);
+    let amount_name = if columns.amount_name.is_empty() {
+        "amount".to_owned()
+    } else {
+        columns.amount_name.clone()
+    };
+
+    // Second pass: the entries.
+    let mut entries = Vec::new();
+    let mut closing = Closing::default();
+    let mut currencies: Option<Option<String>> = None;
+    walk(bytes, &layout, format, &mut warnings, |record, warnings| {
+        let line = record.line;
+        let date_cell = values::clean(record.get(columns.date));
+        let date = match format {
+            Some(format) => values::parse_with_format(date_cell, format).ok_or_else(|| {
+                mapping_error(
+                    columns.date_name.clone(),
+                    format!(
+                        "{date_cell:?} on line {line} does not match date_format {:?}",
+                        mapping.and_then(|m| m.date_format.as_deref()).unwrap_or("")
+                    ),
+                )
+            })?,
+            None => values::date_parts(date_cell)
+                .and_then(|parts| values::resolve(parts, order))
+                .ok_or_else(|| {
+                    ParseError::new(line, format!("{date_cell:?} is not a valid date"))
+                })?,
+        };
+        let value_date = non_empty(record, columns.value_date).and_then(|cell| match format {
+            Some(format) => values::parse_with_format(cell, format),
+            None => values::date_parts(cell).and_then(|p| values::resolve(p, order)),
+        });
+        let parse_cell = |cell: &str, name: &str| {
+            read_amount(cell, numbers).ok_or_else(|| {
+                CsvError::from(ParseError::new(
+                    line,
+                    format!("{cell:?} in column {name} is not an amount"),
+                ))
+            })
+        };
+        let mut amount = match non_empty(record, columns.amount) {
+            Some(cell) => {
+                let value = parse_cell(cell, &amount_name)?;
+                match non_empty(record, columns.direction) {
+                    Some(direction) => match headers::direction_is_out(direction) {
+                        Some(true) => -value.abs(),
+                        Some(false) => value.abs(),
+                        None => {
+                            return Err(ParseError::new(
+                                line,
+                                format!("{direction:?} says neither money in nor money out"),
+                            )
+                            .into());
+                        }
+                    },
+                    None => value,
+                }
+            }
+            None => {
+                let debit = non_empty(record, columns.debit)
+                    .map(|cell| parse_cell(cell, "debit"))
+                    .transpose()?;
+                let credit = non_empty(record, columns.credit)
+                    .map(|cell| parse_cell(cell, "credit"))
+                    .transpose()?;
+                match (debit, credit) {
+                    (None, None) => {
+                        warnings.push(line, "a dated row without an amount is skipped");
+                        return Ok(());
+                    }
+                    (debit, credit) => {
+                        let out = debit.map_or(Decimal::ZERO, |d| -d.abs());
+                        out.checked_add(credit.unwrap_or(Decimal::ZERO))
+                            .ok_or_else(|| ParseError::new(line, "the amount is too large"))?
+                    }
+                }
+            }
+        };
+        if invert {
+            amount = -amount;
+        }
+        let balance = match non_empty(record, columns.balance) {
+            Some(cell) => {
+                let balance = read_amount(cell, numbers);
+                if balance.is_none() {
+                    warnings.push(line, format!("balance {cell:?} cannot be read"));
+                }
+                balance
+            }
+            None => None,
+        };
+        closing.add(date, balance);
+        let currency = non_empty(record, columns.currency).map(str::to_uppercase);
+        match &currencies {
+            None => currencies = Some(currency.clone()),
+            Some(seen) if *seen != currency => currencies = Some(None),
+            Some(_) => {}
+        }
+        let payee = non_empty(record, columns.payee);
+        let payer = non_empty(record, columns.payer);
+        let counterparty = if amount.is_sign_negative() {
+            payee.or(payer)
+        } else {
+            payer.or(payee)
+        };
+        let text: Vec<&str> = [
+            non_empty(record, columns.description),
+            non_empty(record, columns.memo),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let status = if non_empty(record, columns.status).is_some_and(headers::status_is_pending) {
+            EntryStatus::Pending
+        } else {
+            EntryStatus::Booked
+        };
+        entries.push(ParsedEntry {
+            reference: non_empty(record, columns.id).map(str::to_owned),
+            date,
+            value_date: value_date.filter(|v| *v != date),
+            amount,
+            currency,
+            status,
+            counterparty: counterparty.map(str::to_owned),
+            text: (!text.is_empty()).then(|| text.join(" ")),
+            code: non_empty(record, columns.code).map(str::to_owned),
+            line,
+            ..ParsedEntry::default()
+        });
+        Ok(())
+    })?;
+    if format.is_some() && !matched_format && !entries.is_empty() {
+        return Err(mapping_error(
+            columns.date_name.clone(),
+            "no date in the file matches date_format",
+        ));
+    }
+    let currency = currencies
+        .flatten()
+        .filter(|c| c.len() == 3 && c.chars().all(|ch| ch.is_ascii_alphabetic()))
+        .or_else(|| columns.unit_currency.clone());
+    let statement = ParsedStatement {
+        account: ParsedAccount {
+            currency: currency.clone(),
+            ..ParsedAccount::default()
+        },
+        closing: closing.balance(currency),
+        entries,
+        ..ParsedStatement::default()
+    };
+    Ok(ParsedFile {
+        institution: None,
+        statements: vec![statement],
+        warnings: warnings.finish(),
+    })
 }

@@ -1,0 +1,634 @@
+//! One test per quirk of `QUIRKS.md`, each on its own fixture, plus the mapping rules and a
+//! property test.
+
+use super::*;
+use rust_decimal::Decimal;
+use std::str::FromStr;
+
+fn dec(text: &str) -> Decimal {
+    Decimal::from_str(text).expect("test decimal")
+}
+
+fn date(text: &str) -> NaiveDate {
+    NaiveDate::from_str(text).expect("test date")
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/src/import/csv/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn read(name: &str) -> ParsedStatement {
+    let bytes = fixture(name);
+    assert!(sniff(&bytes), "{name} is sniffed as CSV");
+    let file = parse(&bytes, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(file.statements.len(), 1);
+    file.statements.into_iter().next().expect("one statement")
+}
+
+fn amounts(statement: &ParsedStatement) -> Vec<Decimal> {
+    statement.entries.iter().map(|e| e.amount).collect()
+}
+
+fn texts(statement: &ParsedStatement) -> Vec<Option<&str>> {
+    statement
+        .entries
+        .iter()
+        .map(|e| e.text.as_deref())
+        .collect()
+}
+
+fn mapping(json: &str) -> CsvMapping {
+    serde_json::from_str(json).expect("test mapping")
+}
+
+#[test]
+fn utf8_bom_does_not_hide_the_first_header() {
+    let s = read("bom_utf8.csv");
+    assert_eq!(amounts(&s), [dec("-3.50"), dec("2500.00")]);
+    assert_eq!(s.entries[0].date, date("2024-03-01"));
+    assert_eq!(texts(&s), [Some("Corner coffee"), Some("Salary March")]);
+    assert_eq!(s.entries[1].line, 3);
+}
+
+#[test]
+fn utf16_le_with_bom_and_tabs() {
+    let s = read("utf16le_bom_tab.csv");
+    assert_eq!(amounts(&s), [dec("-4.20"), dec("-950.00"), dec("12.00")]);
+    assert_eq!(s.entries[0].date, date("2024-04-05"));
+    assert_eq!(s.entries[0].text.as_deref(), Some("Bakkerij Zonneveld"));
+}
+
+#[test]
+fn utf16_be_without_bom_by_its_nul_pattern() {
+    let s = read("utf16be_nobom.csv");
+    assert_eq!(amounts(&s), [dec("-2.80"), dec("150.00")]);
+    assert_eq!(s.entries[0].text.as_deref(), Some("Boulangerie Étoile"));
+    assert_eq!(s.entries[0].date, date("2024-05-02"));
+}
+
+#[test]
+fn windows_1252_fallback_keeps_umlauts_and_euro() {
+    let s = read("windows1252.csv");
+    assert_eq!(
+        s.entries[0].counterparty.as_deref(),
+        Some("Bäckerei Müller")
+    );
+    assert_eq!(s.entries[0].text.as_deref(), Some("Brötchen für 4 €"));
+    assert_eq!(
+        s.entries[1].counterparty.as_deref(),
+        Some("Straßenbahn GmbH")
+    );
+    assert_eq!(amounts(&s), [dec("-4.00"), dec("-58.00")]);
+}
+
+#[test]
+fn german_export_with_preamble_two_digit_years_pending_and_two_party_columns() {
+    let s = read("de_preamble.csv");
+    assert_eq!(amounts(&s), [dec("-2.5"), dec("3100.00"), dec("-85")]);
+    let first = &s.entries[0];
+    assert_eq!(first.date, date("2024-06-27"));
+    assert_eq!(first.status, EntryStatus::Pending);
+    assert_eq!(first.value_date, None);
+    assert_eq!(first.counterparty.as_deref(), Some("Kiosk am Markt"));
+    assert_eq!(first.code.as_deref(), Some("Ausgang"));
+    let second = &s.entries[1];
+    assert_eq!(second.status, EntryStatus::Booked);
+    assert_eq!(second.counterparty.as_deref(), Some("Firma Muster AG"));
+    assert_eq!(s.account.currency.as_deref(), Some("EUR"));
+    assert_eq!(first.line, 6);
+}
+
+#[test]
+fn pipe_delimiter_and_closing_balance() {
+    let s = read("pipe.csv");
+    assert_eq!(amounts(&s), [dec("-45.10"), dec("5.00")]);
+    assert_eq!(s.entries[0].counterparty.as_deref(), Some("Grocer"));
+    let closing = s.closing.expect("closing balance");
+    assert_eq!(closing.amount, dec("959.90"));
+    assert_eq!(closing.date, date("2024-07-03"));
+}
+
+#[test]
+fn excel_sep_line_names_the_delimiter() {
+    let s = read("sep_line.csv");
+    assert_eq!(amounts(&s), [dec("-2.40"), dec("-7.99")]);
+    assert_eq!(s.entries[1].text.as_deref(), Some("Book, used"));
+    assert_eq!(s.entries[0].line, 3);
+}
+
+#[test]
+fn footer_lines_are_skipped_with_a_warning() {
+    let bytes = fixture("footer.csv");
+    let file = parse(&bytes, None).expect("parses");
+    let s = &file.statements[0];
+    assert_eq!(amounts(s), [dec("-19.99"), dec("25.00")]);
+    assert_eq!(s.entries[0].code.as_deref(), Some("Lastschrift"));
+    assert_eq!(s.entries[0].counterparty.as_deref(), Some("Telefon AG"));
+    assert_eq!(s.entries[0].currency.as_deref(), Some("EUR"));
+    assert_eq!(s.account.currency.as_deref(), Some("EUR"));
+    assert_eq!(file.warnings.len(), 1);
+    assert_eq!(file.warnings[0].item, "line 4");
+    assert!(file.warnings[0].message.contains("2 line(s)"));
+}
+
+#[test]
+fn a_bad_row_between_good_rows_is_unreadable_with_its_line() {
+    let text = "Date,Description,Amount\n2024-01-01,A,-1.00\nTotal,B,-2.00\n2024-01-03,C,-3.00\n";
+    let error = parse(text.as_bytes(), None).expect_err("refused");
+    assert_eq!(
+        error,
+        CsvError::Unreadable(ParseError::new(3, "\"Total\" in column Date is not a date"))
+    );
+    // An impossible date right below the header is not a preamble line.
+    let text = "Date,Description,Amount\n2024-13-45,A,-1.00\n2024-01-03,C,-3.00\n";
+    match parse(text.as_bytes(), None) {
+        Err(CsvError::Unreadable(e)) => assert_eq!(e.line, 2),
+        other => panic!("{other:?}"),
+    }
+    // A line without date or amount between rows is skipped with a warning.
+    let text = "Date,Description,Amount\n2024-01-01,A,-1.00\n,carried over,\n2024-01-03,C,-3.00\n";
+    let file = parse(text.as_bytes(), None).expect("parses");
+    assert_eq!(file.statements[0].entries.len(), 2);
+    assert_eq!(file.warnings[0].item, "line 3");
+    let text = "Date,Description,Amount\n2024-01-01,A,12 apples\n";
+    match parse(text.as_bytes(), None) {
+        Err(CsvError::Unreadable(e)) => assert_eq!(e.line, 2),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn thousands_separators_comma_space_and_apostrophe() {
+    let s = read("thousands.csv");
+    assert_eq!(
+        amounts(&s),
+        [
+            dec("-12345.67"),
+            dec("1234.50"),
+            dec("1000.25"),
+            dec("0.99")
+        ]
+    );
+}
+
+#[test]
+fn french_spaces_and_no_break_spaces_group_thousands() {
+    let s = read("thousands_fr.csv");
+    assert_eq!(amounts(&s), [dec("-1250.00"), dec("2000.50"), dec("-1.20")]);
+    assert_eq!(s.entries[0].date, date("2024-10-01"));
+}
+
+#[test]
+fn parentheses_trailing_minus_and_cr_dr_are_signs() {
+    let s = read("signs.csv");
+    assert_eq!(
+        amounts(&s),
+        [
+            dec("-12.34"),
+            dec("400.00"),
+            dec("-50.00"),
+            dec("120.00"),
+            dec("-89.10"),
+            dec("-1.00")
+        ]
+    );
+    // 11/13 decides: month first for the whole file.
+    assert_eq!(s.entries[0].date, date("2024-11-01"));
+    assert_eq!(s.entries[5].date, date("2024-11-13"));
+}
+
+#[test]
+fn currency_symbols_and_codes_around_amounts() {
+    let s = read("currency_symbols.csv");
+    assert_eq!(amounts(&s), [dec("-12.50"), dec("3.00"), dec("-7.25")]);
+    assert_eq!(s.entries[1].date, date("2024-11-02"));
+}
+
+#[test]
+fn paid_out_and_paid_in_columns() {
+    let s = read("debit_credit.csv");
+    assert_eq!(amounts(&s), [dec("-750.00"), dec("20.00"), dec("100.00")]);
+    assert_eq!(s.closing.expect("closing").amount, dec("1370.00"));
+    assert_eq!(s.entries[0].date, date("2024-12-15"));
+}
+
+#[test]
+fn debit_is_money_out_whatever_its_sign() {
+    let s = read("debit_credit_fr.csv");
+    assert_eq!(amounts(&s), [dec("-12.40"), dec("30.00"), dec("-8.90")]);
+    assert_eq!(s.entries[0].text.as_deref(), Some("Pharmacie"));
+}
+
+#[test]
+fn af_bij_direction_compact_dates_and_currency_from_the_header() {
+    let s = read("af_bij.csv");
+    assert_eq!(amounts(&s), [dec("15.00"), dec("-23.45")]);
+    assert_eq!(s.entries[0].date, date("2025-02-03"));
+    assert_eq!(s.entries[0].counterparty.as_deref(), Some("Jan de Boer"));
+    assert_eq!(s.entries[0].text.as_deref(), Some("Terug voor de pizza"));
+    assert_eq!(s.entries[1].code.as_deref(), Some("BA"));
+    assert_eq!(s.account.currency.as_deref(), Some("EUR"));
+}
+
+#[test]
+fn unknown_direction_is_unreadable() {
+    let text = "Datum,Af Bij,Bedrag\n20250203,Misschien,\"1,00\"\n";
+    match parse(text.as_bytes(), None) {
+        Err(CsvError::Unreadable(e)) => assert_eq!(e.line, 2),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn quoted_newlines_delimiters_doubled_quotes_and_excel_cells() {
+    let s = read("quoting.csv");
+    assert_eq!(s.entries.len(), 2);
+    assert_eq!(
+        s.entries[0].text.as_deref(),
+        Some("Dinner, \"The Anchor\" line one\nline two")
+    );
+    assert_eq!(s.entries[0].reference.as_deref(), Some("000123"));
+    assert_eq!(s.entries[1].reference.as_deref(), Some("000124"));
+    // The second row starts after the two-line field.
+    assert_eq!(s.entries[1].line, 4);
+}
+
+#[test]
+fn unclosed_quote_is_unreadable_at_its_line() {
+    let text = "Date,Description,Amount\n2024-01-01,\"never closed,-1.00\n2024-01-02,x,1\n";
+    assert_eq!(
+        parse(text.as_bytes(), None),
+        Err(CsvError::Unreadable(ParseError::new(
+            2,
+            "a quoted field is never closed"
+        )))
+    );
+}
+
+#[test]
+fn a_line_of_delimiters_is_refused_not_split_into_millions_of_fields() {
+    let mut text = String::from("Date,Amount\n2024-01-01,1.00\n");
+    text.push_str(&",".repeat(200_000));
+    match parse(text.as_bytes(), None) {
+        Err(CsvError::Unreadable(e)) => {
+            assert_eq!(e.line, 3);
+            assert!(e.reason.contains("fields"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn spanish_headers_and_balance() {
+    let s = read("es.csv");
+    assert_eq!(amounts(&s), [dec("-1.80"), dec("1500.00")]);
+    assert_eq!(s.entries[0].date, date("2025-02-03"));
+    assert_eq!(s.closing.expect("closing").amount, dec("1598.20"));
+}
+
+#[test]
+fn italian_headers_and_currency_column() {
+    let s = read("it.csv");
+    assert_eq!(amounts(&s), [dec("-1.50"), dec("1800.00")]);
+    assert_eq!(s.entries[0].currency.as_deref(), Some("EUR"));
+    assert_eq!(s.account.currency.as_deref(), Some("EUR"));
+    assert_eq!(s.entries[1].date, date("2025-02-20"));
+}
+
+#[test]
+fn descending_file_closing_balance_from_the_latest_row_and_times_ignored() {
+    let s = read("descending.csv");
+    assert_eq!(s.entries[0].date, date("2025-03-05"));
+    let closing = s.closing.expect("closing");
+    assert_eq!(closing.amount, dec("99.00"));
+    assert_eq!(closing.date, date("2025-03-05"));
+}
+
+#[test]
+fn english_month_names() {
+    let s = read("month_names.csv");
+    let dates: Vec<NaiveDate> = s.entries.iter().map(|e| e.date).collect();
+    assert_eq!(
+        dates,
+        [date("2025-01-02"), date("2025-01-03"), date("2025-01-04")]
+    );
+}
+
+#[test]
+fn ambiguous_dates_need_a_date_format() {
+    let bytes = fixture("ambiguous.csv");
+    match parse(&bytes, None) {
+        Err(CsvError::Mapping { column, .. }) => assert_eq!(column, "Date"),
+        other => panic!("{other:?}"),
+    }
+    let m =
+        mapping(r#"{"date_format": "%m/%d/%Y", "columns": {"date": "Date", "amount": "Amount"}}"#);
+    let file = parse(&bytes, Some(&m)).expect("parses with a format");
+    assert_eq!(file.statements[0].entries[0].date, date("2025-01-02"));
+    let m = mapping(
+        r#"{"date_format": "DD/MM/YYYY", "columns": {"date": "Date", "amount": "Amount"}}"#,
+    );
+    let file = parse(&bytes, Some(&m)).expect("parses with a format");
+    assert_eq!(file.statements[0].entries[0].date, date("2025-02-01"));
+}
+
+#[test]
+fn dotted_dates_are_day_first() {
+    let s = read("dotted.csv");
+    assert_eq!(s.entries[0].date, date("2025-02-01"));
+    assert_eq!(s.entries[1].date, date("2025-04-03"));
+}
+
+#[test]
+fn short_rows_duplicate_headers_blank_lines_and_whole_amounts() {
+    let s = read("short_rows.csv");
+    assert_eq!(amounts(&s), [dec("-12"), dec("-8.5"), dec("3.00")]);
+    assert_eq!(s.entries[2].line, 6);
+}
+
+#[test]
+fn headerless_file_by_index_mapping() {
+    let bytes = fixture("headerless.csv");
+    let m = mapping(
+        r#"{"date_format": "DD/MM/YYYY", "columns": {"date": 0, "description": 1, "amount": 2, "balance": 3}}"#,
+    );
+    let file = parse(&bytes, Some(&m)).expect("parses");
+    let s = &file.statements[0];
+    assert_eq!(amounts(s), [dec("-12.80"), dec("-50.00")]);
+    assert_eq!(s.entries[0].date, date("2024-08-06"));
+    assert_eq!(s.closing.as_ref().expect("closing").amount, dec("-133.96"));
+    // Without the mapping no header names the columns.
+    match parse(&bytes, None) {
+        Err(CsvError::Mapping { column, .. }) => assert_eq!(column, "date"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn mapping_by_name_with_separators_invert_sign_and_id() {
+    let text =
+        "Info line\nWhen|What|Sum|Ref\n2024-05-01|Card|1.234,50|R1\n2024-05-02|Refund|-10,00|R2\n";
+    let m = mapping(
+        r#"{"delimiter": "|", "decimal": ",", "thousands": ".", "skip_rows": 1, "invert_sign": true,
+            "columns": {"date": "when", "amount": "Sum", "description": "What", "id": "Ref"}}"#,
+    );
+    let file = parse(text.as_bytes(), Some(&m)).expect("parses");
+    let s = &file.statements[0];
+    assert_eq!(amounts(s), [dec("-1234.50"), dec("10.00")]);
+    assert_eq!(s.entries[0].reference.as_deref(), Some("R1"));
+}
+
+#[test]
+fn mapping_that_does_not_fit_names_the_column() {
+    let text = "Date,Amount\n2024-05-01,1.00\n";
+    let cases = [
+        (
+            r#"{"columns": {"date": "Datum", "amount": "Amount"}}"#,
+            "Datum",
+        ),
+        (
+            r#"{"columns": {"date": "Date", "amount": "Betrag"}}"#,
+            "Betrag",
+        ),
+        (r#"{"columns": {"date": 0, "amount": 7}}"#, "7"),
+        (r#"{"columns": {"date": "Date"}}"#, "amount"),
+        (
+            r#"{"encoding": "ebcdic", "columns": {"date": 0, "amount": 1}}"#,
+            "encoding",
+        ),
+        (
+            r#"{"delimiter": ";;", "columns": {"date": 0, "amount": 1}}"#,
+            "delimiter",
+        ),
+        (
+            r#"{"decimal": "x", "columns": {"date": 0, "amount": 1}}"#,
+            "decimal",
+        ),
+        (
+            r#"{"date_format": "%d.%m.%Y", "columns": {"date": "Date", "amount": "Amount"}}"#,
+            "Date",
+        ),
+    ];
+    for (json, expected) in cases {
+        match parse(text.as_bytes(), Some(&mapping(json))) {
+            Err(CsvError::Mapping { column, .. }) => assert_eq!(column, expected, "{json}"),
+            other => panic!("{json}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn mapping_json_rules() {
+    assert!(serde_json::from_str::<CsvMapping>(r#"{"columns": {"date": 0}, "extra": 1}"#).is_err());
+    assert!(serde_json::from_str::<CsvMapping>(r#"{"delimiter": ";"}"#).is_err());
+    let m = mapping(r#"{"columns": {"date": 0, "debit": "Out", "credit": "In"}}"#);
+    assert_eq!(m.columns.date, ColumnRef::Index(0));
+    assert_eq!(m.columns.debit, Some(ColumnRef::Name("Out".to_owned())));
+}
+
+#[test]
+fn missing_amount_or_date_header_names_the_column() {
+    let cases = [
+        ("Date,Description\n2024-01-01,x\n", "amount"),
+        ("When,Amount\n2024-01-01,1\n", "date"),
+        ("a,b\n1,2\n", "date"),
+    ];
+    for (text, expected) in cases {
+        match parse(text.as_bytes(), None) {
+            Err(CsvError::Mapping { column, .. }) => assert_eq!(column, expected, "{text}"),
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn empty_and_header_only_files() {
+    assert_eq!(
+        parse(b"", None),
+        Err(CsvError::Unreadable(ParseError::new(
+            0,
+            "the file is empty"
+        )))
+    );
+    assert!(matches!(
+        parse(b"\xef\xbb\xbf \r\n", None),
+        Err(CsvError::Unreadable(_))
+    ));
+    let file = parse(b"Date,Amount\n", None).expect("header only");
+    assert!(file.statements[0].entries.is_empty());
+}
+
+#[test]
+fn identical_rows_stay_two_entries() {
+    let text = "Date,Description,Amount\n2024-02-02,Coffee,-3.00\n2024-02-02,Coffee,-3.00\n";
+    let file = parse(text.as_bytes(), None).expect("parses");
+    assert_eq!(file.statements[0].entries.len(), 2);
+    assert_ne!(
+        file.statements[0].entries[0].line,
+        file.statements[0].entries[1].line
+    );
+}
+
+#[test]
+fn sniff_tells_csv_from_other_statements() {
+    for other in [
+        &b"OFXHEADER:100\nDATA:OFXSGML\n<OFX>"[..],
+        b"<?xml version=\"1.0\"?><Document xmlns=\"urn:iso:std:iso:20022:tech:xsd:camt.053.001.02\">",
+        b"!Type:Bank\nD01/02/2024\nT-1.00\n^\n",
+        b":20:STARTUMS\n:25:12345678/0001\n:28C:1\n",
+        b"",
+        b"just some text\nwithout structure\n",
+        b"{\"date\": 1}",
+    ] {
+        assert!(!sniff(other), "{:?}", String::from_utf8_lossy(other));
+    }
+    assert!(sniff(
+        b"06/08/2024,\"CB BOULANGERIE\",-12.80\n07/08/2024,\"GAZ\",-50.00\n"
+    ));
+}
+
+#[test]
+fn values_read_every_sign_convention() {
+    let cases = [
+        ("-1.234,56", ',', Some("-1234.56")),
+        ("1.234,56-", ',', Some("-1234.56")),
+        ("(1,234.56)", '.', Some("-1234.56")),
+        ("−5.00", '.', Some("-5.00")),
+        ("+5.00", '.', Some("5.00")),
+        ("- 12,00", ',', Some("-12.00")),
+        ("12.00 DR", '.', Some("-12.00")),
+        ("CHF 1'250.00", '.', Some("1250.00")),
+        (".5", '.', Some("0.5")),
+        ("1.2.3", '.', None),
+        ("--1", '.', None),
+        ("(1", '.', None),
+        ("1 2 x", '.', None),
+        ("abc", '.', None),
+        ("1,23,456.00", '.', Some("123456.00")),
+        ("1.2.3", ',', None),
+        ("12 apples", '.', None),
+        ("99999999999999999999999999999999999", '.', None),
+    ];
+    for (cell, decimal, expected) in cases {
+        let got = read_amount(
+            cell,
+            NumberFormat {
+                decimal,
+                thousands: None,
+            },
+        );
+        assert_eq!(got, expected.map(dec), "{cell}");
+    }
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn column() -> impl Strategy<Value = ColumnRef> {
+        prop_oneof![
+            (0usize..8).prop_map(ColumnRef::Index),
+            "[A-Za-zä ]{0,8}".prop_map(ColumnRef::Name),
+        ]
+    }
+
+    prop_compose! {
+        fn any_mapping()(
+            delimiter in proptest::option::of("[,;|\t\"x]{0,2}"),
+            decimal in proptest::option::of("[.,x]{0,2}"),
+            thousands in proptest::option::of("[., ']{0,1}"),
+            date_format in proptest::option::of(prop_oneof![
+                Just("%d.%m.%Y".to_owned()), Just("YYYY-MM-DD".to_owned()), "[%a-zA-Z./-]{0,6}",
+            ]),
+            encoding in proptest::option::of(prop_oneof![
+                Just("utf-8".to_owned()), Just("utf-16le".to_owned()), Just("latin1".to_owned()),
+                "[a-z0-9-]{0,6}",
+            ]),
+            skip_rows in proptest::option::of(0usize..5),
+            date in column(),
+            amount in proptest::option::of(column()),
+            debit in proptest::option::of(column()),
+            credit in proptest::option::of(column()),
+            description in proptest::option::of(column()),
+            balance in proptest::option::of(column()),
+            id in proptest::option::of(column()),
+            invert_sign in proptest::option::of(any::<bool>()),
+        ) -> CsvMapping {
+            CsvMapping {
+                delimiter, decimal, thousands, date_format, encoding, skip_rows,
+                columns: CsvColumns {
+                    date, amount, debit, credit, description, balance, id,
+                    ..CsvColumns::default()
+                },
+                invert_sign,
+            }
+        }
+    }
+
+    fn check(bytes: &[u8], mapping: Option<&CsvMapping>) {
+        let _ = sniff(bytes);
+        match parse(bytes, mapping) {
+            Ok(file) => assert_eq!(file.statements.len(), 1),
+            Err(CsvError::Unreadable(e)) => assert!(!e.reason.is_empty()),
+            Err(CsvError::Mapping { column, reason }) => {
+                assert!(!column.is_empty() || !reason.is_empty());
+            }
+        }
+    }
+
+    const NAMES: [&str; 10] = [
+        "bom_utf8.csv",
+        "de_preamble.csv",
+        "footer.csv",
+        "signs.csv",
+        "af_bij.csv",
+        "quoting.csv",
+        "utf16le_bom_tab.csv",
+        "windows1252.csv",
+        "debit_credit.csv",
+        "short_rows.csv",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_bytes_any_mapping_never_panic(
+            bytes in proptest::collection::vec(any::<u8>(), 0..600),
+            mapping in proptest::option::of(any_mapping()),
+        ) {
+            check(&bytes, mapping.as_ref());
+        }
+
+        #[test]
+        fn csv_like_text_never_panics(
+            text in "[0-9a-zA-Z.,;|\t\"()\\- €\r\n]{0,300}",
+            mapping in proptest::option::of(any_mapping()),
+        ) {
+            let with_header = format!("Date;Description;Amount;Balance\n{text}");
+            check(with_header.as_bytes(), mapping.as_ref());
+            check(text.as_bytes(), mapping.as_ref());
+        }
+
+        #[test]
+        fn mutated_fixtures_never_panic(
+            which in 0usize..NAMES.len(),
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+            cut in any::<prop::sample::Index>(),
+            mapping in proptest::option::of(any_mapping()),
+        ) {
+            let mut bytes = fixture(NAMES[which]);
+            for (at, byte) in edits {
+                let i = at.index(bytes.len());
+                bytes[i] = byte;
+            }
+            check(&bytes, mapping.as_ref());
+            let end = cut.index(bytes.len() + 1);
+            check(&bytes[..end], None);
+        }
+    }
+}

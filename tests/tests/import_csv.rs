@@ -1,0 +1,261 @@
+//! Conformance: CSV statements through `POST /api/v1/imports` (decisions.md "More statement
+//! formats"): detection, the `mapping` part, identity and dedupe, closing balances, warnings,
+//! and the 400/422 answers naming the line or the column. The fixtures are the parser's own
+//! (`aggregation-core/src/import/csv/fixtures/`).
+
+use aggregation_tests::{TestApp, conformance, upload_with};
+use serde_json::Value;
+
+conformance!(
+    german_export_with_preamble_reads_back,
+    reimport_creates_nothing,
+    overlapping_statements_never_duplicate,
+    two_identical_rows_on_one_day_stay_two,
+    closing_balance_becomes_the_account_balance,
+    footer_lines_are_warnings,
+    id_column_is_the_reference,
+    mapping_reads_a_headerless_file,
+    undecidable_dates_are_422_naming_the_column,
+    a_broken_row_is_400_naming_the_line,
+    encodings_and_layouts_are_detected,
+);
+
+const DE_PREAMBLE: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/csv/fixtures/de_preamble.csv");
+const PIPE: &[u8] = include_bytes!("../../aggregation-core/src/import/csv/fixtures/pipe.csv");
+const FOOTER: &[u8] = include_bytes!("../../aggregation-core/src/import/csv/fixtures/footer.csv");
+const QUOTING: &[u8] = include_bytes!("../../aggregation-core/src/import/csv/fixtures/quoting.csv");
+const HEADERLESS: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/csv/fixtures/headerless.csv");
+const AMBIGUOUS: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/csv/fixtures/ambiguous.csv");
+const UTF16: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/csv/fixtures/utf16le_bom_tab.csv");
+const WIN1252: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/csv/fixtures/windows1252.csv");
+const AF_BIJ: &[u8] = include_bytes!("../../aggregation-core/src/import/csv/fixtures/af_bij.csv");
+
+async fn access(app: &TestApp, email: &str) -> String {
+    app.user(email).await.1
+}
+
+async fn import(
+    app: &TestApp,
+    token: &str,
+    name: &str,
+    content: &[u8],
+    parts: &[(&str, &str)],
+) -> Value {
+    let mut all = vec![("account_name", "Girokonto")];
+    all.extend_from_slice(parts);
+    upload_with(app, Some(name), content, &all, token)
+        .await
+        .expect(201)
+}
+
+async fn only_account(app: &TestApp, token: &str) -> Value {
+    let list = app.get("/api/v1/accounts", Some(token)).await.expect(200);
+    assert_eq!(list["total_count"], 1, "{list}");
+    list["accounts"][0].clone()
+}
+
+/// The account's transactions: amounts as text, newest first as the list gives them.
+async fn amounts(app: &TestApp, token: &str, account_id: &str) -> Vec<String> {
+    let page = app
+        .get(
+            &format!("/api/v1/accounts/{account_id}/transactions?limit=100"),
+            Some(token),
+        )
+        .await
+        .expect(200);
+    let mut amounts: Vec<String> = page["transactions"]
+        .as_array()
+        .expect("transactions")
+        .iter()
+        .map(|t| t["amount"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    amounts.sort();
+    amounts
+}
+
+fn id_of(account: &Value) -> &str {
+    account["id"].as_str().expect("account id")
+}
+
+async fn german_export_with_preamble_reads_back(app: TestApp) {
+    let token = access(&app, "csv-de@example.com").await;
+    let body = import(&app, &token, "umsaetze.csv", DE_PREAMBLE, &[]).await;
+    assert_eq!(body["format"], "csv", "{body}");
+    assert_eq!(body["warnings"], serde_json::json!([]), "{body}");
+    assert_eq!(body["accounts_created"], 1, "{body}");
+    assert_eq!(body["transactions_created"], 3, "{body}");
+    let account = only_account(&app, &token).await;
+    assert_eq!(account["name"], "Girokonto", "{account}");
+    assert_eq!(
+        account["currency"], "EUR",
+        "the header's (€) names it: {account}"
+    );
+    let mut expected = vec!["-2.5", "-85", "3100.00"];
+    expected.sort_unstable();
+    assert_eq!(amounts(&app, &token, id_of(&account)).await, expected);
+}
+
+async fn reimport_creates_nothing(app: TestApp) {
+    let token = access(&app, "csv-again@example.com").await;
+    import(&app, &token, "umsaetze.csv", DE_PREAMBLE, &[]).await;
+    let body = import(&app, &token, "umsaetze.csv", DE_PREAMBLE, &[]).await;
+    assert_eq!(body["transactions_created"], 0, "{body}");
+    assert_eq!(body["transactions_skipped"], 3, "{body}");
+    assert_eq!(body["accounts_created"], 0, "{body}");
+    let account = only_account(&app, &token).await;
+    assert_eq!(amounts(&app, &token, id_of(&account)).await.len(), 3);
+}
+
+async fn overlapping_statements_never_duplicate(app: TestApp) {
+    let token = access(&app, "csv-overlap@example.com").await;
+    let first = "Date,Description,Amount\n2024-05-01,Rent,-900.00\n2024-05-02,Coffee,-3.00\n2024-05-03,Salary,2000.00\n";
+    let second = "Date,Description,Amount\n2024-05-02,Coffee,-3.00\n2024-05-03,Salary,2000.00\n2024-05-04,Books,-20.00\n";
+    let body = import(&app, &token, "may-a.csv", first.as_bytes(), &[]).await;
+    assert_eq!(body["transactions_created"], 3, "{body}");
+    let account = only_account(&app, &token).await;
+    let account_id = id_of(&account).to_owned();
+    let body = upload_with(
+        &app,
+        Some("may-b.csv"),
+        second.as_bytes(),
+        &[("account_id", &account_id)],
+        &token,
+    )
+    .await
+    .expect(201);
+    assert_eq!(body["transactions_created"], 1, "{body}");
+    assert_eq!(body["transactions_skipped"], 2, "{body}");
+    assert_eq!(amounts(&app, &token, &account_id).await.len(), 4);
+}
+
+async fn two_identical_rows_on_one_day_stay_two(app: TestApp) {
+    let token = access(&app, "csv-twins@example.com").await;
+    let file = "Date,Description,Amount\n2024-06-01,Coffee,-3.00\n2024-06-01,Coffee,-3.00\n";
+    let body = import(&app, &token, "twins.csv", file.as_bytes(), &[]).await;
+    assert_eq!(body["transactions_created"], 2, "{body}");
+    let body = import(&app, &token, "twins.csv", file.as_bytes(), &[]).await;
+    assert_eq!(body["transactions_created"], 0, "{body}");
+    assert_eq!(body["transactions_skipped"], 2, "{body}");
+}
+
+async fn closing_balance_becomes_the_account_balance(app: TestApp) {
+    let token = access(&app, "csv-balance@example.com").await;
+    let body = import(&app, &token, "pipe.csv", PIPE, &[("currency", "USD")]).await;
+    assert_eq!(body["transactions_created"], 2, "{body}");
+    let account = only_account(&app, &token).await;
+    assert_eq!(account["balance_amount"], "959.90", "{account}");
+}
+
+async fn footer_lines_are_warnings(app: TestApp) {
+    let token = access(&app, "csv-footer@example.com").await;
+    let body = import(&app, &token, "konto.csv", FOOTER, &[]).await;
+    assert_eq!(body["transactions_created"], 2, "{body}");
+    let warnings = body["warnings"].as_array().expect("warnings");
+    assert_eq!(warnings.len(), 1, "{body}");
+    assert_eq!(warnings[0]["item"], "line 4", "{body}");
+}
+
+async fn id_column_is_the_reference(app: TestApp) {
+    let token = access(&app, "csv-id@example.com").await;
+    let body = upload_with(
+        &app,
+        Some("ids.csv"),
+        QUOTING,
+        &[("account_name", "Checking"), ("dry_run", "true")],
+        &token,
+    )
+    .await
+    .expect(200);
+    let rows = &body["accounts"][0]["rows"];
+    assert_eq!(rows[0]["provider_transaction_id"], "000123", "{body}");
+    assert_eq!(rows[1]["provider_transaction_id"], "000124", "{body}");
+    assert_eq!(rows[0]["amount"], "-60.00", "{body}");
+}
+
+async fn mapping_reads_a_headerless_file(app: TestApp) {
+    let token = access(&app, "csv-mapping@example.com").await;
+    let mapping = r#"{"date_format": "DD/MM/YYYY", "columns": {"date": 0, "description": 1, "amount": 2, "balance": 3}}"#;
+    let body = import(
+        &app,
+        &token,
+        "releve.csv",
+        HEADERLESS,
+        &[("mapping", mapping), ("currency", "EUR")],
+    )
+    .await;
+    assert_eq!(body["transactions_created"], 2, "{body}");
+    let account = only_account(&app, &token).await;
+    assert_eq!(account["balance_amount"], "-133.96", "{account}");
+    assert_eq!(account["currency"], "EUR", "{account}");
+}
+
+async fn undecidable_dates_are_422_naming_the_column(app: TestApp) {
+    let token = access(&app, "csv-dates@example.com").await;
+    let problem = upload_with(
+        &app,
+        Some("dates.csv"),
+        AMBIGUOUS,
+        &[("account_name", "Checking")],
+        &token,
+    )
+    .await
+    .expect_problem(422, "validation_failed");
+    let text = problem.to_string();
+    assert!(text.contains("mapping"), "{problem}");
+    assert!(text.contains("Date"), "{problem}");
+    // A mapping that names a column the file lacks is 422 naming it.
+    let problem = upload_with(
+        &app,
+        Some("dates.csv"),
+        AMBIGUOUS,
+        &[
+            ("account_name", "Checking"),
+            (
+                "mapping",
+                r#"{"columns": {"date": "Buchungstag", "amount": "Amount"}}"#,
+            ),
+        ],
+        &token,
+    )
+    .await
+    .expect_problem(422, "validation_failed");
+    assert!(problem.to_string().contains("Buchungstag"), "{problem}");
+}
+
+async fn a_broken_row_is_400_naming_the_line(app: TestApp) {
+    let token = access(&app, "csv-broken@example.com").await;
+    let file = "Date,Description,Amount\n2024-01-01,A,-1.00\n2024-01-02,B,twelve\n";
+    let response = upload_with(
+        &app,
+        Some("broken.csv"),
+        file.as_bytes(),
+        &[("account_name", "Checking")],
+        &token,
+    )
+    .await;
+    assert_eq!(response.status.as_u16(), 400, "{:?}", response.body);
+    let text = format!("{:?}", response.body);
+    assert!(text.contains("line 3"), "{text}");
+    let accounts = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
+    assert_eq!(accounts["total_count"], 0, "nothing written");
+}
+
+async fn encodings_and_layouts_are_detected(app: TestApp) {
+    let token = access(&app, "csv-layouts@example.com").await;
+    for (name, content, created) in [
+        ("unicode.txt", UTF16, 3),
+        ("ansi.csv", WIN1252, 2),
+        ("ing.csv", AF_BIJ, 2),
+    ] {
+        let body = upload_with(&app, Some(name), content, &[("account_name", name)], &token)
+            .await
+            .expect(201);
+        assert_eq!(body["format"], "csv", "{name}: {body}");
+        assert_eq!(body["transactions_created"], created, "{name}: {body}");
+    }
+}
