@@ -21,11 +21,11 @@ const FIXTURES: [&str; 6] = [
 /// One change to a file: replace, insert or delete bytes at a relative position.
 #[derive(Debug, Clone)]
 enum Mutation {
-    Replace(f64, u8),
-    Insert(f64, Vec<u8>),
-    Delete(f64, usize),
+    Replace(Place, u8),
+    Insert(Place, Vec<u8>),
+    Delete(Place, usize),
     /// Duplicate a slice somewhere else (nests and repeats elements).
-    Copy(f64, usize, f64),
+    Copy(Place, usize, Place),
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
@@ -50,23 +50,19 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         ]),
     ];
     prop_oneof![
-        (0.0..1.0f64, any::<u8>()).prop_map(|(at, b)| Mutation::Replace(at, b)),
-        (0.0..1.0f64, fragment).prop_map(|(at, f)| Mutation::Insert(at, f)),
-        (0.0..1.0f64, 1usize..64).prop_map(|(at, n)| Mutation::Delete(at, n)),
-        (0.0..1.0f64, 1usize..400, 0.0..1.0f64).prop_map(|(a, n, b)| Mutation::Copy(a, n, b)),
+        (0..PLACES, any::<u8>()).prop_map(|(at, b)| Mutation::Replace(at, b)),
+        (0..PLACES, fragment).prop_map(|(at, f)| Mutation::Insert(at, f)),
+        (0..PLACES, 1usize..64).prop_map(|(at, n)| Mutation::Delete(at, n)),
+        (0..PLACES, 1usize..400, 0..PLACES).prop_map(|(a, n, b)| Mutation::Copy(a, n, b)),
     ]
 }
 
-fn at(len: usize, fraction: f64) -> usize {
-    // `fraction` is below 1, so the index is within the file (or 0 for an empty one).
-    #[expect(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss,
-        reason = "a position within a small test file"
-    )]
-    let index = (len as f64 * fraction) as usize;
-    index.min(len)
+/// A relative position, in ten-thousandths of the file's length.
+type Place = usize;
+const PLACES: Place = 10_000;
+
+fn at(len: usize, place: Place) -> usize {
+    (len * place / PLACES).min(len)
 }
 
 fn apply(mut bytes: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {

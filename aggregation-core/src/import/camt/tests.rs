@@ -711,3 +711,101 @@ fn all_fixtures_parse_without_panicking_and_report_entry_lines() {
         }
     }
 }
+
+/// A camt.053.001.08 statement with `entries` entries of about 900 bytes each, every tenth a
+/// batch of two details.
+fn generated(entries: usize) -> String {
+    let mut body = String::with_capacity(entries * 950);
+    let mut total = Decimal::ZERO;
+    for i in 0..entries {
+        let cents = Decimal::new(i64::try_from(i % 9973).unwrap_or(0) + 1, 2);
+        let (cdi, signed) = if i % 3 == 0 {
+            ("CRDT", cents)
+        } else {
+            ("DBIT", -cents)
+        };
+        total += signed;
+        let details = if i % 10 == 0 {
+            format!(
+                "<NtryDtls><TxDtls><Refs><TxId>G{i}-1</TxId></Refs><Amt Ccy=\"EUR\">{cents}</Amt>\
+                 <CdtDbtInd>{cdi}</CdtDbtInd><RltdPties><Dbtr><Pty><Nm>Payer {i}</Nm></Pty></Dbtr>\
+                 <Cdtr><Pty><Nm>Payee {i}</Nm></Pty></Cdtr></RltdPties><RmtInf><Ustrd>Batch part \
+                 one of entry {i}</Ustrd></RmtInf></TxDtls><TxDtls><Refs><TxId>G{i}-2</TxId></Refs>\
+                 <Amt Ccy=\"EUR\">0</Amt><CdtDbtInd>{cdi}</CdtDbtInd></TxDtls></NtryDtls>"
+            )
+        } else {
+            format!(
+                "<NtryDtls><TxDtls><Refs><EndToEndId>E2E-{i}</EndToEndId><TxId>T{i}</TxId></Refs>\
+                 <RltdPties><Dbtr><Pty><Nm>Payer number {i}</Nm></Pty></Dbtr><Cdtr><Pty><Nm>Payee \
+                 number {i}</Nm></Pty></Cdtr></RltdPties><RmtInf><Ustrd>Invoice {i} of the \
+                 generated statement</Ustrd><Ustrd>second line</Ustrd></RmtInf></TxDtls></NtryDtls>"
+            )
+        };
+        body.push_str(&format!(
+            "\n<Ntry><Amt Ccy=\"EUR\">{cents}</Amt><CdtDbtInd>{cdi}</CdtDbtInd><Sts><Cd>BOOK</Cd>\
+             </Sts><BookgDt><Dt>2024-01-31</Dt></BookgDt><ValDt><Dt>2024-01-31</Dt></ValDt>\
+             <AcctSvcrRef>GEN{i}</AcctSvcrRef><BkTxCd><Domn><Cd>PMNT</Cd><Fmly><Cd>RCDT</Cd>\
+             <SubFmlyCd>ESCT</SubFmlyCd></Fmly></Domn></BkTxCd>{details}</Ntry>"
+        ));
+    }
+    let balances = format!(
+        "{}{}",
+        bal("OPBD", "1000.00", "CRDT", "2024-01-31"),
+        bal(
+            "CLBD",
+            &(Decimal::new(100_000, 2) + total).abs().to_string(),
+            if Decimal::new(100_000, 2) + total < Decimal::ZERO {
+                "DBIT"
+            } else {
+                "CRDT"
+            },
+            "2024-01-31"
+        ),
+    );
+    doc("08", &format!("{balances}{body}"))
+}
+
+/// The peak resident set size of this process so far, in KiB (Linux), if it can be read.
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[test]
+fn generated_statement_balances() {
+    let file = ok(&generated(200));
+    let s = only(&file);
+    assert_eq!(s.entries.len(), 220);
+    let total: Decimal = amounts(s).iter().sum();
+    assert_eq!(
+        s.opening.as_ref().unwrap().amount + total,
+        s.closing.as_ref().unwrap().amount
+    );
+    assert!(file.warnings.is_empty(), "{:?}", file.warnings);
+}
+
+/// Measurement, not a check: `cargo test -p aggregation-core --lib --release
+/// import::camt::tests::measure_10_mib -- --ignored --nocapture` prints the parse speed and
+/// the peak RSS before and after parsing a 10 MiB statement.
+#[test]
+#[ignore = "a measurement; run by hand"]
+fn measure_10_mib() {
+    let text = generated(16_000);
+    let before = peak_rss_kib();
+    let started = std::time::Instant::now();
+    let file = ok(&text);
+    let elapsed = started.elapsed();
+    let after = peak_rss_kib();
+    let entries = file.statements[0].entries.len();
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "a throughput figure for a human to read"
+    )]
+    let mb = text.len() as f64 / 1_000_000.0;
+    eprintln!(
+        "camt: {mb:.1} MB, {entries} rows in {elapsed:?} = {:.1} MB/s; peak RSS {before:?} KiB \
+         before parsing, {after:?} KiB after",
+        mb / elapsed.as_secs_f64()
+    );
+}
