@@ -40,14 +40,18 @@ struct Position {
     asset_type: &'static str,
     instrument_type: &'static str,
     long_quantity: Decimal,
+    /// Units sold short (positive, as Schwab reports them).
+    short_quantity: Decimal,
     average_price: Decimal,
     price: Decimal,
 }
 
 impl Position {
+    /// The value from the owner's view: negative for a short position.
     fn market_value(&self) -> Decimal {
         self.long_quantity
-            .checked_mul(self.price)
+            .checked_sub(self.short_quantity)
+            .and_then(|quantity| quantity.checked_mul(self.price))
             .unwrap_or(Decimal::MAX)
     }
 }
@@ -249,6 +253,7 @@ fn demo_accounts(today: NaiveDate) -> Vec<Account> {
         asset_type: "EQUITY",
         instrument_type: "COMMON_STOCK",
         long_quantity: dec(50, 0),
+        short_quantity: Decimal::ZERO,
         average_price: dec(15025, 2),
         price: dec(19012, 2),
     };
@@ -259,6 +264,7 @@ fn demo_accounts(today: NaiveDate) -> Vec<Account> {
         asset_type: "COLLECTIVE_INVESTMENT",
         instrument_type: "EXCHANGE_TRADED_FUND",
         long_quantity: dec(20, 0),
+        short_quantity: Decimal::ZERO,
         average_price: dec(21010, 2),
         price: dec(24550, 2),
     };
@@ -269,6 +275,7 @@ fn demo_accounts(today: NaiveDate) -> Vec<Account> {
         asset_type: "CASH_EQUIVALENT",
         instrument_type: "MONEY_MARKET_FUND",
         long_quantity: dec(10005, 1),
+        short_quantity: Decimal::ZERO,
         average_price: dec(1, 0),
         price: dec(1, 0),
     };
@@ -279,6 +286,7 @@ fn demo_accounts(today: NaiveDate) -> Vec<Account> {
         asset_type: "EQUITY",
         instrument_type: "COMMON_STOCK",
         long_quantity: dec(10, 0),
+        short_quantity: Decimal::ZERO,
         average_price: dec(30050, 2),
         price: dec(42045, 2),
     };
@@ -478,6 +486,27 @@ impl SchwabSandbox {
         match position {
             Some(position) => {
                 position.long_quantity = quantity;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// For tests: turns the position with this symbol (in the first account holding it) into
+    /// a short one of `quantity` units (positive, as Schwab reports short quantities; its
+    /// `marketValue` is then reported positive too, and the account's liquidation value drops
+    /// by it); whether there was one.
+    pub fn set_short_quantity(&self, symbol: &str, quantity: Decimal) -> bool {
+        let mut state = self.lock();
+        let position = state
+            .accounts
+            .iter_mut()
+            .flat_map(|account| account.positions.iter_mut())
+            .find(|position| position.symbol == symbol);
+        match position {
+            Some(position) => {
+                position.long_quantity = Decimal::ZERO;
+                position.short_quantity = quantity;
                 true
             }
             None => false,
@@ -960,14 +989,18 @@ fn position_json(position: &Position) -> Value {
         .average_price
         .checked_mul(position.long_quantity)
         .unwrap_or_default();
-    json!({
-        "shortQuantity": 0,
+    let short_proceeds = position
+        .average_price
+        .checked_mul(position.short_quantity)
+        .unwrap_or_default();
+    let mut value = json!({
+        "shortQuantity": number(position.short_quantity),
         "averagePrice": number(position.average_price),
         "currentDayProfitLoss": 0,
         "currentDayProfitLossPercentage": 0,
         "longQuantity": number(position.long_quantity),
         "settledLongQuantity": number(position.long_quantity),
-        "settledShortQuantity": 0,
+        "settledShortQuantity": number(position.short_quantity),
         "instrument": {
             "assetType": position.asset_type,
             "cusip": position.cusip,
@@ -976,13 +1009,20 @@ fn position_json(position: &Position) -> Value {
             "type": position.instrument_type,
             "netChange": 0,
         },
-        "marketValue": number(market_value),
+        // Reported as a magnitude, short positions included.
+        "marketValue": number(market_value.abs()),
         "maintenanceRequirement": 0,
         "averageLongPrice": number(position.average_price),
         "longOpenProfitLoss": number(market_value.checked_sub(cost).unwrap_or_default()),
         "previousSessionLongQuantity": number(position.long_quantity),
         "currentDayCost": 0,
-    })
+    });
+    if !position.short_quantity.is_zero() {
+        value["averageShortPrice"] = number(position.average_price);
+        value["shortOpenProfitLoss"] =
+            number(short_proceeds.checked_add(market_value).unwrap_or_default());
+    }
+    value
 }
 
 fn transaction_json(account: &Account, transaction: &Transaction) -> Value {

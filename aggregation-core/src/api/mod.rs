@@ -79,6 +79,7 @@ pub(crate) mod syncs;
 pub(crate) mod transactions;
 pub(crate) mod validate;
 pub(crate) mod webhooks;
+pub(crate) mod worth;
 
 pub use routes::{RateLimit, Route, TargetId};
 
@@ -104,6 +105,7 @@ const ROUTE_TABLES: &[&[Route]] = &[
     events::ROUTES,
     webhooks::ROUTES,
     openapi::ROUTES,
+    worth::ROUTES,
 ];
 
 /// Every endpoint of the API, one [`Route`] each: what the router serves and where the

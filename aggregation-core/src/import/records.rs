@@ -28,8 +28,9 @@
 //! - **Holding**: key = the security's `UNIQUEID`; symbol = ticker, else the unique id (CUSIP);
 //!   asset type `POSSTOCK` → equity, `POSMF` → mutual_fund, `POSDEBT` → fixed_income, `POSOPT`
 //!   → option, `POSOTHER` → other; quantity `UNITS`, current price `UNITPRICE`, market value
-//!   `MKTVAL` (else units × price, else 0). Positions of one security in several sub-accounts
-//!   (`HELDINACCT`) are added up into one holding.
+//!   `MKTVAL` (else units × price, else 0). A `POSTYPE` `SHORT` position is owed: its units and
+//!   market value are stored negative whatever sign the file wrote them with. Positions of one
+//!   security in several sub-accounts (`HELDINACCT`) are added up into one holding.
 //! - **Snapshot**: one per account that reports a balance, captured at `LEDGERBAL/DTASOF`
 //!   (investment: the statement's `DTASOF`), else the end of the transaction list, else now.
 //!   Investment snapshots carry the holdings value and the cash.
@@ -45,8 +46,8 @@ use super::ofx::{
     TransactionKind,
 };
 use crate::store::{
-    AccountType, AssetType, ImportAccount, ImportBatch, ImportInstitution, ImportSnapshot,
-    NewAccount, NewHolding, NewTransaction, TransactionStatus, TransactionType,
+    AccountRecord, AccountType, AssetType, ImportAccount, ImportBatch, ImportInstitution,
+    ImportSnapshot, NewAccount, NewHolding, NewTransaction, TransactionStatus, TransactionType,
 };
 
 /// Why a parsed file cannot be imported.
@@ -58,10 +59,91 @@ pub(crate) enum Refusal {
     /// The file has no statement.
     #[error("the file holds no statement")]
     NoStatement,
+    /// `account_id` names one account, and the file holds statements of several.
+    #[error(
+        "the file holds statements of {count} accounts; account_id can name only one (import without it)"
+    )]
+    SeveralAccounts {
+        /// How many accounts the file names.
+        count: usize,
+    },
+}
+
+/// Something an import read but doubts: reported in the answer's `warnings`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ImportWarning {
+    /// What it is about (`line 12`, `statement 2 (DE89…)`).
+    pub(crate) item: String,
+    /// What is wrong, in one sentence.
+    pub(crate) message: String,
+}
+
+/// The warnings of an OFX document.
+pub(crate) fn ofx_warnings(doc: &OfxDocument) -> Vec<ImportWarning> {
+    doc.warnings
+        .iter()
+        .map(|warning| ImportWarning {
+            item: format!("line {}", warning.line),
+            message: warning.message.clone(),
+        })
+        .collect()
+}
+
+/// The account an import was told to write into (`account_id`), as the record to upsert: its
+/// own key and fields, with the file's balance when the file reports one.
+pub(crate) fn existing_account(
+    record: &AccountRecord,
+    balance: Option<(Decimal, Option<Decimal>)>,
+) -> NewAccount {
+    let (balance_amount, available_balance_amount) =
+        balance.unwrap_or((record.balance_amount, record.available_balance_amount));
+    NewAccount {
+        provider_account_id: record.provider_account_id.clone(),
+        account_number: record.account_number_masked.clone(),
+        name: record.name.clone(),
+        account_type: record.account_type,
+        currency: record.currency.clone(),
+        balance_amount,
+        available_balance_amount,
+        is_active: record.is_active,
+    }
+}
+
+/// Points a batch of one account at the account the caller chose (`account_id`): its
+/// connection, its key and fields; the file's transactions, holdings and balances.
+pub(crate) fn into_existing(
+    mut batch: ImportBatch,
+    record: &AccountRecord,
+) -> Result<ImportBatch, Refusal> {
+    let mut accounts: Vec<ImportAccount> = batch
+        .institutions
+        .drain(..)
+        .flat_map(|institution| institution.accounts)
+        .collect();
+    if accounts.len() > 1 {
+        return Err(Refusal::SeveralAccounts {
+            count: accounts.len(),
+        });
+    }
+    let Some(mut only) = accounts.pop() else {
+        return Err(Refusal::NoStatement);
+    };
+    let balance = only.balance_reported.then_some((
+        only.account.balance_amount,
+        only.account.available_balance_amount,
+    ));
+    only.account = existing_account(record, balance);
+    Ok(ImportBatch {
+        institutions: vec![ImportInstitution {
+            alias: record.name.clone(),
+            connection_id: Some(record.connection_id),
+            accounts: vec![only],
+        }],
+    })
 }
 
 /// Removes NUL characters and surrounding whitespace; `None` when nothing is left.
-fn clean(text: &str) -> Option<String> {
+pub(crate) fn clean(text: &str) -> Option<String> {
     let text = text.trim();
     let cleaned = if text.contains('\0') {
         text.replace('\0', "")
@@ -71,7 +153,7 @@ fn clean(text: &str) -> Option<String> {
     (!cleaned.is_empty()).then_some(cleaned)
 }
 
-fn clean_opt(text: Option<&str>) -> Option<String> {
+pub(crate) fn clean_opt(text: Option<&str>) -> Option<String> {
     text.and_then(clean)
 }
 
@@ -106,7 +188,7 @@ fn account_type(statement: &Statement) -> AccountType {
     }
 }
 
-fn type_label(kind: AccountType) -> &'static str {
+pub(crate) fn type_label(kind: AccountType) -> &'static str {
     match kind {
         AccountType::Checking => "Checking",
         AccountType::Savings => "Savings",
@@ -213,14 +295,33 @@ fn asset_type(kind: PositionKind) -> AssetType {
 }
 
 fn market_value(position: &Position) -> Decimal {
-    position
+    let value = position
         .market_value
         .or_else(|| {
             position
                 .unit_price
                 .and_then(|price| price.checked_mul(position.units))
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    owner_signed(position, value)
+}
+
+/// Whether the position is a short one (`POSTYPE` `SHORT`): owed by the account's owner.
+fn is_short(position: &Position) -> bool {
+    position
+        .long_short
+        .as_deref()
+        .is_some_and(|kind| kind.trim().eq_ignore_ascii_case("SHORT"))
+}
+
+/// An amount of a position from the owner's view: negative when the position is short,
+/// whichever sign the file used (brokers write short units either way).
+fn owner_signed(position: &Position, amount: Decimal) -> Decimal {
+    if is_short(position) && amount.is_sign_positive() && !amount.is_zero() {
+        -amount
+    } else {
+        amount
+    }
 }
 
 /// The holdings of one statement, one per security (sub-account positions added up).
@@ -234,7 +335,9 @@ fn holdings(statement: &Statement) -> Vec<NewHolding> {
         let value = market_value(position);
         if let Some(&at) = index.get(&key) {
             if let Some(holding) = merged.get_mut(at) {
-                holding.quantity = holding.quantity.saturating_add(position.units);
+                holding.quantity = holding
+                    .quantity
+                    .saturating_add(owner_signed(position, position.units));
                 holding.market_value = holding.market_value.saturating_add(value);
             }
             continue;
@@ -245,7 +348,7 @@ fn holdings(statement: &Statement) -> Vec<NewHolding> {
             provider_holding_id: key,
             security_name: clean_opt(position.security_name.as_deref()),
             asset_type: asset_type(position.asset_kind),
-            quantity: position.units,
+            quantity: owner_signed(position, position.units),
             cost_basis: None,
             market_value: value,
             currency: statement.currency.clone(),
@@ -416,13 +519,14 @@ pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<Impo
                 balance_reported: snapshot.is_some(),
                 transactions: pending.transactions,
                 holdings: pending.holdings,
-                snapshot,
+                snapshots: snapshot.into_iter().collect(),
             }
         })
         .collect();
     Ok(ImportBatch {
         institutions: vec![ImportInstitution {
             alias: institution,
+            connection_id: None,
             accounts,
         }],
     })
@@ -480,7 +584,9 @@ mod tests {
             account.transactions[1].transaction_type,
             TransactionType::Income
         );
-        let snapshot = account.snapshot.as_ref().expect("snapshot");
+        let [snapshot] = account.snapshots.as_slice() else {
+            panic!("one snapshot");
+        };
         assert_eq!(snapshot.balance, dec("1000.00"));
         assert_eq!(
             snapshot.captured_at.to_rfc3339(),

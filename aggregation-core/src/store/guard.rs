@@ -321,6 +321,7 @@ guarded! { ImportStore {
         raise: &RaiseEvents<'_, ImportCounts>,
         raised: &mut Vec<Event>
     ) -> ImportCounts;
+    fn preview_import(user_id: Uuid, batch: &ImportBatch, now: DateTime<Utc>) -> ImportCounts;
 }}
 guarded! { ProviderConnectionStore {
     fn insert_oauth_state(state: &NewOAuthState) -> ();
@@ -457,6 +458,11 @@ guarded! { SnapshotStore {
         limit: u32,
         source: Option<SnapshotSource>
     ) -> Page<SnapshotRecord>;
+    fn balances_at(
+        user_id: Uuid,
+        currency: &str,
+        points: &[DateTime<Utc>]
+    ) -> Vec<PointBalance>;
 }}
 guarded! { LoginNetworkStore {
     fn login_network_last_success(user_id: Uuid, network_digest: &[u8]) -> Option<DateTime<Utc>>;

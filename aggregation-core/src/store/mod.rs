@@ -75,7 +75,7 @@ pub use events::{AuditFilter, EventStore};
 pub(crate) use guard::GuardedStore;
 pub use imports::{
     FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportInstitution,
-    ImportSnapshot, ImportStore,
+    ImportOutcome, ImportSnapshot, ImportStore, ImportedAccount,
 };
 pub use jobs::{JobRunRecord, JobStore, PurgeCounts};
 pub use login_networks::LoginNetworkStore;
@@ -88,9 +88,10 @@ pub use providers::{
 pub use records::{
     AccountFilter, AccountRecord, AccountStore, AccountType, AssetType, ConnectionRecord,
     ConnectionStatus, ConnectionStore, HoldingFilter, HoldingRecord, HoldingStore, NewAccount,
-    NewConnection, NewHolding, NewSnapshot, NewTransaction, Page, SnapshotRecord, SnapshotSource,
-    SnapshotStore, TransactionPosition, TransactionQuery, TransactionRecord, TransactionStatus,
-    TransactionStore, TransactionType, UpsertCounts, mask_account_number, provider_id,
+    NewConnection, NewHolding, NewSnapshot, NewTransaction, Page, PointBalance, SnapshotRecord,
+    SnapshotSource, SnapshotStore, TransactionPosition, TransactionQuery, TransactionRecord,
+    TransactionStatus, TransactionStore, TransactionType, UpsertCounts, mask_account_number,
+    provider_id,
 };
 pub use security::{
     NewTokenRotation, RotationOutcome, RotationScope, SecurityConfigRecord, SecurityStore,

@@ -384,7 +384,14 @@ fn map_position(position: Position) -> Result<NewHolding, String> {
         .checked_sub(short)
         .ok_or_else(|| overflow("the quantity"))?
         .normalize();
+    // Owned positions count positive, owed (short) ones negative, whatever sign the answer
+    // gives a short position's market value.
     let market_value = required("marketValue", position.market_value.as_ref())?;
+    let market_value = if quantity.is_sign_negative() && !quantity.is_zero() {
+        -market_value.abs()
+    } else {
+        market_value
+    };
     let average_price = optional("averagePrice", position.average_price.as_ref())?;
     let cost_basis = average_price
         .map(|price| {

@@ -645,6 +645,26 @@ pub struct NewSnapshot {
     pub captured_at: DateTime<Utc>,
 }
 
+/// One account's balance at one point of a history, as
+/// [`SnapshotStore::balances_at`] reads it: the balance of the account's latest snapshot before
+/// the point.
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
+pub struct PointBalance {
+    /// The point's index in the list asked for.
+    pub point: i64,
+    /// The account.
+    pub account_id: Uuid,
+    /// The account's kind.
+    pub account_type: AccountType,
+    /// The balance of its latest snapshot before the point.
+    #[cfg_attr(
+        any(feature = "sqlite", feature = "postgres"),
+        sqlx(try_from = "crate::store::sql::Dec")
+    )]
+    pub balance: Decimal,
+}
+
 /// Provider connections.
 #[async_trait]
 pub trait ConnectionStore: Send + Sync {
@@ -805,6 +825,18 @@ pub trait SnapshotStore: Send + Sync {
         limit: u32,
         source: Option<SnapshotSource>,
     ) -> Result<Page<SnapshotRecord>, StoreError>;
+
+    /// For each instant of `points` and each of the user's active accounts in `currency`
+    /// (compared upper case), the balance of the account's latest snapshot (by `captured_at`,
+    /// then id) captured strictly before that instant, in one query: the history of a net
+    /// worth chart. A point before an account's first snapshot has no row for that account.
+    /// Rows come ordered by point index, then account id; empty when `points` is.
+    async fn balances_at(
+        &self,
+        user_id: Uuid,
+        currency: &str,
+        points: &[DateTime<Utc>],
+    ) -> Result<Vec<PointBalance>, StoreError>;
 }
 
 #[cfg(test)]

@@ -13,11 +13,12 @@ use uuid::Uuid;
 
 use crate::store::backend::{Backend, Executor, QueryBuilder, SqlStore, Tx, query_as};
 use crate::store::records::sql::upserts::{upsert_in, upsert_transactions_in};
-use crate::store::sql::{count, counted, currency, optional_text, text};
+use crate::store::sql::{count, counted, currency, currency as currency_code, optional_text, text};
 use crate::store::{
     AccountFilter, AccountRecord, AccountStore, HoldingFilter, HoldingRecord, HoldingStore,
-    NewAccount, NewHolding, NewSnapshot, NewTransaction, Page, SnapshotRecord, SnapshotSource,
-    SnapshotStore, StoreError, TransactionQuery, TransactionRecord, TransactionStore, UpsertCounts,
+    NewAccount, NewHolding, NewSnapshot, NewTransaction, Page, PointBalance, SnapshotRecord,
+    SnapshotSource, SnapshotStore, StoreError, TransactionQuery, TransactionRecord,
+    TransactionStore, UpsertCounts,
 };
 
 pub(in crate::store) const SELECT_ACCOUNT: &str = "SELECT a.id, a.connection_id, a.provider_account_id, \
@@ -338,6 +339,42 @@ impl<B: Backend> SnapshotStore for SqlStore<B> {
             items: lister.build_query_as().fetch_all(&self.pool).await?,
             total_count: count(total),
         })
+    }
+
+    async fn balances_at(
+        &self,
+        user_id: Uuid,
+        currency: &str,
+        points: &[DateTime<Utc>],
+    ) -> Result<Vec<PointBalance>, StoreError> {
+        if points.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The points as a table of (index, instant), crossed with the accounts; each pair
+        // finds its snapshot through the (account_id, captured_at, id) index, newest first.
+        let mut query = QueryBuilder::<B>::new("WITH points (point, upto) AS (");
+        query.push_values(points.iter().enumerate(), |mut row, (index, upto)| {
+            row.push_bind(i64::try_from(index).unwrap_or(i64::MAX))
+                .push_bind(*upto);
+        });
+        query
+            .push(
+                ") SELECT p.point, a.id AS account_id, a.account_type, s.balance \
+                 FROM accounts a JOIN connections c ON c.id = a.connection_id AND c.user_id = ",
+            )
+            .push_bind(user_id)
+            .push(
+                " CROSS JOIN points p JOIN balance_snapshots s ON s.id = ( \
+                     SELECT l.id FROM balance_snapshots l \
+                     WHERE l.account_id = a.id AND l.captured_at < p.upto \
+                     ORDER BY l.captured_at DESC, l.id DESC LIMIT 1) \
+                 WHERE a.is_active = ",
+            )
+            .push_bind(true)
+            .push(" AND a.currency = ")
+            .push_bind(currency_code(currency))
+            .push(" ORDER BY p.point, a.id");
+        Ok(query.build_query_as().fetch_all(&self.pool).await?)
     }
 }
 
