@@ -56,6 +56,10 @@ fn amount(value: &Value) -> Decimal {
         .unwrap_or_else(|| panic!("an amount: {value}"))
 }
 
+fn dec(text: &str) -> Decimal {
+    text.parse().expect("a decimal")
+}
+
 fn sum(rows: &[Value]) -> Decimal {
     rows.iter().map(|row| amount(&row["amount"])).sum()
 }
@@ -117,12 +121,12 @@ async fn camt053_reads_back_accounts_rows_and_balances(app: TestApp) {
     let account = &listed[0];
     assert_eq!(account["provider_account_id"], "NL91ABNA0417164300");
     assert_eq!(account["currency"], "EUR");
-    assert_eq!(amount(&account["balance_amount"]), "53.87".parse().unwrap());
+    assert_eq!(amount(&account["balance_amount"]), dec("53.87"));
     let account_id = account["id"].as_str().expect("id");
     let rows = rows(&app, &token, account_id).await;
     assert_eq!(rows.len(), 5);
     // Opening 149.87 plus the rows is the closing 53.87.
-    assert_eq!(sum(&rows), "-96.00".parse().unwrap());
+    assert_eq!(sum(&rows), dec("-96.00"));
     let rent = rows
         .iter()
         .find(|row| row["provider_transaction_id"] == "T-1")
@@ -143,11 +147,7 @@ async fn camt053_reads_back_accounts_rows_and_balances(app: TestApp) {
         .await
         .expect(200);
     let newest = &snapshots["snapshots"][0];
-    assert_eq!(
-        amount(&newest["balance"]),
-        "53.87".parse().unwrap(),
-        "{snapshots}"
-    );
+    assert_eq!(amount(&newest["balance"]), dec("53.87"), "{snapshots}");
     assert_eq!(newest["source"], "file_import");
 }
 
@@ -189,7 +189,7 @@ async fn overlapping_statements_never_duplicate(app: TestApp) {
     assert_eq!(listed.len(), 1, "one IBAN, one account");
     let rows = rows(&app, &token, listed[0]["id"].as_str().expect("id")).await;
     assert_eq!(rows.len(), 3);
-    assert_eq!(sum(&rows), "-10.00".parse().unwrap());
+    assert_eq!(sum(&rows), dec("-10.00"));
 }
 
 async fn two_identical_rows_on_one_day_stay_two(app: TestApp) {
@@ -269,7 +269,7 @@ async fn camt054_batches_split_and_warn(app: TestApp) {
         .collect();
     ids.sort_unstable();
     assert_eq!(ids, ["OUT-BATCH-2", "QR-1", "QR-2", "QR-3"]);
-    assert_eq!(sum(&rows), "-926.00".parse().unwrap());
+    assert_eq!(sum(&rows), dec("-926.00"));
 }
 
 async fn a_bank_style_reversal_is_a_warning(app: TestApp) {
@@ -281,12 +281,9 @@ async fn a_bank_style_reversal_is_a_warning(app: TestApp) {
     assert_eq!(found.len(), 1, "{body}");
     assert!(found[0].1.contains("RvslInd"), "{body}");
     let listed = accounts(&app, &token).await;
-    assert_eq!(
-        amount(&listed[0]["balance_amount"]),
-        "80.00".parse().unwrap()
-    );
+    assert_eq!(amount(&listed[0]["balance_amount"]), dec("80.00"));
     let rows = rows(&app, &token, listed[0]["id"].as_str().expect("id")).await;
-    assert_eq!(sum(&rows), "-20.00".parse().unwrap());
+    assert_eq!(sum(&rows), dec("-20.00"));
 }
 
 async fn a_statement_that_does_not_balance_is_imported_with_a_warning(app: TestApp) {
