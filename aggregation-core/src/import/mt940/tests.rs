@@ -522,3 +522,53 @@ fn sniff_detects_and_refuses() {
         Some("Miete")
     );
 }
+
+/// A generated file of at least `bytes` bytes: statements of 500 German entries each.
+pub(super) fn generated(bytes: usize) -> Vec<u8> {
+    let mut out = String::with_capacity(bytes + 4096);
+    let mut n = 0u64;
+    let mut balance: i64 = 0;
+    while out.len() < bytes {
+        n += 1;
+        out.push_str(&format!(
+            ":20:STARTUMSE\r\n:25:10020030/0123456789\r\n:28C:{n}/1\r\n:60F:C250101EUR{},{:02}\r\n",
+            balance / 100,
+            balance % 100
+        ));
+        for k in 0..500u64 {
+            let cents = 100 + (k * 37 % 9000);
+            balance += i64::try_from(cents).unwrap_or(0);
+            out.push_str(&format!(
+                ":61:2501020102CR{},{:02}N166NONREF//B{n}-{k}\r\n\
+                 :86:166?00GUTSCHR. UEBERWEISUNG?109251?20EREF+E{n}-{k}?21SVWZ+Rechnung {k} vom 02\r\n\
+                 .01.2025?30BANKDEFFXXX?31DE02120300000000202051?32Kunde Nummer {k}\r\n",
+                cents / 100,
+                cents % 100
+            ));
+        }
+        out.push_str(&format!(
+            ":62F:C250102EUR{},{:02}\r\n-\r\n",
+            balance / 100,
+            balance % 100
+        ));
+    }
+    out.into_bytes()
+}
+
+#[test]
+fn generated_file_parses_and_balances() {
+    let file = parse(&generated(256 * 1024)).expect("parses");
+    assert!(file.statements.len() >= 2);
+    assert_balanced(&file);
+    assert!(file.warnings.is_empty());
+}
+
+/// Run alone under `/usr/bin/time -v` to read the peak RSS of a 10 MiB file (see the report).
+#[test]
+#[ignore = "memory measurement, run by hand"]
+fn ten_mib_file() {
+    let bytes = generated(10 * 1024 * 1024);
+    let file = parse(&bytes).expect("parses");
+    let entries: usize = file.statements.iter().map(|s| s.entries.len()).sum();
+    assert!(entries > 50_000, "{entries}");
+}
