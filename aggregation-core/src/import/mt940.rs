@@ -83,6 +83,8 @@
 //! 20. `trailing_padding_and_blank_lines`: lines padded with blanks to a fixed width, blank
 //!     lines between statements, a byte-order mark.
 //! 21. `two_86_lines_for_one_entry`: a second `:86:` for the same entry is appended.
+//! 22. `multicash_ns_fields_and_padded_amounts`: MultiCash `:NS:` (non-SWIFT) fields are read
+//!     past, and amounts zero-padded to the full 15 characters read as numbers.
 
 mod fields;
 mod lex;

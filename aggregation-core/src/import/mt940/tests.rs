@@ -473,6 +473,17 @@ fn trailing_padding_and_blank_lines() {
     );
 }
 
+// 22
+#[test]
+fn multicash_ns_fields_and_padded_amounts() {
+    let text = ":20:A\n:25:1/2\n:NS:22Max Mustermann\n:60F:C250101EUR000000000100,00\n\
+:61:2501020102D000000000010,00NTRFNONREF\n:NS:01extra\n:62F:C250102EUR90,00\n";
+    let file = ok(text);
+    assert_balanced(&file);
+    assert_eq!(file.statements[0].entries.len(), 1);
+    assert_eq!(file.statements[0].entries[0].amount, dec("-10"));
+}
+
 // 21
 #[test]
 fn two_86_lines_for_one_entry() {
