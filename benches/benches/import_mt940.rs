@@ -1,0 +1,187 @@
+//! MT940 parsing throughput beside OFX of the same entries: a generated MT940 file of about
+//! 1 MiB (German savings-bank dialect: structured `:86:` with SEPA keywords, statements of 500
+//! entries) and an OFX 1.x file of the same entries, both through the hidden
+//! `aggregation_core::import::fuzz::parse` entry point the fuzz targets use.
+//!
+//! `cargo bench -p aggregation-benches --bench import_mt940`. Reported in bytes/s and
+//! entries/s.
+
+use std::time::Duration;
+
+use aggregation_core::import::{
+    OfxDocument, Signon, Statement, StatementAccount, StatementKind, StatementTransaction,
+    TransactionKind, fuzz, write_ofx1,
+};
+use chrono::{DateTime, TimeDelta, Utc};
+use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use rust_decimal::Decimal;
+
+/// Entries per statement of the MT940 file.
+const PER_STATEMENT: usize = 500;
+/// Target size of the MT940 file.
+const TARGET_BYTES: usize = 1024 * 1024;
+
+/// One entry: amount in cents (signed), purpose, counterparty, reference.
+struct Entry {
+    cents: i64,
+    purpose: String,
+    name: String,
+    reference: String,
+}
+
+fn entry(i: usize) -> Entry {
+    let credit = i.is_multiple_of(7);
+    let cents = i64::try_from(i % 90_000).unwrap_or_default() + 1;
+    Entry {
+        cents: if credit { cents } else { -cents },
+        purpose: format!("Rechnung {i} vom 02.01.2025 Kundennummer {}", i % 997),
+        name: format!("Haendler {}", i % 997),
+        reference: format!("B{i:010}"),
+    }
+}
+
+fn amount(cents: i64) -> String {
+    let c = cents.unsigned_abs();
+    format!("{},{:02}", c / 100, c % 100)
+}
+
+/// The MT940 file and how many entries it holds.
+fn mt940_file() -> (Vec<u8>, usize) {
+    let mut out = String::with_capacity(TARGET_BYTES + 64 * 1024);
+    let mut balance: i64 = 0;
+    let mut i = 0;
+    let mut page = 0;
+    while out.len() < TARGET_BYTES {
+        page += 1;
+        let mark = |b: i64| if b < 0 { 'D' } else { 'C' };
+        out.push_str(&format!(
+            ":20:STARTUMSE\r\n:25:10020030/0123456789\r\n:28C:{page}/1\r\n:60F:{}250102EUR{}\r\n",
+            mark(balance),
+            amount(balance)
+        ));
+        for _ in 0..PER_STATEMENT {
+            let e = entry(i);
+            i += 1;
+            balance += e.cents;
+            let dc = if e.cents < 0 { "D" } else { "C" };
+            let purpose = format!("EREF+{}SVWZ+{}", e.reference, e.purpose);
+            // 27-character subfields ?20, ?21, … as German banks cut them.
+            let chars: Vec<char> = purpose.chars().collect();
+            let subfields: String = chars
+                .chunks(27)
+                .enumerate()
+                .map(|(k, c)| format!("?{}{}", 20 + k, c.iter().collect::<String>()))
+                .collect();
+            let details = format!(
+                "166?00SEPA-UEBERWEISUNG?109310{subfields}?30BANKDEFFXXX?31DE02120300000000202051?32{}",
+                e.name
+            );
+            // `:86:` lines of at most 65 characters.
+            let chars: Vec<char> = details.chars().collect();
+            let lines: Vec<String> = chars.chunks(65).map(|c| c.iter().collect()).collect();
+            out.push_str(&format!(
+                ":61:2501020102{dc}R{}N166NONREF//{}\r\n:86:{}\r\n",
+                amount(e.cents),
+                e.reference,
+                lines.join("\r\n")
+            ));
+        }
+        out.push_str(&format!(
+            ":62F:{}250102EUR{}\r\n-\r\n",
+            mark(balance),
+            amount(balance)
+        ));
+    }
+    (out.into_bytes(), i)
+}
+
+/// An OFX 1.x bank statement of the same entries.
+fn ofx_file(count: usize) -> Vec<u8> {
+    let start = DateTime::<Utc>::from_timestamp(1_735_776_000, 0).expect("2025-01-02");
+    let transactions = (0..count)
+        .map(|i| {
+            let e = entry(i);
+            let trn_type = if e.cents < 0 { "DEBIT" } else { "CREDIT" };
+            StatementTransaction {
+                fit_id: e.reference,
+                kind: TransactionKind::Bank(trn_type.to_owned()),
+                trn_type: Some(trn_type.to_owned()),
+                posted: start.fixed_offset(),
+                user_date: None,
+                settled: None,
+                amount: Decimal::new(e.cents, 2),
+                name: Some(e.name),
+                memo: Some(e.purpose),
+                check_number: None,
+                symbol: None,
+                security_name: None,
+                security_id: None,
+                units: None,
+                unit_price: None,
+                commission: None,
+                income_type: None,
+                currency: None,
+            }
+        })
+        .collect();
+    let end = start + TimeDelta::days(1);
+    let document = OfxDocument {
+        signon: Some(Signon {
+            status_code: 0,
+            severity: "INFO".to_owned(),
+            message: None,
+            org: Some("Bench Bank".to_owned()),
+            fid: Some("1234".to_owned()),
+        }),
+        statements: vec![Statement {
+            kind: StatementKind::Bank,
+            currency: "EUR".to_owned(),
+            account: StatementAccount {
+                account_id: Some("0123456789".to_owned()),
+                bank_id: Some("10020030".to_owned()),
+                branch_id: None,
+                broker_id: None,
+                account_type: Some("CHECKING".to_owned()),
+            },
+            transactions,
+            positions: Vec::new(),
+            ledger_balance: None,
+            available_balance: None,
+            investment_balance: None,
+            start: Some(start),
+            end: Some(end),
+            as_of: None,
+        }],
+        warnings: Vec::new(),
+    };
+    write_ofx1(&document).into_bytes()
+}
+
+fn parse(c: &mut Criterion) {
+    let (mt940, entries) = mt940_file();
+    let ofx = ofx_file(entries);
+    assert!(
+        fuzz::parse("mt940", &mt940),
+        "the generated MT940 file parses"
+    );
+    assert!(fuzz::parse("ofx", &ofx), "the generated OFX file parses");
+    let mut group = c.benchmark_group("import_mt940_parse_1mib");
+    group.sample_size(20);
+    group.sampling_mode(SamplingMode::Flat);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(5));
+    for (name, bytes) in [("mt940", &mt940), ("ofx_same_entries", &ofx)] {
+        group.throughput(Throughput::ElementsAndBytes {
+            elements: entries as u64,
+            bytes: bytes.len() as u64,
+        });
+        let code = if name == "mt940" { "mt940" } else { "ofx" };
+        group.bench_function(name, |b| {
+            b.iter(|| fuzz::parse(code, std::hint::black_box(bytes)));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, parse);
+criterion_main!(benches);

@@ -1,0 +1,241 @@
+//! Conformance: MT940 and MT942 files through `POST /api/v1/imports` (decisions.md "More
+//! statement formats"), on every front and store. The fixtures are the parser's own
+//! (`aggregation-core/src/import/mt940/fixtures/`).
+
+use aggregation_tests::{TestApp, conformance, upload_with};
+use serde_json::Value;
+
+conformance!(
+    german_statements_import_and_read_back,
+    reimport_creates_nothing,
+    overlapping_statements_never_duplicate,
+    two_identical_rows_on_one_day_stay_two,
+    bank_references_identify_rows,
+    mt942_lines_are_pending,
+    a_balance_that_does_not_add_up_is_a_warning,
+    a_broken_statement_line_is_400_naming_it,
+    a_dry_run_writes_nothing,
+);
+
+const DE_SAVINGS_BANK: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/mt940/fixtures/de_savings_bank.sta");
+const NL_BANK_SWIFT: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/mt940/fixtures/nl_bank_swift.sta");
+const PL_BANK_942: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/mt940/fixtures/pl_bank_942.sta");
+
+async fn access(app: &TestApp, email: &str) -> String {
+    app.user(email).await.1
+}
+
+async fn send(app: &TestApp, name: &str, bytes: &[u8], token: &str) -> Value {
+    upload_with(app, Some(name), bytes, &[], token)
+        .await
+        .expect(201)
+}
+
+fn count(body: &Value, key: &str) -> u64 {
+    body[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} in {body}"))
+}
+
+async fn accounts(app: &TestApp, token: &str) -> Vec<Value> {
+    let list = app.get("/api/v1/accounts", Some(token)).await.expect(200);
+    list["accounts"].as_array().cloned().unwrap_or_default()
+}
+
+async fn rows(app: &TestApp, token: &str, account_id: &str) -> Vec<Value> {
+    let list = app
+        .get(
+            &format!("/api/v1/accounts/{account_id}/transactions?limit=100"),
+            Some(token),
+        )
+        .await
+        .expect(200);
+    list["transactions"].as_array().cloned().unwrap_or_default()
+}
+
+fn amounts(rows: &[Value]) -> Vec<String> {
+    let mut out: Vec<String> = rows
+        .iter()
+        .map(|r| r["amount"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The German file's first statement alone (up to its `-` line).
+fn first_statement_only() -> Vec<u8> {
+    let text = String::from_utf8_lossy(DE_SAVINGS_BANK).into_owned();
+    let end = text.find("\r\n-\r\n").expect("a separator") + "\r\n-\r\n".len();
+    DE_SAVINGS_BANK[..end].to_vec()
+}
+
+async fn german_statements_import_and_read_back(app: TestApp) {
+    let token = access(&app, "mt940-de@example.com").await;
+    let body = send(&app, "umsaetze.sta", DE_SAVINGS_BANK, &token).await;
+    assert_eq!(body["format"], "mt940", "{body}");
+    assert_eq!(body["warnings"], serde_json::json!([]), "{body}");
+    assert_eq!(count(&body, "accounts_created"), 1, "{body}");
+    assert_eq!(count(&body, "transactions_created"), 5, "{body}");
+    let accounts = accounts(&app, &token).await;
+    assert_eq!(accounts.len(), 1);
+    let account = &accounts[0];
+    assert_eq!(account["provider_account_id"], "10020030/0123456789");
+    assert_eq!(account["currency"], "EUR");
+    assert_eq!(account["balance_amount"], "3987.10");
+    let id = account["id"].as_str().expect("id");
+    let rows = rows(&app, &token, id).await;
+    assert_eq!(
+        amounts(&rows),
+        ["-3.00", "-42.50", "-9.90", "2500.00", "42.50"]
+    );
+    // Newest first: the fee of 5 January, then the reversal (money back in).
+    let fee_dec = rows
+        .iter()
+        .find(|r| r["amount"] == "-9.90")
+        .expect("the December fee");
+    // Value date 31 December, booked 2 January of the next year.
+    assert_eq!(fee_dec["transaction_date"], "2026-01-02");
+    assert_eq!(fee_dec["currency"], "EUR");
+    let salary = rows
+        .iter()
+        .find(|r| r["amount"] == "2500.00")
+        .expect("the salary");
+    assert_eq!(salary["status"], "settled");
+    assert!(
+        salary["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("Gehalt Dezember 2025")),
+        "{salary}"
+    );
+}
+
+async fn reimport_creates_nothing(app: TestApp) {
+    let token = access(&app, "mt940-again@example.com").await;
+    send(&app, "a.sta", DE_SAVINGS_BANK, &token).await;
+    let body = send(&app, "a.sta", DE_SAVINGS_BANK, &token).await;
+    assert_eq!(count(&body, "accounts_created"), 0, "{body}");
+    assert_eq!(count(&body, "transactions_created"), 0, "{body}");
+    assert_eq!(count(&body, "transactions_skipped"), 5, "{body}");
+}
+
+async fn overlapping_statements_never_duplicate(app: TestApp) {
+    let token = access(&app, "mt940-overlap@example.com").await;
+    let body = send(&app, "day1.sta", &first_statement_only(), &token).await;
+    assert_eq!(count(&body, "transactions_created"), 3, "{body}");
+    let body = send(&app, "both.sta", DE_SAVINGS_BANK, &token).await;
+    assert_eq!(count(&body, "transactions_created"), 2, "{body}");
+    assert_eq!(count(&body, "transactions_skipped"), 3, "{body}");
+    let accounts = accounts(&app, &token).await;
+    assert_eq!(accounts.len(), 1);
+    let id = accounts[0]["id"].as_str().expect("id");
+    assert_eq!(rows(&app, &token, id).await.len(), 5);
+}
+
+async fn two_identical_rows_on_one_day_stay_two(app: TestApp) {
+    let token = access(&app, "mt940-coffee@example.com").await;
+    let file = ":20:A\r\n:25:DE89370400440532013000\r\n:60F:C250301EUR10,00\r\n\
+:61:2503030303DR3,20N106NONREF\r\n:86:106?00KARTENZAHLUNG?20Cafe am Markt\r\n\
+:61:2503030303DR3,20N106NONREF\r\n:86:106?00KARTENZAHLUNG?20Cafe am Markt\r\n\
+:62F:C250303EUR3,60\r\n-\r\n";
+    let body = send(&app, "coffee.sta", file.as_bytes(), &token).await;
+    assert_eq!(count(&body, "transactions_created"), 2, "{body}");
+    assert_eq!(body["warnings"], serde_json::json!([]), "{body}");
+    let body = send(&app, "coffee.sta", file.as_bytes(), &token).await;
+    assert_eq!(count(&body, "transactions_created"), 0, "{body}");
+    assert_eq!(count(&body, "transactions_skipped"), 2, "{body}");
+}
+
+async fn bank_references_identify_rows(app: TestApp) {
+    let token = access(&app, "mt940-nl@example.com").await;
+    let body = send(&app, "mt940.swi", NL_BANK_SWIFT, &token).await;
+    assert_eq!(body["format"], "mt940", "{body}");
+    assert_eq!(count(&body, "transactions_created"), 3, "{body}");
+    let accounts = accounts(&app, &token).await;
+    let account = &accounts[0];
+    assert_eq!(account["provider_account_id"], "NL91ABNA0417164300");
+    assert_eq!(account["balance_amount"], "1093.05");
+    let id = account["id"].as_str().expect("id");
+    let rows = rows(&app, &token, id).await;
+    let ids: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r["provider_transaction_id"].as_str())
+        .collect();
+    assert!(
+        ids.iter().any(|i| i.contains("B5L01XYZ99Q1")),
+        "the bank reference is the identity: {ids:?}"
+    );
+    // The same reference with another text is the same transaction: updated, not added.
+    let changed =
+        String::from_utf8_lossy(NL_BANK_SWIFT).replace("Factuur 2025-887", "Factuur 2025-888");
+    let body = send(&app, "mt940.swi", changed.as_bytes(), &token).await;
+    assert_eq!(count(&body, "transactions_created"), 0, "{body}");
+}
+
+async fn mt942_lines_are_pending(app: TestApp) {
+    let token = access(&app, "mt942@example.com").await;
+    let body = send(&app, "interim.sta", PL_BANK_942, &token).await;
+    assert_eq!(body["format"], "mt942", "{body}");
+    assert_eq!(count(&body, "transactions_created"), 2, "{body}");
+    let accounts = accounts(&app, &token).await;
+    assert_eq!(accounts[0]["currency"], "PLN");
+    let id = accounts[0]["id"].as_str().expect("id");
+    let rows = rows(&app, &token, id).await;
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r["status"] == "pending"), "{rows:?}");
+    assert_eq!(amounts(&rows), ["-150.00", "49.20"]);
+}
+
+async fn a_balance_that_does_not_add_up_is_a_warning(app: TestApp) {
+    let token = access(&app, "mt940-mismatch@example.com").await;
+    let file = String::from_utf8_lossy(NL_BANK_SWIFT)
+        .replace(":62F:C251202EUR1093,05", ":62F:C251202EUR1093,06");
+    let body = send(&app, "mismatch.sta", file.as_bytes(), &token).await;
+    assert_eq!(count(&body, "transactions_created"), 3, "{body}");
+    let warnings = body["warnings"].as_array().expect("warnings");
+    assert_eq!(warnings.len(), 1, "{body}");
+    // An unreadable balance is a warning too, and the entries are still imported.
+    let token = access(&app, "mt940-unreadable@example.com").await;
+    let file = String::from_utf8_lossy(NL_BANK_SWIFT)
+        .replace(":60F:C251130EUR1000,00", ":60F:C251130EUR1.000,00");
+    let body = send(&app, "unreadable.sta", file.as_bytes(), &token).await;
+    assert_eq!(count(&body, "transactions_created"), 3, "{body}");
+    let warnings = body["warnings"].as_array().expect("warnings");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w["item"].as_str().is_some_and(|i| i.contains("line 7"))),
+        "{body}"
+    );
+}
+
+async fn a_broken_statement_line_is_400_naming_it(app: TestApp) {
+    let token = access(&app, "mt940-broken@example.com").await;
+    let file = ":20:A\r\n:25:DE89370400440532013000\r\n:60F:C250301EUR10,00\r\n\
+:61:2513030303DR3,20N106NONREF\r\n:62F:C250303EUR6,80\r\n";
+    let body = upload_with(&app, Some("broken.sta"), file.as_bytes(), &[], &token)
+        .await
+        .expect_problem(400, "command_validation_failed");
+    let detail = body["detail"].as_str().expect("detail");
+    assert!(detail.contains("line 4"), "{detail}");
+    assert!(detail.contains("value date"), "{detail}");
+    assert!(accounts(&app, &token).await.is_empty());
+}
+
+async fn a_dry_run_writes_nothing(app: TestApp) {
+    let token = access(&app, "mt940-dry@example.com").await;
+    let body = upload_with(
+        &app,
+        Some("umsaetze.sta"),
+        DE_SAVINGS_BANK,
+        &[("dry_run", "true")],
+        &token,
+    )
+    .await
+    .expect(200);
+    assert_eq!(body["dry_run"], true, "{body}");
+    assert_eq!(count(&body, "transactions_created"), 5, "{body}");
+    assert!(accounts(&app, &token).await.is_empty());
+}
