@@ -62,6 +62,8 @@
 #[allow(dead_code)]
 pub(crate) mod model;
 mod ofx;
+#[allow(dead_code)]
+mod qif;
 pub(crate) mod records;
 pub(crate) mod statement;
 
