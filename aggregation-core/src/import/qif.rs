@@ -12,7 +12,8 @@
 //!   spaces around them ignored.
 //! - `!Account` blocks (`N` name; `T` type and `D` description are read past): outside an
 //!   `!Option:AutoSwitch` … `!Clear:AutoSwitch` list, the block names the account of the
-//!   sections that follow it; inside the list it is only a list entry and changes nothing.
+//!   sections that follow it; inside the list it is only a list entry and changes nothing,
+//!   unless a `!Type:` section follows it directly (a list never cleared).
 //! - Lists `!Type:Cat`, `Class`, `Memorized`, `Prices`, `Budget`, `Invitem`, `Template`,
 //!   `Bill`, `Invoice`, `Tax` are skipped; `!Type:Security` is read only to turn a security's
 //!   name (`N`) into its symbol (`S`). An unknown `!Type:` is skipped with a warning.
@@ -216,6 +217,8 @@ struct LayoutBuilder<'a> {
     account_list: bool,
     /// The account named by the last `!Account` block outside the list.
     current_name: Option<String>,
+    /// The name of the last record of the `!Account` block being read.
+    block_name: Option<String>,
 }
 
 impl<'a> LayoutBuilder<'a> {
@@ -230,9 +233,11 @@ impl<'a> LayoutBuilder<'a> {
                 }
             }
             Mode::Accounts => {
-                let name = value_of(&record, 'N').map(str::to_owned);
-                if !self.account_list && name.is_some() {
-                    self.current_name = name;
+                if let Some(name) = value_of(&record, 'N') {
+                    if !self.account_list {
+                        self.current_name = Some(name.to_owned());
+                    }
+                    self.block_name = Some(name.to_owned());
                 }
             }
             Mode::Securities => {
@@ -253,6 +258,11 @@ impl<'a> LayoutBuilder<'a> {
         if let Some(name) = lower.strip_prefix("!type:") {
             let name = name.trim();
             if let Some(kind) = section_kind(name) {
+                // An `!Account` block right before a section names it, even when the file
+                // never cleared its AutoSwitch list.
+                if self.mode == Mode::Accounts && self.block_name.is_some() {
+                    self.current_name = self.block_name.clone();
+                }
                 self.layout.sections.push(Section {
                     kind,
                     name: self.current_name.clone(),
@@ -271,6 +281,9 @@ impl<'a> LayoutBuilder<'a> {
                 self.mode = Mode::Skipped;
             }
         } else if lower.trim_end() == "!account" {
+            if self.mode != Mode::Accounts {
+                self.block_name = None;
+            }
             self.mode = Mode::Accounts;
         } else if lower.starts_with("!option:autoswitch") {
             self.account_list = true;
@@ -315,6 +328,7 @@ fn read_layout<'a>(
         record: None,
         account_list: false,
         current_name: None,
+        block_name: None,
     };
     for (number, raw) in values::lines(text) {
         let line = clean(raw);

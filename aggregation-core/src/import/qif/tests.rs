@@ -9,9 +9,10 @@ use super::*;
 use crate::import::model::EntryStatus;
 
 /// Every fixture, by name.
-const FIXTURES: [&str; 25] = [
+const FIXTURES: [&str; 26] = [
     "amex_blank_lines.qif",
     "autoswitch.qif",
+    "autoswitch_uncleared.qif",
     "blank_split.qif",
     "bom_crlf.qif",
     "cleared.qif",
@@ -318,6 +319,15 @@ fn accounts_and_autoswitch_list() {
     );
     assert_eq!(amounts(&file.statements[1]), vec![dec("-15.00")]);
     assert!(file.warnings.is_empty(), "{:?}", file.warnings);
+}
+
+/// Quirk 17 (continued): an AutoSwitch list never cleared; the block before the section names
+/// it.
+#[test]
+fn autoswitch_list_never_cleared() {
+    let s = only("autoswitch_uncleared.qif");
+    assert_eq!(s.account.name.as_deref(), Some("Card"));
+    assert_eq!(amounts(&s), vec![dec("-9.99")]);
 }
 
 /// Quirk 18: lists are skipped; the security list names symbols.
