@@ -104,29 +104,26 @@ pub(crate) fn sniff(bytes: &[u8]) -> bool {
 }
 
 /// Reads a QIF file: see the module documentation.
+///
+/// The text is read twice, one line at a time and holding one record at a time: the first
+/// pass decides the file's date and number conventions and reads the security list, the
+/// second turns each record into an entry as soon as it ends.
 pub(crate) fn parse(bytes: &[u8]) -> Result<ParsedFile, ParseError> {
     let text = values::decode(bytes);
     if text.trim().is_empty() {
         return Err(ParseError::new(0, "the file is empty"));
     }
-    let mut warnings = Vec::new();
-    let layout = read_layout(&text, &mut warnings)?;
-    let (dates, numbers) = conventions(&layout.sections)?;
-    let mut statements = Vec::new();
-    for section in &layout.sections {
-        let reader = Reader {
-            dates,
-            numbers,
-            securities: &layout.securities,
-        };
-        if let Some(statement) = reader.statement(section, &mut warnings)? {
-            statements.push(statement);
-        }
-    }
+    let mut scan = Builder::new(Pass::Scan);
+    scan.run(&text)?;
+    let mut build = Builder::new(Pass::Build);
+    build.dates = scan.dates;
+    build.numbers = scan.numbers;
+    build.securities = std::mem::take(&mut scan.securities);
+    build.run(&text)?;
     Ok(ParsedFile {
         institution: None,
-        statements,
-        warnings,
+        statements: build.statements,
+        warnings: build.warnings,
     })
 }
 
@@ -153,35 +150,28 @@ struct Record<'a> {
     fields: Vec<Field<'a>>,
 }
 
-/// One transaction section: a `!Type:` header and its records.
-#[derive(Debug, Clone)]
-struct Section<'a> {
-    kind: AccountKind,
-    name: Option<String>,
-    records: Vec<Record<'a>>,
-}
-
-/// The file cut into sections, before any value is read.
-#[derive(Debug, Default)]
-struct Layout<'a> {
-    sections: Vec<Section<'a>>,
-    /// Security name → symbol, from `!Type:Security`.
-    securities: HashMap<String, String>,
-}
-
 /// What the records under the current header are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     /// No header yet.
     Start,
-    /// Records of the transaction section at this index.
-    Transactions(usize),
+    /// Records of a transaction section.
+    Transactions,
     /// `!Account` blocks.
     Accounts,
     /// `!Type:Security` list.
     Securities,
     /// A list that is skipped.
     Skipped,
+}
+
+/// Which of the two passes over the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Decides the conventions and reads the security list.
+    Scan,
+    /// Reads the entries.
+    Build,
 }
 
 const SKIPPED_LISTS: [&str; 10] = [
@@ -197,6 +187,9 @@ const SKIPPED_LISTS: [&str; 10] = [
     "tax",
 ];
 
+/// Codes whose values are numbers.
+const NUMBER_CODES: [char; 6] = ['T', 'U', '$', 'I', 'Q', 'O'];
+
 fn section_kind(name: &str) -> Option<AccountKind> {
     Some(match name.to_ascii_lowercase().as_str() {
         "bank" => AccountKind::Checking,
@@ -209,8 +202,9 @@ fn section_kind(name: &str) -> Option<AccountKind> {
     })
 }
 
-struct LayoutBuilder<'a> {
-    layout: Layout<'a>,
+/// One pass over the lines.
+struct Builder<'a> {
+    pass: Pass,
     mode: Mode,
     record: Option<Record<'a>>,
     /// Inside `!Option:AutoSwitch` … `!Clear:AutoSwitch`.
@@ -219,20 +213,100 @@ struct LayoutBuilder<'a> {
     current_name: Option<String>,
     /// The name of the last record of the `!Account` block being read.
     block_name: Option<String>,
+    dates: DateStyle,
+    numbers: NumberStyle,
+    /// Security name → symbol, from `!Type:Security`.
+    securities: HashMap<String, String>,
+    /// The section being read (second pass).
+    section: Option<SectionState>,
+    statements: Vec<ParsedStatement>,
+    warnings: Vec<ParseWarning>,
 }
 
-impl<'a> LayoutBuilder<'a> {
-    fn end_record(&mut self) {
+impl<'a> Builder<'a> {
+    fn new(pass: Pass) -> Self {
+        Self {
+            pass,
+            mode: Mode::Start,
+            record: None,
+            account_list: false,
+            current_name: None,
+            block_name: None,
+            dates: DateStyle::default(),
+            numbers: NumberStyle::default(),
+            securities: HashMap::new(),
+            section: None,
+            statements: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    fn run(&mut self, text: &'a str) -> Result<(), ParseError> {
+        for (number, raw) in values::lines(text) {
+            let line = clean(raw);
+            let mut chars = line.chars();
+            let Some(code) = chars.next() else {
+                continue;
+            };
+            match code {
+                '!' => self.header(line, number)?,
+                '^' => self.end_record()?,
+                _ if self.mode == Mode::Start => {
+                    return Err(ParseError::new(
+                        number,
+                        "a record line before any !Type or !Account header",
+                    ));
+                }
+                _ => self
+                    .record
+                    .get_or_insert_with(|| Record {
+                        line: number,
+                        fields: Vec::new(),
+                    })
+                    .fields
+                    .push(Field {
+                        code,
+                        value: chars.as_str().trim(),
+                        line: number,
+                    }),
+            }
+        }
+        // A missing final `^` ends the last record anyway.
+        self.end_record()?;
+        self.end_section()
+    }
+
+    fn end_record(&mut self) -> Result<(), ParseError> {
         let Some(record) = self.record.take() else {
-            return;
+            return Ok(());
         };
-        match self.mode {
-            Mode::Transactions(index) => {
-                if let Some(section) = self.layout.sections.get_mut(index) {
-                    section.records.push(record);
+        match (self.mode, self.pass) {
+            (Mode::Transactions, Pass::Scan) => {
+                for field in &record.fields {
+                    if field.code == 'D' && !field.value.is_empty() {
+                        let date = RawDate::scan(field.value).ok_or_else(|| {
+                            ParseError::new(
+                                field.line,
+                                format!("date {:?} is not a date", field.value),
+                            )
+                        })?;
+                        self.dates.observe(date);
+                    } else if NUMBER_CODES.contains(&field.code) {
+                        self.numbers.observe(field.value);
+                    }
                 }
             }
-            Mode::Accounts => {
+            (Mode::Transactions, Pass::Build) => {
+                let reader = Reader {
+                    dates: self.dates,
+                    numbers: self.numbers,
+                    securities: &self.securities,
+                };
+                if let Some(section) = self.section.as_mut() {
+                    section.push(&reader, &record, &mut self.warnings)?;
+                }
+            }
+            (Mode::Accounts, _) => {
                 if let Some(name) = value_of(&record, 'N') {
                     if !self.account_list {
                         self.current_name = Some(name.to_owned());
@@ -240,20 +314,35 @@ impl<'a> LayoutBuilder<'a> {
                     self.block_name = Some(name.to_owned());
                 }
             }
-            Mode::Securities => {
+            (Mode::Securities, Pass::Scan) => {
                 if let (Some(name), Some(symbol)) = (value_of(&record, 'N'), value_of(&record, 'S'))
                 {
-                    self.layout
-                        .securities
-                        .insert(name.to_owned(), symbol.to_owned());
+                    self.securities.insert(name.to_owned(), symbol.to_owned());
                 }
             }
-            Mode::Start | Mode::Skipped => {}
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn end_section(&mut self) -> Result<(), ParseError> {
+        if let Some(section) = self.section.take()
+            && let Some(statement) = section.finish()?
+        {
+            self.statements.push(statement);
+        }
+        Ok(())
+    }
+
+    fn warn(&mut self, line: usize, message: String) {
+        if self.pass == Pass::Build {
+            self.warnings.push(warning(line, message));
         }
     }
 
-    fn header(&mut self, line: &str, number: usize, warnings: &mut Vec<ParseWarning>) {
-        self.end_record();
+    fn header(&mut self, line: &str, number: usize) -> Result<(), ParseError> {
+        self.end_record()?;
+        self.end_section()?;
         let lower = line.to_ascii_lowercase();
         if let Some(name) = lower.strip_prefix("!type:") {
             let name = name.trim();
@@ -263,20 +352,18 @@ impl<'a> LayoutBuilder<'a> {
                 if self.mode == Mode::Accounts && self.block_name.is_some() {
                     self.current_name = self.block_name.clone();
                 }
-                self.layout.sections.push(Section {
-                    kind,
-                    name: self.current_name.clone(),
-                    records: Vec::new(),
-                });
-                self.mode = Mode::Transactions(self.layout.sections.len() - 1);
+                if self.pass == Pass::Build {
+                    self.section = Some(SectionState::new(kind, self.current_name.clone()));
+                }
+                self.mode = Mode::Transactions;
             } else if name == "security" {
                 self.mode = Mode::Securities;
             } else {
                 if !SKIPPED_LISTS.contains(&name) {
-                    warnings.push(warning(
+                    self.warn(
                         number,
                         format!("unknown section {line:?}: its records are skipped"),
-                    ));
+                    );
                 }
                 self.mode = Mode::Skipped;
             }
@@ -293,13 +380,14 @@ impl<'a> LayoutBuilder<'a> {
             self.mode = Mode::Skipped;
         } else {
             if !lower.starts_with("!option:") && !lower.starts_with("!clear:") {
-                warnings.push(warning(
+                self.warn(
                     number,
                     format!("unknown header {line:?}: what follows it is skipped"),
-                ));
+                );
             }
             self.mode = Mode::Skipped;
         }
+        Ok(())
     }
 }
 
@@ -316,78 +404,6 @@ fn warning(line: usize, message: impl Into<String>) -> ParseWarning {
         item: format!("line {line}"),
         message: message.into(),
     }
-}
-
-fn read_layout<'a>(
-    text: &'a str,
-    warnings: &mut Vec<ParseWarning>,
-) -> Result<Layout<'a>, ParseError> {
-    let mut builder = LayoutBuilder {
-        layout: Layout::default(),
-        mode: Mode::Start,
-        record: None,
-        account_list: false,
-        current_name: None,
-        block_name: None,
-    };
-    for (number, raw) in values::lines(text) {
-        let line = clean(raw);
-        let mut chars = line.chars();
-        let Some(code) = chars.next() else {
-            continue;
-        };
-        match code {
-            '!' => builder.header(line, number, warnings),
-            '^' => builder.end_record(),
-            _ if builder.mode == Mode::Start => {
-                return Err(ParseError::new(
-                    number,
-                    "a record line before any !Type or !Account header",
-                ));
-            }
-            _ => builder
-                .record
-                .get_or_insert_with(|| Record {
-                    line: number,
-                    fields: Vec::new(),
-                })
-                .fields
-                .push(Field {
-                    code,
-                    value: chars.as_str().trim(),
-                    line: number,
-                }),
-        }
-    }
-    // A missing final `^` ends the last record anyway.
-    builder.end_record();
-    Ok(builder.layout)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Step 2: the file's conventions
-
-/// Codes whose values are numbers.
-const NUMBER_CODES: [char; 6] = ['T', 'U', '$', 'I', 'Q', 'O'];
-
-fn conventions(sections: &[Section<'_>]) -> Result<(DateStyle, NumberStyle), ParseError> {
-    let mut dates = DateStyle::default();
-    let mut numbers = NumberStyle::default();
-    for field in sections
-        .iter()
-        .flat_map(|s| &s.records)
-        .flat_map(|r| &r.fields)
-    {
-        if field.code == 'D' && !field.value.is_empty() {
-            let date = RawDate::scan(field.value).ok_or_else(|| {
-                ParseError::new(field.line, format!("date {:?} is not a date", field.value))
-            })?;
-            dates.observe(date);
-        } else if NUMBER_CODES.contains(&field.code) {
-            numbers.observe(field.value);
-        }
-    }
-    Ok((dates, numbers))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -514,90 +530,6 @@ impl Reader<'_> {
             !(s.category.is_empty() && s.memo.is_empty() && s.amount.unwrap_or_default().is_zero())
         });
         Ok(out)
-    }
-
-    fn statement(
-        &self,
-        section: &Section<'_>,
-        warnings: &mut Vec<ParseWarning>,
-    ) -> Result<Option<ParsedStatement>, ParseError> {
-        let invest = section.kind == AccountKind::Investment;
-        let mut name = section.name.clone();
-        let mut opening = None;
-        let mut entries = Vec::with_capacity(section.records.len());
-        let mut holdings = Holdings::default();
-        for (index, record) in section.records.iter().enumerate() {
-            let fields = self.fields(record, invest)?;
-            check_cleared(&fields, warnings);
-            let Some(date) = fields.date else {
-                return Err(ParseError::new(record.line, "a record without a date (D)"));
-            };
-            if index == 0
-                && !invest
-                && fields
-                    .payee
-                    .is_some_and(|p| p.eq_ignore_ascii_case("opening balance"))
-            {
-                let amount = bank_amount(&fields, record.line)?;
-                opening = Some(ParsedBalance {
-                    amount,
-                    date: date.pred_opt().unwrap_or(date),
-                    currency: None,
-                });
-                if name.is_none() {
-                    name = fields
-                        .category
-                        .and_then(|c| c.strip_prefix('['))
-                        .and_then(|c| c.strip_suffix(']'))
-                        .and_then(|c| non_empty(c.trim()))
-                        .map(str::to_owned);
-                }
-                continue;
-            }
-            let entry = if invest {
-                self.investment_entry(record, date, &fields, &mut holdings, warnings)?
-            } else {
-                bank_entry(record, date, &fields, warnings)?
-            };
-            entries.push(entry);
-        }
-        if entries.is_empty() && opening.is_none() {
-            return Ok(None);
-        }
-        let closing = match &opening {
-            Some(open) => {
-                let mut amount = open.amount;
-                for entry in &entries {
-                    amount = amount
-                        .checked_add(entry.amount)
-                        .ok_or_else(|| overflow(entry.line))?;
-                }
-                let date = entries
-                    .iter()
-                    .map(|e| e.date)
-                    .max()
-                    .unwrap_or_else(|| open.date.succ_opt().unwrap_or(open.date));
-                Some(ParsedBalance {
-                    amount,
-                    date,
-                    currency: None,
-                })
-            }
-            None => None,
-        };
-        Ok(Some(ParsedStatement {
-            account: ParsedAccount {
-                identifier: None,
-                name,
-                currency: None,
-                kind: Some(section.kind),
-            },
-            opening,
-            closing,
-            available: None,
-            entries,
-            positions: holdings.positions(),
-        }))
     }
 
     fn investment_entry(
@@ -781,6 +713,116 @@ fn bank_entry(
         commission: None,
         line: record.line,
     })
+}
+
+/// The statement of the section being read.
+#[derive(Debug)]
+struct SectionState {
+    kind: AccountKind,
+    name: Option<String>,
+    records: usize,
+    opening: Option<ParsedBalance>,
+    entries: Vec<ParsedEntry>,
+    holdings: Holdings,
+}
+
+impl SectionState {
+    fn new(kind: AccountKind, name: Option<String>) -> Self {
+        Self {
+            kind,
+            name,
+            records: 0,
+            opening: None,
+            entries: Vec::new(),
+            holdings: Holdings::default(),
+        }
+    }
+
+    fn push(
+        &mut self,
+        reader: &Reader<'_>,
+        record: &Record<'_>,
+        warnings: &mut Vec<ParseWarning>,
+    ) -> Result<(), ParseError> {
+        let invest = self.kind == AccountKind::Investment;
+        let first = self.records == 0;
+        self.records += 1;
+        let fields = reader.fields(record, invest)?;
+        check_cleared(&fields, warnings);
+        let Some(date) = fields.date else {
+            return Err(ParseError::new(record.line, "a record without a date (D)"));
+        };
+        if first
+            && !invest
+            && fields
+                .payee
+                .is_some_and(|p| p.eq_ignore_ascii_case("opening balance"))
+        {
+            let amount = bank_amount(&fields, record.line)?;
+            self.opening = Some(ParsedBalance {
+                amount,
+                date: date.pred_opt().unwrap_or(date),
+                currency: None,
+            });
+            if self.name.is_none() {
+                self.name = fields
+                    .category
+                    .and_then(|c| c.strip_prefix('['))
+                    .and_then(|c| c.strip_suffix(']'))
+                    .and_then(|c| non_empty(c.trim()))
+                    .map(str::to_owned);
+            }
+            return Ok(());
+        }
+        let entry = if invest {
+            reader.investment_entry(record, date, &fields, &mut self.holdings, warnings)?
+        } else {
+            bank_entry(record, date, &fields, warnings)?
+        };
+        self.entries.push(entry);
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Option<ParsedStatement>, ParseError> {
+        if self.entries.is_empty() && self.opening.is_none() {
+            return Ok(None);
+        }
+        let closing = match &self.opening {
+            Some(open) => {
+                let mut amount = open.amount;
+                for entry in &self.entries {
+                    amount = amount
+                        .checked_add(entry.amount)
+                        .ok_or_else(|| overflow(entry.line))?;
+                }
+                let date = self
+                    .entries
+                    .iter()
+                    .map(|e| e.date)
+                    .max()
+                    .unwrap_or_else(|| open.date.succ_opt().unwrap_or(open.date));
+                Some(ParsedBalance {
+                    amount,
+                    date,
+                    currency: None,
+                })
+            }
+            None => None,
+        };
+        Ok(Some(ParsedStatement {
+            account: ParsedAccount {
+                identifier: None,
+                name: self.name,
+                currency: None,
+                kind: Some(self.kind),
+            },
+            opening: self.opening,
+            closing,
+            available: None,
+            positions: self.holdings.positions(),
+            entries: self.entries,
+        }))
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

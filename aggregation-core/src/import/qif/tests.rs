@@ -605,3 +605,54 @@ proptest! {
         check(&bytes)?;
     }
 }
+
+/// A generated bank file of about `bytes` bytes: records of every common shape.
+fn generated(bytes: usize) -> String {
+    let mut text = String::from("!Type:Bank\nD1/ 1'24\nT1,000.00\nPOpening Balance\nL[Big]\n^\n");
+    let mut n = 0usize;
+    while text.len() < bytes {
+        let day = n % 28 + 1;
+        let month = n / 28 % 12 + 1;
+        text.push_str(&format!(
+            "D{month}/{day:2}'24\nU-{a}.{c:02}\nT-{a}.{c:02}\nC*\nN{n}\nPCoffee shop number {n}\n\
+             MCard purchase\nLFood:Coffee\n^\n",
+            a = n % 900 + 1,
+            c = n % 100,
+        ));
+        n += 1;
+    }
+    text
+}
+
+#[test]
+fn a_generated_megabyte_reads_back() {
+    let text = generated(1 << 20);
+    let file = parse(text.as_bytes()).expect("parsed");
+    let statement = &file.statements[0];
+    assert_eq!(statement.account.name.as_deref(), Some("Big"));
+    let closing = statement.closing.as_ref().expect("closing");
+    let sum = statement
+        .entries
+        .iter()
+        .fold(Decimal::ZERO, |sum, e| sum + e.amount);
+    assert_eq!(closing.amount, dec("1000.00") + sum);
+    assert!(statement.entries.len() > 10_000);
+}
+
+/// Peak memory, measured by hand: run this and `generate_ten_mib_only` under
+/// `/usr/bin/time -v` and compare their maximum resident sizes.
+#[test]
+#[ignore = "a measurement, run by hand"]
+fn parse_ten_mib() {
+    let text = generated(10 << 20);
+    let file = parse(text.as_bytes()).expect("parsed");
+    assert!(file.statements[0].entries.len() > 100_000);
+}
+
+/// The baseline of [`parse_ten_mib`].
+#[test]
+#[ignore = "a measurement, run by hand"]
+fn generate_ten_mib_only() {
+    let text = generated(10 << 20);
+    assert!(text.len() >= 10 << 20);
+}

@@ -5,6 +5,8 @@
 //! [scanned](DateStyle::observe) as written, the file's conventions are decided over all of
 //! them, and only then is each value read.
 
+use std::borrow::Cow;
+
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
@@ -19,8 +21,11 @@ const CP1252_HIGH: [char; 32] = [
 
 /// The file as text: a UTF-8 byte-order mark is dropped; valid UTF-8 is read as UTF-8, and
 /// every byte that is not part of a valid UTF-8 sequence as Windows-1252. Never fails.
-pub(super) fn decode(bytes: &[u8]) -> String {
+pub(super) fn decode(bytes: &[u8]) -> Cow<'_, str> {
     let bytes = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(bytes);
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return Cow::Borrowed(text);
+    }
     let mut out = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
         out.push_str(chunk.valid());
@@ -29,7 +34,7 @@ pub(super) fn decode(bytes: &[u8]) -> String {
             _ => char::from(b),
         }));
     }
-    out
+    Cow::Owned(out)
 }
 
 /// The lines of the text with their 1-based numbers: `\r\n`, `\n` and a lone `\r` (old Mac
