@@ -62,7 +62,7 @@
 //! - **Text**: UTF-8 with or without a byte-order mark; bytes that are not UTF-8 are
 //!   Windows-1252. Lines end in CRLF, LF or a lone CR. Blank lines, leading spaces and
 //!   trailing spaces are ignored; a missing final `^` ends the last record anyway, as does a
-//!   header.
+//!   header; a second `D` line in a record starts a new record, with a warning.
 //! - **Errors** (`400` naming the line): a record before any header, a record with no date or
 //!   no amount, a date or amount that cannot be read, a date that does not exist in the
 //!   file's day/month order, and numbers too large to add up. An empty file is an error at
@@ -256,6 +256,27 @@ impl<'a> Builder<'a> {
                         number,
                         "a record line before any !Type or !Account header",
                     ));
+                }
+                'D' if self.mode == Mode::Transactions
+                    && self
+                        .record
+                        .as_ref()
+                        .is_some_and(|r| r.fields.iter().any(|f| f.code == 'D')) =>
+                {
+                    // A second date: the `^` between two records is missing.
+                    self.warn(
+                        number,
+                        "a second date without a ^ before it starts a new record".to_owned(),
+                    );
+                    self.end_record()?;
+                    self.record = Some(Record {
+                        line: number,
+                        fields: vec![Field {
+                            code,
+                            value: chars.as_str().trim(),
+                            line: number,
+                        }],
+                    });
                 }
                 _ => self
                     .record

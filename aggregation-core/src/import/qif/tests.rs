@@ -9,7 +9,7 @@ use super::*;
 use crate::import::model::EntryStatus;
 
 /// Every fixture, by name.
-const FIXTURES: [&str; 26] = [
+const FIXTURES: [&str; 27] = [
     "amex_blank_lines.qif",
     "autoswitch.qif",
     "autoswitch_uncleared.qif",
@@ -27,6 +27,7 @@ const FIXTURES: [&str; 26] = [
     "iso_dates.qif",
     "lists.qif",
     "lone_cr.qif",
+    "missing_caret_between.qif",
     "no_final_caret.qif",
     "opening_balance_named.qif",
     "opening_balance_no_name.qif",
@@ -299,6 +300,18 @@ fn blank_split_part_dropped() {
 fn missing_final_caret() {
     let s = only("no_final_caret.qif");
     assert_eq!(payees(&s), vec!["First", "Last without caret"]);
+}
+
+/// Quirk 16 (continued): a `^` missing between two records; the second date starts a new one.
+#[test]
+fn missing_caret_between_records() {
+    let file = read("missing_caret_between.qif");
+    let s = &file.statements[0];
+    assert_eq!(payees(s), vec!["Bus ticket", "Train ticket"]);
+    assert_eq!(amounts(s), vec![dec("-7.00"), dec("-8.00")]);
+    assert_eq!(s.entries[1].line, 5);
+    assert_eq!(file.warnings.len(), 1);
+    assert_eq!(file.warnings[0].item, "line 5");
 }
 
 /// Quirk 17: `!Account` blocks, with the AutoSwitch account list.
