@@ -583,6 +583,90 @@ fn check(bytes: &[u8]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// `cents` written with thousands separators and two decimals, in the point or comma style.
+fn written_amount(cents: i64, comma: bool) -> String {
+    let (decimal, group) = if comma { (',', '.') } else { ('.', ',') };
+    let units = (cents.unsigned_abs() / 100).to_string();
+    let mut grouped = String::new();
+    for (i, c) in units.chars().enumerate() {
+        if i > 0 && (units.len() - i) % 3 == 0 {
+            grouped.push(group);
+        }
+        grouped.push(c);
+    }
+    let sign = if cents < 0 { "-" } else { "" };
+    format!("{sign}{grouped}{decimal}{:02}", cents.unsigned_abs() % 100)
+}
+
+/// How a generated file writes its dates.
+#[derive(Debug, Clone, Copy)]
+enum Spelling {
+    /// `m/d'yy` for 20xx, `m/d/yy` for 19xx.
+    Quicken,
+    /// `d.m.yyyy`.
+    Dotted,
+    /// `yyyy-mm-dd`.
+    Iso,
+    /// `dd/mm/yyyy`, with a day above 12 somewhere in the file.
+    DayFirst,
+}
+
+fn written_date(date: NaiveDate, spelling: Spelling) -> String {
+    use chrono::Datelike as _;
+    let (y, m, d) = (date.year(), date.month(), date.day());
+    match spelling {
+        Spelling::Quicken if y >= 2000 => format!("{m}/{d:2}'{:02}", y - 2000),
+        Spelling::Quicken => format!("{m}/{d}/{:02}", y - 1900),
+        Spelling::Dotted => format!("{d}.{m}.{y}"),
+        Spelling::Iso => format!("{y}-{m:02}-{d:02}"),
+        Spelling::DayFirst => format!("{d:02}/{m:02}/{y}"),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Every date and amount written in one of the file-wide conventions reads back exactly.
+    #[test]
+    fn dates_and_amounts_read_back(
+        rows in vec((0i64..3_650_000, -99_999_999_999i64..99_999_999_999), 1..30),
+        spelling in prop::sample::select(vec![
+            Spelling::Quicken, Spelling::Dotted, Spelling::Iso, Spelling::DayFirst,
+        ]),
+        comma in any::<bool>(),
+    ) {
+        let base = day(1950, 1, 1);
+        let mut expected: Vec<(NaiveDate, Decimal)> = rows
+            .iter()
+            .map(|&(days, cents)| {
+                let date = base + chrono::TimeDelta::days(days % 36_500);
+                (date, Decimal::new(cents, 2))
+            })
+            .collect();
+        if matches!(spelling, Spelling::DayFirst) {
+            // The day above 12 that decides the order.
+            expected.push((day(2020, 1, 13), Decimal::new(-1, 2)));
+        }
+        let mut text = String::from("!Type:Bank\n");
+        for (date, amount) in &expected {
+            let cents = i64::try_from(amount.mantissa()).unwrap_or_default();
+            text.push_str(&format!(
+                "D{}\nT{}\nPRow\n^\n",
+                written_date(*date, spelling),
+                written_amount(cents, comma),
+            ));
+        }
+        let file = parse(text.as_bytes()).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        let got: Vec<(NaiveDate, Decimal)> = file.statements[0]
+            .entries
+            .iter()
+            .map(|e| (e.date, e.amount))
+            .collect();
+        // Every amount has two decimals, so the decimal separator is always decided.
+        prop_assert_eq!(got, expected, "{}", text);
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
