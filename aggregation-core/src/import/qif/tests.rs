@@ -589,7 +589,7 @@ fn written_amount(cents: i64, comma: bool) -> String {
     let units = (cents.unsigned_abs() / 100).to_string();
     let mut grouped = String::new();
     for (i, c) in units.chars().enumerate() {
-        if i > 0 && (units.len() - i) % 3 == 0 {
+        if i > 0 && (units.len() - i).is_multiple_of(3) {
             grouped.push(group);
         }
         grouped.push(c);
