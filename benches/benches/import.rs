@@ -98,6 +98,7 @@ fn statement_document(count: usize) -> OfxDocument {
             end: Some(end),
             as_of: None,
         }],
+        warnings: Vec::new(),
     }
 }
 

@@ -26,7 +26,7 @@ pub mod receiver;
 mod servers;
 mod statements;
 
-pub use statements::{BANK_QFX, BOUNDARY, multipart, post_imports, upload};
+pub use statements::{BANK_QFX, BOUNDARY, multipart, post_imports, upload, upload_with};
 
 /// How the service is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -142,3 +142,27 @@ pub async fn upload(app: &TestApp, file_name: &str, content: &str, bearer: &str)
     )
     .await
 }
+
+/// Uploads `content` as the `file` part named `file_name` (no file name when `None`), followed
+/// by the text parts `parts` (`("account_name", "Checking")`, `("dry_run", "true")`, …).
+pub async fn upload_with(
+    app: &TestApp,
+    file_name: Option<&str>,
+    content: &[u8],
+    parts: &[(&str, &str)],
+    bearer: &str,
+) -> TestResponse {
+    let mut all: Vec<(&str, Option<&str>, &[u8])> = vec![("file", file_name, content)];
+    all.extend(
+        parts
+            .iter()
+            .map(|(name, value)| (*name, None, value.as_bytes())),
+    );
+    post_imports(
+        app,
+        &format!("multipart/form-data; boundary={BOUNDARY}"),
+        multipart(&all),
+        Some(bearer),
+    )
+    .await
+}

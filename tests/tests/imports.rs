@@ -16,7 +16,7 @@ conformance!(
     brokerage_positions_become_holdings,
     reimport_of_the_same_file_skips_everything,
     changed_amount_for_a_known_fitid_updates,
-    csv_is_415,
+    csv_without_an_account_is_422_and_an_unknown_file_415,
     empty_file_is_400,
     doctype_is_400,
     malformed_file_is_400_with_the_line,
@@ -26,7 +26,7 @@ conformance!(
     missing_file_part_is_422,
     non_multipart_body_is_422,
     evening_postings_keep_the_files_calendar_date,
-    formats_are_public_and_list_qfx_and_ofx,
+    formats_are_public_and_list_every_format,
 );
 
 fn small_uploads() -> Setup {
@@ -254,15 +254,19 @@ async fn bank_qfx_import_reads_back(app: TestApp) {
             "accounts_created",
             "accounts_updated",
             "connection_id",
+            "format",
             "holdings_created",
             "holdings_updated",
             "message",
             "transactions_created",
             "transactions_skipped",
             "transactions_updated",
+            "warnings",
         ],
-        "exactly the nine keys of decisions.md: {body}"
+        "exactly the keys of decisions.md (nine, then format and warnings): {body}"
     );
+    assert_eq!(body["format"], "qfx");
+    assert_eq!(body["warnings"], serde_json::json!([]));
     assert!(
         body["message"]
             .as_str()
@@ -491,15 +495,21 @@ async fn changed_amount_for_a_known_fitid_updates(app: TestApp) {
     assert_eq!(grocery["amount"], "-45.00");
 }
 
-async fn csv_is_415(app: TestApp) {
+async fn csv_without_an_account_is_422_and_an_unknown_file_415(app: TestApp) {
     let token = access(&app, "csv@example.com").await;
+    // decisions.md "More statement formats": a CSV file is a format now, and one without
+    // account_id or account_name is 422.
     let response = upload(&app, "statement.csv", "date,amount\n2024-01-01,1\n", &token).await;
+    let body = response.expect_problem(422, "validation_failed");
+    assert_eq!(body["errors"][0]["field"], "account_id", "{body}");
+    // A file that no format's content or extension matches stays 415, listing the formats.
+    let response = upload(&app, "statement.pdf", "%PDF-1.4 not a statement", &token).await;
     let body = response.expect_problem(415, "unsupported_media_type");
     assert_eq!(body["title"], "Unsupported Media Type");
     assert!(
         body["detail"]
             .as_str()
-            .is_some_and(|detail| detail.contains(".qfx, .ofx")),
+            .is_some_and(|detail| detail.contains(".qfx, .ofx") && detail.contains("mt940")),
         "{body}"
     );
 }
@@ -701,35 +711,68 @@ async fn evening_postings_keep_the_files_calendar_date(app: TestApp) {
     assert!(!dates.contains(&"2024-01-06"), "{dates:?}");
 }
 
-/// The formats list of decisions.md ("Imports") with `limit` as the upload limit.
+/// The formats list of decisions.md ("Imports", "More statement formats") with `limit` as
+/// the upload limit.
 fn expected_formats(limit: usize) -> Value {
+    let format = |code: &str, name: &str, extensions: &[&str], requires: &[&str]| {
+        serde_json::json!({
+            "format": code,
+            "name": name,
+            "extensions": extensions,
+            "provider_slugs": ["file_import"],
+            "max_size_bytes": limit,
+            "requires": requires,
+        })
+    };
+    let account = ["account_id|account_name"];
     serde_json::json!({
         "formats": [
-            {
-                "format": "qfx",
-                "name": "Quicken Financial Exchange",
-                "extensions": [".qfx"],
-                "provider_slugs": ["file_import"],
-                "max_size_bytes": limit,
-            },
-            {
-                "format": "ofx",
-                "name": "Open Financial Exchange",
-                "extensions": [".ofx"],
-                "provider_slugs": ["file_import"],
-                "max_size_bytes": limit,
-            },
+            format("qfx", "Quicken Financial Exchange", &[".qfx"], &[]),
+            format("ofx", "Open Financial Exchange", &[".ofx"], &[]),
+            format("qif", "Quicken Interchange Format", &[".qif"], &account),
+            format("csv", "Comma-Separated Values", &[".csv", ".tsv", ".txt"], &account),
+            format(
+                "camt.052",
+                "ISO 20022 Bank to Customer Account Report (camt.052)",
+                &[".xml", ".052"],
+                &[],
+            ),
+            format(
+                "camt.053",
+                "ISO 20022 Bank to Customer Statement (camt.053)",
+                &[".xml", ".053"],
+                &[],
+            ),
+            format(
+                "camt.054",
+                "ISO 20022 Bank to Customer Debit/Credit Notification (camt.054)",
+                &[".xml", ".054"],
+                &[],
+            ),
+            format(
+                "mt940",
+                "SWIFT MT940 Customer Statement",
+                &[".sta", ".mt940", ".940", ".txt"],
+                &[],
+            ),
+            format(
+                "mt942",
+                "SWIFT MT942 Interim Transaction Report",
+                &[".mt942", ".942", ".txt"],
+                &[],
+            ),
         ]
     })
 }
 
-async fn formats_are_public_and_list_qfx_and_ofx(app: TestApp) {
+async fn formats_are_public_and_list_every_format(app: TestApp) {
     let body = app.get("/api/v1/imports/formats", None).await.expect(200);
     assert_eq!(
         body,
         expected_formats(test_config().max_upload_bytes()),
         "{body}"
     );
+    assert_eq!(body["formats"].as_array().map(Vec::len), Some(9));
     assert_eq!(body["formats"][0]["max_size_bytes"], 10 * 1024 * 1024);
     // A token changes nothing.
     let token = access(&app, "formats@example.com").await;

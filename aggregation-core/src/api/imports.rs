@@ -1,17 +1,26 @@
 //! File imports: the supported formats, the streamed multipart upload, and the import itself.
 //!
 //! `POST /api/v1/imports` checks the token (401) before reading the body, then streams the
-//! `file` part (415 for another extension, 413 over the limit, 400 when empty, 422 when the
-//! body is not multipart or has no `file` part), parses it off the async threads, maps it (see
-//! `import::records`) and applies it in one store transaction. Files that do not parse, whose
-//! sign-on failed or that hold no statement are 400 (`command_validation_failed`) with the
-//! reason and, for a parse error, the line. The response names one `connection_id`: a file
-//! has one sign-on, hence one institution; should a batch ever hold several, the first
-//! institution's connection is the one named.
+//! parts (413 over the limit, 400 when the file is empty, 422 when the body is not multipart or
+//! has no `file` part). The parts besides `file` (`format`, `account_id`, `account_name`,
+//! `currency`, `mapping`, `dry_run`) are checked next (422 naming each bad one), then the
+//! format is found (the `format` part, else the content, else the extension; 415 listing the
+//! formats when none tells), then what the format needs (422: a `mapping` for a file that is
+//! not CSV, a QIF or CSV file with neither `account_id` nor `account_name`), then the account
+//! (404 for an `account_id` the caller does not own). The file is parsed off the async
+//! threads, mapped (see `import::records` and `import::parsed`) and applied in one store
+//! transaction: 201. With `dry_run=true` the same transaction is rolled back and the answer
+//! is 200 with what would be written, per account, and no event is raised.
+//!
+//! Files that do not parse (400 naming the line and the reason), whose sign-on failed or that
+//! hold no statement are 400 (`command_validation_failed`); a CSV `mapping` that does not fit
+//! the file is 422 naming the column. The response names one `connection_id`: the first
+//! institution's connection.
 
 use bytes::{Bytes, BytesMut};
 use http::request::Parts;
 use http::{HeaderMap, StatusCode, header};
+use rust_decimal::Decimal;
 use serde::Serialize;
 
 use super::extract::{User, header_str};
@@ -19,17 +28,19 @@ use super::handler::{FromRequest, ViaBody};
 use super::routes::{Route, limited, route};
 use super::{ApiResult, RequestBody, json};
 use crate::app::App;
-use crate::enums::string_enum;
+use crate::import::CsvMapping;
 use crate::import::OfxError;
+use crate::import::format::{Format, Needs, detect};
 use crate::import::records::Refusal;
-use crate::import::statement::ImportError;
-use crate::problem::{ApiError, ErrorCode};
+use crate::import::statement::{ImportError, ImportRequest, Imported};
+use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::rate_limit::policy::{API_WRITE, PUBLIC_READ};
-use crate::store::ImportCounts;
+use crate::store::{ImportAccount, ImportCounts, ImportOutcome, NewTransaction};
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(POST "/api/v1/imports" => import, limited(API_WRITE),
-        "Import an OFX or QFX statement file", [201: ImportJson; CommandValidationFailed]),
+        "Import a statement file (OFX, QFX, QIF, CSV, CAMT.052/053/054, MT940/942)",
+        [200: DryRunJson, 201: ImportJson; CommandValidationFailed, NotFound]),
     route!(GET "/api/v1/imports/formats" => formats, limited(PUBLIC_READ),
         "The supported import formats", [200: FormatList]),
 ];
@@ -37,48 +48,29 @@ pub(crate) const ROUTES: &[Route] = &[
 /// Room allowed for multipart framing (boundaries, part headers) on top of the file limit.
 const MULTIPART_OVERHEAD: usize = 64 * 1024;
 
-string_enum! {
-    /// A supported import format.
-    pub(crate) enum ImportFormat {
-        /// Quicken Financial Exchange (`.qfx`).
-        Qfx => "qfx",
-        /// Open Financial Exchange (`.ofx`).
-        Ofx => "ofx",
-    }
-}
+/// The largest part other than `file` (a CSV mapping is the largest of them).
+const MAX_PART_BYTES: usize = 16 * 1024;
 
-impl ImportFormat {
-    /// The format of a file name, by the extension after its last dot, case-insensitively.
-    pub(crate) fn from_file_name(name: &str) -> Option<Self> {
-        let (_, extension) = name.rsplit_once('.')?;
-        Self::parse(&extension.to_ascii_lowercase())
-    }
+/// The longest `account_name`, in characters.
+pub(crate) const MAX_ACCOUNT_NAME_CHARS: usize = 200;
 
-    fn name(self) -> &'static str {
-        match self {
-            Self::Qfx => "Quicken Financial Exchange",
-            Self::Ofx => "Open Financial Exchange",
-        }
-    }
-
-    fn extension(self) -> &'static str {
-        match self {
-            Self::Qfx => ".qfx",
-            Self::Ofx => ".ofx",
-        }
-    }
-}
+/// How many rows of each account a dry run shows.
+const PREVIEW_ROWS: usize = 10;
 
 /// The provider slug of file imports.
 pub(crate) const FILE_IMPORT_SLUG: &str = crate::store::FILE_IMPORT_PROVIDER;
 
 #[derive(Serialize, utoipa::ToSchema)]
 struct FormatJson {
+    /// The format's code (the `format` part takes it).
     format: &'static str,
     name: &'static str,
-    extensions: [&'static str; 1],
+    /// The file name extensions it usually comes with.
+    extensions: Vec<&'static str>,
     provider_slugs: [&'static str; 1],
     max_size_bytes: usize,
+    /// The parts an import of the format needs besides `file`; alternatives joined by `|`.
+    requires: Vec<&'static str>,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -91,25 +83,43 @@ async fn formats(state: &App) -> ApiResult {
     json(
         StatusCode::OK,
         &FormatList {
-            formats: ImportFormat::ALL
+            formats: Format::ALL
                 .iter()
                 .map(|format| FormatJson {
                     format: format.as_str(),
                     name: format.name(),
-                    extensions: [format.extension()],
+                    extensions: format.extensions().to_vec(),
                     provider_slugs: [FILE_IMPORT_SLUG],
                     max_size_bytes: state.config.max_upload_bytes(),
+                    requires: match format.needs() {
+                        Needs::Nothing => Vec::new(),
+                        Needs::Account => vec!["account_id|account_name"],
+                    },
                 })
                 .collect(),
         },
     )
 }
 
-/// An uploaded file, read whole (within the limit): the `file` part of a multipart body.
+/// An uploaded file, read whole (within the limit), with the other parts as sent.
 pub(crate) struct Upload {
-    pub(crate) format: ImportFormat,
+    /// The `file` part's file name.
+    pub(crate) file_name: Option<String>,
+    /// The `file` part.
     pub(crate) bytes: Bytes,
+    /// The other known parts, as (name, text), in the order sent.
+    pub(crate) parts: Vec<(&'static str, String)>,
 }
+
+/// The parts an upload may carry besides `file`.
+const PARTS: [&str; 6] = [
+    "format",
+    "account_id",
+    "account_name",
+    "currency",
+    "mapping",
+    "dry_run",
+];
 
 impl FromRequest<ViaBody> for Upload {
     /// Streamed at the extractor's position, after the token check.
@@ -132,9 +142,22 @@ fn too_large(limit: usize) -> ApiError {
 }
 
 fn unsupported_media_type() -> ApiError {
+    let extensions: Vec<&str> = Format::ALL
+        .iter()
+        .flat_map(|format| format.extensions().iter().copied())
+        .fold(Vec::new(), |mut all, extension| {
+            if !all.contains(&extension) {
+                all.push(extension);
+            }
+            all
+        });
     ApiError::new(
         ErrorCode::UnsupportedMediaType,
-        "Unsupported file type. Supported extensions: .qfx, .ofx.",
+        format!(
+            "Unsupported file type: the content matches no supported format and the file name              names none. Supported formats: {}; extensions: {}. Name the format in the format              part when the file is one of them.",
+            Format::codes(),
+            extensions.join(", ")
+        ),
     )
 }
 
@@ -151,9 +174,28 @@ fn multipart_error(error: &multer::Error, limit: usize) -> ApiError {
     }
 }
 
-/// Reads the `file` part of a multipart upload while streaming: the extension is checked as
-/// soon as the part's headers arrive (415), and reading stops at `limit` bytes (413) without
-/// taking in the rest.
+/// Reads a part into memory, at most `limit` bytes (`Err(None)` beyond it).
+async fn read_part(
+    field: &mut multer::Field<'_>,
+    limit: usize,
+    stream_limit: usize,
+) -> Result<BytesMut, Option<ApiError>> {
+    let mut bytes = BytesMut::new();
+    while let Some(chunk) = field
+        .chunk()
+        .await
+        .map_err(|error| Some(multipart_error(&error, stream_limit)))?
+    {
+        if bytes.len() + chunk.len() > limit {
+            return Err(None);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+/// Reads the parts of a multipart upload while streaming: reading stops at `limit` bytes of
+/// file (413) without taking in the rest; parts of other names are skipped.
 pub(crate) async fn read_upload(
     headers: &HeaderMap,
     body: RequestBody,
@@ -178,45 +220,204 @@ pub(crate) async fn read_upload(
     );
     let stream = http_body_util::BodyDataStream::new(body);
     let mut multipart = multer::Multipart::with_constraints(stream, boundary, constraints);
+    let mut file: Option<(Option<String>, Bytes)> = None;
+    let mut parts = Vec::new();
     while let Some(mut field) = multipart
         .next_field()
         .await
         .map_err(|error| multipart_error(&error, limit))?
     {
-        if field.name() != Some("file") {
+        let name = field.name().unwrap_or_default().to_owned();
+        if name == "file" && file.is_none() {
+            let file_name = field.file_name().map(str::to_owned);
+            let bytes = read_part(&mut field, limit, limit)
+                .await
+                .map_err(|error| error.unwrap_or_else(|| too_large(limit)))?;
+            if bytes.iter().all(u8::is_ascii_whitespace) {
+                return Err(ApiError::new(
+                    ErrorCode::CommandValidationFailed,
+                    "The uploaded file is empty.",
+                ));
+            }
+            file = Some((file_name, bytes.freeze()));
             continue;
         }
-        let format = field
-            .file_name()
-            .and_then(ImportFormat::from_file_name)
-            .ok_or_else(unsupported_media_type)?;
-        let mut bytes = BytesMut::new();
-        while let Some(chunk) = field
-            .chunk()
+        let Some(known) = PARTS.iter().copied().find(|part| *part == name) else {
+            continue;
+        };
+        let bytes = read_part(&mut field, MAX_PART_BYTES, limit)
             .await
-            .map_err(|error| multipart_error(&error, limit))?
-        {
-            if bytes.len() + chunk.len() > limit {
-                return Err(too_large(limit));
-            }
-            bytes.extend_from_slice(&chunk);
-        }
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err(ApiError::new(
-                ErrorCode::CommandValidationFailed,
-                "The uploaded file is empty.",
-            ));
-        }
-        return Ok(Upload {
-            format,
-            bytes: bytes.freeze(),
-        });
+            .map_err(|error| {
+                error.unwrap_or_else(|| {
+                    ApiError::field(
+                        known,
+                        "too_long",
+                        format!("The {known} part is longer than {MAX_PART_BYTES} bytes."),
+                    )
+                })
+            })?;
+        let text = String::from_utf8(bytes.to_vec()).map_err(|_| {
+            ApiError::field(
+                known,
+                "invalid_encoding",
+                format!("The {known} part is not UTF-8."),
+            )
+        })?;
+        parts.push((known, text));
     }
-    Err(ApiError::field(
-        "file",
-        "required",
-        "A multipart part named file is required.",
-    ))
+    match file {
+        Some((file_name, bytes)) => Ok(Upload {
+            file_name,
+            bytes,
+            parts,
+        }),
+        None => Err(ApiError::field(
+            "file",
+            "required",
+            "A multipart part named file is required.",
+        )),
+    }
+}
+
+/// The checked parts besides `file`.
+#[derive(Default)]
+struct Options {
+    format: Option<Format>,
+    account_id: Option<uuid::Uuid>,
+    account_name: Option<String>,
+    currency: Option<String>,
+    mapping: Option<CsvMapping>,
+    dry_run: bool,
+}
+
+fn is_currency_code(text: &str) -> bool {
+    text.len() == 3 && text.bytes().all(|b| b.is_ascii_uppercase())
+}
+
+/// Checks the parts besides `file` (422 naming each bad one).
+fn options(parts: Vec<(&'static str, String)>) -> Result<Options, ApiError> {
+    let mut options = Options::default();
+    let mut errors = Vec::new();
+    for (name, text) in parts {
+        let value = text.trim();
+        match name {
+            "format" => match Format::parse(&value.to_ascii_lowercase()) {
+                Some(format) => options.format = Some(format),
+                None => errors.push(FieldError::new(
+                    "format",
+                    "invalid_value",
+                    format!("format must be one of: {}.", Format::codes()),
+                )),
+            },
+            "account_id" => match uuid::Uuid::try_parse(value) {
+                Ok(id) => options.account_id = Some(id),
+                Err(_) => errors.push(FieldError::new(
+                    "account_id",
+                    "invalid_format",
+                    "account_id must be a UUID.",
+                )),
+            },
+            "account_name" => {
+                let length = value.chars().count();
+                if length == 0 || length > MAX_ACCOUNT_NAME_CHARS {
+                    errors.push(FieldError::new(
+                        "account_name",
+                        if length == 0 { "required" } else { "too_long" },
+                        format!("account_name must be 1 to {MAX_ACCOUNT_NAME_CHARS} characters."),
+                    ));
+                } else {
+                    options.account_name = Some(value.to_owned());
+                }
+            }
+            "currency" => {
+                if is_currency_code(value) {
+                    options.currency = Some(value.to_owned());
+                } else {
+                    errors.push(FieldError::new(
+                        "currency",
+                        "invalid_format",
+                        "currency must be an ISO 4217 code of three upper-case letters (USD).",
+                    ));
+                }
+            }
+            "mapping" => match serde_json::from_str::<CsvMapping>(value) {
+                Ok(mapping) => options.mapping = Some(mapping),
+                Err(error) => errors.push(FieldError::new(
+                    "mapping",
+                    "invalid_mapping",
+                    format!("mapping is not a valid CSV mapping: {error}."),
+                )),
+            },
+            "dry_run" => match value.to_ascii_lowercase().as_str() {
+                "true" | "1" => options.dry_run = true,
+                "false" | "0" | "" => options.dry_run = false,
+                _ => errors.push(FieldError::new(
+                    "dry_run",
+                    "invalid_value",
+                    "dry_run must be true or false.",
+                )),
+            },
+            _ => {}
+        }
+    }
+    if options.account_id.is_some() && options.account_name.is_some() {
+        errors.push(FieldError::new(
+            "account_name",
+            "conflict",
+            "account_name names a new account; it cannot be given with account_id.",
+        ));
+    }
+    if options.account_id.is_some() && options.currency.is_some() {
+        errors.push(FieldError::new(
+            "currency",
+            "conflict",
+            "currency is for a new account; the account account_id names keeps its own.",
+        ));
+    }
+    if errors.is_empty() {
+        Ok(options)
+    } else {
+        Err(ApiError::validation(errors))
+    }
+}
+
+/// The import the upload asks for: parts checked, format found, what it needs present.
+fn import_request(upload: Upload) -> Result<ImportRequest, ApiError> {
+    let options = options(upload.parts)?;
+    let format = match options.format {
+        Some(format) => format,
+        None => {
+            detect(&upload.bytes, upload.file_name.as_deref()).ok_or_else(unsupported_media_type)?
+        }
+    };
+    if options.mapping.is_some() && format != Format::Csv {
+        return Err(ApiError::field(
+            "mapping",
+            "not_applicable",
+            format!("mapping applies to CSV files only; this file is {format}."),
+        ));
+    }
+    if format.needs() == Needs::Account
+        && options.account_id.is_none()
+        && options.account_name.is_none()
+    {
+        return Err(ApiError::field(
+            "account_id",
+            "required",
+            format!(
+                "A {format} file names no account: give account_id (an existing account) or                  account_name (a new one)."
+            ),
+        ));
+    }
+    Ok(ImportRequest {
+        format,
+        bytes: upload.bytes,
+        account_id: options.account_id,
+        account_name: options.account_name,
+        currency: options.currency,
+        mapping: options.mapping,
+        dry_run: options.dry_run,
+    })
 }
 
 fn unreadable(error: &OfxError) -> ApiError {
@@ -232,26 +433,52 @@ fn unreadable(error: &OfxError) -> ApiError {
 }
 
 fn refused(refusal: &Refusal) -> ApiError {
-    ApiError::new(
-        ErrorCode::CommandValidationFailed,
-        format!("The file cannot be imported: {refusal}."),
-    )
+    match refusal {
+        Refusal::SeveralAccounts { .. } => ApiError::field(
+            "account_id",
+            "several_accounts",
+            format!("The file cannot be imported into one account: {refusal}."),
+        ),
+        _ => ApiError::new(
+            ErrorCode::CommandValidationFailed,
+            format!("The file cannot be imported: {refusal}."),
+        ),
+    }
 }
 
 impl From<ImportError> for ApiError {
     fn from(error: ImportError) -> Self {
         match error {
             ImportError::Unreadable(error) => unreadable(&error),
+            ImportError::Parse { format, error } => ApiError::new(
+                ErrorCode::CommandValidationFailed,
+                if error.line == 0 {
+                    format!("The file could not be read as {format}: {}.", error.reason)
+                } else {
+                    format!("The file could not be read as {format}: {error}.")
+                },
+            ),
+            ImportError::Mapping { column, reason } => {
+                ApiError::field("mapping", "column", format!("Column {column}: {reason}."))
+            }
             ImportError::Refused(refusal) => refused(&refusal),
+            ImportError::AccountNotFound => {
+                ApiError::new(ErrorCode::NotFound, "Account not found.")
+            }
             ImportError::Work(error) => error.into(),
             ImportError::Store(error) => error.into(),
         }
     }
 }
 
-fn summary(institution: &str, counts: &ImportCounts) -> String {
+fn summary(institution: &str, counts: &ImportCounts, dry_run: bool) -> String {
+    let lead = if dry_run {
+        "Dry run, nothing written: would import"
+    } else {
+        "Imported"
+    };
     format!(
-        "Imported from {institution}: accounts {} created, {} updated; transactions {} \
+        "{lead} from {institution}: accounts {} created, {} updated; transactions {} \
          created, {} updated, {} skipped; holdings {} created, {} updated.",
         counts.accounts_created,
         counts.accounts_updated,
@@ -261,6 +488,15 @@ fn summary(institution: &str, counts: &ImportCounts) -> String {
         counts.holdings_created,
         counts.holdings_updated,
     )
+}
+
+/// Something the import read but doubts.
+#[derive(Serialize, utoipa::ToSchema)]
+struct WarningJson {
+    /// What it is about (`line 12`, `statement 2 (DE89…)`).
+    item: String,
+    /// What is wrong.
+    message: String,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -274,20 +510,164 @@ struct ImportJson {
     holdings_created: u64,
     holdings_updated: u64,
     message: String,
+    /// The format the file was read as.
+    #[schema(value_type = Format)]
+    format: &'static str,
+    /// What was read but doubted (an unreadable balance, a balance check that failed).
+    warnings: Vec<WarningJson>,
+}
+
+/// A row as it would be written.
+#[derive(Serialize, utoipa::ToSchema)]
+struct PreviewRowJson {
+    provider_transaction_id: String,
+    transaction_date: chrono::NaiveDate,
+    #[schema(value_type = String)]
+    amount: Decimal,
+    currency: String,
+    description: Option<String>,
+    #[schema(value_type = String)]
+    status: &'static str,
+    #[schema(value_type = String)]
+    transaction_type: &'static str,
+}
+
+/// One account as it would be written.
+#[derive(Serialize, utoipa::ToSchema)]
+struct PreviewAccountJson {
+    /// The existing account's id; null for an account that would be created.
+    account_id: Option<uuid::Uuid>,
+    provider_account_id: String,
+    name: String,
+    #[schema(value_type = String)]
+    account_type: &'static str,
+    currency: String,
+    /// The balance the file reports, if it reports one.
+    #[schema(value_type = Option<String>)]
+    balance_amount: Option<Decimal>,
+    /// `created`, `updated` or `unchanged`.
+    #[schema(value_type = ImportOutcome)]
+    outcome: &'static str,
+    transactions_created: u64,
+    transactions_updated: u64,
+    transactions_skipped: u64,
+    holdings_created: u64,
+    holdings_updated: u64,
+    snapshots_created: u64,
+    /// How many transactions the file holds for the account.
+    transactions_in_file: usize,
+    /// The first rows (at most 10), in file order.
+    rows: Vec<PreviewRowJson>,
+}
+
+/// What an import would do (`dry_run=true`); nothing was written.
+#[derive(Serialize, utoipa::ToSchema)]
+struct DryRunJson {
+    /// Always true.
+    dry_run: bool,
+    /// Always null: nothing was written.
+    connection_id: Option<uuid::Uuid>,
+    accounts_created: u64,
+    accounts_updated: u64,
+    transactions_created: u64,
+    transactions_updated: u64,
+    transactions_skipped: u64,
+    holdings_created: u64,
+    holdings_updated: u64,
+    message: String,
+    #[schema(value_type = Format)]
+    format: &'static str,
+    warnings: Vec<WarningJson>,
+    accounts: Vec<PreviewAccountJson>,
+}
+
+fn preview_row(row: &NewTransaction) -> PreviewRowJson {
+    PreviewRowJson {
+        provider_transaction_id: row.provider_transaction_id.clone(),
+        transaction_date: row.transaction_date,
+        amount: row.amount,
+        currency: row.currency.clone(),
+        description: row.description.clone(),
+        status: row.status.as_str(),
+        transaction_type: row.transaction_type.as_str(),
+    }
+}
+
+fn preview_accounts(imported: &Imported, accounts: &[ImportAccount]) -> Vec<PreviewAccountJson> {
+    accounts
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let done = imported.counts.accounts.get(index);
+            let outcome = done.map_or(ImportOutcome::Created, |done| done.outcome);
+            PreviewAccountJson {
+                account_id: done
+                    .filter(|_| outcome != ImportOutcome::Created)
+                    .map(|done| done.account_id),
+                provider_account_id: item.account.provider_account_id.clone(),
+                name: item.account.name.clone(),
+                account_type: item.account.account_type.as_str(),
+                currency: item.account.currency.clone(),
+                balance_amount: item.balance_reported.then_some(item.account.balance_amount),
+                outcome: outcome.as_str(),
+                transactions_created: done.map_or(0, |d| d.transactions_created),
+                transactions_updated: done.map_or(0, |d| d.transactions_updated),
+                transactions_skipped: done.map_or(0, |d| d.transactions_skipped),
+                holdings_created: done.map_or(0, |d| d.holdings_created),
+                holdings_updated: done.map_or(0, |d| d.holdings_updated),
+                snapshots_created: done.map_or(0, |d| d.snapshots_created),
+                transactions_in_file: item.transactions.len(),
+                rows: item
+                    .transactions
+                    .iter()
+                    .take(PREVIEW_ROWS)
+                    .map(preview_row)
+                    .collect(),
+            }
+        })
+        .collect()
 }
 
 /// `POST /api/v1/imports`
 async fn import(state: &App, User(claims): User, upload: Upload) -> ApiResult {
+    let request = import_request(upload)?;
     tracing::debug!(
-        format = upload.format.as_str(),
-        bytes = upload.bytes.len(),
+        format = request.format.as_str(),
+        bytes = request.bytes.len(),
+        dry_run = request.dry_run,
         "import upload read"
     );
-    let imported = state
-        .imports
-        .import(claims.sub, upload.format.as_str(), upload.bytes)
-        .await?;
-    let (counts, institutions) = (imported.counts, imported.institutions.join(", "));
+    let imported = state.imports.import(claims.sub, request).await?;
+    let institutions = imported.institutions.join(", ");
+    let counts = &imported.counts;
+    let warnings: Vec<WarningJson> = imported
+        .warnings
+        .iter()
+        .map(|warning| WarningJson {
+            item: warning.item.clone(),
+            message: warning.message.clone(),
+        })
+        .collect();
+    if let Some(accounts) = &imported.preview {
+        return json(
+            StatusCode::OK,
+            &DryRunJson {
+                dry_run: true,
+                connection_id: None,
+                accounts_created: counts.accounts_created,
+                accounts_updated: counts.accounts_updated,
+                transactions_created: counts.transactions_created,
+                transactions_updated: counts.transactions_updated,
+                transactions_skipped: counts.transactions_skipped,
+                holdings_created: counts.holdings_created,
+                holdings_updated: counts.holdings_updated,
+                message: summary(&institutions, counts, true),
+                format: imported.format.as_str(),
+                warnings,
+                accounts: preview_accounts(&imported, accounts),
+            },
+        );
+    }
     json(
         StatusCode::CREATED,
         &ImportJson {
@@ -299,26 +679,61 @@ async fn import(state: &App, User(claims): User, upload: Upload) -> ApiResult {
             transactions_skipped: counts.transactions_skipped,
             holdings_created: counts.holdings_created,
             holdings_updated: counts.holdings_updated,
-            message: summary(&institutions, &counts),
+            message: summary(&institutions, counts, false),
+            format: imported.format.as_str(),
+            warnings,
         },
     )
 }
 
 #[cfg(test)]
 mod tests {
-    use super::ImportFormat;
+    use super::*;
+
+    fn parts(list: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+        list.iter()
+            .map(|(name, value)| (*name, (*value).to_owned()))
+            .collect()
+    }
+
+    fn fields(error: &ApiError) -> Vec<&str> {
+        error.errors().iter().map(|e| e.field.as_str()).collect()
+    }
 
     #[test]
-    fn formats_come_from_the_last_extension() {
+    fn parts_are_checked_together() {
+        let error = options(parts(&[
+            ("format", "pdf"),
+            ("account_id", "42"),
+            ("currency", "usd"),
+            ("mapping", "{\"columns\": 3}"),
+            ("dry_run", "maybe"),
+        ]))
+        .err()
+        .expect("refused");
+        assert_eq!(error.status(), StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(
-            ImportFormat::from_file_name("statement.QFX"),
-            Some(ImportFormat::Qfx)
+            fields(&error),
+            ["format", "account_id", "currency", "mapping", "dry_run"]
         );
-        assert_eq!(
-            ImportFormat::from_file_name("a.csv.ofx"),
-            Some(ImportFormat::Ofx)
-        );
-        assert_eq!(ImportFormat::from_file_name("a.ofx.csv"), None);
-        assert_eq!(ImportFormat::from_file_name("ofx"), None);
+        let long = "x".repeat(MAX_ACCOUNT_NAME_CHARS + 1);
+        let error = options(parts(&[("account_name", &long)]))
+            .err()
+            .expect("refused");
+        assert_eq!(fields(&error), ["account_name"]);
+        let fine = options(parts(&[
+            ("format", "CAMT.053"),
+            ("account_name", &"é".repeat(MAX_ACCOUNT_NAME_CHARS)),
+            ("currency", "EUR"),
+            (
+                "mapping",
+                "{\"columns\": {\"date\": 0, \"amount\": \"Betrag\"}}",
+            ),
+            ("dry_run", "true"),
+        ]))
+        .expect("accepted");
+        assert_eq!(fine.format, Some(Format::Camt053));
+        assert!(fine.dry_run);
+        assert!(fine.mapping.is_some());
     }
 }

@@ -45,8 +45,8 @@ use super::ofx::{
     TransactionKind,
 };
 use crate::store::{
-    AccountType, AssetType, ImportAccount, ImportBatch, ImportInstitution, ImportSnapshot,
-    NewAccount, NewHolding, NewTransaction, TransactionStatus, TransactionType,
+    AccountRecord, AccountType, AssetType, ImportAccount, ImportBatch, ImportInstitution,
+    ImportSnapshot, NewAccount, NewHolding, NewTransaction, TransactionStatus, TransactionType,
 };
 
 /// Why a parsed file cannot be imported.
@@ -58,10 +58,91 @@ pub(crate) enum Refusal {
     /// The file has no statement.
     #[error("the file holds no statement")]
     NoStatement,
+    /// `account_id` names one account, and the file holds statements of several.
+    #[error(
+        "the file holds statements of {count} accounts; account_id can name only one (import without it)"
+    )]
+    SeveralAccounts {
+        /// How many accounts the file names.
+        count: usize,
+    },
+}
+
+/// Something an import read but doubts: reported in the answer's `warnings`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ImportWarning {
+    /// What it is about (`line 12`, `statement 2 (DE89…)`).
+    pub(crate) item: String,
+    /// What is wrong, in one sentence.
+    pub(crate) message: String,
+}
+
+/// The warnings of an OFX document.
+pub(crate) fn ofx_warnings(doc: &OfxDocument) -> Vec<ImportWarning> {
+    doc.warnings
+        .iter()
+        .map(|warning| ImportWarning {
+            item: format!("line {}", warning.line),
+            message: warning.message.clone(),
+        })
+        .collect()
+}
+
+/// The account an import was told to write into (`account_id`), as the record to upsert: its
+/// own key and fields, with the file's balance when the file reports one.
+pub(crate) fn existing_account(
+    record: &AccountRecord,
+    balance: Option<(Decimal, Option<Decimal>)>,
+) -> NewAccount {
+    let (balance_amount, available_balance_amount) =
+        balance.unwrap_or((record.balance_amount, record.available_balance_amount));
+    NewAccount {
+        provider_account_id: record.provider_account_id.clone(),
+        account_number: record.account_number_masked.clone(),
+        name: record.name.clone(),
+        account_type: record.account_type,
+        currency: record.currency.clone(),
+        balance_amount,
+        available_balance_amount,
+        is_active: record.is_active,
+    }
+}
+
+/// Points a batch of one account at the account the caller chose (`account_id`): its
+/// connection, its key and fields; the file's transactions, holdings and balances.
+pub(crate) fn into_existing(
+    mut batch: ImportBatch,
+    record: &AccountRecord,
+) -> Result<ImportBatch, Refusal> {
+    let mut accounts: Vec<ImportAccount> = batch
+        .institutions
+        .drain(..)
+        .flat_map(|institution| institution.accounts)
+        .collect();
+    if accounts.len() > 1 {
+        return Err(Refusal::SeveralAccounts {
+            count: accounts.len(),
+        });
+    }
+    let Some(mut only) = accounts.pop() else {
+        return Err(Refusal::NoStatement);
+    };
+    let balance = only.balance_reported.then_some((
+        only.account.balance_amount,
+        only.account.available_balance_amount,
+    ));
+    only.account = existing_account(record, balance);
+    Ok(ImportBatch {
+        institutions: vec![ImportInstitution {
+            alias: record.name.clone(),
+            connection_id: Some(record.connection_id),
+            accounts: vec![only],
+        }],
+    })
 }
 
 /// Removes NUL characters and surrounding whitespace; `None` when nothing is left.
-fn clean(text: &str) -> Option<String> {
+pub(crate) fn clean(text: &str) -> Option<String> {
     let text = text.trim();
     let cleaned = if text.contains('\0') {
         text.replace('\0', "")
@@ -71,7 +152,7 @@ fn clean(text: &str) -> Option<String> {
     (!cleaned.is_empty()).then_some(cleaned)
 }
 
-fn clean_opt(text: Option<&str>) -> Option<String> {
+pub(crate) fn clean_opt(text: Option<&str>) -> Option<String> {
     text.and_then(clean)
 }
 
@@ -106,7 +187,7 @@ fn account_type(statement: &Statement) -> AccountType {
     }
 }
 
-fn type_label(kind: AccountType) -> &'static str {
+pub(crate) fn type_label(kind: AccountType) -> &'static str {
     match kind {
         AccountType::Checking => "Checking",
         AccountType::Savings => "Savings",
@@ -416,13 +497,14 @@ pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<Impo
                 balance_reported: snapshot.is_some(),
                 transactions: pending.transactions,
                 holdings: pending.holdings,
-                snapshot,
+                snapshots: snapshot.into_iter().collect(),
             }
         })
         .collect();
     Ok(ImportBatch {
         institutions: vec![ImportInstitution {
             alias: institution,
+            connection_id: None,
             accounts,
         }],
     })
@@ -480,7 +562,9 @@ mod tests {
             account.transactions[1].transaction_type,
             TransactionType::Income
         );
-        let snapshot = account.snapshot.as_ref().expect("snapshot");
+        let [snapshot] = account.snapshots.as_slice() else {
+            panic!("one snapshot");
+        };
         assert_eq!(snapshot.balance, dec("1000.00"));
         assert_eq!(
             snapshot.captured_at.to_rfc3339(),

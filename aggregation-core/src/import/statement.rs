@@ -1,6 +1,7 @@
-//! Importing one uploaded statement file: parse it (large files on the parsing
-//! [`WorkGate`]'s own threads), map it to records ([`super::records`]), apply it in one store
-//! transaction, and report it as [`DomainEvent::StatementImported`].
+//! Importing one uploaded statement file: parse it in its format (large files on the parsing
+//! [`WorkGate`]'s own threads), map it to records ([`super::records`] for OFX,
+//! [`super::parsed`] for the others), apply it in one store transaction (or preview it in one
+//! that is rolled back), and report it as [`DomainEvent::StatementImported`].
 
 use std::sync::Arc;
 
@@ -8,12 +9,19 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::ofx::{OfxError, parse_ofx};
-use super::records::{Refusal, import_batch};
+use super::csv::{CsvError, CsvMapping};
+use super::format::Format;
+use super::model::{ParseError, ParsedFile};
+use super::ofx::{OfxDocument, OfxError, parse_ofx};
+use super::parsed::{self, Defaults};
+use super::records::{ImportWarning, Refusal, import_batch, into_existing, ofx_warnings};
+use super::{camt, csv, mt940, qif};
 use crate::events::{
     DomainEvent, DurableEvent, Event, Events, ImportCompleted, ImportCompletedCounts, RowCounts,
 };
-use crate::store::{ImportCounts, Store, StoreError, now};
+use crate::store::{
+    AccountRecord, ImportAccount, ImportBatch, ImportCounts, Store, StoreError, now,
+};
 use crate::work::{WorkError, WorkGate};
 
 /// Files at least this large are parsed on the parsing gate's threads rather than inline.
@@ -25,9 +33,29 @@ pub(crate) enum ImportError {
     /// The file is not a readable OFX/QFX statement file.
     #[error(transparent)]
     Unreadable(OfxError),
-    /// The file was read but cannot be imported (failed sign-on, no statement).
+    /// The file is not readable in its (non-OFX) format: the line and the reason.
+    #[error("{format}: {error}")]
+    Parse {
+        /// The format it was read as.
+        format: Format,
+        /// Where and why reading stopped.
+        error: ParseError,
+    },
+    /// The CSV `mapping` does not fit the file, or a column could not be found.
+    #[error("column {column}: {reason}")]
+    Mapping {
+        /// The column.
+        column: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The file was read but cannot be imported (failed sign-on, no statement, several
+    /// accounts for one `account_id`).
     #[error(transparent)]
     Refused(Refusal),
+    /// `account_id` names no account of the user.
+    #[error("the account to import into does not exist")]
+    AccountNotFound,
     /// The parsing gate is saturated, or parsing failed to run.
     #[error(transparent)]
     Work(#[from] WorkError),
@@ -36,12 +64,98 @@ pub(crate) enum ImportError {
     Store(#[from] StoreError),
 }
 
-/// What an import wrote.
+/// One import as the caller asked for it.
+#[derive(Debug, Clone)]
+pub(crate) struct ImportRequest {
+    /// The file's format (given or detected).
+    pub(crate) format: Format,
+    /// The file.
+    pub(crate) bytes: Bytes,
+    /// An existing account of the user to import into.
+    pub(crate) account_id: Option<Uuid>,
+    /// The name of a new account when the file names none.
+    pub(crate) account_name: Option<String>,
+    /// The currency of a new account when the file states none (ISO 4217, upper case).
+    pub(crate) currency: Option<String>,
+    /// How to read a CSV file.
+    pub(crate) mapping: Option<CsvMapping>,
+    /// Only report what would be written.
+    pub(crate) dry_run: bool,
+}
+
+/// What an import wrote (or, for a dry run, would write).
 pub(crate) struct Imported {
+    /// The format the file was read as.
+    pub(crate) format: Format,
     /// The counts of the store transaction.
     pub(crate) counts: ImportCounts,
     /// The institutions of the file, in file order (their connections' aliases).
     pub(crate) institutions: Vec<String>,
+    /// What was read but doubted.
+    pub(crate) warnings: Vec<ImportWarning>,
+    /// For a dry run: the accounts as they would be written, in batch order.
+    pub(crate) preview: Option<Vec<ImportAccount>>,
+}
+
+/// A parsed file of any format.
+enum Parsed {
+    Ofx(OfxDocument),
+    File(ParsedFile),
+}
+
+/// Reads the file in its format.
+fn parse(
+    format: Format,
+    bytes: &[u8],
+    mapping: Option<&CsvMapping>,
+) -> Result<Parsed, ImportError> {
+    let read = |result: Result<ParsedFile, ParseError>| {
+        result
+            .map(Parsed::File)
+            .map_err(|error| ImportError::Parse { format, error })
+    };
+    match format {
+        Format::Ofx | Format::Qfx => parse_ofx(bytes)
+            .map(Parsed::Ofx)
+            .map_err(ImportError::Unreadable),
+        Format::Qif => read(qif::parse(bytes)),
+        Format::Csv => match csv::parse(bytes, mapping) {
+            Ok(file) => Ok(Parsed::File(file)),
+            Err(CsvError::Unreadable(error)) => Err(ImportError::Parse { format, error }),
+            Err(CsvError::Mapping { column, reason }) => {
+                Err(ImportError::Mapping { column, reason })
+            }
+        },
+        Format::Camt052 | Format::Camt053 | Format::Camt054 => read(camt::parse(bytes)),
+        Format::Mt940 | Format::Mt942 => read(mt940::parse(bytes)),
+    }
+}
+
+/// The records of a parsed file for the request, with the warnings to report.
+fn batch_for(
+    parsed: &Parsed,
+    request: &ImportRequest,
+    existing: Option<&AccountRecord>,
+    at: DateTime<Utc>,
+) -> Result<(ImportBatch, Vec<ImportWarning>), Refusal> {
+    let (batch, warnings) = match parsed {
+        Parsed::Ofx(document) => (import_batch(document, at)?, ofx_warnings(document)),
+        Parsed::File(file) => {
+            let defaults = Defaults {
+                account_name: request.account_name.as_deref(),
+                currency: existing
+                    .map(|account| account.currency.as_str())
+                    .or(request.currency.as_deref()),
+            };
+            let mapped = parsed::import_batch(file, &defaults)?;
+            (mapped.batch, mapped.warnings)
+        }
+    };
+    let batch = match existing {
+        Some(record) => into_existing(batch, record)?,
+        None => batch,
+    };
+    Ok((batch, warnings))
 }
 
 /// The rule of an import's events: its `import.completed` event, with the counts.
@@ -96,22 +210,68 @@ impl Imports {
         }
     }
 
-    /// Imports the file's statements for the user into their `file_import` connection(s).
-    /// `format` is the file's format code (`qfx`, `ofx`), as the event reports it.
+    /// Imports the file for the user: into their `file_import` connection(s), or into the
+    /// account `account_id` names. A dry run reports the same counts and writes nothing.
     pub(crate) async fn import(
         &self,
-        user_id: uuid::Uuid,
-        format: &'static str,
-        bytes: Bytes,
+        user_id: Uuid,
+        request: ImportRequest,
     ) -> Result<Imported, ImportError> {
-        let document = if bytes.len() < INLINE_PARSE_LIMIT {
-            parse_ofx(&bytes)
+        let existing = match request.account_id {
+            Some(account_id) => Some(
+                self.store
+                    .account_for_user(user_id, account_id)
+                    .await?
+                    .ok_or(ImportError::AccountNotFound)?,
+            ),
+            None => None,
+        };
+        let format = request.format;
+        let parsed = if request.bytes.len() < INLINE_PARSE_LIMIT {
+            parse(format, &request.bytes, request.mapping.as_ref())?
         } else {
-            self.parsing.run(move || parse_ofx(&bytes)).await?
-        }
-        .map_err(ImportError::Unreadable)?;
+            let bytes = request.bytes.clone();
+            let mapping = request.mapping.clone();
+            self.parsing
+                .run(move || parse(format, &bytes, mapping.as_ref()))
+                .await??
+        };
+        self.write(user_id, &request, &parsed, existing.as_ref())
+            .await
+    }
+
+    /// Maps a parsed file and writes (or previews) it.
+    async fn write(
+        &self,
+        user_id: Uuid,
+        request: &ImportRequest,
+        parsed: &Parsed,
+        existing: Option<&AccountRecord>,
+    ) -> Result<Imported, ImportError> {
         let at = now();
-        let batch = import_batch(&document, at).map_err(ImportError::Refused)?;
+        let (batch, warnings) =
+            batch_for(parsed, request, existing, at).map_err(ImportError::Refused)?;
+        let institutions = batch
+            .institutions
+            .iter()
+            .map(|institution| institution.alias.clone())
+            .collect();
+        if request.dry_run {
+            let counts = self.store.preview_import(user_id, &batch, at).await?;
+            return Ok(Imported {
+                format: request.format,
+                counts,
+                institutions,
+                warnings,
+                preview: Some(
+                    batch
+                        .institutions
+                        .into_iter()
+                        .flat_map(|institution| institution.accounts)
+                        .collect(),
+                ),
+            });
+        }
         let mut raised = Vec::new();
         let counts = self
             .store
@@ -127,19 +287,323 @@ impl Imports {
         self.events.emit(&DomainEvent::StatementImported {
             user_id,
             connection_id: counts.connection_ids.first().copied(),
-            format,
+            format: request.format.as_str(),
             accounts_created: counts.accounts_created,
             transactions_created: counts.transactions_created,
             transactions_updated: counts.transactions_updated,
             transactions_skipped: counts.transactions_skipped,
         });
         Ok(Imported {
+            format: request.format,
             counts,
-            institutions: batch
-                .institutions
-                .into_iter()
-                .map(|institution| institution.alias)
-                .collect(),
+            institutions,
+            warnings,
+            preview: None,
         })
+    }
+
+    /// Imports an already parsed file (unit tests of the framework, before the parsers).
+    #[cfg(test)]
+    pub(crate) async fn import_parsed(
+        &self,
+        user_id: Uuid,
+        request: ImportRequest,
+        file: ParsedFile,
+    ) -> Result<Imported, ImportError> {
+        let existing = match request.account_id {
+            Some(account_id) => Some(
+                self.store
+                    .account_for_user(user_id, account_id)
+                    .await?
+                    .ok_or(ImportError::AccountNotFound)?,
+            ),
+            None => None,
+        };
+        self.write(user_id, &request, &Parsed::File(file), existing.as_ref())
+            .await
+    }
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use rust_decimal::Decimal;
+
+    use super::*;
+    use crate::WorkLimits;
+    use crate::events::{EventBus, MemoryEventSink};
+    use crate::import::model::EntryStatus;
+    use crate::import::model::{ParsedAccount, ParsedBalance, ParsedEntry, ParsedStatement};
+    use crate::store::{AccountFilter, NewUser, SqliteStore, TransactionQuery, TransactionStatus};
+
+    struct Fixture {
+        imports: Imports,
+        store: Arc<dyn Store>,
+        sink: MemoryEventSink,
+        user_id: Uuid,
+    }
+
+    async fn user(store: &Arc<dyn Store>) -> Uuid {
+        let user_id = Uuid::now_v7();
+        store
+            .create_user(&NewUser {
+                id: user_id,
+                email: format!("{user_id}@example.com"),
+                email_normalized: format!("{user_id}@example.com"),
+                password_hash: "x".to_owned(),
+                created_at: now(),
+            })
+            .await
+            .expect("user");
+        user_id
+    }
+
+    async fn fixture() -> Fixture {
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::in_memory().await.expect("store"));
+        let sink = MemoryEventSink::new();
+        let imports = Imports::new(
+            store.clone(),
+            Events::new(Arc::new(sink.clone()), EventBus::default()),
+            WorkGate::new(
+                "test parsing",
+                WorkLimits {
+                    concurrent: 1,
+                    queued: 1,
+                },
+            ),
+        );
+        let user_id = user(&store).await;
+        Fixture {
+            imports,
+            store,
+            sink,
+            user_id,
+        }
+    }
+
+    fn dec(text: &str) -> Decimal {
+        text.parse().expect("decimal")
+    }
+
+    fn entry(date: &str, amount: &str, text: &str) -> ParsedEntry {
+        ParsedEntry {
+            date: date.parse().expect("date"),
+            amount: dec(amount),
+            text: Some(text.to_owned()),
+            line: 1,
+            ..ParsedEntry::default()
+        }
+    }
+
+    fn request(format: Format) -> ImportRequest {
+        ImportRequest {
+            format,
+            bytes: Bytes::new(),
+            account_id: None,
+            account_name: Some("Wallet".to_owned()),
+            currency: Some("EUR".to_owned()),
+            mapping: None,
+            dry_run: false,
+        }
+    }
+
+    /// A QIF-like file: no account named, two identical coffees on one day, one pending row.
+    fn coffees() -> ParsedFile {
+        let mut pending = entry("2024-03-02", "-9.99", "Books");
+        pending.status = EntryStatus::Pending;
+        ParsedFile {
+            statements: vec![ParsedStatement {
+                entries: vec![
+                    entry("2024-03-01", "-3.50", "Coffee"),
+                    entry("2024-03-01", "-3.50", "Coffee"),
+                    pending,
+                ],
+                ..ParsedStatement::default()
+            }],
+            ..ParsedFile::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_reports_what_an_import_then_writes() {
+        let f = fixture().await;
+        let mut dry = request(Format::Qif);
+        dry.dry_run = true;
+        let preview = f
+            .imports
+            .import_parsed(f.user_id, dry, coffees())
+            .await
+            .expect("previewed");
+        assert_eq!(
+            (
+                preview.counts.accounts_created,
+                preview.counts.transactions_created
+            ),
+            (1, 3)
+        );
+        let accounts = preview.preview.expect("a preview");
+        assert_eq!(accounts[0].account.name, "Wallet");
+        assert_eq!(accounts[0].account.currency, "EUR");
+        assert_eq!(accounts[0].transactions.len(), 3, "two coffees stay two");
+        assert!(f.sink.events().is_empty(), "no event for a dry run");
+        let listed = f
+            .store
+            .accounts_for_user(f.user_id, &AccountFilter::default())
+            .await
+            .expect("accounts");
+        assert!(listed.is_empty(), "nothing written");
+
+        let imported = f
+            .imports
+            .import_parsed(f.user_id, request(Format::Qif), coffees())
+            .await
+            .expect("imported");
+        assert!(imported.preview.is_none());
+        assert_eq!(imported.counts.accounts_created, 1);
+        assert_eq!(imported.counts.transactions_created, 3);
+        assert_eq!(imported.counts.accounts[0].account_id.get_version_num(), 7);
+        assert_eq!(f.sink.events().len(), 1);
+        let account_id = imported.counts.accounts[0].account_id;
+        let rows = f
+            .store
+            .transactions_for_account(
+                f.user_id,
+                account_id,
+                &TransactionQuery::Recent {
+                    transaction_type: None,
+                    limit: 10,
+                    offset: 0,
+                },
+            )
+            .await
+            .expect("rows");
+        assert!(
+            rows.items
+                .iter()
+                .any(|row| row.status == TransactionStatus::Pending),
+            "pending entries are pending"
+        );
+
+        let again = f
+            .imports
+            .import_parsed(f.user_id, request(Format::Qif), coffees())
+            .await
+            .expect("imported again");
+        assert_eq!(
+            (
+                again.counts.accounts_created,
+                again.counts.transactions_created,
+                again.counts.transactions_skipped
+            ),
+            (0, 0, 3),
+            "the same file again creates nothing"
+        );
+    }
+
+    #[tokio::test]
+    async fn account_id_imports_into_the_chosen_account_only() {
+        let f = fixture().await;
+        let first = f
+            .imports
+            .import_parsed(f.user_id, request(Format::Csv), coffees())
+            .await
+            .expect("imported");
+        let account_id = first.counts.accounts[0].account_id;
+        // The same rows by account_id are the same transactions (the file states no account).
+        let mut into = request(Format::Csv);
+        into.account_name = None;
+        into.currency = None;
+        into.account_id = Some(account_id);
+        let mut more = coffees();
+        more.statements[0]
+            .entries
+            .push(entry("2024-03-03", "-1.00", "Tea"));
+        let again = f
+            .imports
+            .import_parsed(f.user_id, into.clone(), more)
+            .await
+            .expect("imported");
+        assert_eq!(again.counts.connection_ids, first.counts.connection_ids);
+        assert_eq!(again.counts.accounts[0].account_id, account_id);
+        assert_eq!(
+            (
+                again.counts.accounts_created,
+                again.counts.transactions_created,
+                again.counts.transactions_skipped
+            ),
+            (0, 1, 3)
+        );
+
+        // Two accounts in the file cannot go into one.
+        let mut two = coffees();
+        two.statements[0].account.identifier = Some("DE1".to_owned());
+        two.statements.push(ParsedStatement {
+            account: ParsedAccount {
+                identifier: Some("DE2".to_owned()),
+                ..ParsedAccount::default()
+            },
+            ..ParsedStatement::default()
+        });
+        assert!(matches!(
+            f.imports.import_parsed(f.user_id, into.clone(), two).await,
+            Err(ImportError::Refused(Refusal::SeveralAccounts { count: 2 }))
+        ));
+
+        // Another user's account, and an unknown one, are not found.
+        let stranger = user(&f.store).await;
+        assert!(matches!(
+            f.imports
+                .import_parsed(stranger, into.clone(), coffees())
+                .await,
+            Err(ImportError::AccountNotFound)
+        ));
+        into.account_id = Some(Uuid::now_v7());
+        assert!(matches!(
+            f.imports.import_parsed(f.user_id, into, coffees()).await,
+            Err(ImportError::AccountNotFound)
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_balance_mismatch_is_imported_with_a_warning() {
+        let f = fixture().await;
+        let balance = |date: &str, amount: &str| ParsedBalance {
+            amount: dec(amount),
+            date: date.parse().expect("date"),
+            currency: Some("EUR".to_owned()),
+        };
+        let file = ParsedFile {
+            institution: Some("Example Bank".to_owned()),
+            statements: vec![ParsedStatement {
+                account: ParsedAccount {
+                    identifier: Some("DE89370400440532013000".to_owned()),
+                    ..ParsedAccount::default()
+                },
+                opening: Some(balance("2024-02-29", "100.00")),
+                closing: Some(balance("2024-03-31", "90.00")),
+                entries: vec![entry("2024-03-05", "-5.00", "Fee")],
+                ..ParsedStatement::default()
+            }],
+            ..ParsedFile::default()
+        };
+        let mut request = request(Format::Camt053);
+        request.account_name = None;
+        let imported = f
+            .imports
+            .import_parsed(f.user_id, request, file)
+            .await
+            .expect("imported");
+        assert_eq!(imported.institutions, ["Example Bank"]);
+        assert_eq!(imported.warnings.len(), 1, "{:?}", imported.warnings);
+        assert!(imported.warnings[0].message.contains("-5.00"));
+        assert_eq!(imported.counts.transactions_created, 1);
+        assert_eq!(imported.counts.snapshots_created, 1);
+        let account = f
+            .store
+            .account_for_user(f.user_id, imported.counts.accounts[0].account_id)
+            .await
+            .expect("read")
+            .expect("account");
+        assert_eq!(account.balance_amount, dec("90.00"));
+        assert_eq!(account.currency, "EUR");
     }
 }

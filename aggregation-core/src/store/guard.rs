@@ -321,6 +321,7 @@ guarded! { ImportStore {
         raise: &RaiseEvents<'_, ImportCounts>,
         raised: &mut Vec<Event>
     ) -> ImportCounts;
+    fn preview_import(user_id: Uuid, batch: &ImportBatch, now: DateTime<Utc>) -> ImportCounts;
 }}
 guarded! { ProviderConnectionStore {
     fn insert_oauth_state(state: &NewOAuthState) -> ();

@@ -68,6 +68,7 @@ fn batch(alias: &str, account_id: &str, transactions: Vec<NewTransaction>) -> Im
     ImportBatch {
         institutions: vec![ImportInstitution {
             alias: alias.to_owned(),
+            connection_id: None,
             accounts: vec![ImportAccount {
                 account: NewAccount {
                     provider_account_id: account_id.to_owned(),
@@ -94,13 +95,13 @@ fn batch(alias: &str, account_id: &str, transactions: Vec<NewTransaction>) -> Im
                     current_price: Some(dec("190.00")),
                     unrealized_gain_loss: None,
                 }],
-                snapshot: Some(ImportSnapshot {
+                snapshots: vec![ImportSnapshot {
                     balance: dec("100.00"),
                     available_balance: None,
                     holdings_value: None,
                     cash_value: None,
                     captured_at: now(),
-                }),
+                }],
             }],
         }],
     }
@@ -255,5 +256,126 @@ async fn a_failure_rolls_the_whole_import_back() {
             .await
             .is_err(),
         "unknown user"
+    );
+}
+
+#[tokio::test]
+async fn a_preview_counts_like_an_import_and_writes_nothing() {
+    let (store, pool) = store().await;
+    let user_id = user(&store).await;
+    let first = batch("Bank", "111", vec![transaction("A", "-1.00")]);
+    let tables = [
+        "connections",
+        "accounts",
+        "transactions",
+        "holdings",
+        "balance_snapshots",
+        "events",
+    ];
+    let mut before = Vec::new();
+    for table in tables {
+        before.push(count(&pool, table).await);
+    }
+    let preview = store.preview_import(user_id, &first, now()).await.unwrap();
+    assert_eq!(
+        (
+            preview.accounts_created,
+            preview.transactions_created,
+            preview.snapshots_created
+        ),
+        (1, 1, 1)
+    );
+    assert_eq!(preview.accounts.len(), 1);
+    assert_eq!(preview.accounts[0].outcome, ImportOutcome::Created);
+    assert_eq!(preview.accounts[0].provider_account_id, "111");
+    let mut after = Vec::new();
+    for table in tables {
+        after.push(count(&pool, table).await);
+    }
+    assert_eq!(before, after, "nothing written");
+
+    let applied = store
+        .apply_import(
+            user_id,
+            &first,
+            now(),
+            &import_events(user_id, now()),
+            &mut Vec::new(),
+        )
+        .await
+        .unwrap();
+    let second = batch(
+        "Bank",
+        "111",
+        vec![transaction("A", "-1.00"), transaction("B", "-2.00")],
+    );
+    let preview = store.preview_import(user_id, &second, now()).await.unwrap();
+    assert_eq!(preview.connection_ids, applied.connection_ids);
+    assert_eq!(
+        preview.accounts[0].account_id,
+        applied.accounts[0].account_id
+    );
+    assert_eq!(
+        (
+            preview.accounts[0].transactions_created,
+            preview.accounts[0].transactions_skipped
+        ),
+        (1, 1)
+    );
+    assert_eq!(count(&pool, "transactions").await, 1);
+}
+
+#[tokio::test]
+async fn an_import_into_a_chosen_connection_keeps_its_alias_and_sync_time() {
+    let (store, pool) = store().await;
+    let user_id = user(&store).await;
+    let applied = store
+        .apply_import(
+            user_id,
+            &batch("Bank", "111", vec![transaction("A", "-1.00")]),
+            now(),
+            &import_events(user_id, now()),
+            &mut Vec::new(),
+        )
+        .await
+        .unwrap();
+    let connection_id = applied.connection_ids[0];
+    let mut into = batch("Ignored alias", "111", vec![transaction("B", "-2.00")]);
+    into.institutions[0].connection_id = Some(connection_id);
+    let counts = store
+        .apply_import(
+            user_id,
+            &into,
+            now(),
+            &import_events(user_id, now()),
+            &mut Vec::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(counts.connection_ids, vec![connection_id]);
+    assert_eq!(
+        counts.accounts[0].account_id,
+        applied.accounts[0].account_id
+    );
+    assert_eq!(counts.transactions_created, 1);
+    assert_eq!(
+        count(&pool, "connections").await,
+        1,
+        "no connection for the alias"
+    );
+
+    let stranger = user(&store).await;
+    let refused = store
+        .apply_import(
+            stranger,
+            &into,
+            now(),
+            &import_events(stranger, now()),
+            &mut Vec::new(),
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Conflict(_))),
+        "{refused:?}"
     );
 }

@@ -75,7 +75,7 @@ pub use events::{AuditFilter, EventStore};
 pub(crate) use guard::GuardedStore;
 pub use imports::{
     FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportInstitution,
-    ImportSnapshot, ImportStore,
+    ImportOutcome, ImportSnapshot, ImportStore, ImportedAccount,
 };
 pub use jobs::{JobRunRecord, JobStore, PurgeCounts};
 pub use login_networks::LoginNetworkStore;

@@ -17,10 +17,11 @@ use super::status_description;
 use crate::api::admin::Admin;
 use crate::api::extract::{Caller, Json, JsonOrEmpty, PathId, PathUserId, Query, User};
 use crate::api::handler::Handler;
-use crate::api::imports::{ImportFormat, Upload};
+use crate::api::imports::{MAX_ACCOUNT_NAME_CHARS, Upload};
 use crate::api::providers::CallbackCaller;
 use crate::api::validate::Validate;
 use crate::auth::ClientInfo;
+use crate::import::format::Format;
 use crate::problem::ErrorCode;
 
 /// What one route row documents of its operation, filled by its extractors and its responses.
@@ -234,42 +235,102 @@ impl<T: Validate + ToSchema> DescribeArg for JsonOrEmpty<T> {
 
 impl DescribeArg for Upload {
     fn describe(doc: &mut OperationDoc) {
-        let file = ObjectBuilder::new()
+        let text = |description: &str| {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some(description.to_owned()))
+        };
+        let codes: Vec<&str> = Format::ALL.iter().map(|format| format.as_str()).collect();
+        let parts = ObjectBuilder::new()
             .property(
                 "file",
                 ObjectBuilder::new()
                     .schema_type(Type::String)
                     .content_media_type("application/octet-stream")
-                    .description(Some("The OFX or QFX statement file (`.ofx`, `.qfx`).")),
+                    .description(Some(
+                        "The statement file: OFX, QFX, QIF, CSV, CAMT.052/053/054 or \
+                         MT940/942. Its format is the `format` part's, else found from the \
+                         content, else from the file name's extension (415 when none tells).",
+                    )),
             )
-            .required("file");
-        let extensions: Vec<&str> = ImportFormat::ALL
-            .iter()
-            .map(|format| format.as_str())
-            .collect();
-        let disposition = super::schemas::upload_disposition(&extensions).build();
+            .required("file")
+            .property(
+                "format",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some(codes))
+                    .description(Some(
+                        "The file's format, when detection should not decide (any case).",
+                    )),
+            )
+            .property(
+                "account_id",
+                text(
+                    "An existing account of the caller to import into (404 when it is \
+                     unknown or another user's). With it, the file must hold one account.",
+                )
+                .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                    utoipa::openapi::KnownFormat::Uuid,
+                ))),
+            )
+            .property(
+                "account_name",
+                text(
+                    "The name of the account to create when the file names none (QIF, CSV). \
+                     QIF and CSV need account_id or account_name (422).",
+                )
+                .min_length(Some(1))
+                .max_length(Some(MAX_ACCOUNT_NAME_CHARS)),
+            )
+            .property(
+                "currency",
+                text("The currency of a new account when the file states none (default USD).")
+                    .pattern(Some("^[A-Z]{3}$")),
+            )
+            .property(
+                "mapping",
+                text(
+                    "CSV only (422 otherwise): a JSON object `{delimiter?, decimal?, \
+                     thousands?, date_format?, encoding?, skip_rows?, columns: {date, amount \
+                     | (debit, credit), description?, payee?, memo?, id?, balance?, \
+                     currency?}, invert_sign?}`; columns by header name or 0-based index.",
+                )
+                .content_media_type("application/json"),
+            )
+            .property(
+                "dry_run",
+                ObjectBuilder::new()
+                    .schema_type(Type::Boolean)
+                    .description(Some(
+                        "`true`: answer 200 with what would be created, updated and skipped; \
+                         nothing is written and no event is raised.",
+                    )),
+            );
+        let disposition = super::schemas::upload_disposition().build();
         let example = disposition.examples.first().cloned();
-        // The file name is judged by its extension (415 otherwise): the part's
-        // `Content-Disposition` says which.
         let encoding = EncodingBuilder::new().header(
             "Content-Disposition",
             HeaderBuilder::new()
                 .schema(Some(disposition))
                 .example(example)
                 .description(Some(
-                    "The part's file name ends in an accepted extension (`.ofx`, `.qfx`, any \
-                     case).",
+                    "The file name's extension decides the format only when neither the \
+                     format part nor the content does (see GET /api/v1/imports/formats).",
                 ))
                 .build(),
         );
+        let mapping_encoding = EncodingBuilder::new()
+            .content_type(Some("application/json".to_owned()))
+            .build();
         doc.request_body = Some(
             RequestBodyBuilder::new()
                 .required(Some(Required::True))
                 .content(
                     "multipart/form-data",
                     ContentBuilder::new()
-                        .schema(Some(file))
+                        .schema(Some(parts))
                         .encoding("file", encoding)
+                        .encoding("mapping", mapping_encoding)
                         .build(),
                 )
                 .build(),

@@ -260,44 +260,15 @@ pub(crate) fn only_true() -> ObjectBuilder {
         .examples([true])
 }
 
-/// The `Content-Disposition` of an upload's `file` part: its file name must end in an
-/// accepted extension (`extensions` without the dot, matched case-insensitively).
-pub(crate) fn upload_disposition(extensions: &[&str]) -> ObjectBuilder {
-    let alternatives: Vec<String> = extensions
-        .iter()
-        .map(|extension| {
-            extension
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphabetic() {
-                        format!("[{}{}]", c.to_ascii_lowercase(), c.to_ascii_uppercase())
-                    } else {
-                        regex_literal(c)
-                    }
-                })
-                .collect()
-        })
-        .collect();
-    let example = format!(
-        "form-data; name=\"file\"; filename=\"statement.{}\"",
-        extensions.first().copied().unwrap_or("ofx")
-    );
+/// The `Content-Disposition` of an upload's `file` part: a form-data part named `file`, with
+/// or without a file name.
+pub(crate) fn upload_disposition() -> ObjectBuilder {
     ObjectBuilder::new()
         .schema_type(Type::String)
-        .pattern(Some(format!(
-            "^form-data; name=\"file\"; filename=\"[^\"]*\\.(?:{})\"$",
-            alternatives.join("|")
-        )))
-        .examples([example])
-}
-
-/// `c` as a literal in a pattern.
-fn regex_literal(c: char) -> String {
-    if c.is_ascii_alphanumeric() {
-        c.to_string()
-    } else {
-        format!("\\{c}")
-    }
+        .pattern(Some(
+            "^form-data; name=\"file\"(?:; filename=\"[^\"]*\")?$".to_owned(),
+        ))
+        .examples(["form-data; name=\"file\"; filename=\"statement.ofx\""])
 }
 
 #[cfg(test)]
@@ -360,25 +331,20 @@ mod tests {
     }
 
     #[test]
-    fn upload_disposition_requires_an_accepted_extension() {
-        let schema =
-            serde_json::to_value(upload_disposition(&["ofx", "qfx"]).build()).expect("serializes");
+    fn upload_disposition_names_the_file_part() {
+        let schema = serde_json::to_value(upload_disposition().build()).expect("serializes");
         let pattern = schema["pattern"].as_str().expect("pattern");
-        assert!(matches(
-            pattern,
-            "form-data; name=\"file\"; filename=\"statement.OFX\""
-        ));
-        assert!(matches(
-            pattern,
-            schema["examples"][0].as_str().expect("example")
-        ));
+        for accepted in [
+            "form-data; name=\"file\"; filename=\"statement.OFX\"",
+            "form-data; name=\"file\"; filename=\"export\"",
+            "form-data; name=\"file\"",
+            schema["examples"][0].as_str().expect("example"),
+        ] {
+            assert!(matches(pattern, accepted), "{accepted}");
+        }
         assert!(!matches(
             pattern,
-            "form-data; name=\"file\"; filename=\"file\""
-        ));
-        assert!(!matches(
-            pattern,
-            "form-data; name=\"file\"; filename=\"a.ofx.txt\""
+            "form-data; name=\"mapping\"; filename=\"a.ofx\""
         ));
     }
 }

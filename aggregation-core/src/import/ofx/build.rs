@@ -14,7 +14,7 @@ use super::model::{
     Balance, InvestmentBalance, OfxDocument, Position, PositionKind, SecurityId, Signon, Statement,
     StatementAccount, StatementKind, StatementTransaction, TransactionKind,
 };
-use super::sgml::{RawError, Sink};
+use super::sgml::{RawError, RawErrorKind, Sink};
 use super::tags::Tag;
 use super::values::{parse_amount, parse_code, parse_date, parse_zoned_date};
 
@@ -237,6 +237,8 @@ pub(crate) struct Builder {
     secid: Option<SecIdBuilder>,
     sec: Option<SecBuilder>,
     securities: HashMap<SecurityId, SecInfo>,
+    /// Balances that could not be read: (byte offset, what was wrong).
+    warnings: Vec<(usize, String)>,
 }
 
 fn text(value: &str) -> Option<String> {
@@ -250,6 +252,24 @@ fn amount(tag: Tag, value: &str, pos: usize) -> Result<Option<Decimal>, RawError
     parse_amount(value)
         .map(Some)
         .map_err(|why| RawError::malformed(pos, format!("{why} in <{}>: {value:?}", tag.name())))
+}
+
+/// A balance amount: one that cannot be read is recorded in `warnings` and counts as absent,
+/// so the statement's transactions are still imported.
+fn balance_amount(
+    tag: Tag,
+    value: &str,
+    pos: usize,
+    warnings: &mut Vec<(usize, String)>,
+) -> Option<Decimal> {
+    amount(tag, value, pos).unwrap_or_else(|error| {
+        let message = match error.kind {
+            RawErrorKind::Malformed(message) => message,
+            RawErrorKind::Doctype | RawErrorKind::Entity => format!("unreadable <{}>", tag.name()),
+        };
+        warnings.push((pos, format!("{message}; the balance is ignored")));
+        None
+    })
 }
 
 fn date(tag: Tag, value: &str, pos: usize) -> Result<Option<DateTime<Utc>>, RawError> {
@@ -409,6 +429,11 @@ impl Builder {
         self.seen_ofx
     }
 
+    /// The balances that could not be read, as (byte offset, message), in file order.
+    pub(crate) fn take_warnings(&mut self) -> Vec<(usize, String)> {
+        std::mem::take(&mut self.warnings)
+    }
+
     /// The document, once every event was received.
     pub(crate) fn finish(mut self) -> Result<OfxDocument, Failure> {
         self.resolve_securities();
@@ -434,6 +459,7 @@ impl Builder {
         Ok(OfxDocument {
             signon: self.signon,
             statements: self.statements,
+            warnings: Vec::new(),
         })
     }
 
@@ -479,6 +505,7 @@ impl Builder {
         value: &str,
         pos: usize,
     ) -> Result<(), RawError> {
+        let warnings = &mut self.warnings;
         let Some(stmt) = self.stmt.as_mut() else {
             return Ok(());
         };
@@ -509,10 +536,16 @@ impl Builder {
             (Tag::InvBal, _) => {
                 let bal = stmt.investment_balance.get_or_insert_with(Default::default);
                 match tag {
-                    Tag::AvailCash => bal.available_cash = amount(tag, value, pos)?,
-                    Tag::MarginBalance => bal.margin_balance = amount(tag, value, pos)?,
-                    Tag::ShortBalance => bal.short_balance = amount(tag, value, pos)?,
-                    Tag::BuyPower => bal.buying_power = amount(tag, value, pos)?,
+                    Tag::AvailCash => {
+                        bal.available_cash = balance_amount(tag, value, pos, warnings);
+                    }
+                    Tag::MarginBalance => {
+                        bal.margin_balance = balance_amount(tag, value, pos, warnings);
+                    }
+                    Tag::ShortBalance => {
+                        bal.short_balance = balance_amount(tag, value, pos, warnings);
+                    }
+                    Tag::BuyPower => bal.buying_power = balance_amount(tag, value, pos, warnings),
                     _ => {}
                 }
             }
@@ -862,7 +895,9 @@ impl Sink for Builder {
             Tag::LedgerBal | Tag::AvailBal => {
                 if let Some(b) = self.bal.as_mut() {
                     match tag {
-                        Tag::BalAmt => b.amount = amount(tag, value, pos)?,
+                        Tag::BalAmt => {
+                            b.amount = balance_amount(tag, value, pos, &mut self.warnings);
+                        }
                         Tag::DtAsOf => b.as_of = date(tag, value, pos)?,
                         _ => {}
                     }

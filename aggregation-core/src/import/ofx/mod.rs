@@ -33,8 +33,8 @@ mod proptests;
 mod tests;
 
 pub use model::{
-    Balance, InvestmentBalance, OfxDocument, Position, PositionKind, SecurityId, Signon, Statement,
-    StatementAccount, StatementKind, StatementTransaction, TransactionKind,
+    Balance, InvestmentBalance, OfxDocument, OfxWarning, Position, PositionKind, SecurityId,
+    Signon, Statement, StatementAccount, StatementKind, StatementTransaction, TransactionKind,
 };
 #[cfg(feature = "testing")]
 pub use writer::{write_ofx1, write_ofx2};
@@ -127,10 +127,20 @@ pub fn parse_ofx(bytes: &[u8]) -> Result<OfxDocument, OfxError> {
         }
         return Err(OfxError::NotOfx);
     }
-    builder.finish().map_err(|failure| match failure {
+    let warnings: Vec<OfxWarning> = builder
+        .take_warnings()
+        .into_iter()
+        .map(|(pos, message)| OfxWarning {
+            line: line_at(text, pos),
+            message,
+        })
+        .collect();
+    let mut document = builder.finish().map_err(|failure| match failure {
         Failure::Signon { code, message } => OfxError::SignonFailed { code, message },
         Failure::Request { code, message } => OfxError::RequestFailed { code, message },
-    })
+    })?;
+    document.warnings = warnings;
+    Ok(document)
 }
 
 /// The 1-based line of byte offset `pos` (CRLF, LF and lone CR each end a line).

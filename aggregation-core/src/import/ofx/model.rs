@@ -10,6 +10,19 @@ pub struct OfxDocument {
     pub signon: Option<Signon>,
     /// Every statement in the file, in file order (bank, credit card and investment alike).
     pub statements: Vec<Statement>,
+    /// What was read but doubted, in file order: a balance amount that cannot be read
+    /// (`<BALAMT>R$ 5.326,43`) is left out of its statement and reported here, so the
+    /// statement's transactions are still imported.
+    pub warnings: Vec<OfxWarning>,
+}
+
+/// Something in the file that was read but doubted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OfxWarning {
+    /// 1-based line of the value.
+    pub line: usize,
+    /// What is wrong and what was done about it.
+    pub message: String,
 }
 
 /// The sign-on response (`SIGNONMSGSRSV1/SONRS`).

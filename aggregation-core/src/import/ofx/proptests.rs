@@ -389,7 +389,11 @@ fn document() -> impl Strategy<Value = OfxDocument> {
                     org,
                     fid,
                 });
-                OfxDocument { signon, statements }
+                OfxDocument {
+                    signon,
+                    statements,
+                    warnings: Vec::new(),
+                }
             })
     })
 }

@@ -233,6 +233,7 @@ fn expected_bank() -> OfxDocument {
             end: Some(day(2024, 1, 31)),
             as_of: None,
         }],
+        warnings: Vec::new(),
     }
 }
 
@@ -826,15 +827,25 @@ fn unreadable_amounts_are_rejected_with_their_line() {
             other => panic!("{raw:?}: {other:?}"),
         }
     }
-    // Also in optional fields: a money figure is never dropped silently.
-    let text = bank_with("").replace(
+    // A balance amount that cannot be read is not dropped silently either.
+    let text = bank_with(
+        "<STMTTRN>\n<TRNTYPE>DEBIT\n<DTPOSTED>20240101\n<TRNAMT>-1\n<FITID>1\n</STMTTRN>\n",
+    )
+    .replace(
         "</STMTRS>",
         "<LEDGERBAL>\n<BALAMT>$120\n<DTASOF>20240101\n</LEDGERBAL>\n</STMTRS>",
     );
-    assert!(matches!(
-        parse_ofx(text.as_bytes()),
-        Err(OfxError::Malformed { line, .. }) if line == line_of(&text, "<BALAMT>")
-    ));
+    // Except a balance (decisions.md "More statement formats"): it becomes a warning naming
+    // the line, the balance is left out, and the transactions are still read.
+    let document = parse(&text);
+    assert_eq!(document.warnings.len(), 1, "{document:?}");
+    assert_eq!(document.warnings[0].line, line_of(&text, "<BALAMT>"));
+    assert!(
+        document.warnings[0].message.contains("BALAMT"),
+        "{document:?}"
+    );
+    assert_eq!(document.statements[0].ledger_balance, None);
+    assert!(!document.statements[0].transactions.is_empty());
 }
 
 // ---------------------------------------------------------------- dates

@@ -23,6 +23,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::records::{NewAccount, NewHolding, NewTransaction};
+use crate::enums::string_enum;
 use crate::events::{Event, RaiseEvents};
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -39,11 +40,17 @@ pub struct ImportBatch {
 }
 
 /// The accounts of one institution; they go into the user's `file_import` connection whose
-/// alias is the institution's name (found, or created on first import).
+/// alias is the institution's name (found, or created on first import), or into the
+/// connection named by `connection_id`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImportInstitution {
     /// The institution's name (OFX `FI/ORG`): the connection's alias.
     pub alias: String,
+    /// An existing connection of the user to write into instead (an import into an account
+    /// the user chose: that account's connection, whatever its provider). Its alias and
+    /// last sync time are left as they are. [`StoreError::Conflict`] when the user has no
+    /// such connection (any more).
+    pub connection_id: Option<Uuid>,
     /// The institution's accounts, each once.
     pub accounts: Vec<ImportAccount>,
 }
@@ -61,10 +68,11 @@ pub struct ImportAccount {
     /// Holdings, upserted by `provider_holding_id` within the account and marked active.
     /// Holdings absent from the file are left as they are.
     pub holdings: Vec<NewHolding>,
-    /// The balance snapshot to record (source `file_import`, the account's currency). Not
-    /// written again when the account already has a `file_import` snapshot captured at the
-    /// same instant with the same figures, so importing a file twice records it once.
-    pub snapshot: Option<ImportSnapshot>,
+    /// The balance snapshots to record (source `file_import`, the account's currency), one
+    /// per balance the file states. One is not written again when the account already has a
+    /// `file_import` snapshot captured at the same instant with the same figures, so
+    /// importing a file twice records it once.
+    pub snapshots: Vec<ImportSnapshot>,
 }
 
 /// The balances of an imported account at one instant.
@@ -82,11 +90,48 @@ pub struct ImportSnapshot {
     pub captured_at: DateTime<Utc>,
 }
 
+string_enum! {
+    /// What an import did to one row.
+    ImportOutcome {
+        /// Inserted.
+        Created => "created",
+        /// Existing, with at least one changed field.
+        Updated => "updated",
+        /// Existing, with every field equal.
+        Unchanged => "unchanged",
+    }
+}
+
+/// What an import did to one account and its rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportedAccount {
+    /// The account's id (for a preview of a new account: the id it would have had).
+    pub account_id: Uuid,
+    /// The account's key within its connection.
+    pub provider_account_id: String,
+    /// What was done to the account itself.
+    pub outcome: ImportOutcome,
+    /// Transactions inserted.
+    pub transactions_created: u64,
+    /// Existing transactions with at least one changed field.
+    pub transactions_updated: u64,
+    /// Existing transactions with every field equal.
+    pub transactions_skipped: u64,
+    /// Holdings inserted.
+    pub holdings_created: u64,
+    /// Existing holdings with at least one changed field.
+    pub holdings_updated: u64,
+    /// Balance snapshots written.
+    pub snapshots_created: u64,
+}
+
 /// What an import did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ImportCounts {
     /// The connection of each institution of the batch, in batch order.
     pub connection_ids: Vec<Uuid>,
+    /// Each account of the batch, in batch order.
+    pub accounts: Vec<ImportedAccount>,
     /// Accounts inserted.
     pub accounts_created: u64,
     /// Existing accounts with at least one changed field.
@@ -128,5 +173,16 @@ pub trait ImportStore: Send + Sync {
         now: DateTime<Utc>,
         raise: &RaiseEvents<'_, ImportCounts>,
         raised: &mut Vec<Event>,
+    ) -> Result<ImportCounts, StoreError>;
+
+    /// What [`apply_import`](Self::apply_import) would do, with the same rules and counts,
+    /// leaving the store as it was: the writes run in a transaction that is rolled back, and
+    /// no event is written. The counts' connection and account ids of rows that do not exist
+    /// yet are those the rolled-back transaction gave them.
+    async fn preview_import(
+        &self,
+        user_id: Uuid,
+        batch: &ImportBatch,
+        now: DateTime<Utc>,
     ) -> Result<ImportCounts, StoreError>;
 }

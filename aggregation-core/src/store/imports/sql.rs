@@ -17,8 +17,8 @@ use crate::store::records::sql::upserts::{
 };
 use crate::store::sql::{OptionalDec, Upserted};
 use crate::store::{
-    FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportSnapshot, ImportStore,
-    NewSnapshot, SnapshotSource, StoreError,
+    FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportOutcome, ImportSnapshot,
+    ImportStore, ImportedAccount, NewSnapshot, SnapshotSource, StoreError,
 };
 
 /// Whether the account has a `file_import` snapshot captured at the same instant with the same
@@ -52,7 +52,15 @@ async fn has_import_snapshot<B: Backend>(
         }))
 }
 
-/// Writes one account of an import with its transactions, holdings and snapshot.
+fn outcome(upserted: &Upserted) -> ImportOutcome {
+    match upserted {
+        Upserted::Created => ImportOutcome::Created,
+        Upserted::Updated => ImportOutcome::Updated,
+        Upserted::Unchanged => ImportOutcome::Unchanged,
+    }
+}
+
+/// Writes one account of an import with its transactions, holdings and snapshots.
 async fn import_account<B: Backend>(
     tx: &mut Tx<B>,
     connection_id: Uuid,
@@ -69,29 +77,37 @@ async fn import_account<B: Backend>(
             account.available_balance_amount = stored.available_balance_amount;
         }
     }
-    let (account_id, outcome) = upsert_one(tx, connection_id, &*account, now).await?;
-    match outcome {
-        Upserted::Created => counts.accounts_created += 1,
-        Upserted::Updated => counts.accounts_updated += 1,
-        Upserted::Unchanged => counts.accounts_unchanged += 1,
-    }
-    for (_, outcome) in upsert_transactions_in(tx, account_id, &item.transactions, now).await? {
-        match outcome {
-            Upserted::Created => counts.transactions_created += 1,
-            Upserted::Updated => counts.transactions_updated += 1,
-            Upserted::Unchanged => counts.transactions_skipped += 1,
+    let (account_id, upserted) = upsert_one(tx, connection_id, &*account, now).await?;
+    let mut done = ImportedAccount {
+        account_id,
+        provider_account_id: account.provider_account_id.clone(),
+        outcome: outcome(&upserted),
+        transactions_created: 0,
+        transactions_updated: 0,
+        transactions_skipped: 0,
+        holdings_created: 0,
+        holdings_updated: 0,
+        snapshots_created: 0,
+    };
+    for (_, upserted) in upsert_transactions_in(tx, account_id, &item.transactions, now).await? {
+        match upserted {
+            Upserted::Created => done.transactions_created += 1,
+            Upserted::Updated => done.transactions_updated += 1,
+            Upserted::Unchanged => done.transactions_skipped += 1,
         }
     }
-    for (_, outcome) in upsert_in(tx, account_id, &item.holdings, now).await? {
-        match outcome {
-            Upserted::Created => counts.holdings_created += 1,
-            Upserted::Updated => counts.holdings_updated += 1,
-            Upserted::Unchanged => counts.holdings_unchanged += 1,
+    let mut holdings_unchanged = 0;
+    for (_, upserted) in upsert_in(tx, account_id, &item.holdings, now).await? {
+        match upserted {
+            Upserted::Created => done.holdings_created += 1,
+            Upserted::Updated => done.holdings_updated += 1,
+            Upserted::Unchanged => holdings_unchanged += 1,
         }
     }
-    if let Some(snapshot) = &item.snapshot
-        && !has_import_snapshot(tx, account_id, snapshot).await?
-    {
+    for snapshot in &item.snapshots {
+        if has_import_snapshot(tx, account_id, snapshot).await? {
+            continue;
+        }
         let snapshot = NewSnapshot {
             account_id,
             balance: snapshot.balance,
@@ -103,9 +119,76 @@ async fn import_account<B: Backend>(
             captured_at: snapshot.captured_at,
         };
         insert_snapshot_in(tx, &snapshot).await?;
-        counts.snapshots_created += 1;
+        done.snapshots_created += 1;
     }
+    match upserted {
+        Upserted::Created => counts.accounts_created += 1,
+        Upserted::Updated => counts.accounts_updated += 1,
+        Upserted::Unchanged => counts.accounts_unchanged += 1,
+    }
+    counts.transactions_created += done.transactions_created;
+    counts.transactions_updated += done.transactions_updated;
+    counts.transactions_skipped += done.transactions_skipped;
+    counts.holdings_created += done.holdings_created;
+    counts.holdings_updated += done.holdings_updated;
+    counts.holdings_unchanged += holdings_unchanged;
+    counts.snapshots_created += done.snapshots_created;
+    counts.accounts.push(done);
     Ok(())
+}
+
+/// Whether the user owns the connection, and whether it is a `file_import` one.
+async fn own_connection<B: Backend>(
+    tx: &mut Tx<B>,
+    user_id: Uuid,
+    connection_id: Uuid,
+) -> Result<bool, StoreError> {
+    let found: Option<(String,)> =
+        query_as::<B, _>("SELECT provider_slug FROM connections WHERE id = $1 AND user_id = $2")
+            .bind(connection_id)
+            .bind(user_id)
+            .fetch_optional(&mut **tx)
+            .await?;
+    match found {
+        Some((slug,)) => Ok(slug == FILE_IMPORT_PROVIDER),
+        None => Err(StoreError::Conflict(
+            "the connection to import into no longer exists".to_owned(),
+        )),
+    }
+}
+
+/// Writes the whole batch in `tx`; the caller commits or rolls back.
+async fn write_batch<B: Backend>(
+    tx: &mut Tx<B>,
+    user_id: Uuid,
+    batch: &ImportBatch,
+    now: DateTime<Utc>,
+) -> Result<ImportCounts, StoreError> {
+    let mut counts = ImportCounts::default();
+    for institution in &batch.institutions {
+        let (connection_id, file_import) = match institution.connection_id {
+            Some(connection_id) => (
+                connection_id,
+                own_connection(tx, user_id, connection_id).await?,
+            ),
+            None => {
+                let alias = Some(institution.alias.as_str());
+                let connection =
+                    find_or_create_connection_in(tx, user_id, FILE_IMPORT_PROVIDER, alias, now)
+                        .await?;
+                (connection.id, true)
+            }
+        };
+        counts.connection_ids.push(connection_id);
+        for item in &institution.accounts {
+            import_account(tx, connection_id, item, now, &mut counts).await?;
+        }
+        // A provider's connection keeps its own sync time (its sync limits go by it).
+        if file_import {
+            mark_synced(tx, connection_id, now).await?;
+        }
+    }
+    Ok(counts)
 }
 
 #[async_trait]
@@ -119,22 +202,23 @@ impl<B: Backend> ImportStore for SqlStore<B> {
         raised: &mut Vec<Event>,
     ) -> Result<ImportCounts, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
-        let mut counts = ImportCounts::default();
-        for institution in &batch.institutions {
-            let alias = Some(institution.alias.as_str());
-            let connection =
-                find_or_create_connection_in(&mut tx, user_id, FILE_IMPORT_PROVIDER, alias, now)
-                    .await?;
-            counts.connection_ids.push(connection.id);
-            for item in &institution.accounts {
-                import_account(&mut tx, connection.id, item, now, &mut counts).await?;
-            }
-            mark_synced(&mut tx, connection.id, now).await?;
-        }
+        let counts = write_batch(&mut tx, user_id, batch, now).await?;
         let events = raise(&counts);
         insert_events(&mut tx, &events).await?;
         tx.commit().await?;
         raised.extend(events);
+        Ok(counts)
+    }
+
+    async fn preview_import(
+        &self,
+        user_id: Uuid,
+        batch: &ImportBatch,
+        now: DateTime<Utc>,
+    ) -> Result<ImportCounts, StoreError> {
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
+        let counts = write_batch(&mut tx, user_id, batch, now).await?;
+        tx.rollback().await?;
         Ok(counts)
     }
 }

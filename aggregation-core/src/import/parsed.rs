@@ -1,0 +1,634 @@
+//! From a [`ParsedFile`] (CSV, QIF, CAMT.052/053/054, MT940/942) to the records an import
+//! writes ([`ImportBatch`]), with the warnings the answer reports. One set of rules for every
+//! format; the parsers only read.
+//!
+//! # Mapping
+//!
+//! - **Institution**: the file's (CAMT `Svcr`, MT940 sender), else `Unknown institution`; it
+//!   names the user's `file_import` connection, as for OFX.
+//! - **Account**: keyed by the identifier the file states (IBAN or other id, whitespace
+//!   removed); a statement without one is keyed by its name (`name:<name>`: the file's account
+//!   name, else the `account_name` part), else `unknown:<currency>`. Statements with the same
+//!   key are one account. Name: the file's, else `account_name`, else
+//!   `<institution> <Type> ****1234`. Currency: the file's account, balance or entry currency,
+//!   else the `currency` part, else `USD`. Type: QIF `Bank` → checking, `CCard` →
+//!   credit_card, `Invst` → brokerage, `Oth L` → loan, `Cash` and `Oth A` → other; a file that
+//!   does not say (CAMT, MT940, CSV) → checking.
+//! - **Transaction identity**: the entry's own reference (CAMT `AcctSvcrRef`/`TxId`, MT940
+//!   bank reference, CSV `id`) when it has one. Otherwise a digest: SHA-256 of the account
+//!   identifier the file states (empty when it states none, so a file imported once by
+//!   `account_name` and once by `account_id` gives the same ids), the date, the amount (by
+//!   value: `12.5` = `12.50`), the counterparty and the text; the id is `h:` + 32 hex digits +
+//!   `:` + the row's ordinal among identical rows of its statement. Two identical coffees on
+//!   one day stay two; the same rows in an overlapping statement get the same ids. Entries
+//!   with the same id in one file are one transaction (the later one wins).
+//! - **Transaction fields**: status `pending` for pending entries (CAMT `PDNG`, MT942), else
+//!   `settled`; description `counterparty - text` (either alone when the other is missing or
+//!   the same); subtype = the bank's code or QIF action; settlement date = the value date;
+//!   symbol = the security, with quantity, price and commission.
+//! - **Balance check**: a statement with an opening and a closing balance must satisfy
+//!   opening + booked entries = closing; a mismatch is imported with a warning naming the
+//!   statement and the difference.
+//! - **Balances**: every closing balance becomes a `file_import` snapshot captured at 00:00
+//!   UTC of its date (with the statement's available balance); the account's balance is the
+//!   latest of them (by date; in file order on a tie). Two closings of one account on one date
+//!   give one snapshot (the later).
+//! - **Positions** become holdings keyed by the security (asset type `other`); market value =
+//!   the stated one, else units × price, else 0. A later statement's positions replace an
+//!   earlier one's.
+//! - NUL characters are removed from text (PostgreSQL refuses them).
+
+use std::collections::HashMap;
+
+use chrono::{NaiveDate, NaiveTime};
+use rust_decimal::Decimal;
+use sha2::{Digest as _, Sha256};
+
+use super::model::{
+    AccountKind, EntryKind, EntryStatus, ParsedEntry, ParsedFile, ParsedPosition, ParsedStatement,
+};
+use super::records::{ImportWarning, Refusal, clean, clean_opt, type_label};
+use crate::store::{
+    AccountType, AssetType, ImportAccount, ImportBatch, ImportInstitution, ImportSnapshot,
+    NewAccount, NewHolding, NewTransaction, TransactionStatus, TransactionType,
+};
+
+/// What the caller's parts say about accounts the file does not name.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Defaults<'a> {
+    /// `account_name`: the name of an account the file names none for.
+    pub(crate) account_name: Option<&'a str>,
+    /// The currency of an account the file states none for (`currency`, or the currency of
+    /// the account chosen by `account_id`); `USD` when `None`.
+    pub(crate) currency: Option<&'a str>,
+}
+
+/// The records of a parsed file and the warnings to report.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Mapped {
+    /// What to write.
+    pub(crate) batch: ImportBatch,
+    /// The parser's warnings, then the balance checks', in file order.
+    pub(crate) warnings: Vec<ImportWarning>,
+}
+
+/// One account being assembled from the file's statements.
+struct Pending {
+    account: NewAccount,
+    transactions: Vec<NewTransaction>,
+    by_id: HashMap<String, usize>,
+    holdings: Vec<NewHolding>,
+    /// Closing balances as (date, balance, available), file order.
+    closings: Vec<(NaiveDate, Decimal, Option<Decimal>)>,
+}
+
+fn account_type(kind: Option<AccountKind>) -> AccountType {
+    match kind {
+        None | Some(AccountKind::Checking) => AccountType::Checking,
+        Some(AccountKind::Savings) => AccountType::Savings,
+        Some(AccountKind::CreditCard) => AccountType::CreditCard,
+        Some(AccountKind::Investment) => AccountType::Brokerage,
+        Some(AccountKind::OtherLiability) => AccountType::Loan,
+        Some(AccountKind::Cash | AccountKind::OtherAsset) => AccountType::Other,
+    }
+}
+
+fn transaction_type(kind: EntryKind) -> TransactionType {
+    match kind {
+        EntryKind::Trade => TransactionType::Trade,
+        EntryKind::Transfer => TransactionType::Transfer,
+        EntryKind::Income => TransactionType::Income,
+        EntryKind::Fee => TransactionType::Fee,
+        EntryKind::Other => TransactionType::Other,
+    }
+}
+
+/// An account identifier as a key: trimmed, inner whitespace removed (`DE89 3704 …`).
+fn identifier_key(identifier: Option<&str>) -> Option<String> {
+    let key: String = identifier?
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != '\0')
+        .collect();
+    (!key.is_empty()).then_some(key)
+}
+
+fn currency_code(code: Option<&str>) -> Option<String> {
+    clean_opt(code).map(|code| code.to_ascii_uppercase())
+}
+
+/// The currency of a statement's account as the file states it.
+fn statement_currency(statement: &ParsedStatement) -> Option<String> {
+    currency_code(statement.account.currency.as_deref())
+        .or_else(|| {
+            [&statement.closing, &statement.opening, &statement.available]
+                .into_iter()
+                .flatten()
+                .find_map(|balance| currency_code(balance.currency.as_deref()))
+        })
+        .or_else(|| {
+            statement
+                .entries
+                .iter()
+                .find_map(|entry| currency_code(entry.currency.as_deref()))
+        })
+}
+
+fn description(entry: &ParsedEntry) -> Option<String> {
+    let counterparty = clean_opt(entry.counterparty.as_deref());
+    let text = clean_opt(entry.text.as_deref());
+    match (counterparty, text) {
+        (Some(counterparty), Some(text)) if text != counterparty => {
+            Some(format!("{counterparty} - {text}"))
+        }
+        (Some(counterparty), _) => Some(counterparty),
+        (None, text) => text,
+    }
+}
+
+/// The digest part of a derived transaction id.
+fn digest(account: &str, entry: &ParsedEntry) -> String {
+    let mut hasher = Sha256::new();
+    for part in [
+        account,
+        &entry.date.to_string(),
+        &entry.amount.normalize().to_string(),
+        entry.counterparty.as_deref().map(str::trim).unwrap_or(""),
+        entry.text.as_deref().map(str::trim).unwrap_or(""),
+    ] {
+        hasher.update(part.as_bytes());
+        hasher.update([0x1f]);
+    }
+    hex::encode(hasher.finalize()).chars().take(32).collect()
+}
+
+/// The transactions of a statement, each with its id.
+fn transactions(statement: &ParsedStatement, currency: &str) -> Vec<NewTransaction> {
+    let account = identifier_key(statement.account.identifier.as_deref()).unwrap_or_default();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    statement
+        .entries
+        .iter()
+        .map(|entry| {
+            let id = match clean_opt(entry.reference.as_deref()) {
+                Some(reference) => reference,
+                None => {
+                    let digest = digest(&account, entry);
+                    let ordinal = seen.entry(digest.clone()).or_default();
+                    let id = format!("h:{digest}:{ordinal}");
+                    *ordinal += 1;
+                    id
+                }
+            };
+            NewTransaction {
+                provider_transaction_id: id,
+                transaction_type: transaction_type(entry.kind),
+                subtype: clean_opt(entry.code.as_deref()),
+                status: match entry.status {
+                    EntryStatus::Booked => TransactionStatus::Settled,
+                    EntryStatus::Pending => TransactionStatus::Pending,
+                },
+                amount: entry.amount,
+                currency: currency_code(entry.currency.as_deref())
+                    .unwrap_or_else(|| currency.to_owned()),
+                description: description(entry),
+                symbol: clean_opt(entry.security.as_deref()),
+                security_name: None,
+                quantity: entry.quantity,
+                unit_price: entry.unit_price,
+                commission: entry.commission,
+                transaction_date: entry.date,
+                settlement_date: entry.value_date,
+            }
+        })
+        .collect()
+}
+
+fn holding(position: &ParsedPosition, currency: &str) -> Option<NewHolding> {
+    let security = clean(&position.security)?;
+    let market_value = position
+        .market_value
+        .or_else(|| {
+            position
+                .unit_price
+                .and_then(|price| price.checked_mul(position.quantity))
+        })
+        .unwrap_or_default();
+    Some(NewHolding {
+        provider_holding_id: security.clone(),
+        symbol: security,
+        security_name: None,
+        asset_type: AssetType::Other,
+        quantity: position.quantity,
+        cost_basis: position.cost_basis,
+        market_value,
+        currency: currency.to_owned(),
+        average_price: None,
+        current_price: position.unit_price,
+        unrealized_gain_loss: position
+            .cost_basis
+            .and_then(|cost| market_value.checked_sub(cost)),
+    })
+}
+
+/// The balance check of a statement: `None` when it holds (or cannot be made).
+fn balance_check(index: usize, key: &str, statement: &ParsedStatement) -> Option<ImportWarning> {
+    let (opening, closing) = (statement.opening.as_ref()?, statement.closing.as_ref()?);
+    let booked = statement
+        .entries
+        .iter()
+        .filter(|entry| entry.status == EntryStatus::Booked)
+        .try_fold(Decimal::ZERO, |sum, entry| sum.checked_add(entry.amount))?;
+    let expected = opening.amount.checked_add(booked)?;
+    if expected == closing.amount {
+        return None;
+    }
+    let difference = closing.amount.checked_sub(expected)?;
+    Some(ImportWarning {
+        item: format!("statement {} ({key})", index + 1),
+        message: format!(
+            "the opening balance {} of {} plus the booked entries ({}) gives {}, but the \
+             closing balance of {} is {} (a difference of {}); imported as stated",
+            opening.amount,
+            opening.date,
+            booked,
+            expected,
+            closing.date,
+            closing.amount,
+            difference
+        ),
+    })
+}
+
+/// The records to write for a parsed file, or why it cannot be imported.
+pub(crate) fn import_batch(file: &ParsedFile, defaults: &Defaults<'_>) -> Result<Mapped, Refusal> {
+    if file.statements.is_empty() {
+        return Err(Refusal::NoStatement);
+    }
+    let institution =
+        clean_opt(file.institution.as_deref()).unwrap_or_else(|| "Unknown institution".to_owned());
+    let mut warnings: Vec<ImportWarning> = file
+        .warnings
+        .iter()
+        .map(|warning| ImportWarning {
+            item: warning.item.clone(),
+            message: warning.message.clone(),
+        })
+        .collect();
+    let mut accounts: Vec<Pending> = Vec::new();
+    let mut by_key: HashMap<String, usize> = HashMap::new();
+    for (index, statement) in file.statements.iter().enumerate() {
+        let currency = statement_currency(statement)
+            .or_else(|| currency_code(defaults.currency))
+            .unwrap_or_else(|| "USD".to_owned());
+        let identifier = identifier_key(statement.account.identifier.as_deref());
+        let name = clean_opt(statement.account.name.as_deref())
+            .or_else(|| clean_opt(defaults.account_name));
+        let key = match (&identifier, &name) {
+            (Some(identifier), _) => identifier.clone(),
+            (None, Some(name)) => format!("name:{name}"),
+            (None, None) => format!("unknown:{currency}"),
+        };
+        let at = match by_key.get(&key) {
+            Some(&at) => at,
+            None => {
+                let kind = account_type(statement.account.kind);
+                let name = name.unwrap_or_else(|| match &identifier {
+                    Some(identifier) => format!(
+                        "{institution} {} {}",
+                        type_label(kind),
+                        crate::store::mask_account_number(identifier)
+                    ),
+                    None => format!("{institution} {}", type_label(kind)),
+                });
+                by_key.insert(key.clone(), accounts.len());
+                accounts.push(Pending {
+                    account: NewAccount {
+                        provider_account_id: key.clone(),
+                        account_number: identifier.clone(),
+                        name,
+                        account_type: kind,
+                        currency: currency.clone(),
+                        balance_amount: Decimal::ZERO,
+                        available_balance_amount: None,
+                        is_active: true,
+                    },
+                    transactions: Vec::new(),
+                    by_id: HashMap::new(),
+                    holdings: Vec::new(),
+                    closings: Vec::new(),
+                });
+                accounts.len() - 1
+            }
+        };
+        let Some(pending) = accounts.get_mut(at) else {
+            continue;
+        };
+        for item in transactions(statement, &pending.account.currency) {
+            match pending.by_id.get(&item.provider_transaction_id) {
+                Some(&existing) => {
+                    if let Some(slot) = pending.transactions.get_mut(existing) {
+                        *slot = item;
+                    }
+                }
+                None => {
+                    pending.by_id.insert(
+                        item.provider_transaction_id.clone(),
+                        pending.transactions.len(),
+                    );
+                    pending.transactions.push(item);
+                }
+            }
+        }
+        let holdings: Vec<NewHolding> = statement
+            .positions
+            .iter()
+            .filter_map(|position| holding(position, &pending.account.currency))
+            .collect();
+        if !holdings.is_empty() {
+            pending.holdings = holdings;
+        }
+        if let Some(closing) = &statement.closing {
+            pending.closings.push((
+                closing.date,
+                closing.amount,
+                statement
+                    .available
+                    .as_ref()
+                    .map(|available| available.amount),
+            ));
+        }
+        warnings.extend(balance_check(index, &key, statement));
+    }
+    let accounts = accounts.into_iter().map(finish).collect();
+    Ok(Mapped {
+        batch: ImportBatch {
+            institutions: vec![ImportInstitution {
+                alias: institution,
+                connection_id: None,
+                accounts,
+            }],
+        },
+        warnings,
+    })
+}
+
+/// The account with its balance (the latest closing) and one snapshot per closing date.
+fn finish(pending: Pending) -> ImportAccount {
+    let mut account = pending.account;
+    let mut by_date: Vec<(NaiveDate, Decimal, Option<Decimal>)> = Vec::new();
+    for closing in pending.closings {
+        match by_date.iter_mut().find(|(date, _, _)| *date == closing.0) {
+            Some(slot) => *slot = closing,
+            None => by_date.push(closing),
+        }
+    }
+    // Stable: on equal dates the later statement stays later.
+    by_date.sort_by_key(|(date, _, _)| *date);
+    if let Some((_, balance, available)) = by_date.last() {
+        account.balance_amount = *balance;
+        account.available_balance_amount = *available;
+    }
+    let snapshots = by_date
+        .iter()
+        .map(|(date, balance, available)| ImportSnapshot {
+            balance: *balance,
+            available_balance: *available,
+            holdings_value: None,
+            cash_value: None,
+            captured_at: date.and_time(NaiveTime::MIN).and_utc(),
+        })
+        .collect::<Vec<_>>();
+    ImportAccount {
+        account,
+        balance_reported: !snapshots.is_empty(),
+        transactions: pending.transactions,
+        holdings: pending.holdings,
+        snapshots,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::model::{ParseWarning, ParsedAccount, ParsedBalance};
+
+    fn dec(text: &str) -> Decimal {
+        text.parse().expect("decimal")
+    }
+
+    fn day(text: &str) -> NaiveDate {
+        text.parse().expect("date")
+    }
+
+    fn entry(date: &str, amount: &str, text: &str) -> ParsedEntry {
+        ParsedEntry {
+            date: day(date),
+            amount: dec(amount),
+            text: Some(text.to_owned()),
+            line: 1,
+            ..ParsedEntry::default()
+        }
+    }
+
+    fn balance(date: &str, amount: &str) -> ParsedBalance {
+        ParsedBalance {
+            amount: dec(amount),
+            date: day(date),
+            currency: Some("EUR".to_owned()),
+        }
+    }
+
+    fn statement(iban: Option<&str>, entries: Vec<ParsedEntry>) -> ParsedStatement {
+        ParsedStatement {
+            account: ParsedAccount {
+                identifier: iban.map(str::to_owned),
+                ..ParsedAccount::default()
+            },
+            entries,
+            ..ParsedStatement::default()
+        }
+    }
+
+    fn only(mapped: &Mapped) -> &ImportAccount {
+        let [institution] = mapped.batch.institutions.as_slice() else {
+            panic!("one institution: {mapped:?}");
+        };
+        let [account] = institution.accounts.as_slice() else {
+            panic!("one account: {mapped:?}");
+        };
+        account
+    }
+
+    #[test]
+    fn identical_rows_stay_two_and_ids_are_stable() {
+        let coffee = entry("2024-03-01", "-3.50", "Coffee");
+        let file = ParsedFile {
+            statements: vec![statement(
+                None,
+                vec![
+                    coffee.clone(),
+                    coffee.clone(),
+                    entry("2024-03-01", "-3.5", "Tea"),
+                ],
+            )],
+            ..ParsedFile::default()
+        };
+        let defaults = Defaults {
+            account_name: Some("Wallet"),
+            currency: Some("eur"),
+        };
+        let mapped = import_batch(&file, &defaults).expect("maps");
+        let account = only(&mapped);
+        assert_eq!(account.account.provider_account_id, "name:Wallet");
+        assert_eq!(account.account.name, "Wallet");
+        assert_eq!(account.account.currency, "EUR");
+        assert_eq!(account.account.account_type, AccountType::Checking);
+        assert!(!account.balance_reported);
+        let ids: Vec<&str> = account
+            .transactions
+            .iter()
+            .map(|t| t.provider_transaction_id.as_str())
+            .collect();
+        assert_eq!(ids.len(), 3, "{ids:?}");
+        assert!(
+            ids[0].starts_with("h:") && ids[0].ends_with(":0"),
+            "{ids:?}"
+        );
+        assert_eq!(ids[0].len(), "h:".len() + 32 + ":0".len());
+        assert_eq!(ids[1], format!("{}1", &ids[0][..ids[0].len() - 1]));
+        assert_ne!(
+            ids[2][..34],
+            ids[0][..34],
+            "the text is part of the identity"
+        );
+        // The same rows again (another file, an overlapping statement) give the same ids; the
+        // amount counts by value.
+        let again = ParsedFile {
+            statements: vec![statement(
+                None,
+                vec![entry("2024-03-01", "-3.500", "Coffee")],
+            )],
+            ..ParsedFile::default()
+        };
+        let mapped_again = import_batch(&again, &defaults).expect("maps");
+        assert_eq!(
+            only(&mapped_again).transactions[0].provider_transaction_id,
+            ids[0]
+        );
+    }
+
+    #[test]
+    fn references_are_ids_and_merge_across_statements() {
+        let mut first = entry("2024-03-01", "-10", "Rent");
+        first.reference = Some(" REF1 ".to_owned());
+        let mut booked = first.clone();
+        booked.amount = dec("-11");
+        let mut pending = entry("2024-03-02", "-1", "Card");
+        pending.status = EntryStatus::Pending;
+        let file = ParsedFile {
+            institution: Some("Example Bank".to_owned()),
+            statements: vec![
+                statement(Some("DE89 3704 0044 0532 0130 00"), vec![first, pending]),
+                statement(Some("DE89370400440532013000"), vec![booked]),
+            ],
+            ..ParsedFile::default()
+        };
+        let mapped = import_batch(&file, &Defaults::default()).expect("maps");
+        let account = only(&mapped);
+        assert_eq!(mapped.batch.institutions[0].alias, "Example Bank");
+        assert_eq!(
+            account.account.provider_account_id,
+            "DE89370400440532013000"
+        );
+        assert_eq!(account.account.name, "Example Bank Checking ****3000");
+        assert_eq!(account.account.currency, "USD", "nothing says otherwise");
+        assert_eq!(account.transactions.len(), 2);
+        assert_eq!(account.transactions[0].provider_transaction_id, "REF1");
+        assert_eq!(account.transactions[0].amount, dec("-11"), "the later wins");
+        assert_eq!(account.transactions[1].status, TransactionStatus::Pending);
+    }
+
+    #[test]
+    fn balances_are_checked_and_become_snapshots() {
+        let mut january = statement(
+            Some("NL91ABNA0417164300"),
+            vec![
+                entry("2024-01-10", "-20.00", "Shop"),
+                entry("2024-01-20", "100", "Pay"),
+            ],
+        );
+        january.opening = Some(balance("2023-12-31", "50.00"));
+        january.closing = Some(balance("2024-01-31", "130.00"));
+        january.available = Some(balance("2024-01-31", "120.00"));
+        let mut february = statement(
+            Some("NL91ABNA0417164300"),
+            vec![entry("2024-02-10", "-30.00", "Shop")],
+        );
+        february.opening = Some(balance("2024-01-31", "130.00"));
+        february.closing = Some(balance("2024-02-29", "99.00"));
+        let file = ParsedFile {
+            statements: vec![february, january],
+            warnings: vec![ParseWarning {
+                item: "line 3".to_owned(),
+                message: "a line was skipped".to_owned(),
+            }],
+            ..ParsedFile::default()
+        };
+        let mapped = import_batch(&file, &Defaults::default()).expect("maps");
+        assert_eq!(mapped.warnings.len(), 2, "{:?}", mapped.warnings);
+        assert_eq!(mapped.warnings[0].item, "line 3");
+        assert_eq!(mapped.warnings[1].item, "statement 1 (NL91ABNA0417164300)");
+        assert!(
+            mapped.warnings[1].message.contains("a difference of -1.00"),
+            "{:?}",
+            mapped.warnings[1]
+        );
+        let account = only(&mapped);
+        assert_eq!(account.account.currency, "EUR", "from the balances");
+        assert!(account.balance_reported);
+        assert_eq!(
+            account.account.balance_amount,
+            dec("99.00"),
+            "the latest date"
+        );
+        assert_eq!(account.account.available_balance_amount, None);
+        let captured: Vec<String> = account
+            .snapshots
+            .iter()
+            .map(|s| s.captured_at.to_rfc3339())
+            .collect();
+        assert_eq!(
+            captured,
+            ["2024-01-31T00:00:00+00:00", "2024-02-29T00:00:00+00:00"]
+        );
+        assert_eq!(account.snapshots[0].available_balance, Some(dec("120.00")));
+    }
+
+    #[test]
+    fn positions_become_holdings_and_kinds_map() {
+        let mut invest = statement(None, Vec::new());
+        invest.account.name = Some("Brokerage".to_owned());
+        invest.account.kind = Some(AccountKind::Investment);
+        invest.positions = vec![ParsedPosition {
+            security: "ACME".to_owned(),
+            quantity: dec("10"),
+            unit_price: Some(dec("2.50")),
+            market_value: None,
+            cost_basis: Some(dec("20")),
+        }];
+        let file = ParsedFile {
+            statements: vec![invest],
+            ..ParsedFile::default()
+        };
+        let mapped = import_batch(&file, &Defaults::default()).expect("maps");
+        let account = only(&mapped);
+        assert_eq!(account.account.account_type, AccountType::Brokerage);
+        assert_eq!(account.account.provider_account_id, "name:Brokerage");
+        assert_eq!(account.holdings[0].market_value, dec("25.00"));
+        assert_eq!(account.holdings[0].unrealized_gain_loss, Some(dec("5.00")));
+        assert_eq!(
+            import_batch(&ParsedFile::default(), &Defaults::default()),
+            Err(Refusal::NoStatement)
+        );
+    }
+}
