@@ -72,8 +72,6 @@ pub(crate) mod format;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod fuzz;
-// Variants only the parsers construct; the allowance goes once every parser is wired in.
-#[allow(dead_code)]
 pub(crate) mod model;
 mod mt940;
 mod ofx;
