@@ -18,7 +18,6 @@ pub mod mail;
 pub mod metrics;
 mod mount;
 mod outage;
-#[cfg(any(feature = "schwab", feature = "webhooks", feature = "simplefin"))]
 mod outbound;
 pub(crate) mod problem;
 pub mod providers;

@@ -1,13 +1,17 @@
 //! What the outbound HTTP clients (provider APIs, webhook receivers) share: error text, and
-//! the SSRF connection guard ([`guard`]) of clients that reach addresses a user named.
+//! the SSRF rule ([`ssrf`]) and connection guard (`guard`) of clients that reach addresses a
+//! user named.
 
+#[cfg(any(feature = "schwab", feature = "webhooks", feature = "simplefin"))]
 use std::error::Error as _;
 
 #[cfg(any(feature = "webhooks", feature = "simplefin"))]
 pub(crate) mod guard;
+pub(crate) mod ssrf;
 
 /// A reqwest error and its sources on one line, without the URL (which may carry a token in its
 /// query): what provider errors show, and what webhook deliveries log at debug level.
+#[cfg(any(feature = "schwab", feature = "webhooks", feature = "simplefin"))]
 pub(crate) fn describe_request_error(error: &reqwest::Error) -> String {
     let mut text = if error.is_timeout() {
         "timed out".to_owned()

@@ -31,12 +31,12 @@ use super::{ApiResult, json, no_content};
 use crate::app::App;
 use crate::config::Config;
 use crate::events::EventType;
+use crate::outbound::ssrf::{MAX_URL_CHARS, check_url};
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::rate_limit::policy::{API_READ, API_WRITE};
 use crate::store::{
     DeliveryStatus, WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord,
 };
-use crate::webhooks::ssrf::{MAX_URL_CHARS, check_url};
 use crate::webhooks::{WebhookError, WithSecret};
 
 pub(crate) const ROUTES: &[Route] = &[

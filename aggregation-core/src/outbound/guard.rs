@@ -1,6 +1,6 @@
 //! The connection guard of outbound requests to addresses a user named (webhook receivers,
 //! a SimpleFIN bridge): the resolver ([`GuardedResolver`]) hands the connector only the
-//! addresses of a name the SSRF rule (`webhooks/ssrf.rs`) allows, and the connector
+//! addresses of a name the SSRF rule (`outbound/ssrf.rs`) allows, and the connector
 //! ([`PeerCheck`]) refuses any connection whose peer address it does not allow, whatever
 //! resolved it (a DNS answer that changes between a check and the connection).
 
@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 
 use hyper_util::client::legacy::connect::{Connection, HttpInfo};
 
-use crate::webhooks::ssrf::{may_connect, may_resolve};
+use crate::outbound::ssrf::{may_connect, may_resolve};
 
 /// An error of the client's connector.
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

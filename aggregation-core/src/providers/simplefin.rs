@@ -40,11 +40,11 @@ use super::{
     ProviderTokens, RequestBudget, SyncItemError,
 };
 use crate::outbound::guard::{GuardedResolver, PeerCheckLayer};
+use crate::outbound::ssrf::{WebhookHost, host_of, may_connect, may_resolve};
 use crate::outbound::{describe_request_error, read_limited};
 use crate::store::{
     AccountType, NewAccount, NewHolding, NewTransaction, TransactionStatus, TransactionType,
 };
-use crate::webhooks::ssrf::{WebhookHost, host_of, may_connect, may_resolve};
 
 /// The hosts a setup token may name unless configured otherwise.
 pub const DEFAULT_BRIDGE_HOSTS: &[&str] = &["bridge.simplefin.org", "beta-bridge.simplefin.org"];

@@ -22,13 +22,13 @@ use futures_util::{FutureExt as _, StreamExt as _};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 
 use super::signing::SigningSecrets;
-use super::ssrf::check_url;
 use super::{open_secret, webhook_disabled_events};
 use crate::config::Config;
 use crate::dates;
 use crate::events::{EventBus, WeakEventBus};
 use crate::outbound::describe_request_error;
 use crate::outbound::guard::{GuardedResolver, PeerCheckLayer};
+use crate::outbound::ssrf::check_url;
 use crate::store::{
     ClaimedDelivery, DeliveryClaim, NextDelivery, Store, StoreError, WebhookAttempt, now,
 };

@@ -24,12 +24,11 @@
 //! - An endpoint that failed every attempt for [`Config::webhook_disable_after`] (24 h) is
 //!   disabled: a `webhook.disabled` event goes to its owner, its queued deliveries are given
 //!   up, and nothing is queued for it until `PATCH /api/v1/webhooks/{id}` enables it.
-//! - Only public addresses are reached unless the host allows private ones (`ssrf.rs`).
+//! - Only public addresses are reached unless the host allows private ones (`outbound/ssrf.rs`).
 
 #[cfg(feature = "webhooks")]
 pub(crate) mod delivery;
 pub(crate) mod signing;
-pub(crate) mod ssrf;
 #[cfg(feature = "webhooks")]
 pub(crate) mod wake;
 

@@ -1,0 +1,167 @@
+//! CSV parsing throughput beside OFX of the same entries: a generated CSV file of about 1 MiB
+//! (a German bank's layout: preamble lines, `;` delimiter, quoted cells, decimal comma,
+//! thousands dot, day-first dates, a balance column) and an OFX 1.x file of the same entries,
+//! both through the hidden `aggregation_core::import::fuzz::parse` entry point the fuzz targets
+//! use (CSV without a mapping: everything detected).
+//!
+//! `cargo bench -p aggregation-benches --bench import_csv`. Reported in bytes/s and
+//! entries/s.
+
+use std::time::Duration;
+
+use aggregation_core::import::{
+    OfxDocument, Signon, Statement, StatementAccount, StatementKind, StatementTransaction,
+    TransactionKind, fuzz, write_ofx1,
+};
+use chrono::{DateTime, TimeDelta, Utc};
+use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use rust_decimal::Decimal;
+
+/// Target size of the CSV file.
+const TARGET_BYTES: usize = 1024 * 1024;
+
+/// One entry: amount in cents (signed), purpose, counterparty, day offset.
+struct Entry {
+    cents: i64,
+    purpose: String,
+    name: String,
+    day: i64,
+}
+
+fn entry(i: usize) -> Entry {
+    let credit = i.is_multiple_of(7);
+    let cents = i64::try_from(i % 250_000).unwrap_or_default() + 1;
+    Entry {
+        cents: if credit { cents } else { -cents },
+        purpose: format!("Rechnung {i} vom 02.01.2025; Kundennummer {}", i % 997),
+        name: format!("Händler {}", i % 997),
+        day: i64::try_from(i / 40).unwrap_or_default(),
+    }
+}
+
+/// `1.234,56` with a leading `-` for money out.
+fn amount(cents: i64) -> String {
+    let c = cents.unsigned_abs();
+    let units = (c / 100).to_string();
+    let mut grouped = String::new();
+    for (k, digit) in units.chars().enumerate() {
+        if k > 0 && (units.len() - k).is_multiple_of(3) {
+            grouped.push('.');
+        }
+        grouped.push(digit);
+    }
+    let sign = if cents < 0 { "-" } else { "" };
+    format!("{sign}{grouped},{:02}", c % 100)
+}
+
+fn start() -> DateTime<Utc> {
+    DateTime::<Utc>::from_timestamp(1_735_776_000, 0).expect("2025-01-02")
+}
+
+/// The CSV file and how many entries it holds.
+fn csv_file() -> (Vec<u8>, usize) {
+    let mut out = String::with_capacity(TARGET_BYTES + 4096);
+    out.push_str("\"Girokonto\";\"DE00 1234 5678 9012 3456 78\"\n\"\"\n");
+    out.push_str("\"Buchungstag\";\"Wertstellung\";\"Auftraggeber/Empfänger\";\"Verwendungszweck\";\"Betrag (EUR)\";\"Saldo (EUR)\"\n");
+    let mut balance: i64 = 0;
+    let mut i = 0;
+    while out.len() < TARGET_BYTES {
+        let e = entry(i);
+        i += 1;
+        balance += e.cents;
+        let date = (start() + TimeDelta::days(e.day)).format("%d.%m.%Y");
+        out.push_str(&format!(
+            "\"{date}\";\"{date}\";\"{}\";\"{}\";\"{}\";\"{}\"\n",
+            e.name,
+            e.purpose,
+            amount(e.cents),
+            amount(balance)
+        ));
+    }
+    (out.into_bytes(), i)
+}
+
+/// An OFX 1.x bank statement of the same entries.
+fn ofx_file(count: usize) -> Vec<u8> {
+    let transactions = (0..count)
+        .map(|i| {
+            let e = entry(i);
+            let trn_type = if e.cents < 0 { "DEBIT" } else { "CREDIT" };
+            StatementTransaction {
+                fit_id: format!("F{i:010}"),
+                kind: TransactionKind::Bank(trn_type.to_owned()),
+                trn_type: Some(trn_type.to_owned()),
+                posted: (start() + TimeDelta::days(e.day)).fixed_offset(),
+                user_date: None,
+                settled: None,
+                amount: Decimal::new(e.cents, 2),
+                name: Some(e.name),
+                memo: Some(e.purpose),
+                check_number: None,
+                symbol: None,
+                security_name: None,
+                security_id: None,
+                units: None,
+                unit_price: None,
+                commission: None,
+                income_type: None,
+                currency: None,
+            }
+        })
+        .collect();
+    let document = OfxDocument {
+        signon: Some(Signon {
+            status_code: 0,
+            severity: "INFO".to_owned(),
+            message: None,
+            org: Some("Bench Bank".to_owned()),
+            fid: Some("1234".to_owned()),
+        }),
+        statements: vec![Statement {
+            kind: StatementKind::Bank,
+            currency: "EUR".to_owned(),
+            account: StatementAccount {
+                account_id: Some("0123456789".to_owned()),
+                bank_id: Some("10020030".to_owned()),
+                branch_id: None,
+                broker_id: None,
+                account_type: Some("CHECKING".to_owned()),
+            },
+            transactions,
+            positions: Vec::new(),
+            ledger_balance: None,
+            available_balance: None,
+            investment_balance: None,
+            start: Some(start()),
+            end: Some(start() + TimeDelta::days(365)),
+            as_of: None,
+        }],
+        warnings: Vec::new(),
+    };
+    write_ofx1(&document).into_bytes()
+}
+
+fn parse(c: &mut Criterion) {
+    let (csv, entries) = csv_file();
+    let ofx = ofx_file(entries);
+    assert!(fuzz::parse("csv", &csv), "the generated CSV file parses");
+    assert!(fuzz::parse("ofx", &ofx), "the generated OFX file parses");
+    let mut group = c.benchmark_group("import_csv_parse_1mib");
+    group.sample_size(20);
+    group.sampling_mode(SamplingMode::Flat);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(5));
+    for (name, code, bytes) in [("csv", "csv", &csv), ("ofx_same_entries", "ofx", &ofx)] {
+        group.throughput(Throughput::ElementsAndBytes {
+            elements: entries as u64,
+            bytes: bytes.len() as u64,
+        });
+        group.bench_function(name, |b| {
+            b.iter(|| fuzz::parse(code, std::hint::black_box(bytes)));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, parse);
+criterion_main!(benches);
