@@ -86,8 +86,13 @@ pub(crate) struct ConnectBody {
     #[schema(value_type = Option<String>)]
     institution_id: Field,
     /// The setup token the user got from the provider (`setup_token` providers).
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = setup_token_schema)]
     setup_token: Field,
+}
+
+/// The schema of a `setup_token` field: the bounds its rule (`body::optional_string`) checks.
+fn setup_token_schema() -> ObjectBuilder {
+    schemas::text(1, MAX_SETUP_TOKEN_CHARS, true)
 }
 
 fn connect_alias_schema() -> ObjectBuilder {
@@ -538,7 +543,7 @@ pub(crate) struct ReauthorizeBody {
     #[schema(value_type = Option<crate::api::openapi::schemas::AllowedRedirectUri>)]
     redirect_uri: Field,
     /// A new setup token (`setup_token` providers).
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = setup_token_schema)]
     setup_token: Field,
 }
 

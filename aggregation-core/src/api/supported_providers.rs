@@ -61,6 +61,9 @@ async fn list(state: &App, User(_): User) -> ApiResult {
     json(StatusCode::OK, &SupportedProviderList { providers })
 }
 
+/// A country code as the institutions list takes it: two letters, any case.
+const COUNTRY_PATTERN: &str = "^[A-Za-z]{2}$";
+
 /// `?country=XX&q=text` of an institutions list.
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct InstitutionsQuery {
@@ -75,8 +78,9 @@ pub(crate) struct InstitutionsQuery {
 impl Validate for InstitutionsQuery {
     type Valid = (String, Option<String>);
 
-    const PARAMETER_SCHEMAS: &'static [ParameterSchema] =
-        &[("country", || super::openapi::schemas::text(2, 2, false))];
+    const PARAMETER_SCHEMAS: &'static [ParameterSchema] = &[("country", || {
+        super::openapi::schemas::text(2, 2, false).pattern(Some(COUNTRY_PATTERN))
+    })];
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
         let country = match query::string(self.country) {
