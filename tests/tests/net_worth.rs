@@ -6,7 +6,7 @@ use aggregation_core::store::{
     AccountType, AssetType, ConnectionStatus, NewAccount, NewConnection, NewHolding, NewSnapshot,
     SnapshotSource, now,
 };
-use aggregation_tests::{TestApp, conformance, upload};
+use aggregation_tests::{TestApp, conformance, upload, upload_with};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
@@ -20,6 +20,7 @@ conformance!(
     portfolio_sums_per_symbol_and_currency,
     ofx_bank_and_credit_card_balances_keep_the_owner_sign,
     ofx_short_positions_are_negative,
+    statement_formats_keep_money_owed_negative,
 );
 
 fn dec(text: &str) -> Decimal {
@@ -784,4 +785,67 @@ mod schwab {
             .expect("a point");
         assert_eq!(amount(&latest["net_worth"]), total);
     }
+}
+
+async fn statement_formats_keep_money_owed_negative(app: TestApp) {
+    let (_, access) = user(&app, "format-signs@example.com").await;
+    // An MT940 statement of an overdrawn account: a debit (`D`) closing balance is money owed.
+    let mt940 = ":20:SIGNS\r\n:25:DE44500105175407324931\r\n:28C:1/1\r\n\
+                 :60F:D240228EUR10,00\r\n:61:2402290229DR5,50NTRFNONREF\r\n:86:Fee\r\n\
+                 :62F:D240229EUR15,50\r\n-\r\n";
+    upload(&app, "signs.sta", mt940, &access).await.expect(201);
+    // A QIF credit card owing 100.00, charged 20.00 more: it owes 120.00.
+    let qif = "!Type:CCard\nD02/28/2024\nT-100.00\nPOpening Balance\n^\n\
+               D02/29/2024\nT-20.00\nPCoffee Shop\n^\n";
+    upload_with(
+        &app,
+        Some("card.qif"),
+        qif.as_bytes(),
+        &[("account_name", "Card"), ("currency", "USD")],
+        &access,
+    )
+    .await
+    .expect(201);
+    // A CAMT.053 statement of an overdrawn account: a `DBIT` closing balance.
+    let camt = r#"<?xml version="1.0" encoding="UTF-8"?>
+<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.053.001.08"><BkToCstmrStmt>
+<GrpHdr><MsgId>SIGNS</MsgId><CreDtTm>2024-02-29T18:00:00</CreDtTm></GrpHdr>
+<Stmt><Id>S1</Id><CreDtTm>2024-02-29T18:00:00</CreDtTm>
+<Acct><Id><IBAN>FR7630006000011234567890189</IBAN></Id><Ccy>EUR</Ccy></Acct>
+<Bal><Tp><CdOrPrtry><Cd>CLBD</Cd></CdOrPrtry></Tp><Amt Ccy="EUR">40.00</Amt>
+<CdtDbtInd>DBIT</CdtDbtInd><Dt><Dt>2024-02-29</Dt></Dt></Bal>
+<Ntry><Amt Ccy="EUR">40.00</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts><Cd>BOOK</Cd></Sts>
+<BookgDt><Dt>2024-02-29</Dt></BookgDt><AcctSvcrRef>REF-1</AcctSvcrRef></Ntry>
+</Stmt></BkToCstmrStmt></Document>"#;
+    upload(&app, "signs.xml", camt, &access).await.expect(201);
+    // A CSV export whose balance column ends below zero.
+    let csv = "Date,Description,Amount,Balance\n2024-02-28,Rent,-500.00,-200.00\n\
+               2024-02-29,Refund,50.00,-150.00\n";
+    upload_with(
+        &app,
+        Some("signs.csv"),
+        csv.as_bytes(),
+        &[("account_name", "Everyday"), ("currency", "GBP")],
+        &access,
+    )
+    .await
+    .expect(201);
+    let body = app
+        .get(
+            "/api/v1/net-worth?from=2024-02-29&to=2024-02-29&interval=day",
+            Some(&access),
+        )
+        .await
+        .expect(200);
+    let eur = currency(&body, "EUR");
+    assert_eq!(dec(eur["liabilities"].as_str().expect("l")), dec("-55.50"));
+    assert_eq!(dec(eur["net_worth"].as_str().expect("n")), dec("-55.50"));
+    let gbp = currency(&body, "GBP");
+    assert_eq!(dec(gbp["net_worth"].as_str().expect("n")), dec("-150.00"));
+    let usd = currency(&body, "USD");
+    assert_eq!(dec(usd["liabilities"].as_str().expect("l")), dec("-120.00"));
+    assert_eq!(
+        dec(usd["by_account_type"]["credit_card"].as_str().expect("cc")),
+        dec("-120.00")
+    );
 }
