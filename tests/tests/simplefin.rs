@@ -268,6 +268,16 @@ async fn syncs_map_accounts_balances_and_bridge_errors(app: TestApp) {
     let visa = by_name("Rewards Visa");
     assert_eq!(visa["account_type"], "credit_card");
     assert_eq!(visa["balance_amount"], "-320.55");
+    // The card's debt counts as a liability of the owner's net worth (money owed is negative).
+    let worth = app.get("/api/v1/net-worth", Some(&token)).await.expect(200);
+    let usd = worth["currencies"]
+        .as_array()
+        .expect("currencies")
+        .iter()
+        .find(|c| c["currency"] == "USD")
+        .expect("USD");
+    assert_eq!(usd["liabilities"], "-320.55");
+    assert_eq!(usd["by_account_type"]["credit_card"], "-320.55");
     let snapshots = app
         .get("/api/v1/balance-snapshots", Some(&token))
         .await
