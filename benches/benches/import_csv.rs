@@ -9,13 +9,10 @@
 
 use std::time::Duration;
 
-use aggregation_core::import::{
-    OfxDocument, Signon, Statement, StatementAccount, StatementKind, StatementTransaction,
-    TransactionKind, fuzz, write_ofx1,
-};
+use aggregation_benches::{OfxBankLine, bank_statement_ofx1};
+use aggregation_core::import::fuzz;
 use chrono::{DateTime, TimeDelta, Utc};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
-use rust_decimal::Decimal;
 
 /// Target size of the CSV file.
 const TARGET_BYTES: usize = 1024 * 1024;
@@ -83,62 +80,17 @@ fn csv_file() -> (Vec<u8>, usize) {
 
 /// An OFX 1.x bank statement of the same entries.
 fn ofx_file(count: usize) -> Vec<u8> {
-    let transactions = (0..count)
-        .map(|i| {
-            let e = entry(i);
-            let trn_type = if e.cents < 0 { "DEBIT" } else { "CREDIT" };
-            StatementTransaction {
-                fit_id: format!("F{i:010}"),
-                kind: TransactionKind::Bank(trn_type.to_owned()),
-                trn_type: Some(trn_type.to_owned()),
-                posted: (start() + TimeDelta::days(e.day)).fixed_offset(),
-                user_date: None,
-                settled: None,
-                amount: Decimal::new(e.cents, 2),
-                name: Some(e.name),
-                memo: Some(e.purpose),
-                check_number: None,
-                symbol: None,
-                security_name: None,
-                security_id: None,
-                units: None,
-                unit_price: None,
-                commission: None,
-                income_type: None,
-                currency: None,
-            }
-        })
-        .collect();
-    let document = OfxDocument {
-        signon: Some(Signon {
-            status_code: 0,
-            severity: "INFO".to_owned(),
-            message: None,
-            org: Some("Bench Bank".to_owned()),
-            fid: Some("1234".to_owned()),
-        }),
-        statements: vec![Statement {
-            kind: StatementKind::Bank,
-            currency: "EUR".to_owned(),
-            account: StatementAccount {
-                account_id: Some("0123456789".to_owned()),
-                bank_id: Some("10020030".to_owned()),
-                branch_id: None,
-                broker_id: None,
-                account_type: Some("CHECKING".to_owned()),
-            },
-            transactions,
-            positions: Vec::new(),
-            ledger_balance: None,
-            available_balance: None,
-            investment_balance: None,
-            start: Some(start()),
-            end: Some(start() + TimeDelta::days(365)),
-            as_of: None,
-        }],
-        warnings: Vec::new(),
-    };
-    write_ofx1(&document).into_bytes()
+    let lines = (0..count).map(|i| {
+        let e = entry(i);
+        OfxBankLine {
+            fit_id: format!("F{i:010}"),
+            posted: start() + TimeDelta::days(e.day),
+            cents: e.cents,
+            name: e.name,
+            memo: e.purpose,
+        }
+    });
+    bank_statement_ofx1(lines, start(), start() + TimeDelta::days(365))
 }
 
 fn parse(c: &mut Criterion) {

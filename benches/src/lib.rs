@@ -289,3 +289,86 @@ pub async fn serve_arrivals_receiver(arrivals: Arrivals) -> String {
     });
     format!("http://{address}/hooks")
 }
+
+/// One bank line of [`bank_statement_ofx1`].
+pub struct OfxBankLine {
+    /// The line's `FITID`.
+    pub fit_id: String,
+    /// When it was posted.
+    pub posted: chrono::DateTime<chrono::Utc>,
+    /// Signed amount in cents: negative is money out.
+    pub cents: i64,
+    /// The payee (`NAME`).
+    pub name: String,
+    /// The memo (`MEMO`).
+    pub memo: String,
+}
+
+/// An OFX 1.x checking statement in EUR holding `lines` from `start` to `end`: the OFX file of
+/// the same entries that the format benches parse beside their own.
+pub fn bank_statement_ofx1(
+    lines: impl IntoIterator<Item = OfxBankLine>,
+    start: chrono::DateTime<chrono::Utc>,
+    end: chrono::DateTime<chrono::Utc>,
+) -> Vec<u8> {
+    use aggregation_core::import::{
+        OfxDocument, Signon, Statement, StatementAccount, StatementKind, StatementTransaction,
+        TransactionKind, write_ofx1,
+    };
+    let transactions = lines
+        .into_iter()
+        .map(|line| {
+            let trn_type = if line.cents < 0 { "DEBIT" } else { "CREDIT" };
+            StatementTransaction {
+                fit_id: line.fit_id,
+                kind: TransactionKind::Bank(trn_type.to_owned()),
+                trn_type: Some(trn_type.to_owned()),
+                posted: line.posted.fixed_offset(),
+                user_date: None,
+                settled: None,
+                amount: rust_decimal::Decimal::new(line.cents, 2),
+                name: Some(line.name),
+                memo: Some(line.memo),
+                check_number: None,
+                symbol: None,
+                security_name: None,
+                security_id: None,
+                units: None,
+                unit_price: None,
+                commission: None,
+                income_type: None,
+                currency: None,
+            }
+        })
+        .collect();
+    let document = OfxDocument {
+        signon: Some(Signon {
+            status_code: 0,
+            severity: "INFO".to_owned(),
+            message: None,
+            org: Some("Bench Bank".to_owned()),
+            fid: Some("1234".to_owned()),
+        }),
+        statements: vec![Statement {
+            kind: StatementKind::Bank,
+            currency: "EUR".to_owned(),
+            account: StatementAccount {
+                account_id: Some("0123456789".to_owned()),
+                bank_id: Some("10020030".to_owned()),
+                branch_id: None,
+                broker_id: None,
+                account_type: Some("CHECKING".to_owned()),
+            },
+            transactions,
+            positions: Vec::new(),
+            ledger_balance: None,
+            available_balance: None,
+            investment_balance: None,
+            start: Some(start),
+            end: Some(end),
+            as_of: None,
+        }],
+        warnings: Vec::new(),
+    };
+    write_ofx1(&document).into_bytes()
+}
