@@ -313,6 +313,7 @@ struct State {
     accounts: HashMap<String, (String, usize)>,
     booked: bool,
     failing: bool,
+    rate_limited: bool,
     requests: VecDeque<String>,
     deleted_sessions: VecDeque<String>,
     auth_requests: VecDeque<Value>,
@@ -377,7 +378,7 @@ fn push_bounded<T>(log: &mut VecDeque<T>, entry: T) {
 ///
 /// API endpoints (each needs the application JWT, see the module documentation):
 ///
-/// - `GET /aspsps[?country=XX]`: two institutions, [`Self::FI_BANK`] (Finland, personal and
+/// - `GET /aspsps[?country=XX&psu_type=…]`: two institutions, [`Self::FI_BANK`] (Finland, personal and
 ///   business users, 180 days of consent) and [`Self::DE_BANK`] (Germany, personal users, 90
 ///   days).
 /// - `POST /auth` `{access: {valid_until}, aspsp: {name, country}, state, redirect_url,
@@ -480,6 +481,12 @@ impl EnableBankingSandbox {
     /// Makes every request fail with `500` and the API's error body (or stops doing so).
     pub fn set_failing(&self, failing: bool) {
         self.lock().failing = failing;
+    }
+
+    /// Makes balance and transaction requests answer `429` `ASPSP_RATE_LIMIT_EXCEEDED`, as a
+    /// bank does once its daily allowance of unattended reads is spent (or stops doing so).
+    pub fn set_rate_limited(&self, rate_limited: bool) {
+        self.lock().rate_limited = rate_limited;
     }
 
     /// `true` expires every session that exists now: their data calls answer `401`
@@ -984,6 +991,11 @@ impl EnableBankingSandbox {
                 Some("EXPIRED_SESSION"),
                 "Session is expired",
             ))),
+            None if state.rate_limited => Err(Box::new(api_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                Some("ASPSP_RATE_LIMIT_EXCEEDED"),
+                "ASPSP rate limit exceeded",
+            ))),
             None => {
                 let institution = &INSTITUTIONS[session.institution];
                 institution
@@ -1270,12 +1282,14 @@ fn identification_hash(institution: &Institution, account: &AccountTemplate) -> 
     ))
 }
 
-/// `GET /aspsps`: every institution, or those of `country`.
+/// `GET /aspsps`: every institution, or those of `country` (and `psu_type`).
 fn aspsps(query: &HashMap<String, String>) -> Response<Full<Bytes>> {
     let country = query.get("country").map(|c| c.to_ascii_uppercase());
+    let psu_type = query.get("psu_type").map(String::as_str);
     let list: Vec<Value> = INSTITUTIONS
         .iter()
         .filter(|i| country.as_deref().is_none_or(|c| c == i.country))
+        .filter(|i| psu_type.is_none_or(|wanted| i.psu_types.contains(&wanted)))
         .map(|i| {
             json!({
                 "name": i.name,
@@ -1683,6 +1697,9 @@ mod tests {
         );
         let (_, se) = api(&sandbox, Method::GET, "/aspsps?country=SE", None).await;
         assert_eq!(se["aspsps"], json!([]));
+        let (_, business) = api(&sandbox, Method::GET, "/aspsps?psu_type=business", None).await;
+        assert_eq!(business["aspsps"].as_array().unwrap().len(), 1);
+        assert_eq!(business["aspsps"][0]["name"], EnableBankingSandbox::FI_BANK);
     }
 
     #[tokio::test]
@@ -2095,6 +2112,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_rate_limit_switch_answers_429_on_data_calls() {
+        let sandbox = sandbox();
+        let session = session(&sandbox).await;
+        let current = uid(&session, "CACC");
+        sandbox.set_rate_limited(true);
+        for path in ["balances", "transactions"] {
+            let (status, body) = api(
+                &sandbox,
+                Method::GET,
+                &format!("/accounts/{current}/{path}"),
+                None,
+            )
+            .await;
+            assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(body["error"], "ASPSP_RATE_LIMIT_EXCEEDED");
+        }
+        let (status, _) = api(&sandbox, Method::GET, "/aspsps", None).await;
+        assert_eq!(status, StatusCode::OK);
+        sandbox.set_rate_limited(false);
+        let (status, _) = api(
+            &sandbox,
+            Method::GET,
+            &format!("/accounts/{current}/balances"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+
+    #[tokio::test]
     async fn deleted_sessions_are_recorded_and_closed() {
         let sandbox = sandbox();
         let session = session(&sandbox).await;
@@ -2170,6 +2217,27 @@ mod tests {
         )
         .await;
         assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn a_session_expires_at_its_valid_until() {
+        let now = Utc::now();
+        let mut session = Session {
+            institution: 0,
+            psu_type: "personal".to_owned(),
+            valid_until: now + TimeDelta::seconds(1),
+            created: now,
+            account_uids: Vec::new(),
+            closed: None,
+            expired_by_switch: false,
+        };
+        assert!(session.problem(now).is_none());
+        assert!(matches!(
+            session.problem(now + TimeDelta::seconds(1)),
+            Some(SessionProblem::Expired)
+        ));
+        session.closed = Some(now);
+        assert!(matches!(session.problem(now), Some(SessionProblem::Closed)));
     }
 
     #[test]
