@@ -1812,6 +1812,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_code_expires_after_ten_minutes() {
+        let sandbox = sandbox();
+        let url = start(&sandbox).await;
+        let location = sandbox.approve(&url).unwrap();
+        let code = query_of(&location)["code"].clone();
+        {
+            let mut state = sandbox.lock();
+            let id = state.codes[&code].clone();
+            let authorization = state.authorizations.get_mut(&id).unwrap();
+            authorization.code = Some((code.clone(), Utc::now() - TimeDelta::minutes(11)));
+        }
+        let (status, body) = api(
+            &sandbox,
+            Method::POST,
+            "/sessions",
+            Some(json!({"code": code})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(body["error"], "EXPIRED_AUTHORIZATION_CODE");
+        assert!(sandbox.active_sessions().is_empty());
+    }
+
+    #[tokio::test]
     async fn deny_redirects_with_access_denied() {
         let sandbox = sandbox();
         let url = start(&sandbox).await;
