@@ -208,6 +208,15 @@ struct Cli {
     /// addresses) on the allowed hosts.
     #[arg(long, env = "AGG_SIMPLEFIN_ALLOW_HTTP", default_value = "0")]
     simplefin_allow_http: String,
+    /// Seconds one SimpleFIN bridge answer may take (at least 1): a bridge that hangs costs a
+    /// sync this long, then the sync answers 502.
+    #[arg(
+        long,
+        env = "AGG_SIMPLEFIN_TIMEOUT_SECONDS",
+        default_value_t = 20,
+        value_parser = named::<u64>()
+    )]
+    simplefin_timeout_seconds: u64,
     /// Seconds between background syncs of every connection; unset: no background sync.
     #[arg(
         long,
@@ -599,10 +608,20 @@ async fn run(cli: Cli) -> Result<(), StartError> {
             .map(|host| host.trim().to_owned())
             .filter(|host| !host.is_empty())
             .collect();
+        if cli.simplefin_timeout_seconds == 0 {
+            return Err(setting(
+                "AGG_SIMPLEFIN_TIMEOUT_SECONDS",
+                "must be at least 1 second",
+            ));
+        }
+        let request_timeout = Duration::from_secs(cli.simplefin_timeout_seconds);
+        let defaults = SimplefinConfig::default();
         let provider = SimplefinProvider::new(SimplefinConfig {
             bridge_hosts,
             allow_http: simplefin_allow_http,
-            ..SimplefinConfig::default()
+            connect_timeout: defaults.connect_timeout.min(request_timeout),
+            request_timeout,
+            ..defaults
         })
         .map_err(|e| setting("AGG_SIMPLEFIN_BRIDGE_HOSTS", e))?;
         builder = builder.provider(provider);
