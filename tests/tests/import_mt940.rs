@@ -2,6 +2,9 @@
 //! statement formats"), on every front and store. The fixtures are the parser's own
 //! (`aggregation-core/src/import/mt940/fixtures/`).
 
+use aggregation_tests::imports::{
+    access, accounts, count, rows, sorted_amounts as amounts, sorted_field,
+};
 use aggregation_tests::{TestApp, conformance, upload_with};
 use serde_json::Value;
 
@@ -29,45 +32,10 @@ const PL_BANK_CP1250: &[u8] =
 const PL_BANK_CP852: &[u8] =
     include_bytes!("../../aggregation-core/src/import/mt940/fixtures/pl_bank_cp852.sta");
 
-async fn access(app: &TestApp, email: &str) -> String {
-    app.user(email).await.1
-}
-
 async fn send(app: &TestApp, name: &str, bytes: &[u8], token: &str) -> Value {
     upload_with(app, Some(name), bytes, &[], token)
         .await
         .expect(201)
-}
-
-fn count(body: &Value, key: &str) -> u64 {
-    body[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{key} in {body}"))
-}
-
-async fn accounts(app: &TestApp, token: &str) -> Vec<Value> {
-    let list = app.get("/api/v1/accounts", Some(token)).await.expect(200);
-    list["accounts"].as_array().cloned().unwrap_or_default()
-}
-
-async fn rows(app: &TestApp, token: &str, account_id: &str) -> Vec<Value> {
-    let list = app
-        .get(
-            &format!("/api/v1/accounts/{account_id}/transactions?limit=100"),
-            Some(token),
-        )
-        .await
-        .expect(200);
-    list["transactions"].as_array().cloned().unwrap_or_default()
-}
-
-fn amounts(rows: &[Value]) -> Vec<String> {
-    let mut out: Vec<String> = rows
-        .iter()
-        .map(|r| r["amount"].as_str().unwrap_or_default().to_owned())
-        .collect();
-    out.sort();
-    out
 }
 
 /// The German file's first statement alone (up to its `-` line).
@@ -262,21 +230,19 @@ async fn polish_code_pages_read_as_written(app: TestApp) {
     assert_eq!(accounts[0]["currency"], "PLN");
     assert_eq!(accounts[0]["balance_amount"], "870.50");
     let id = accounts[0]["id"].as_str().expect("id");
-    let descriptions = |rows: &[Value]| -> Vec<String> {
-        let mut out: Vec<String> = rows
-            .iter()
-            .map(|r| r["description"].as_str().unwrap_or_default().to_owned())
-            .collect();
-        out.sort();
-        out
-    };
     let expected = [
         "JÓZEF ŚLĄSKI ul. Żeromskiego 5 - Zwrot za bilety",
         "Spółka Łódź Sp. z o.o. - Zażółć gęślą jaźń faktura 7/2025",
     ];
-    assert_eq!(descriptions(&rows(&app, &token, id).await), expected);
+    assert_eq!(
+        sorted_field(&rows(&app, &token, id).await, "description"),
+        expected
+    );
     let body = send(&app, "wyciag-dos.sta", PL_BANK_CP852, &token).await;
     assert_eq!(count(&body, "transactions_created"), 0, "{body}");
     assert_eq!(count(&body, "transactions_skipped"), 2, "{body}");
-    assert_eq!(descriptions(&rows(&app, &token, id).await), expected);
+    assert_eq!(
+        sorted_field(&rows(&app, &token, id).await, "description"),
+        expected
+    );
 }
