@@ -1,12 +1,15 @@
 //! QIF import: parsing a generated ~1 MiB bank file through the import framework's entry point
-//! (`aggregation_core::import::fuzz::parse`), beside an OFX 1.x file of the same entries.
+//! (`aggregation_core::import::fuzz::parse`), beside an OFX 1.x file of the same entries
+//! (written by `aggregation_benches::bank_statement_ofx1`, as the CSV and MT940 benches do).
 //!
 //! `cargo bench -p aggregation-benches --bench import_qif`. Throughput is reported in bytes/s
 //! (criterion's MB/s) and entries/s for both files.
 
 use std::time::Duration;
 
+use aggregation_benches::{OfxBankLine, bank_statement_ofx1};
 use aggregation_core::import::fuzz;
+use chrono::{DateTime, TimeZone, Utc};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 
 /// The size the QIF file grows to.
@@ -69,50 +72,53 @@ fn qif(entries: &[Entry]) -> String {
     text
 }
 
-fn ofx(entries: &[Entry]) -> String {
-    let mut text = String::from(
-        "OFXHEADER:100\nDATA:OFXSGML\nVERSION:102\nSECURITY:NONE\nENCODING:USASCII\n\
-         CHARSET:1252\nCOMPRESSION:NONE\nOLDFILEUID:NONE\nNEWFILEUID:NONE\n\n<OFX>\n\
-         <SIGNONMSGSRSV1><SONRS><STATUS><CODE>0<SEVERITY>INFO</STATUS>\n\
-         <DTSERVER>20241231<LANGUAGE>ENG<FI><ORG>Bench Bank<FID>1</FI></SONRS></SIGNONMSGSRSV1>\n\
-         <BANKMSGSRSV1><STMTTRNRS><TRNUID>1<STATUS><CODE>0<SEVERITY>INFO</STATUS>\n\
-         <STMTRS><CURDEF>USD<BANKACCTFROM><BANKID>021000021<ACCTID>123456789\
-         <ACCTTYPE>CHECKING</BANKACCTFROM>\n<BANKTRANLIST><DTSTART>20240101<DTEND>20241231\n",
-    );
-    for (i, entry) in entries.iter().enumerate() {
-        text.push_str(&format!(
-            "<STMTTRN>\n<TRNTYPE>{}\n<DTPOSTED>2024{:02}{:02}\n<TRNAMT>{}\n<FITID>F{i}\n\
-             <NAME>{}\n<MEMO>{}\n</STMTTRN>\n",
-            if entry.cents < 0 { "DEBIT" } else { "CREDIT" },
-            entry.month,
-            entry.day,
-            amount(entry.cents),
-            entry.payee,
-            entry.memo
-        ));
-    }
-    text.push_str(
-        "</BANKTRANLIST><LEDGERBAL><BALAMT>100.00<DTASOF>20241231</LEDGERBAL>\n\
-         </STMTRS></STMTTRNRS></BANKMSGSRSV1></OFX>\n",
-    );
-    text
+/// When an entry was posted (the QIF file writes the same day as `M/DD'24`).
+fn posted(entry: &Entry) -> DateTime<Utc> {
+    let month = u32::try_from(entry.month).unwrap_or(1);
+    let day = u32::try_from(entry.day).unwrap_or(1);
+    Utc.with_ymd_and_hms(2024, month, day, 0, 0, 0)
+        .single()
+        .unwrap_or_default()
+}
+
+/// The OFX 1.x file of the same entries, through the benches' shared builder.
+fn ofx(entries: &[Entry]) -> Vec<u8> {
+    let lines = entries.iter().enumerate().map(|(i, entry)| OfxBankLine {
+        fit_id: format!("F{i}"),
+        posted: posted(entry),
+        cents: entry.cents,
+        name: entry.payee.clone(),
+        memo: entry.memo.to_owned(),
+    });
+    let start = Utc
+        .with_ymd_and_hms(2024, 1, 1, 0, 0, 0)
+        .single()
+        .unwrap_or_default();
+    let end = Utc
+        .with_ymd_and_hms(2024, 12, 31, 0, 0, 0)
+        .single()
+        .unwrap_or_default();
+    bank_statement_ofx1(lines, start, end)
 }
 
 fn parse(c: &mut Criterion) {
     let entries = entries();
-    let files = [("qif", qif(&entries)), ("ofx", ofx(&entries))];
-    for (format, text) in &files {
-        assert!(fuzz::parse(format, text.as_bytes()), "{format} parses");
+    let files = [("qif", qif(&entries).into_bytes()), ("ofx", ofx(&entries))];
+    for (format, bytes) in &files {
+        assert!(fuzz::parse(format, bytes), "{format} parses");
     }
     let mut group = c.benchmark_group("import_qif_1mib");
     group.sample_size(20);
     group.sampling_mode(SamplingMode::Flat);
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(5));
-    for (format, text) in &files {
-        group.throughput(Throughput::BytesDecimal(text.len() as u64));
+    for (format, bytes) in &files {
+        group.throughput(Throughput::ElementsAndBytes {
+            elements: entries.len() as u64,
+            bytes: bytes.len() as u64,
+        });
         group.bench_function(*format, |b| {
-            b.iter(|| fuzz::parse(format, std::hint::black_box(text.as_bytes())));
+            b.iter(|| fuzz::parse(format, std::hint::black_box(bytes)));
         });
     }
     group.finish();

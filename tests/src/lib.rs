@@ -21,6 +21,7 @@ use http_body_util::{BodyExt as _, Full};
 use serde_json::Value;
 use tower::ServiceExt as _;
 
+pub mod imports;
 pub mod proxy;
 pub mod receiver;
 mod servers;

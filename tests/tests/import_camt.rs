@@ -2,6 +2,7 @@
 //! record endpoints, on every front and store. The fixtures are the parser's own
 //! (`aggregation-core/src/import/camt/fixtures/`), written for this project.
 
+use aggregation_tests::imports::{access, accounts, rows};
 use aggregation_tests::{TestApp, conformance, upload, upload_with};
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -28,26 +29,6 @@ conformance!(
     a_broken_camt_file_is_400_naming_line_and_reason,
     a_camt_dry_run_writes_nothing,
 );
-
-async fn access(app: &TestApp, email: &str) -> String {
-    app.user(email).await.1
-}
-
-async fn accounts(app: &TestApp, token: &str) -> Vec<Value> {
-    let list = app.get("/api/v1/accounts", Some(token)).await.expect(200);
-    list["accounts"].as_array().cloned().unwrap_or_default()
-}
-
-async fn rows(app: &TestApp, token: &str, account_id: &str) -> Vec<Value> {
-    let page = app
-        .get(
-            &format!("/api/v1/accounts/{account_id}/transactions?limit=100"),
-            Some(token),
-        )
-        .await
-        .expect(200);
-    page["transactions"].as_array().cloned().unwrap_or_default()
-}
 
 fn amount(value: &Value) -> Decimal {
     value

@@ -3,6 +3,7 @@
 //! and the 400/422 answers naming the line or the column. The fixtures are the parser's own
 //! (`aggregation-core/src/import/csv/fixtures/`).
 
+use aggregation_tests::imports::{access, rows, sorted_amounts};
 use aggregation_tests::{TestApp, conformance, upload_with};
 use serde_json::Value;
 
@@ -35,10 +36,6 @@ const WIN1252: &[u8] =
     include_bytes!("../../aggregation-core/src/import/csv/fixtures/windows1252.csv");
 const AF_BIJ: &[u8] = include_bytes!("../../aggregation-core/src/import/csv/fixtures/af_bij.csv");
 
-async fn access(app: &TestApp, email: &str) -> String {
-    app.user(email).await.1
-}
-
 async fn import(
     app: &TestApp,
     token: &str,
@@ -59,23 +56,9 @@ async fn only_account(app: &TestApp, token: &str) -> Value {
     list["accounts"][0].clone()
 }
 
-/// The account's transactions: amounts as text, newest first as the list gives them.
+/// The account's transactions: amounts as text, sorted.
 async fn amounts(app: &TestApp, token: &str, account_id: &str) -> Vec<String> {
-    let page = app
-        .get(
-            &format!("/api/v1/accounts/{account_id}/transactions?limit=100"),
-            Some(token),
-        )
-        .await
-        .expect(200);
-    let mut amounts: Vec<String> = page["transactions"]
-        .as_array()
-        .expect("transactions")
-        .iter()
-        .map(|t| t["amount"].as_str().unwrap_or_default().to_owned())
-        .collect();
-    amounts.sort();
-    amounts
+    sorted_amounts(&rows(app, token, account_id).await)
 }
 
 fn id_of(account: &Value) -> &str {

@@ -7,6 +7,7 @@
 //! `import::parsed` and `import::statement`.
 
 use aggregation_core::events::DomainEvent;
+use aggregation_tests::imports::access;
 use aggregation_tests::{BANK_QFX, TestApp, conformance, upload, upload_with};
 use serde_json::Value;
 
@@ -24,10 +25,6 @@ conformance!(
 
 /// Text parts of an upload, as `upload_with` takes them.
 type Parts<'a> = &'a [(&'a str, &'a str)];
-
-async fn access(app: &TestApp, email: &str) -> String {
-    app.user(email).await.1
-}
 
 /// The bank statement without Intuit's `INTU.BID` (plain OFX).
 fn bank_ofx() -> String {

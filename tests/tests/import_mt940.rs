@@ -2,6 +2,9 @@
 //! statement formats"), on every front and store. The fixtures are the parser's own
 //! (`aggregation-core/src/import/mt940/fixtures/`).
 
+use aggregation_tests::imports::{
+    access, accounts, count, rows, sorted_amounts as amounts, sorted_field,
+};
 use aggregation_tests::{TestApp, conformance, upload_with};
 use serde_json::Value;
 
@@ -15,6 +18,7 @@ conformance!(
     a_balance_that_does_not_add_up_is_a_warning,
     a_broken_statement_line_is_400_naming_it,
     a_dry_run_writes_nothing,
+    polish_code_pages_read_as_written,
 );
 
 const DE_SAVINGS_BANK: &[u8] =
@@ -23,46 +27,15 @@ const NL_BANK_SWIFT: &[u8] =
     include_bytes!("../../aggregation-core/src/import/mt940/fixtures/nl_bank_swift.sta");
 const PL_BANK_942: &[u8] =
     include_bytes!("../../aggregation-core/src/import/mt940/fixtures/pl_bank_942.sta");
-
-async fn access(app: &TestApp, email: &str) -> String {
-    app.user(email).await.1
-}
+const PL_BANK_CP1250: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/mt940/fixtures/pl_bank_cp1250.sta");
+const PL_BANK_CP852: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/mt940/fixtures/pl_bank_cp852.sta");
 
 async fn send(app: &TestApp, name: &str, bytes: &[u8], token: &str) -> Value {
     upload_with(app, Some(name), bytes, &[], token)
         .await
         .expect(201)
-}
-
-fn count(body: &Value, key: &str) -> u64 {
-    body[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{key} in {body}"))
-}
-
-async fn accounts(app: &TestApp, token: &str) -> Vec<Value> {
-    let list = app.get("/api/v1/accounts", Some(token)).await.expect(200);
-    list["accounts"].as_array().cloned().unwrap_or_default()
-}
-
-async fn rows(app: &TestApp, token: &str, account_id: &str) -> Vec<Value> {
-    let list = app
-        .get(
-            &format!("/api/v1/accounts/{account_id}/transactions?limit=100"),
-            Some(token),
-        )
-        .await
-        .expect(200);
-    list["transactions"].as_array().cloned().unwrap_or_default()
-}
-
-fn amounts(rows: &[Value]) -> Vec<String> {
-    let mut out: Vec<String> = rows
-        .iter()
-        .map(|r| r["amount"].as_str().unwrap_or_default().to_owned())
-        .collect();
-    out.sort();
-    out
 }
 
 /// The German file's first statement alone (up to its `-` line).
@@ -238,4 +211,38 @@ async fn a_dry_run_writes_nothing(app: TestApp) {
     assert_eq!(body["dry_run"], true, "{body}");
     assert_eq!(count(&body, "transactions_created"), 5, "{body}");
     assert!(accounts(&app, &token).await.is_empty());
+}
+
+/// A Polish statement in Windows-1250, then the same statement in DOS code page 852: both
+/// read as written (`Zażółć gęślą jaźń`, not `Za¿ó³æ`), and the second is the same rows.
+async fn polish_code_pages_read_as_written(app: TestApp) {
+    let token = access(&app, "mt940-pl@example.com").await;
+    let body = send(&app, "wyciag.sta", PL_BANK_CP1250, &token).await;
+    assert_eq!(body["format"], "mt940", "{body}");
+    assert_eq!(body["warnings"], serde_json::json!([]), "{body}");
+    assert_eq!(count(&body, "transactions_created"), 2, "{body}");
+    let accounts = accounts(&app, &token).await;
+    assert_eq!(accounts.len(), 1);
+    assert_eq!(
+        accounts[0]["provider_account_id"],
+        "PL27114020040000300201355387"
+    );
+    assert_eq!(accounts[0]["currency"], "PLN");
+    assert_eq!(accounts[0]["balance_amount"], "870.50");
+    let id = accounts[0]["id"].as_str().expect("id");
+    let expected = [
+        "JÓZEF ŚLĄSKI ul. Żeromskiego 5 - Zwrot za bilety",
+        "Spółka Łódź Sp. z o.o. - Zażółć gęślą jaźń faktura 7/2025",
+    ];
+    assert_eq!(
+        sorted_field(&rows(&app, &token, id).await, "description"),
+        expected
+    );
+    let body = send(&app, "wyciag-dos.sta", PL_BANK_CP852, &token).await;
+    assert_eq!(count(&body, "transactions_created"), 0, "{body}");
+    assert_eq!(count(&body, "transactions_skipped"), 2, "{body}");
+    assert_eq!(
+        sorted_field(&rows(&app, &token, id).await, "description"),
+        expected
+    );
 }

@@ -2,6 +2,7 @@
 //! `aggregation-core/src/import/qif/fixtures/`), read back through the record endpoints, on the
 //! three fronts and both stores.
 
+use aggregation_tests::imports::{access, accounts, count, rows, sorted_amounts as amounts};
 use aggregation_tests::{TestApp, conformance, upload_with};
 use serde_json::Value;
 
@@ -28,38 +29,8 @@ macro_rules! fixture {
     };
 }
 
-async fn access(app: &TestApp, email: &str) -> String {
-    app.user(email).await.1
-}
-
-async fn accounts(app: &TestApp, token: &str) -> Vec<Value> {
-    let list = app.get("/api/v1/accounts", Some(token)).await.expect(200);
-    list["accounts"].as_array().cloned().unwrap_or_default()
-}
-
 async fn transactions(app: &TestApp, token: &str, account: &Value) -> Vec<Value> {
-    let id = account["id"].as_str().expect("id");
-    let page = app
-        .get(
-            &format!("/api/v1/accounts/{id}/transactions?limit=100"),
-            Some(token),
-        )
-        .await
-        .expect(200);
-    page["transactions"].as_array().cloned().unwrap_or_default()
-}
-
-fn amounts(rows: &[Value]) -> Vec<String> {
-    let mut out: Vec<String> = rows
-        .iter()
-        .map(|row| row["amount"].as_str().unwrap_or_default().to_owned())
-        .collect();
-    out.sort();
-    out
-}
-
-fn count(body: &Value, key: &str) -> u64 {
-    body[key].as_u64().unwrap_or(u64::MAX)
+    rows(app, token, account["id"].as_str().expect("id")).await
 }
 
 async fn a_bank_file_reads_back_with_its_balances(app: TestApp) {

@@ -80,8 +80,9 @@
 //!   date-time's date is the date as written in the bank's own time (any number of fraction
 //!   digits), never converted to UTC.
 //! - **Text**: UTF-8 (a byte-order mark is dropped); UTF-16 with a byte-order mark; a file
-//!   that declares ISO-8859-x or Windows-125x, or that is not valid UTF-8, is read as
-//!   Windows-1252. Values are trimmed and runs of whitespace (line breaks inside `Ustrd`)
+//!   that declares `windows-1250`, `ISO-8859-2` or `cp852` is read in it, one that declares
+//!   another ISO-8859-x or Windows-125x as Windows-1252; the bytes of an undeclared file that
+//!   are not valid UTF-8 in the code page they read best in (see `import::codepage`). Values are trimmed and runs of whitespace (line breaks inside `Ustrd`)
 //!   become one space.
 //! - The document element must be `Document` (or the message element itself); its namespace
 //!   must be a `camt.052`, `camt.053` or `camt.054` one, or absent. Unknown elements (`Chrgs`,

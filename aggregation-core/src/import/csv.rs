@@ -8,7 +8,9 @@
 //! without one, all of it is detected:
 //!
 //! - **Encoding**: a UTF-8, UTF-16 LE or UTF-16 BE byte order mark; UTF-16 without a mark by
-//!   its NUL pattern; UTF-8 when the whole file is valid UTF-8; Windows-1252 otherwise.
+//!   its NUL pattern; UTF-8 when the whole file is valid UTF-8; otherwise the single-byte code
+//!   page its bytes above ASCII read best in: Windows-1252, or for Polish, Czech, Slovak and
+//!   Hungarian exports Windows-1250, ISO-8859-2 or DOS 852 (see `import::codepage`).
 //! - **Delimiter**: `,`, `;`, tab or `|`, from an Excel `sep=` first line, else the one that
 //!   gives a recognized header row, else the one that splits the first rows most evenly.
 //! - **Header row**: the first row (after `skip_rows`) that names a date column and an amount
@@ -76,7 +78,8 @@ pub(crate) struct CsvMapping {
     pub(crate) thousands: Option<String>,
     /// The date format: chrono's (`%d.%m.%Y`) or `DD.MM.YYYY`-style.
     pub(crate) date_format: Option<String>,
-    /// The encoding: `utf-8`, `utf-16le`, `utf-16be`, `windows-1252` (or `iso-8859-1`).
+    /// The encoding: `utf-8`, `utf-16le`, `utf-16be`, `windows-1252` (or `iso-8859-1`),
+    /// `windows-1250`, `iso-8859-2` or `cp852`.
     pub(crate) encoding: Option<String>,
     /// Rows to skip before the header row (or the first data row).
     pub(crate) skip_rows: Option<usize>,
@@ -541,7 +544,7 @@ fn layout(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Layout, CsvError
                     "encoding",
                     format!(
                         "{label:?} is not one of utf-8, utf-16le, utf-16be, windows-1252, \
-                         iso-8859-1"
+                         iso-8859-1, windows-1250, iso-8859-2, cp852"
                     ),
                 )
             })?;

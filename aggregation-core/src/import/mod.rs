@@ -67,6 +67,7 @@
 //!   skipped whole; `PAYEE` and `CURRENCY` written as leaves (`<PAYEE>Name`) are accepted.
 
 mod camt;
+mod codepage;
 mod csv;
 pub(crate) mod format;
 #[cfg(feature = "testing")]

@@ -78,13 +78,20 @@
 //!     when nothing but the balance came before it.
 //! 18. `mt942_pending`: `:34F:` without a D/C mark (mBank), `:13D:` and `:13:`, `:90D:`/`:90C:`
 //!     sums, `EC`/`ED` expected entries.
-//! 19. `character_sets`: UTF-8, else Windows-1252 for the whole file (decided per file); a
+//! 19. `character_sets`: UTF-8, else one single-byte code page for the whole file (decided
+//!     per file; German and other Western files come out as Windows-1252, see quirk 23); a
 //!     stray `?` standing for a character outside the SWIFT X set stays text.
 //! 20. `trailing_padding_and_blank_lines`: lines padded with blanks to a fixed width, blank
 //!     lines between statements, a byte-order mark.
 //! 21. `two_86_lines_for_one_entry`: a second `:86:` for the same entry is appended.
 //! 22. `multicash_ns_fields_and_padded_amounts`: MultiCash `:NS:` (non-SWIFT) fields are read
 //!     past, and amounts zero-padded to the full 15 characters read as numbers.
+//! 23. `polish_code_pages`: Polish banks write MT940 in Windows-1250, older software in DOS
+//!     code page 852 (and some in ISO-8859-2); nothing in the file says which. A file that is
+//!     not UTF-8 is read in the code page whose reading of its bytes above ASCII gives the
+//!     letters of the language (`ą ł ż ó`) rather than symbols and box drawing; a tie (German
+//!     umlauts read the same in Windows-1250 and Windows-1252) stays Windows-1252. See
+//!     `import::codepage`.
 
 mod fields;
 mod lex;

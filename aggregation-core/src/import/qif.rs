@@ -59,8 +59,10 @@
 //! - **Positions** of an investment section come from the quantities: units summed per
 //!   security (symbol when the `!Type:Security` list gives one), priced at the last `I` seen
 //!   for it; no cost basis. Securities whose units come to zero are left out.
-//! - **Text**: UTF-8 with or without a byte-order mark; bytes that are not UTF-8 are
-//!   Windows-1252. Lines end in CRLF, LF or a lone CR. Blank lines, leading spaces and
+//! - **Text**: UTF-8 with or without a byte-order mark; bytes that are not UTF-8 are read in
+//!   the single-byte code page they read best in (Windows-1252, or for Polish and other
+//!   Central European exports Windows-1250, ISO-8859-2 or DOS 852; see `import::codepage`).
+//!   Lines end in CRLF, LF or a lone CR. Blank lines, leading spaces and
 //!   trailing spaces are ignored; a missing final `^` ends the last record anyway, as does a
 //!   header; a second `D` line in a record starts a new record, with a warning.
 //! - **Errors** (`400` naming the line): a record before any header, a record with no date or

@@ -2,76 +2,55 @@
 //!
 //! ISO 20022 messages are UTF-8, and most files are. A UTF-8 byte-order mark is dropped; a
 //! UTF-16 byte-order mark selects UTF-16. A file whose XML declaration names a single-byte
-//! Western encoding (`ISO-8859-1`, `ISO-8859-15`, `Windows-1252`, `latin1`, …) is read as
-//! Windows-1252 (a superset of Latin-1's printable range), and so is every byte of a file that
-//! is not valid UTF-8. Decoding never fails.
+//! encoding is read in it: Central European `Windows-1250`, `ISO-8859-2` (`latin2`) and `cp852`
+//! as such, Western ones (`ISO-8859-1`, `ISO-8859-15`, `Windows-1252`, `latin1`, …) and any
+//! other `ISO-8859-*`/`Windows-125*` as Windows-1252 (a superset of Latin-1's printable range).
+//! In a file that declares none and is not valid UTF-8, the bytes that are not UTF-8 are read in
+//! the code page they read best in (see `import::codepage`). Decoding never fails.
 
 use std::borrow::Cow;
 
-/// Windows-1252 for 0x80..=0x9F; the five unassigned bytes map to the C1 controls of the same
-/// value, as the WHATWG encoding standard does.
-const CP1252_HIGH: [char; 32] = [
-    '\u{20AC}', '\u{0081}', '\u{201A}', '\u{0192}', '\u{201E}', '\u{2026}', '\u{2020}', '\u{2021}',
-    '\u{02C6}', '\u{2030}', '\u{0160}', '\u{2039}', '\u{0152}', '\u{008D}', '\u{017D}', '\u{008F}',
-    '\u{0090}', '\u{2018}', '\u{2019}', '\u{201C}', '\u{201D}', '\u{2022}', '\u{2013}', '\u{2014}',
-    '\u{02DC}', '\u{2122}', '\u{0161}', '\u{203A}', '\u{0153}', '\u{009D}', '\u{017E}', '\u{0178}',
-];
-
-fn cp1252_char(byte: u8) -> char {
-    match byte {
-        0x80..=0x9F => CP1252_HIGH[usize::from(byte - 0x80)],
-        _ => char::from(byte),
-    }
-}
+use crate::import::codepage::{self, CodePage};
 
 /// Decodes the file: see the module documentation.
 pub(super) fn decode(bytes: &[u8]) -> Cow<'_, str> {
     if let Some(rest) = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]) {
-        return decode_8bit(rest, false);
+        return codepage::decode_mixed(rest);
     }
     match bytes {
         [0xFF, 0xFE, rest @ ..] => return Cow::Owned(decode_utf16(rest, u16::from_le_bytes)),
         [0xFE, 0xFF, rest @ ..] => return Cow::Owned(decode_utf16(rest, u16::from_be_bytes)),
         _ => {}
     }
-    decode_8bit(bytes, declares_single_byte(bytes))
+    match declared_code_page(bytes) {
+        Some(page) => Cow::Owned(page.decode(bytes)),
+        None => codepage::decode_mixed(bytes),
+    }
 }
 
-/// Whether the XML declaration at the start names a single-byte Western encoding.
-fn declares_single_byte(bytes: &[u8]) -> bool {
-    let Some(decl) = bytes.strip_prefix(b"<?xml") else {
-        return false;
-    };
+/// The single-byte code page the XML declaration at the start names, if any.
+fn declared_code_page(bytes: &[u8]) -> Option<CodePage> {
+    let decl = bytes.strip_prefix(b"<?xml")?;
     let end = decl
         .iter()
         .position(|&b| b == b'>')
         .unwrap_or(decl.len())
         .min(200);
     let decl = String::from_utf8_lossy(decl.get(..end).unwrap_or(decl)).to_ascii_lowercase();
-    let Some(at) = decl.find("encoding") else {
-        return false;
-    };
+    let at = decl.find("encoding")?;
     let value = decl[at + "encoding".len()..]
         .trim_start_matches(|c: char| c == '=' || c.is_whitespace())
         .trim_start_matches(['"', '\'']);
-    ["iso-8859", "iso8859", "latin", "windows-125", "cp125", "l1"]
-        .iter()
-        .any(|name| value.starts_with(name))
-}
-
-fn decode_8bit(bytes: &[u8], single_byte: bool) -> Cow<'_, str> {
-    if single_byte {
-        return Cow::Owned(bytes.iter().map(|&b| cp1252_char(b)).collect());
-    }
-    if let Ok(text) = std::str::from_utf8(bytes) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(bytes.len() + bytes.len() / 8);
-    for chunk in bytes.utf8_chunks() {
-        out.push_str(chunk.valid());
-        out.extend(chunk.invalid().iter().map(|&b| cp1252_char(b)));
-    }
-    Cow::Owned(out)
+    let label = value
+        .split(|c: char| c == '"' || c == '\'' || c == '?' || c.is_whitespace())
+        .next()
+        .unwrap_or_default();
+    CodePage::from_label(label).or_else(|| {
+        ["iso-8859", "iso8859", "latin", "windows-125", "cp125", "l1"]
+            .iter()
+            .any(|name| label.starts_with(name))
+            .then_some(CodePage::Windows1252)
+    })
 }
 
 fn decode_utf16(bytes: &[u8], unit: fn([u8; 2]) -> u16) -> String {
@@ -143,6 +122,19 @@ mod tests {
             decode(file),
             "<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><Nm>Müller €</Nm>"
         );
+    }
+
+    #[test]
+    fn declared_central_european_code_pages_are_read_as_declared() {
+        let file = b"<?xml version=\"1.0\" encoding=\"windows-1250\"?><a>\xA3\xF3d\x9F</a>";
+        assert_eq!(
+            decode(file),
+            "<?xml version=\"1.0\" encoding=\"windows-1250\"?><a>Łódź</a>"
+        );
+        let file = b"<?xml version='1.0' encoding='ISO-8859-2'?><a>\xA3\xF3d\xBC</a>";
+        assert!(decode(file).ends_with("<a>Łódź</a>"));
+        // An undeclared Windows-1250 file is recognised from its bytes.
+        assert_eq!(decode(b"<a>Sp\xF3\xB3ka</a>"), "<a>Spółka</a>");
     }
 
     #[test]

@@ -86,6 +86,52 @@ fn windows_1252_fallback_keeps_umlauts_and_euro() {
 }
 
 #[test]
+fn central_european_code_pages_are_detected_or_named() {
+    let polish = fixture("pl_cp1250.csv");
+    let polish_columns = r#""columns": {"date": "Data operacji", "amount": "Kwota",
+        "description": "Opis operacji", "payee": "Kontrahent"}"#;
+    let czech = fixture("cz_cp852.csv");
+    let czech_columns = r#""columns": {"date": "Datum", "amount": "Částka",
+        "description": "Popis", "payee": "Protistrana"}"#;
+    for encoding in ["", r#""encoding": "windows-1250", "#] {
+        let m = mapping(&format!("{{{encoding}{polish_columns}}}"));
+        let file = parse(&polish, Some(&m)).unwrap_or_else(|e| panic!("{encoding}: {e}"));
+        let s = &file.statements[0];
+        assert_eq!(
+            texts(s),
+            [Some("Zażółć gęślą jaźń"), Some("Zwrot za bilety")]
+        );
+        assert_eq!(s.entries[0].counterparty.as_deref(), Some("Spółka Łódź"));
+        assert_eq!(s.entries[1].counterparty.as_deref(), Some("Józef Śląski"));
+        assert_eq!(amounts(s), [dec("-250.00"), dec("120.50")]);
+    }
+    // DOS 852: the header `Částka` is only found when the file is read in its code page.
+    for encoding in ["", r#""encoding": "cp852", "#] {
+        let m = mapping(&format!("{{{encoding}{czech_columns}}}"));
+        let file = parse(&czech, Some(&m)).unwrap_or_else(|e| panic!("{encoding}: {e}"));
+        let s = &file.statements[0];
+        assert_eq!(
+            texts(s),
+            [Some("Příchozí platba"), Some("Poplatek za vedení účtu")]
+        );
+        assert_eq!(
+            s.entries[1].counterparty.as_deref(),
+            Some("Česká spořitelna")
+        );
+        assert_eq!(amounts(s), [dec("1250.00"), dec("-45.00")]);
+    }
+    // A named encoding wins over detection: the same bytes read as Windows-1250 lose the
+    // `Částka` column.
+    let m = mapping(&format!(
+        r#"{{"encoding": "windows-1250", {czech_columns}}}"#
+    ));
+    match parse(&czech, Some(&m)) {
+        Err(CsvError::Mapping { column, .. }) => assert_eq!(column, "Částka"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn german_export_with_preamble_two_digit_years_pending_and_two_party_columns() {
     let s = read("de_preamble.csv");
     assert_eq!(amounts(&s), [dec("-2.5"), dec("3100.00"), dec("-85")]);

@@ -3,6 +3,8 @@
 //! Nothing here copies the file: characters are decoded on the fly from the input bytes, and
 //! one record (its fields) is held at a time.
 
+use crate::import::codepage::{self, CodePage};
+
 /// The text encodings a CSV file can be in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Encoding {
@@ -12,8 +14,9 @@ pub(super) enum Encoding {
     Utf16Le,
     /// UTF-16, big endian.
     Utf16Be,
-    /// Windows-1252 (a superset of ISO-8859-1's printable range).
-    Windows1252,
+    /// A single-byte code page: Windows-1252 (a superset of ISO-8859-1's printable range),
+    /// Windows-1250, ISO-8859-2 or DOS 852.
+    SingleByte(CodePage),
 }
 
 impl Encoding {
@@ -26,16 +29,15 @@ impl Encoding {
                 Some(Self::Utf16Le)
             }
             "utf-16be" | "utf-16-be" | "utf16be" => Some(Self::Utf16Be),
-            "windows-1252" | "cp1252" | "iso-8859-1" | "iso8859-1" | "latin1" | "latin-1"
-            | "ansi" | "iso-8859-15" | "latin9" => Some(Self::Windows1252),
-            _ => None,
+            _ => CodePage::from_label(&label).map(Self::SingleByte),
         }
     }
 }
 
 /// Detects the encoding of `bytes`: a BOM first, then the NUL pattern of UTF-16 without BOM,
-/// then UTF-8 when the whole file is valid UTF-8, else Windows-1252. Returns the encoding and
-/// the number of BOM bytes to skip.
+/// then UTF-8 when the whole file is valid UTF-8, else the single-byte code page the file's
+/// bytes above ASCII read best in (see `import::codepage`). Returns the encoding and the
+/// number of BOM bytes to skip.
 pub(super) fn detect_encoding(bytes: &[u8]) -> (Encoding, usize) {
     if bytes.starts_with(&[0xEF, 0xBB, 0xBF]) {
         return (Encoding::Utf8, 3);
@@ -69,7 +71,7 @@ pub(super) fn detect_encoding(bytes: &[u8]) -> (Encoding, usize) {
     if std::str::from_utf8(bytes).is_ok() {
         (Encoding::Utf8, 0)
     } else {
-        (Encoding::Windows1252, 0)
+        (Encoding::SingleByte(codepage::guess(bytes)), 0)
     }
 }
 
@@ -83,15 +85,6 @@ pub(super) fn bom_len(bytes: &[u8], encoding: Encoding) -> usize {
         _ => 0,
     }
 }
-
-/// The characters 0x80..=0x9F of Windows-1252 (undefined ones map to themselves, as the
-/// WHATWG decoder does).
-const WIN1252_HIGH: [char; 32] = [
-    '\u{20AC}', '\u{81}', '\u{201A}', '\u{0192}', '\u{201E}', '\u{2026}', '\u{2020}', '\u{2021}',
-    '\u{02C6}', '\u{2030}', '\u{0160}', '\u{2039}', '\u{0152}', '\u{8D}', '\u{017D}', '\u{8F}',
-    '\u{90}', '\u{2018}', '\u{2019}', '\u{201C}', '\u{201D}', '\u{2022}', '\u{2013}', '\u{2014}',
-    '\u{02DC}', '\u{2122}', '\u{0161}', '\u{203A}', '\u{0153}', '\u{9D}', '\u{017E}', '\u{0178}',
-];
 
 /// Decodes characters from bytes one at a time, without copying the input.
 #[derive(Debug, Clone)]
@@ -202,13 +195,10 @@ impl Iterator for Chars<'_> {
             Encoding::Utf8 => self.next_utf8(),
             Encoding::Utf16Le => self.next_utf16(false),
             Encoding::Utf16Be => self.next_utf16(true),
-            Encoding::Windows1252 => {
+            Encoding::SingleByte(page) => {
                 let byte = *self.bytes.get(self.pos)?;
                 self.pos += 1;
-                Some(match byte {
-                    0x80..=0x9F => WIN1252_HIGH[usize::from(byte - 0x80)],
-                    _ => char::from(byte),
-                })
+                Some(page.char_of(byte))
             }
         }
     }

@@ -4,32 +4,13 @@
 use std::borrow::Cow;
 
 use super::MtMessage;
-
-/// Windows-1252 for 0x80..=0x9F; the five unassigned bytes map to the C1 controls of the same
-/// value (as the WHATWG encoding standard does). Every other byte is its Latin-1 character.
-const CP1252_HIGH: [char; 32] = [
-    '\u{20AC}', '\u{0081}', '\u{201A}', '\u{0192}', '\u{201E}', '\u{2026}', '\u{2020}', '\u{2021}',
-    '\u{02C6}', '\u{2030}', '\u{0160}', '\u{2039}', '\u{0152}', '\u{008D}', '\u{017D}', '\u{008F}',
-    '\u{0090}', '\u{2018}', '\u{2019}', '\u{201C}', '\u{201D}', '\u{2022}', '\u{2013}', '\u{2014}',
-    '\u{02DC}', '\u{2122}', '\u{0161}', '\u{203A}', '\u{0153}', '\u{009D}', '\u{017E}', '\u{0178}',
-];
+use crate::import::codepage;
 
 /// Decodes the file as a whole: UTF-8 (a byte-order mark is dropped) when every byte of it is
-/// valid UTF-8, else Windows-1252 for every byte. Never fails.
+/// valid UTF-8, else the single-byte code page its bytes read best in (Windows-1252,
+/// Windows-1250, ISO-8859-2 or DOS 852; see `import::codepage`) for every byte. Never fails.
 pub(super) fn decode(bytes: &[u8]) -> Cow<'_, str> {
-    let bytes = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(bytes);
-    match std::str::from_utf8(bytes) {
-        Ok(text) => Cow::Borrowed(text),
-        Err(_) => Cow::Owned(
-            bytes
-                .iter()
-                .map(|&b| match b {
-                    0x80..=0x9F => CP1252_HIGH[usize::from(b - 0x80)],
-                    _ => char::from(b),
-                })
-                .collect(),
-        ),
-    }
+    codepage::decode_whole(bytes)
 }
 
 /// The lines of `text` with their 1-based numbers: CR, LF and CRLF all end a line; trailing

@@ -9,6 +9,9 @@ use crate::import::model::{EntryKind, ParsedBalance};
 pub(super) const DE_SAVINGS_BANK: &[u8] = include_bytes!("fixtures/de_savings_bank.sta");
 pub(super) const NL_BANK_SWIFT: &[u8] = include_bytes!("fixtures/nl_bank_swift.sta");
 pub(super) const PL_BANK_942: &[u8] = include_bytes!("fixtures/pl_bank_942.sta");
+/// The same Polish statement in Windows-1250 and in DOS code page 852.
+pub(super) const PL_BANK_CP1250: &[u8] = include_bytes!("fixtures/pl_bank_cp1250.sta");
+pub(super) const PL_BANK_CP852: &[u8] = include_bytes!("fixtures/pl_bank_cp852.sta");
 
 fn d(y: i32, m: u32, day: u32) -> NaiveDate {
     NaiveDate::from_ymd_opt(y, m, day).expect("date")
@@ -582,4 +585,41 @@ fn ten_mib_file() {
     let file = parse(&bytes).expect("parses");
     let entries: usize = file.statements.iter().map(|s| s.entries.len()).sum();
     assert!(entries > 50_000, "{entries}");
+}
+
+// 23
+#[test]
+fn polish_code_pages() {
+    for fixture in [PL_BANK_CP1250, PL_BANK_CP852] {
+        let file = parse(fixture).expect("parses");
+        assert_balanced(&file);
+        let st = &file.statements[0];
+        assert_eq!(
+            st.account.identifier.as_deref(),
+            Some("PL27114020040000300201355387")
+        );
+        let e = &st.entries;
+        assert_eq!(e.len(), 2);
+        assert_eq!(
+            e[0].text.as_deref(),
+            Some("Zażółć gęślą jaźń faktura 7/2025")
+        );
+        assert_eq!(e[0].counterparty.as_deref(), Some("Spółka Łódź Sp. z o.o."));
+        assert_eq!(e[1].text.as_deref(), Some("Zwrot za bilety"));
+        assert_eq!(
+            e[1].counterparty.as_deref(),
+            Some("JÓZEF ŚLĄSKI ul. Żeromskiego 5")
+        );
+    }
+    // ISO-8859-2, written inline: `ś`, `ą` and `ź` sit where Windows-1250 has none of them.
+    let latin2 = b":20:A\n:25:1\n:61:250102C1,00NTRFX\n:86:020~20Zap\xB3ata za gaz~32\xA3\xF3d\xBC \xB6ci\xB1g\n";
+    let e = &parse(latin2).expect("parses").statements[0].entries[0];
+    assert_eq!(e.text.as_deref(), Some("Zapłata za gaz"));
+    assert_eq!(e.counterparty.as_deref(), Some("Łódź ściąg"));
+    // A German Windows-1252 file stays Windows-1252 (its umlauts read alike in 1250).
+    let german =
+        b":20:A\n:25:1\n:61:250102C1,00NTRFX\n:86:166?20Geb\xFChr \xDCberweisung?32Stra\xDFe\n";
+    let e = &parse(german).expect("parses").statements[0].entries[0];
+    assert_eq!(e.text.as_deref(), Some("Gebühr Überweisung"));
+    assert_eq!(e.counterparty.as_deref(), Some("Straße"));
 }

@@ -10,22 +10,7 @@
 
 use std::borrow::Cow;
 
-/// Windows-1252 for 0x80..=0x9F; the five unassigned bytes map to the C1 controls of the same
-/// value, as the WHATWG encoding standard does.
-const CP1252_HIGH: [char; 32] = [
-    '\u{20AC}', '\u{0081}', '\u{201A}', '\u{0192}', '\u{201E}', '\u{2026}', '\u{2020}', '\u{2021}',
-    '\u{02C6}', '\u{2030}', '\u{0160}', '\u{2039}', '\u{0152}', '\u{008D}', '\u{017D}', '\u{008F}',
-    '\u{0090}', '\u{2018}', '\u{2019}', '\u{201C}', '\u{201D}', '\u{2022}', '\u{2013}', '\u{2014}',
-    '\u{02DC}', '\u{2122}', '\u{0161}', '\u{203A}', '\u{0153}', '\u{009D}', '\u{017E}', '\u{0178}',
-];
-
-/// The character a Windows-1252 byte stands for.
-pub(crate) fn cp1252_char(byte: u8) -> char {
-    match byte {
-        0x80..=0x9F => CP1252_HIGH[usize::from(byte - 0x80)],
-        _ => char::from(byte),
-    }
-}
+use crate::import::codepage::CodePage;
 
 /// Decodes the whole file: see the module documentation.
 pub(crate) fn decode(bytes: &[u8]) -> Cow<'_, str> {
@@ -53,7 +38,12 @@ fn decode_8bit(bytes: &[u8]) -> Cow<'_, str> {
     let mut out = String::with_capacity(bytes.len() + bytes.len() / 8);
     for chunk in bytes.utf8_chunks() {
         out.push_str(chunk.valid());
-        out.extend(chunk.invalid().iter().map(|&b| cp1252_char(b)));
+        out.extend(
+            chunk
+                .invalid()
+                .iter()
+                .map(|&b| CodePage::Windows1252.char_of(b)),
+        );
     }
     Cow::Owned(out)
 }

@@ -9,13 +9,14 @@ use super::*;
 use crate::import::model::EntryStatus;
 
 /// Every fixture, by name.
-const FIXTURES: [&str; 27] = [
+const FIXTURES: [&str; 28] = [
     "amex_blank_lines.qif",
     "autoswitch.qif",
     "autoswitch_uncleared.qif",
     "blank_split.qif",
     "bom_crlf.qif",
     "cleared.qif",
+    "cp1250.qif",
     "cp1252.qif",
     "day_first.qif",
     "decimal_comma.qif",
@@ -447,6 +448,16 @@ fn windows_1252() {
     assert_eq!(s.entries[0].text.as_deref(), Some("Café – 5 €"));
     assert_eq!(amounts(&s), vec![dec("-2.00")]);
     assert_eq!(dates(&s), vec![day(2018, 1, 9)]);
+}
+
+/// Quirk 26: Windows-1250 text (Polish exports), told from Windows-1252 by its letters.
+#[test]
+fn windows_1250() {
+    let s = only("cp1250.qif");
+    assert_eq!(payees(&s), vec!["Spółka Łódź", "Józef Śląski"]);
+    assert_eq!(s.entries[0].text.as_deref(), Some("Zażółć gęślą jaźń"));
+    assert_eq!(s.entries[1].text.as_deref(), Some("Zwrot – bilety"));
+    assert_eq!(amounts(&s), vec![dec("-250.00"), dec("120.50")]);
 }
 
 /// Quirk 23: a UTF-8 byte-order mark and CRLF; a lone CR.

@@ -10,31 +10,14 @@ use std::borrow::Cow;
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 
-/// Windows-1252 for 0x80..=0x9F (the five unassigned bytes map to the C1 controls of the same
-/// value, as the WHATWG encoding standard does); 0xA0..=0xFF are Latin-1.
-const CP1252_HIGH: [char; 32] = [
-    '\u{20AC}', '\u{0081}', '\u{201A}', '\u{0192}', '\u{201E}', '\u{2026}', '\u{2020}', '\u{2021}',
-    '\u{02C6}', '\u{2030}', '\u{0160}', '\u{2039}', '\u{0152}', '\u{008D}', '\u{017D}', '\u{008F}',
-    '\u{0090}', '\u{2018}', '\u{2019}', '\u{201C}', '\u{201D}', '\u{2022}', '\u{2013}', '\u{2014}',
-    '\u{02DC}', '\u{2122}', '\u{0161}', '\u{203A}', '\u{0153}', '\u{009D}', '\u{017E}', '\u{0178}',
-];
+use crate::import::codepage;
 
 /// The file as text: a UTF-8 byte-order mark is dropped; valid UTF-8 is read as UTF-8, and
-/// every byte that is not part of a valid UTF-8 sequence as Windows-1252. Never fails.
+/// every byte that is not part of a valid UTF-8 sequence in the single-byte code page those
+/// bytes read best in (Windows-1252, Windows-1250, ISO-8859-2 or DOS 852; see
+/// `import::codepage`). Never fails.
 pub(super) fn decode(bytes: &[u8]) -> Cow<'_, str> {
-    let bytes = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(bytes);
-    if let Ok(text) = std::str::from_utf8(bytes) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        out.push_str(chunk.valid());
-        out.extend(chunk.invalid().iter().map(|&b| match b {
-            0x80..=0x9F => CP1252_HIGH[usize::from(b - 0x80)],
-            _ => char::from(b),
-        }));
-    }
-    Cow::Owned(out)
+    codepage::decode_mixed(bytes)
 }
 
 /// The lines of the text with their 1-based numbers: `\r\n`, `\n` and a lone `\r` (old Mac
