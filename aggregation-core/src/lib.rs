@@ -63,6 +63,8 @@ pub use providers::{SchwabConfig, SchwabProvider};
 #[doc(inline)]
 #[cfg(feature = "simplefin")]
 pub use providers::{SimplefinConfig, SimplefinProvider};
+#[cfg(feature = "enablebanking")]
+pub use providers::{EnableBankingConfig, EnableBankingProvider};
 #[doc(no_inline)]
 pub use rate_limit::IpNet;
 #[doc(inline)]

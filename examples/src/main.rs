@@ -18,8 +18,8 @@ use aggregation_core::metrics::Metrics;
 use aggregation_core::{
     AggregationService, BuildError, Config, ConfigError, InMemoryRateLimitStore, IpNet, Keyring,
     LoginFailureLimit, Mailer, OutboxMailer, PolicyTable, PostgresStore, RedisEventRelay,
-    RedisRateLimitStore, SchemaName, SchwabConfig, SchwabProvider, SimplefinConfig,
-    SimplefinProvider, SmtpMailer, SqliteStore, Store, StoreError, WorkLimits, parse_cidr_list,
+    EnableBankingConfig, EnableBankingProvider, RedisRateLimitStore, SchemaName, SchwabConfig,
+    SchwabProvider, SimplefinConfig, SimplefinProvider, SmtpMailer, SqliteStore, Store, StoreError, WorkLimits, parse_cidr_list,
 };
 use aggregation_sandbox::{SchwabSandbox, SimplefinSandbox};
 use base64::Engine as _;
@@ -208,6 +208,20 @@ struct Cli {
     /// addresses) on the allowed hosts.
     #[arg(long, env = "AGG_SIMPLEFIN_ALLOW_HTTP", default_value = "0")]
     simplefin_allow_http: String,
+    /// Enable Banking application id (from its control panel); the `enablebanking`
+    /// provider is offered only when it and AGG_ENABLEBANKING_KEY_FILE are set.
+    #[arg(long, env = "AGG_ENABLEBANKING_APP_ID")]
+    enablebanking_app_id: Option<String>,
+    /// PEM file of the Enable Banking application's RSA private key, read once at start.
+    #[arg(long, env = "AGG_ENABLEBANKING_KEY_FILE")]
+    enablebanking_key_file: Option<PathBuf>,
+    /// Enable Banking API address.
+    #[arg(
+        long,
+        env = "AGG_ENABLEBANKING_BASE_URL",
+        default_value = "https://api.enablebanking.com"
+    )]
+    enablebanking_base_url: String,
     /// Seconds between background syncs of every connection; unset: no background sync.
     #[arg(
         long,
@@ -619,6 +633,7 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         builder = builder.provider(provider);
         tracing::info!(page = %page, "provider simplefin-sandbox offered, served by this server; its page shows a setup token");
     }
+    builder = enable_banking(&cli, builder)?;
     let service = builder.build()?;
     // Users registered before AGG_ADMIN_EMAILS named them get the role now; later
     // registrations get it as they register.
@@ -691,6 +706,49 @@ async fn run(cli: Cli) -> Result<(), StartError> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Offers `enablebanking` when its application id and key file are set (both or neither).
+/// The key is read here, once; one that cannot sign stops the server.
+fn enable_banking(
+    cli: &Cli,
+    builder: aggregation_core::AggregationServiceBuilder,
+) -> Result<aggregation_core::AggregationServiceBuilder, StartError> {
+    let app_id = cli
+        .enablebanking_app_id
+        .as_deref()
+        .map(str::trim)
+        .filter(|id| !id.is_empty());
+    let (app_id, key_file) = match (app_id, &cli.enablebanking_key_file) {
+        (None, None) => return Ok(builder),
+        (Some(app_id), Some(key_file)) => (app_id, key_file),
+        (None, Some(_)) => {
+            return Err(setting(
+                "AGG_ENABLEBANKING_APP_ID",
+                "set both AGG_ENABLEBANKING_APP_ID and AGG_ENABLEBANKING_KEY_FILE, or neither",
+            ));
+        }
+        (Some(_), None) => {
+            return Err(setting(
+                "AGG_ENABLEBANKING_KEY_FILE",
+                "set both AGG_ENABLEBANKING_APP_ID and AGG_ENABLEBANKING_KEY_FILE, or neither",
+            ));
+        }
+    };
+    let base_url = cli.enablebanking_base_url.trim();
+    if !base_url.starts_with("http://") && !base_url.starts_with("https://") {
+        return Err(setting(
+            "AGG_ENABLEBANKING_BASE_URL",
+            "expected an http(s) URL",
+        ));
+    }
+    let config = EnableBankingConfig::from_key_file(app_id, key_file)
+        .map_err(|e| setting("AGG_ENABLEBANKING_KEY_FILE", e))?
+        .with_base_url(base_url);
+    let provider =
+        EnableBankingProvider::new(config).map_err(|e| setting("AGG_ENABLEBANKING_KEY_FILE", e))?;
+    tracing::info!("provider enablebanking offered");
+    Ok(builder.provider(provider))
 }
 
 /// How long a shutdown waits for queued emails to be sent.

@@ -51,6 +51,12 @@ pub mod simplefin;
 #[cfg(feature = "simplefin")]
 pub use simplefin::{SimplefinConfig, SimplefinProvider};
 
+#[cfg(feature = "enablebanking")]
+pub mod enablebanking;
+
+#[cfg(feature = "enablebanking")]
+pub use enablebanking::{EnableBankingConfig, EnableBankingProvider};
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
