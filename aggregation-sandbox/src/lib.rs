@@ -1,8 +1,10 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+mod enablebanking;
 mod schwab;
 mod simplefin;
 
+pub use enablebanking::EnableBankingSandbox;
 pub use schwab::SchwabSandbox;
 pub use simplefin::{CHECKING_ID, SANDBOX_ERROR, SimplefinSandbox};
