@@ -21,7 +21,7 @@ use aggregation_core::{
     EnableBankingConfig, EnableBankingProvider, RedisRateLimitStore, SchemaName, SchwabConfig,
     SchwabProvider, SimplefinConfig, SimplefinProvider, SmtpMailer, SqliteStore, Store, StoreError, WorkLimits, parse_cidr_list,
 };
-use aggregation_sandbox::{SchwabSandbox, SimplefinSandbox};
+use aggregation_sandbox::{EnableBankingSandbox, SchwabSandbox, SimplefinSandbox};
 use base64::Engine as _;
 use clap::{Parser, Subcommand};
 use rand::RngExt as _;
@@ -190,8 +190,10 @@ struct Cli {
     #[arg(long, env = "AGG_SCHWAB_CLIENT_SECRET", hide_env_values = true)]
     schwab_client_secret: Option<String>,
     /// `1` serves a Schwab-compatible sandbox under /sandbox/schwab and offers it as the
-    /// `schwab-sandbox` provider, and a SimpleFIN-compatible bridge under /sandbox/simplefin
-    /// offered as `simplefin-sandbox` (its page, /sandbox/simplefin/, shows a setup token).
+    /// `schwab-sandbox` provider, a SimpleFIN-compatible bridge under /sandbox/simplefin
+    /// offered as `simplefin-sandbox` (its page, /sandbox/simplefin/, shows a setup token),
+    /// and an Enable Banking-compatible API under /sandbox/enablebanking offered as
+    /// `enablebanking-sandbox` (two banks, FI and DE, with an approval page).
     #[arg(long, env = "AGG_SANDBOX", default_value = "0")]
     sandbox: String,
     /// `1` offers the `simplefin` provider (SimpleFIN Bridge; no application credentials).
@@ -539,6 +541,12 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         .map_err(|e| setting("AGG_BIND", e))?;
     let address = listener.local_addr()?;
     let config = config(&cli, address, sandbox)?.with_keyring(keyring);
+    let enablebanking_sandbox = sandbox.then(|| {
+        EnableBankingSandbox::new(format!(
+            "{}{ENABLEBANKING_SANDBOX_PREFIX}",
+            config.base_url()
+        ))
+    });
     let simplefin_sandbox = sandbox.then(|| {
         let base = format!("{}{SIMPLEFIN_SANDBOX_PREFIX}", config.base_url());
         (SimplefinSandbox::new(base.clone()), format!("{base}/"))
@@ -634,6 +642,20 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         tracing::info!(page = %page, "provider simplefin-sandbox offered, served by this server; its page shows a setup token");
     }
     builder = enable_banking(&cli, builder)?;
+    if let Some(api) = &enablebanking_sandbox {
+        let mut sandbox_config =
+            EnableBankingConfig::new(api.application_id(), api.private_key_pem())
+                .with_base_url(api.base_url());
+        sandbox_config.slug = "enablebanking-sandbox".to_owned();
+        sandbox_config.name = "Enable Banking (sandbox)".to_owned();
+        sandbox_config.countries = vec!["DE".to_owned(), "FI".to_owned()];
+        // Unlimited, so a demo can sync again and watch pending rows book.
+        sandbox_config.budget = None;
+        let provider =
+            EnableBankingProvider::new(sandbox_config).map_err(|e| setting("AGG_SANDBOX", e))?;
+        builder = builder.provider(provider);
+        tracing::info!(base = %api.base_url(), "provider enablebanking-sandbox offered, served by this server");
+    }
     let service = builder.build()?;
     // Users registered before AGG_ADMIN_EMAILS named them get the role now; later
     // registrations get it as they register.
@@ -672,6 +694,9 @@ async fn run(cli: Cli) -> Result<(), StartError> {
     }
     if let Some((bridge, _)) = simplefin_sandbox {
         router = router.nest_service(SIMPLEFIN_SANDBOX_PREFIX, bridge);
+    }
+    if let Some(api) = enablebanking_sandbox {
+        router = router.nest_service(ENABLEBANKING_SANDBOX_PREFIX, api);
     }
     let timeouts = serve::Timeouts {
         header_read: Duration::from_secs(cli.header_timeout_seconds.max(1)),
@@ -762,6 +787,9 @@ const SANDBOX_PREFIX: &str = "/sandbox/schwab";
 
 /// Where the SimpleFIN sandbox bridge is served.
 const SIMPLEFIN_SANDBOX_PREFIX: &str = "/sandbox/simplefin";
+
+/// Where the Enable Banking sandbox API is served.
+const ENABLEBANKING_SANDBOX_PREFIX: &str = "/sandbox/enablebanking";
 
 /// The sandbox's default redirect target: shows the code and state to post to the callback
 /// (with the bearer token of the user who connects, unless

@@ -59,7 +59,7 @@ use url::Url;
 
 use self::jwt::ApplicationToken;
 use self::mapping::{
-    AspspList, AspspRef, AuthStarted, BalanceList, ErrorBody, Mapped, SessionCreated,
+    AspspList, AspspRef, AuthStarted, BalanceList, ErrorBody, SessionCreated,
     SessionSecret, TransactionPage,
 };
 #[cfg(any())] // TEMP-UNTIL-CREDS
@@ -539,13 +539,13 @@ impl EnableBankingProvider {
             let page: TransactionPage = self.send(Call::Transactions, self.http.get(url)).await?;
             for value in page.transactions {
                 match mapping::map_transaction(value, account.currency.as_deref(), &mut seen) {
-                    Ok(Mapped::Row(row)) => {
+                    Ok(Some(row)) => {
                         // A bank may repeat a row on a page boundary.
                         if ids.insert(row.provider_transaction_id.clone()) {
                             fetched.items.push(row);
                         }
                     }
-                    Ok(Mapped::Skipped) => {}
+                    Ok(None) => {}
                     Err(error) => fetched.errors.push(error),
                 }
             }

@@ -211,9 +211,10 @@ fn session_account(account: AccountResource) -> SessionAccount {
         &account.uid,
     );
     let account_number = iban.as_deref().or(other.as_deref()).map(mask_account_number);
-    let name = non_blank(account.name)
-        .or_else(|| non_blank(account.details))
+    // `name` is the account holder's name, so the account's own description comes first.
+    let name = non_blank(account.details)
         .or_else(|| non_blank(account.product.clone()))
+        .or_else(|| non_blank(account.name))
         .or_else(|| account_number.as_ref().map(|number| format!("Account {number}")))
         .unwrap_or_else(|| "Account".to_owned());
     SessionAccount {
@@ -429,16 +430,8 @@ struct Party {
     name: Option<String>,
 }
 
-/// What mapping one transaction gave.
-#[derive(Debug)]
-pub(super) enum Mapped {
-    /// A record.
-    Row(NewTransaction),
-    /// A transaction that did not happen (cancelled, rejected, only scheduled): not recorded.
-    Skipped,
-}
-
-/// Reads one transaction. Amounts are positive with `credit_debit_indicator` (`DBIT`:
+/// Reads one transaction: its record, or `None` for one that did not happen (cancelled,
+/// rejected, only scheduled), which is not recorded. Amounts are positive with `credit_debit_indicator` (`DBIT`:
 /// money out, negative). `BOOK` is settled; `PDNG` and `HOLD` are pending; `CNCL`, `RJCT`,
 /// `SCHD` and `INFO` are skipped; without a status, a booking date means settled. The id is
 /// `entry_reference`, else a digest of the transaction's fields numbered by occurrence
@@ -447,7 +440,7 @@ pub(super) fn map_transaction(
     value: serde_json::Value,
     account_currency: Option<&str>,
     seen: &mut HashMap<String, u32>,
-) -> Result<Mapped, SyncItemError> {
+) -> Result<Option<NewTransaction>, SyncItemError> {
     let item = value
         .get("entry_reference")
         .and_then(serde_json::Value::as_str)
@@ -473,7 +466,7 @@ pub(super) fn map_transaction(
     let pending = match status.as_str() {
         "BOOK" => false,
         "PDNG" | "HOLD" => true,
-        "CNCL" | "RJCT" | "SCHD" | "INFO" => return Ok(Mapped::Skipped),
+        "CNCL" | "RJCT" | "SCHD" | "INFO" => return Ok(None),
         _ => transaction.booking_date.is_none(),
     };
     let magnitude = transaction.transaction_amount.value().map_err(fail)?.abs();
@@ -551,7 +544,7 @@ pub(super) fn map_transaction(
             format!("digest-{digest}-{occurrence}")
         }
     };
-    Ok(Mapped::Row(NewTransaction {
+    Ok(Some(NewTransaction {
         provider_transaction_id: id,
         transaction_type: TransactionType::Other,
         subtype: None,
@@ -644,8 +637,8 @@ mod tests {
     fn accounts_are_keyed_by_their_hash_else_a_digest_of_the_iban() {
         let (accounts, errors) = session_accounts(vec![
             json!({"uid": "u1", "identification_hash": "h1",
-                   "account_id": {"iban": "FI21 1234 5600 0007 85"},
-                   "name": "Current", "cash_account_type": "CACC", "currency": "eur"}),
+                   "account_id": {"iban": "FI21 1234 5600 0007 85"}, "name": "A. Holder",
+                   "details": "Current", "cash_account_type": "CACC", "currency": "eur"}),
             json!({"uid": "u2", "account_id": {"iban": "fi2112345600000785"},
                    "product": "Card", "cash_account_type": "CARD"}),
             json!({"uid": "u3"}),
@@ -655,6 +648,7 @@ mod tests {
         assert_eq!(accounts[0].key, "h1");
         assert_eq!(accounts[0].account_number.as_deref(), Some("****0785"));
         assert_eq!(accounts[0].currency.as_deref(), Some("EUR"));
+        assert_eq!(accounts[0].name, "Current");
         assert!(accounts[1].key.starts_with("iban-"));
         assert!(!accounts[1].key.contains("0785"));
         assert_eq!(accounts[1].name, "Card");
@@ -711,10 +705,9 @@ mod tests {
             "booking_date": "2026-03-02", "value_date": "2026-03-01",
             "creditor": {"name": "Cafe"}, "remittance_information": ["Card purchase", " 1234 "]
         });
-        let Mapped::Row(row) = map_transaction(debit, Some("EUR"), &mut seen).expect("maps")
-        else {
-            panic!("skipped")
-        };
+        let row = map_transaction(debit, Some("EUR"), &mut seen)
+            .expect("maps")
+            .expect("a row");
         assert_eq!(row.amount.to_string(), "-12.30");
         assert_eq!(row.status, TransactionStatus::Settled);
         assert_eq!(row.transaction_date.to_string(), "2026-03-02");
@@ -725,11 +718,12 @@ mod tests {
             "transaction_amount": {"currency": "EUR", "amount": "50"},
             "transaction_date": "2026-03-03", "debtor": {"name": "Employer"}
         });
-        let first = map_transaction(pending.clone(), None, &mut seen).expect("maps");
-        let second = map_transaction(pending, None, &mut seen).expect("maps");
-        let (Mapped::Row(first), Mapped::Row(second)) = (first, second) else {
-            panic!("skipped")
-        };
+        let first = map_transaction(pending.clone(), None, &mut seen)
+            .expect("maps")
+            .expect("a row");
+        let second = map_transaction(pending, None, &mut seen)
+            .expect("maps")
+            .expect("a row");
         assert_eq!(first.status, TransactionStatus::Pending);
         assert_eq!(first.amount.to_string(), "50");
         assert_eq!(first.description.as_deref(), Some("Employer"));
@@ -740,7 +734,7 @@ mod tests {
             "transaction_amount": {"currency": "EUR", "amount": "1"}, "booking_date": "2026-03-03"});
         assert!(matches!(
             map_transaction(cancelled, None, &mut seen),
-            Ok(Mapped::Skipped)
+            Ok(None)
         ));
         let unsigned = json!({"transaction_amount": {"currency": "EUR", "amount": "1"},
             "booking_date": "2026-03-03"});
