@@ -56,7 +56,7 @@ pub use mail::{
 #[doc(inline)]
 pub use mount::Mount;
 #[doc(inline)]
-pub use providers::{Provider, ProviderError, ProviderTokens};
+pub use providers::{Provider, ProviderCredentials, ProviderError, ProviderSecret};
 #[doc(inline)]
 #[cfg(feature = "schwab")]
 pub use providers::{SchwabConfig, SchwabProvider};

@@ -6,7 +6,8 @@ use std::str::FromStr as _;
 
 use aggregation_core::SchwabProvider;
 use aggregation_core::providers::{
-    AuthorizationRequest, DateRange, Provider as _, ProviderError, ProviderTokens,
+    AuthorizationRequest, DateRange, Provider as _, ProviderCredentials, ProviderError,
+    ProviderSecret,
 };
 use aggregation_core::store::{AccountType, AssetType, TransactionStatus, TransactionType};
 use aggregation_sandbox::SchwabSandbox;
@@ -59,7 +60,26 @@ async fn sandbox_provider() -> (SchwabSandbox, SchwabProvider) {
     (sandbox, provider)
 }
 
-async fn connect(sandbox: &SchwabSandbox, provider: &SchwabProvider) -> ProviderTokens {
+/// A field of the Schwab provider's secret (`access_token`, `refresh_token`, `scope`).
+fn secret_field(credentials: &ProviderCredentials, name: &str) -> Option<String> {
+    credentials.secret.as_json()[name]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Schwab credentials holding these tokens.
+fn schwab_credentials(access_token: &str, refresh_token: &str) -> ProviderCredentials {
+    ProviderCredentials {
+        secret: ProviderSecret::from_json(serde_json::json!({
+            "access_token": access_token,
+            "refresh_token": refresh_token,
+        })),
+        renew_at: None,
+        consent_expires_at: None,
+    }
+}
+
+async fn connect(sandbox: &SchwabSandbox, provider: &SchwabProvider) -> ProviderCredentials {
     let code = sandbox.issue_code(REDIRECT_URI, Some(CHALLENGE));
     provider
         .exchange_code(&code, REDIRECT_URI, Some(VERIFIER))
@@ -77,11 +97,10 @@ async fn authorize_then_exchange_with_pkce() {
     assert!(provider.supports_pkce());
     assert_eq!(provider.slug(), "schwab-sandbox");
     let address = provider
-        .authorization_url(&AuthorizationRequest {
-            state: "state-123",
-            redirect_uri: REDIRECT_URI,
-            pkce_challenge: Some(CHALLENGE),
-        })
+        .authorization_url(
+            &AuthorizationRequest::new("state-123", REDIRECT_URI)
+                .with_pkce_challenge(Some(CHALLENGE)),
+        )
         .unwrap();
     // The user agent visits the address; the sandbox consents and redirects at once.
     let client = reqwest::Client::builder()
@@ -102,17 +121,18 @@ async fn authorize_then_exchange_with_pkce() {
         .exchange_code(&pairs["code"], REDIRECT_URI, Some(VERIFIER))
         .await
         .unwrap();
-    assert!(!tokens.access_token.is_empty());
-    assert!(tokens.refresh_token.is_some());
-    assert_eq!(tokens.scope.as_deref(), Some("api"));
-    let lifetime = tokens.expires_at - before;
+    assert!(!secret_field(&tokens, "access_token").unwrap().is_empty());
+    assert!(secret_field(&tokens, "refresh_token").is_some());
+    assert_eq!(secret_field(&tokens, "scope").as_deref(), Some("api"));
+    assert!(!format!("{tokens:?}").contains(&secret_field(&tokens, "access_token").unwrap()));
+    let lifetime = tokens.renew_at.unwrap() - before;
     assert!(
         lifetime > TimeDelta::seconds(1790) && lifetime <= TimeDelta::seconds(1801),
         "{lifetime}"
     );
     assert_eq!(sandbox.token_requests(), 1);
     // The tokens work.
-    let accounts = provider.accounts(&tokens.access_token).await.unwrap();
+    let accounts = provider.accounts(&tokens).await.unwrap();
     assert_eq!(accounts.items.len(), 2);
 
     // The code is single-use.
@@ -183,21 +203,26 @@ async fn wrong_client_secret_is_an_http_error() {
 async fn refresh_rotates_and_revoked_is_an_invalid_grant() {
     let (sandbox, provider) = sandbox_provider().await;
     let first = connect(&sandbox, &provider).await;
-    let old_refresh = first.refresh_token.clone().unwrap();
-    let second = provider.refresh_tokens(&old_refresh).await.unwrap();
-    assert_ne!(second.access_token, first.access_token);
-    let new_refresh = second.refresh_token.clone().unwrap();
+    let old_refresh = secret_field(&first, "refresh_token").unwrap();
+    let second = provider.renew_credentials(&first).await.unwrap();
+    assert_ne!(
+        secret_field(&second, "access_token"),
+        secret_field(&first, "access_token")
+    );
+    let new_refresh = secret_field(&second, "refresh_token").unwrap();
     assert_ne!(new_refresh, old_refresh);
-    provider.accounts(&second.access_token).await.unwrap();
+    provider.accounts(&second).await.unwrap();
     // The rotated-out token no longer works.
-    let stale = provider.refresh_tokens(&old_refresh).await;
+    let stale = provider.renew_credentials(&first).await;
     assert!(
         matches!(stale, Err(ProviderError::InvalidGrant(_))),
         "{stale:?}"
     );
 
     sandbox.revoke_refresh_tokens();
-    let revoked = provider.refresh_tokens(&new_refresh).await;
+    let revoked = provider
+        .renew_credentials(&schwab_credentials("made-up", &new_refresh))
+        .await;
     assert!(
         matches!(revoked, Err(ProviderError::InvalidGrant(_))),
         "{revoked:?}"
@@ -209,7 +234,7 @@ async fn refresh_rotates_and_revoked_is_an_invalid_grant() {
 async fn accounts_map_from_the_sandbox() {
     let (sandbox, provider) = sandbox_provider().await;
     let tokens = connect(&sandbox, &provider).await;
-    let fetched = provider.accounts(&tokens.access_token).await.unwrap();
+    let fetched = provider.accounts(&tokens).await.unwrap();
     assert!(fetched.errors.is_empty(), "{:?}", fetched.errors);
     let hashes = sandbox.account_hashes();
     let [margin, cash] = fetched.items.as_slice() else {
@@ -237,10 +262,7 @@ async fn holdings_map_from_the_sandbox() {
     let (sandbox, provider) = sandbox_provider().await;
     let tokens = connect(&sandbox, &provider).await;
     let hashes = sandbox.account_hashes();
-    let fetched = provider
-        .holdings(&tokens.access_token, &hashes[0])
-        .await
-        .unwrap();
+    let fetched = provider.holdings(&tokens, &hashes[0]).await.unwrap();
     assert!(fetched.errors.is_empty(), "{:?}", fetched.errors);
     let [aapl, vti, swvxx] = fetched.items.as_slice() else {
         panic!("{:?}", fetched.items)
@@ -261,22 +283,16 @@ async fn holdings_map_from_the_sandbox() {
 
     assert!(sandbox.remove_position("VTI"));
     assert!(sandbox.set_position_quantity("AAPL", dec("12.345")));
-    let fetched = provider
-        .holdings(&tokens.access_token, &hashes[0])
-        .await
-        .unwrap();
+    let fetched = provider.holdings(&tokens, &hashes[0]).await.unwrap();
     let symbols: Vec<&str> = fetched.items.iter().map(|h| h.symbol.as_str()).collect();
     assert_eq!(symbols, ["AAPL", "SWVXX"]);
     assert_eq!(fetched.items[0].quantity.to_string(), "12.345");
 
-    let cash = provider
-        .holdings(&tokens.access_token, &hashes[1])
-        .await
-        .unwrap();
+    let cash = provider.holdings(&tokens, &hashes[1]).await.unwrap();
     assert_eq!(cash.items.len(), 1);
     assert_eq!(cash.items[0].symbol, "MSFT");
 
-    let unknown = provider.holdings(&tokens.access_token, "NOT-A-HASH").await;
+    let unknown = provider.holdings(&tokens, "NOT-A-HASH").await;
     assert!(
         matches!(unknown, Err(ProviderError::InvalidResponse(_))),
         "{unknown:?}"
@@ -294,7 +310,7 @@ async fn transactions_map_and_filter_by_date() {
         end: today - TimeDelta::days(to),
     };
     let all = provider
-        .transactions(&tokens.access_token, &hashes[0], range(60, 0))
+        .transactions(&tokens, &hashes[0], range(60, 0))
         .await
         .unwrap();
     assert!(all.errors.is_empty(), "{:?}", all.errors);
@@ -335,7 +351,7 @@ async fn transactions_map_and_filter_by_date() {
 
     // The range is inclusive on both days.
     let window = provider
-        .transactions(&tokens.access_token, &hashes[0], range(40, 20))
+        .transactions(&tokens, &hashes[0], range(40, 20))
         .await
         .unwrap();
     let mut ids: Vec<&str> = window
@@ -346,19 +362,19 @@ async fn transactions_map_and_filter_by_date() {
     ids.sort_unstable();
     assert_eq!(ids, ["90000002", "90000003"]);
     let empty = provider
-        .transactions(&tokens.access_token, &hashes[0], range(100, 70))
+        .transactions(&tokens, &hashes[0], range(100, 70))
         .await
         .unwrap();
     assert!(empty.items.is_empty());
     let backwards = provider
-        .transactions(&tokens.access_token, &hashes[0], range(0, 60))
+        .transactions(&tokens, &hashes[0], range(0, 60))
         .await
         .unwrap();
     assert!(backwards.items.is_empty());
 
     assert!(sandbox.add_transaction(1, 424_242, dec("123.45"), "TEST DEPOSIT"));
     let cash = provider
-        .transactions(&tokens.access_token, &hashes[1], range(0, 0))
+        .transactions(&tokens, &hashes[1], range(0, 0))
         .await
         .unwrap();
     assert_eq!(cash.items.len(), 1);
@@ -372,18 +388,20 @@ async fn expired_or_unknown_access_tokens_are_unauthorized() {
     let (sandbox, provider) = sandbox_provider().await;
     let tokens = connect(&sandbox, &provider).await;
     let hash = sandbox.account_hashes()[0].clone();
-    let unknown = provider.accounts("not-a-token").await;
+    let unknown = provider
+        .accounts(&schwab_credentials("not-a-token", "none"))
+        .await;
     assert!(
         matches!(unknown, Err(ProviderError::Unauthorized)),
         "{unknown:?}"
     );
     sandbox.expire_access_tokens();
-    let accounts = provider.accounts(&tokens.access_token).await;
+    let accounts = provider.accounts(&tokens).await;
     assert!(
         matches!(accounts, Err(ProviderError::Unauthorized)),
         "{accounts:?}"
     );
-    let holdings = provider.holdings(&tokens.access_token, &hash).await;
+    let holdings = provider.holdings(&tokens, &hash).await;
     assert!(
         matches!(holdings, Err(ProviderError::Unauthorized)),
         "{holdings:?}"
@@ -393,19 +411,14 @@ async fn expired_or_unknown_access_tokens_are_unauthorized() {
         start: today,
         end: today,
     };
-    let transactions = provider
-        .transactions(&tokens.access_token, &hash, range)
-        .await;
+    let transactions = provider.transactions(&tokens, &hash, range).await;
     assert!(
         matches!(transactions, Err(ProviderError::Unauthorized)),
         "{transactions:?}"
     );
     // A refresh brings access back.
-    let refreshed = provider
-        .refresh_tokens(tokens.refresh_token.as_deref().unwrap())
-        .await
-        .unwrap();
-    provider.accounts(&refreshed.access_token).await.unwrap();
+    let refreshed = provider.renew_credentials(&tokens).await.unwrap();
+    provider.accounts(&refreshed).await.unwrap();
 }
 
 #[tokio::test]
@@ -413,13 +426,13 @@ async fn failing_data_endpoints_are_http_errors() {
     let (sandbox, provider) = sandbox_provider().await;
     let tokens = connect(&sandbox, &provider).await;
     sandbox.set_failing(true);
-    let result = provider.accounts(&tokens.access_token).await;
+    let result = provider.accounts(&tokens).await;
     let Err(ProviderError::Http(message)) = result else {
         panic!("{result:?}")
     };
     assert!(message.contains("500"), "{message}");
     sandbox.set_failing(false);
-    provider.accounts(&tokens.access_token).await.unwrap();
+    provider.accounts(&tokens).await.unwrap();
 }
 
 #[tokio::test]
@@ -450,7 +463,9 @@ async fn redirects_are_not_followed() {
     };
     assert!(message.contains("307"), "{message}");
     assert_eq!(sandbox.token_requests(), 0);
-    let refresh = provider.refresh_tokens("anything").await;
+    let refresh = provider
+        .renew_credentials(&schwab_credentials("made-up", "anything"))
+        .await;
     assert!(
         matches!(refresh, Err(ProviderError::Http(_))),
         "{refresh:?}"
@@ -460,7 +475,7 @@ async fn redirects_are_not_followed() {
     // A data call is not followed either, so the bearer token never leaves for elsewhere.
     let direct = SchwabProvider::new(sandbox.config(serve(sandbox.clone()).await)).unwrap();
     let tokens = connect(&sandbox, &direct).await;
-    let accounts = provider.accounts(&tokens.access_token).await;
+    let accounts = provider.accounts(&tokens).await;
     let Err(ProviderError::Http(message)) = accounts else {
         panic!("{accounts:?}")
     };

@@ -142,7 +142,7 @@ fn bench_sync(c: &mut Criterion) {
     group.bench_function("provider_fetch", |b| {
         b.to_async(&runtime).iter(|| async {
             let fetched = provider
-                .transactions(&tokens.access_token, &account, range)
+                .transactions(&tokens, &account, range)
                 .await
                 .expect("fetch");
             assert!(fetched.items.len() as u64 >= TRANSACTIONS);

@@ -424,7 +424,7 @@ async fn connect(
     }
     state.connections.offers_oauth(&slug)?;
     if provider.needs_institution() {
-        let Some(institution_id) = institution_id else {
+        let Some(institution_id) = institution_id.as_deref() else {
             return Err(ApiError::field(
                 "institution_id",
                 "required",
@@ -453,7 +453,16 @@ async fn connect(
     let redirect_uri = allowed_redirect_uri(&state.config, redirect_uri)?;
     let authorization = state
         .connections
-        .start_authorization(claims.sub, &slug, alias, redirect_uri)
+        .start_authorization(
+            claims.sub,
+            &slug,
+            alias,
+            redirect_uri,
+            institution_id
+                .as_deref()
+                .filter(|_| provider.needs_institution()),
+            None,
+        )
         .await?;
     json(
         StatusCode::CREATED,

@@ -14,8 +14,8 @@ use uuid::Uuid;
 
 use super::flights::RefreshFlights;
 use super::{
-    AuthorizationRequest, ConnectMethod, Institution, Provider, ProviderError, ProviderTokens,
-    Providers,
+    AuthorizationRequest, ConnectMethod, Institution, Provider, ProviderCredentials, ProviderError,
+    ProviderSecret, Providers,
 };
 use crate::config::Config;
 use crate::crypto::{CryptoError, new_pkce_pair, random_urlsafe_token, token_digest};
@@ -93,11 +93,62 @@ pub(crate) struct TokenRefresh {
     pub(crate) expires_at: DateTime<Utc>,
 }
 
-/// Decrypted provider tokens with the stored ciphertext they came from: the version a
-/// refresh compares the stored credentials against.
-pub(super) struct HeldTokens {
-    tokens: ProviderTokens,
+/// Decrypted provider credentials with the stored ciphertext they came from: the version a
+/// renewal compares the stored credentials against.
+pub(super) struct HeldCredentials {
+    credentials: ProviderCredentials,
     sealed: Vec<u8>,
+}
+
+/// The credentials' shape before secrets were opaque (an OAuth token pair), as connections
+/// stored by earlier releases still hold them.
+#[derive(serde::Deserialize)]
+struct LegacyTokens {
+    access_token: String,
+    #[serde(default)]
+    refresh_token: Option<String>,
+    expires_at: DateTime<Utc>,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    consent_expires_at: Option<DateTime<Utc>>,
+}
+
+impl From<LegacyTokens> for ProviderCredentials {
+    /// The tokens become a secret with the same field names, which is how the built-in
+    /// providers read their secrets; the access token's expiry is when to renew.
+    fn from(legacy: LegacyTokens) -> Self {
+        let mut secret = serde_json::Map::new();
+        secret.insert("access_token".to_owned(), legacy.access_token.into());
+        if let Some(refresh_token) = legacy.refresh_token {
+            secret.insert("refresh_token".to_owned(), refresh_token.into());
+        }
+        if let Some(scope) = legacy.scope {
+            secret.insert("scope".to_owned(), scope.into());
+        }
+        Self {
+            secret: ProviderSecret::from_json(serde_json::Value::Object(secret)),
+            renew_at: Some(legacy.expires_at),
+            consent_expires_at: legacy.consent_expires_at,
+        }
+    }
+}
+
+/// Decrypts a connection's stored credentials: the current shape, or the token pair earlier
+/// releases stored (read as a secret with the same field names).
+pub(crate) fn open_credentials(
+    keyring: &crate::crypto::Keyring,
+    connection_id: Uuid,
+    key_id: &str,
+    sealed: &[u8],
+) -> Result<ProviderCredentials, CryptoError> {
+    let plain = keyring.decrypt(key_id, sealed, connection_id.as_bytes())?;
+    if let Ok(credentials) = serde_json::from_slice::<ProviderCredentials>(&plain) {
+        return Ok(credentials);
+    }
+    serde_json::from_slice::<LegacyTokens>(&plain)
+        .map(ProviderCredentials::from)
+        .map_err(|_| CryptoError::Damaged)
 }
 
 /// The rule of an authorization's events: `connection.created` of the connection saved
@@ -253,6 +304,9 @@ impl Connections {
         user_id: Uuid,
         connection_id: Uuid,
     ) -> Result<(), ConnectionError> {
+        let connection = self.owned(user_id, connection_id).await?;
+        // Read before the store drops them, for the provider to end what they grant.
+        let held = self.decrypt_tokens(&connection).ok();
         let mut raised = Vec::new();
         let at = now();
         let raise = connection_deleted_events(at);
@@ -260,11 +314,26 @@ impl Connections {
             .disconnect_connection(user_id, connection_id, at, &raise, &mut raised)
             .await?
             .ok_or(ConnectionError::NotFound)?;
+        if raised.is_empty() {
+            // Disconnected already (by this request's twin, perhaps): nothing more to end.
+            return Ok(());
+        }
         self.events.committed(&raised);
         self.events.emit(&DomainEvent::ProviderDisconnected {
             user_id,
             connection_id,
         });
+        let provider = self.providers.get(&connection.provider_slug);
+        if let (Some(held), Some(provider)) = (held, provider)
+            && let Err(error) = provider.disconnect(&held.credentials).await
+        {
+            tracing::warn!(
+                connection_id = %connection_id,
+                provider = %connection.provider_slug,
+                error = %error,
+                "the provider could not end the disconnected connection's access"
+            );
+        }
         Ok(())
     }
 
@@ -413,13 +482,13 @@ impl Connections {
         }
         // Fail before the claim (which spends the token) when no key can encrypt.
         encrypt_probe(self.config.keyring())?;
-        let tokens = match provider.claim_setup_token(setup_token).await {
+        let credentials = match provider.claim_setup_token(setup_token).await {
             Err(ProviderError::InvalidGrant(reason)) => {
                 return Err(ConnectionError::SetupTokenRefused(reason));
             }
             other => other?,
         };
-        self.save_credentials(user_id, provider_slug, alias.as_deref(), tokens)
+        self.save_credentials(user_id, provider_slug, alias.as_deref(), credentials)
             .await
     }
 
@@ -451,12 +520,12 @@ impl Connections {
         user_id: Uuid,
         provider_slug: &str,
         alias: Option<&str>,
-        tokens: ProviderTokens,
+        credentials: ProviderCredentials,
     ) -> Result<(ConnectionRecord, bool), ConnectionError> {
         let at = now();
         let keyring = self.config.keyring().clone();
         let encrypt = move |connection_id: Uuid| {
-            encrypt_tokens(&keyring, connection_id, &tokens)
+            encrypt_credentials(&keyring, connection_id, &credentials)
                 .map_err(|error| StoreError::Other(format!("credential encryption: {error}")))
         };
         let mut raised = Vec::new();
@@ -480,13 +549,16 @@ impl Connections {
     }
 
     /// Starts connecting: stores the state (as its digest, with the PKCE verifier encrypted)
-    /// and returns the provider's authorization address.
+    /// and returns the provider's authorization address. `institution_id` is the institution
+    /// the user chose, `reauthorizing` the credentials of the connection being renewed.
     pub(crate) async fn start_authorization(
         &self,
         user_id: Uuid,
         provider_slug: &str,
         alias: Option<String>,
         redirect_uri: String,
+        institution_id: Option<&str>,
+        reauthorizing: Option<&ProviderCredentials>,
     ) -> Result<Authorization, ConnectionError> {
         let provider = self.oauth_provider(provider_slug)?;
         let state = random_urlsafe_token();
@@ -504,11 +576,12 @@ impl Connections {
         } else {
             (None, None)
         };
-        let authorization_url = provider.authorization_url(&AuthorizationRequest {
-            state: &state,
-            redirect_uri: &redirect_uri,
-            pkce_challenge: challenge.as_deref(),
-        })?;
+        let authorization_url = provider.authorization_url(
+            &AuthorizationRequest::new(&state, &redirect_uri)
+                .with_pkce_challenge(challenge.as_deref())
+                .with_institution(institution_id)
+                .with_reauthorizing(reauthorizing),
+        )?;
         let ttl = self.config.oauth_state_ttl();
         let created_at = now();
         let (pkce_key_id, encrypted_pkce_verifier) = encrypted_verifier.unzip();
@@ -545,11 +618,15 @@ impl Connections {
         if connection.status == ConnectionStatus::Disconnected {
             return Err(ConnectionError::NeedsReauthentication(connection.status));
         }
+        // An expired connection keeps its credentials; the provider may need them again.
+        let held = self.decrypt_tokens(connection).ok();
         self.start_authorization(
             connection.user_id,
             &connection.provider_slug,
             connection.alias.clone(),
             redirect_uri,
+            None,
+            held.as_ref().map(|held| &held.credentials),
         )
         .await
     }
@@ -591,7 +668,7 @@ impl Connections {
             _ => return Err(ConnectionError::MalformedState),
         };
         let provider = self.oauth_provider(&stored.provider_slug)?;
-        let tokens = provider
+        let credentials = provider
             .exchange_code(code, &stored.redirect_uri, verifier.as_deref())
             .await?;
         // Fail before writing anything when no key can encrypt.
@@ -600,21 +677,21 @@ impl Connections {
             stored.user_id,
             &stored.provider_slug,
             stored.alias.as_deref(),
-            tokens,
+            credentials,
         )
         .await
     }
 
-    /// The connection's tokens, refreshed first when they expire within a minute. A consent
-    /// that ended makes the connection `expired` (with `connection.expired`).
+    /// The connection's credentials, renewed first when they are due within a minute. A
+    /// consent that ended makes the connection `expired` (with `connection.expired`).
     pub(super) async fn usable_tokens(
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
-    ) -> Result<HeldTokens, ConnectionError> {
+    ) -> Result<HeldCredentials, ConnectionError> {
         let held = self.decrypt_tokens(connection)?;
         if held
-            .tokens
+            .credentials
             .consent_expires_at
             .is_some_and(|end| end <= now())
         {
@@ -622,35 +699,34 @@ impl Connections {
                 .expire_for(connection, &held, consent_expired_events)
                 .await;
         }
-        if held.tokens.expires_at <= dates::later(now(), EXPIRY_SLACK) {
+        let due = dates::later(now(), EXPIRY_SLACK);
+        if held.credentials.renew_at.is_some_and(|at| at <= due) {
             self.refresh_with(connection, provider, &held).await
         } else {
             Ok(held)
         }
     }
 
-    fn decrypt_tokens(&self, connection: &ConnectionRecord) -> Result<HeldTokens, ConnectionError> {
+    fn decrypt_tokens(
+        &self,
+        connection: &ConnectionRecord,
+    ) -> Result<HeldCredentials, ConnectionError> {
         let (Some(sealed), Some(key_id)) = (
             connection.encrypted_credentials.as_deref(),
             connection.credentials_key_id.as_deref(),
         ) else {
             return Err(ConnectionError::NeedsReauthentication(connection.status));
         };
-        let plain = self
-            .config
-            .keyring()
-            .decrypt(key_id, sealed, connection.id.as_bytes())?;
-        let tokens = serde_json::from_slice(&plain)
-            .map_err(|_| ConnectionError::Credentials(CryptoError::Damaged))?;
-        Ok(HeldTokens {
-            tokens,
+        let credentials = open_credentials(self.config.keyring(), connection.id, key_id, sealed)?;
+        Ok(HeldCredentials {
+            credentials,
             sealed: sealed.to_vec(),
         })
     }
 
     /// The connection as stored now, with its tokens; an error when it can no longer be used
     /// (disconnected, expired, gone).
-    async fn stored_tokens(&self, connection_id: Uuid) -> Result<HeldTokens, ConnectionError> {
+    async fn stored_tokens(&self, connection_id: Uuid) -> Result<HeldCredentials, ConnectionError> {
         let current = self.store.connection_by_id(connection_id).await?.ok_or(
             ConnectionError::NeedsReauthentication(ConnectionStatus::Disconnected),
         )?;
@@ -671,8 +747,8 @@ impl Connections {
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
-        seen: &HeldTokens,
-    ) -> Result<HeldTokens, ConnectionError> {
+        seen: &HeldCredentials,
+    ) -> Result<HeldCredentials, ConnectionError> {
         let _flight = self
             .flights
             .acquire(connection.id, FLIGHT_WAIT)
@@ -683,15 +759,10 @@ impl Connections {
             // Another flight (here or on another instance) refreshed already.
             return Ok(stored);
         }
-        let Some(refresh_token) = stored.tokens.refresh_token.as_deref() else {
-            return self.expire(connection, &stored).await;
-        };
-        match provider.refresh_tokens(refresh_token).await {
-            Ok(mut fresh) => {
-                if fresh.refresh_token.is_none() {
-                    fresh.refresh_token = stored.tokens.refresh_token.clone();
-                }
-                let credentials = encrypt_tokens(self.config.keyring(), connection.id, &fresh)?;
+        match provider.renew_credentials(&stored.credentials).await {
+            Ok(fresh) => {
+                let credentials =
+                    encrypt_credentials(self.config.keyring(), connection.id, &fresh)?;
                 let swapped = self
                     .store
                     .replace_connection_credentials(
@@ -710,11 +781,13 @@ impl Connections {
                     connection_id: connection.id,
                     succeeded: true,
                 });
-                Ok(HeldTokens {
-                    tokens: fresh,
+                Ok(HeldCredentials {
+                    credentials: fresh,
                     sealed: credentials.ciphertext,
                 })
             }
+            // Nothing can renew them: the user must authorize again.
+            Err(ProviderError::Unsupported(_)) => self.expire(connection, &stored).await,
             Err(ProviderError::InvalidGrant(reason)) => {
                 // Another instance may have rotated this refresh token a moment ago and not
                 // yet stored the result: give it the grace to do so before concluding.
@@ -745,8 +818,8 @@ impl Connections {
     async fn replaced_within_grace(
         &self,
         connection_id: Uuid,
-        stale: &HeldTokens,
-    ) -> Result<Option<HeldTokens>, ConnectionError> {
+        stale: &HeldCredentials,
+    ) -> Result<Option<HeldCredentials>, ConnectionError> {
         let deadline = tokio::time::Instant::now() + REFUSAL_GRACE;
         loop {
             let current = self.stored_tokens(connection_id).await?;
@@ -765,8 +838,8 @@ impl Connections {
     async fn expire(
         &self,
         connection: &ConnectionRecord,
-        stored: &HeldTokens,
-    ) -> Result<HeldTokens, ConnectionError> {
+        stored: &HeldCredentials,
+    ) -> Result<HeldCredentials, ConnectionError> {
         self.expire_for(connection, stored, connection_expired_events)
             .await
     }
@@ -775,9 +848,9 @@ impl Connections {
     async fn expire_for(
         &self,
         connection: &ConnectionRecord,
-        stored: &HeldTokens,
+        stored: &HeldCredentials,
         events: fn(&ConnectionRecord, DateTime<Utc>) -> Vec<Event>,
-    ) -> Result<HeldTokens, ConnectionError> {
+    ) -> Result<HeldCredentials, ConnectionError> {
         let mut raised = Vec::new();
         let at = now();
         let expired = self
@@ -805,8 +878,8 @@ impl Connections {
     async fn replaced_since(
         &self,
         connection_id: Uuid,
-        stale: &HeldTokens,
-    ) -> Result<HeldTokens, ConnectionError> {
+        stale: &HeldCredentials,
+    ) -> Result<HeldCredentials, ConnectionError> {
         let stored = self.stored_tokens(connection_id).await?;
         if stored.sealed == stale.sealed {
             // Unchanged credentials yet the write did not apply: the status moved.
@@ -830,34 +903,39 @@ impl Connections {
         if provider.connect_method() != ConnectMethod::OAuth {
             return Err(ConnectionError::NotRefreshable);
         }
+        let Some(renew_at) = held.credentials.renew_at else {
+            // Credentials that never need renewing have nothing to refresh.
+            return Err(ConnectionError::NotRefreshable);
+        };
         let margin = seconds(self.config.token_refresh_margin());
-        if !force && held.tokens.expires_at > dates::later(now(), margin) {
+        if !force && renew_at > dates::later(now(), margin) {
             return Ok(TokenRefresh {
                 refreshed: false,
-                expires_at: held.tokens.expires_at,
+                expires_at: renew_at,
             });
         }
         let fresh = self.refresh_with(connection, &provider, &held).await?;
         Ok(TokenRefresh {
             refreshed: true,
-            expires_at: fresh.tokens.expires_at,
+            // Renewed credentials that no longer need renewing: a far horizon would mislead.
+            expires_at: fresh.credentials.renew_at.unwrap_or(renew_at),
         })
     }
 
-    /// Calls the provider with the access token; when it refuses the token, refreshes once
-    /// and tries again.
+    /// Calls the provider with the credentials; when it refuses them, renews them once and
+    /// tries again.
     pub(super) async fn call<T, F, Fut>(
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
-        tokens: &mut HeldTokens,
+        tokens: &mut HeldCredentials,
         request: F,
     ) -> Result<T, ConnectionError>
     where
-        F: Fn(String) -> Fut,
+        F: Fn(ProviderCredentials) -> Fut,
         Fut: Future<Output = Result<T, ProviderError>>,
     {
-        match request(tokens.tokens.access_token.clone()).await {
+        match request(tokens.credentials.clone()).await {
             Err(ProviderError::InvalidGrant(_) | ProviderError::Unauthorized)
                 if provider.connect_method() != ConnectMethod::OAuth =>
             {
@@ -869,7 +947,7 @@ impl Connections {
             }
             Err(ProviderError::Unauthorized) => {
                 *tokens = self.refresh_with(connection, provider, tokens).await?;
-                Ok(request(tokens.tokens.access_token.clone()).await?)
+                Ok(request(tokens.credentials.clone()).await?)
             }
             other => Ok(other?),
         }
@@ -898,21 +976,114 @@ impl Connections {
     }
 }
 
-fn encrypt_tokens(
+fn encrypt_credentials(
     keyring: &crate::crypto::Keyring,
     connection_id: Uuid,
-    tokens: &ProviderTokens,
+    credentials: &ProviderCredentials,
 ) -> Result<EncryptedCredentials, CryptoError> {
-    let plain = serde_json::to_vec(tokens).map_err(|_| CryptoError::Damaged)?;
+    let plain = serde_json::to_vec(credentials).map_err(|_| CryptoError::Damaged)?;
     let (key_id, ciphertext) = keyring.encrypt(&plain, connection_id.as_bytes())?;
     Ok(EncryptedCredentials {
         ciphertext,
         key_id,
-        access_expires_at: crate::dates::truncate_to_micros(tokens.expires_at),
+        renew_at: credentials.renew_at.map(crate::dates::truncate_to_micros),
     })
 }
 
 /// Fails when no key is configured, before a callback writes anything.
 fn encrypt_probe(keyring: &crate::crypto::Keyring) -> Result<(), CryptoError> {
     keyring.encrypt(b"", b"").map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Credentials as the release before opaque secrets encrypted them.
+    fn sealed_legacy(
+        keyring: &crate::crypto::Keyring,
+        connection_id: Uuid,
+        legacy: &serde_json::Value,
+    ) -> (String, Vec<u8>) {
+        let plain = serde_json::to_vec(legacy).expect("JSON");
+        keyring
+            .encrypt(&plain, connection_id.as_bytes())
+            .expect("encrypted")
+    }
+
+    fn keyring() -> crate::crypto::Keyring {
+        crate::crypto::Keyring::new(vec![("k1".to_owned(), vec![7; 32])]).expect("a keyring")
+    }
+
+    #[test]
+    fn token_pairs_stored_by_earlier_releases_still_open() {
+        let keyring = keyring();
+        let id = Uuid::now_v7();
+        let legacy = serde_json::json!({
+            "access_token": "old-access",
+            "refresh_token": "old-refresh",
+            "expires_at": "2026-03-01T12:00:00Z",
+            "scope": "api",
+            "consent_expires_at": "2026-09-01T00:00:00Z",
+        });
+        let (key_id, sealed) = sealed_legacy(&keyring, id, &legacy);
+        let credentials = open_credentials(&keyring, id, &key_id, &sealed).expect("opens");
+        assert_eq!(
+            credentials.renew_at,
+            Some("2026-03-01T12:00:00Z".parse().expect("an instant"))
+        );
+        assert_eq!(
+            credentials.consent_expires_at,
+            Some("2026-09-01T00:00:00Z".parse().expect("an instant"))
+        );
+        assert_eq!(
+            credentials.secret.as_json(),
+            &serde_json::json!({
+                "access_token": "old-access",
+                "refresh_token": "old-refresh",
+                "scope": "api",
+            })
+        );
+        assert!(!format!("{credentials:?}").contains("old-"));
+
+        // The oldest shape: no consent end, no refresh token, no scope.
+        let oldest = serde_json::json!({
+            "access_token": "https://u:p@bridge.example/simplefin",
+            "refresh_token": null,
+            "expires_at": "2126-01-01T00:00:00Z",
+            "scope": null,
+        });
+        let (key_id, sealed) = sealed_legacy(&keyring, id, &oldest);
+        let credentials = open_credentials(&keyring, id, &key_id, &sealed).expect("opens");
+        assert_eq!(credentials.consent_expires_at, None);
+        assert_eq!(
+            credentials.secret.as_json(),
+            &serde_json::json!({"access_token": "https://u:p@bridge.example/simplefin"})
+        );
+
+        // Bound to its connection, as before.
+        assert!(open_credentials(&keyring, Uuid::now_v7(), &key_id, &sealed).is_err());
+    }
+
+    #[test]
+    fn credentials_round_trip_and_other_json_is_damaged() {
+        let keyring = keyring();
+        let id = Uuid::now_v7();
+        let credentials = ProviderCredentials {
+            secret: ProviderSecret::from_json(serde_json::json!({"session": "s-1", "n": [1]})),
+            renew_at: None,
+            consent_expires_at: Some("2026-09-01T00:00:00Z".parse().expect("an instant")),
+        };
+        let sealed = encrypt_credentials(&keyring, id, &credentials).expect("encrypted");
+        assert_eq!(sealed.renew_at, None);
+        let opened =
+            open_credentials(&keyring, id, &sealed.key_id, &sealed.ciphertext).expect("opens");
+        assert_eq!(opened, credentials);
+
+        let (key_id, junk) = sealed_legacy(&keyring, id, &serde_json::json!({"token": 1}));
+        assert!(matches!(
+            open_credentials(&keyring, id, &key_id, &junk),
+            Err(CryptoError::Damaged)
+        ));
+    }
 }

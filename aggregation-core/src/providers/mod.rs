@@ -2,9 +2,11 @@
 //! built-in Charles Schwab provider (feature `schwab`, on by default). Sandboxes that imitate
 //! the providers for demos and tests live in the `aggregation-sandbox` crate.
 //!
-//! A provider does four things: builds the OAuth 2.0 authorization address, exchanges an
-//! authorization code (and refreshes tokens) at its token endpoint, and fetches accounts,
-//! transactions and holdings with an access token. Everything else (states, encryption,
+//! A provider does few things: it connects a user (builds the OAuth 2.0 authorization address
+//! and exchanges the code, or claims a setup token), answers [`ProviderCredentials`] holding an
+//! opaque [`ProviderSecret`] of its own making, renews them when they say so, ends them on
+//! disconnect, and fetches accounts, transactions and holdings with them. Everything else
+//! (states, encryption,
 //! storage, cool-downs, statistics) is the service's, so a provider is small. Embedders add
 //! their own with [`AggregationServiceBuilder::provider`](crate::AggregationServiceBuilder::provider).
 //!
@@ -15,7 +17,7 @@
 //! the state's digest; the authorization address carries its challenge and the code exchange
 //! the verifier.
 //!
-//! # Token refreshes
+//! # Credential renewals (token refreshes)
 //!
 //! Providers may rotate refresh tokens (each refresh answers a new one and spends the old), so
 //! presenting one twice gets `invalid_grant`. Refreshes are therefore single-flight per
@@ -71,62 +73,92 @@ pub(crate) mod connections;
 mod flights;
 pub(crate) mod sync;
 
-/// The credentials a provider issued for one connection: an opaque secret the provider alone
-/// reads (an OAuth access token, a SimpleFIN access URL, a session id), what renews it, and
-/// when it or the consent behind it ends. Serialized only to be encrypted with the service's
-/// keyring (bound to the connection id); `Debug` never shows the secrets.
+/// An opaque secret only the provider that issued it reads: OAuth tokens, a SimpleFIN access
+/// URL, a session id, in whatever JSON shape the provider chooses. The service never looks
+/// inside; it stores the secret encrypted with its keyring (bound to the connection id) and
+/// hands it back to the provider. `Debug` never shows it, and nothing logs it.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProviderTokens {
-    /// The secret data requests use: a bearer token, an access URL, a session id. Only the
-    /// provider that issued it gives it meaning.
-    pub access_token: String,
-    /// What renews the secret (an OAuth refresh token), when the provider issued one.
-    pub refresh_token: Option<String>,
-    /// When the secret stops working unless renewed (a provider whose secret does not expire
-    /// answers a far-future instant, see [`ProviderTokens::without_expiry`]).
-    pub expires_at: DateTime<Utc>,
-    /// Scopes granted, when the provider says.
-    pub scope: Option<String>,
+#[serde(transparent)]
+pub struct ProviderSecret(serde_json::Value);
+
+impl ProviderSecret {
+    /// A secret made of one string (an access URL, a session id).
+    pub fn from_string(secret: impl Into<String>) -> Self {
+        Self(serde_json::Value::String(secret.into()))
+    }
+
+    /// A secret of any JSON shape.
+    pub fn from_json(secret: serde_json::Value) -> Self {
+        Self(secret)
+    }
+
+    /// A secret serialized from the provider's own type.
+    pub fn serialize<T: Serialize>(secret: &T) -> Result<Self, ProviderError> {
+        serde_json::to_value(secret)
+            .map(Self)
+            .map_err(|error| ProviderError::InvalidResponse(format!("secret: {error}")))
+    }
+
+    /// The secret read back into the provider's own type. An error names the type, never
+    /// the secret's content.
+    pub fn deserialize<T: serde::de::DeserializeOwned>(&self) -> Result<T, ProviderError> {
+        serde_json::from_value(self.0.clone()).map_err(|_| {
+            ProviderError::InvalidCredentials(format!(
+                "the stored secret is not a {}",
+                std::any::type_name::<T>()
+            ))
+        })
+    }
+
+    /// The secret as a string, when it is one.
+    pub fn as_str(&self) -> Option<&str> {
+        self.0.as_str()
+    }
+
+    /// The secret as JSON.
+    pub fn as_json(&self) -> &serde_json::Value {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ProviderSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ProviderSecret(<redacted>)")
+    }
+}
+
+/// The credentials a provider issued for one connection: its opaque [`ProviderSecret`] and
+/// the two instants the service acts on. Serialized only to be encrypted with the service's
+/// keyring (bound to the connection id); `Debug` never shows the secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderCredentials {
+    /// What data requests use; only the provider that issued it gives it meaning.
+    pub secret: ProviderSecret,
+    /// When the secret must be renewed ([`Provider::renew_credentials`]) to keep working:
+    /// the service renews it shortly before, and a renewal the provider refuses makes the
+    /// connection `expired`. `None`: it never needs renewing.
+    pub renew_at: Option<DateTime<Utc>>,
     /// When the user's consent ends: past it the connection is `expired` and needs a
     /// reauthorization, whatever the secret says. `None` when the provider sets no end.
-    #[serde(default)]
     pub consent_expires_at: Option<DateTime<Utc>>,
 }
 
-impl ProviderTokens {
-    /// Credentials made of one secret that never expires by itself and cannot be refreshed
-    /// (a SimpleFIN access URL): `expires_at` lies 100 years ahead.
-    pub fn without_expiry(secret: String) -> Self {
-        let now = Utc::now();
+impl ProviderCredentials {
+    /// Credentials made of one secret that never needs renewing and has no consent end
+    /// (a SimpleFIN access URL).
+    pub fn lasting(secret: ProviderSecret) -> Self {
         Self {
-            access_token: secret,
-            refresh_token: None,
-            expires_at: now
-                .checked_add_signed(chrono::TimeDelta::days(36_500))
-                .unwrap_or(now),
-            scope: None,
+            secret,
+            renew_at: None,
             consent_expires_at: None,
         }
     }
 }
 
-impl fmt::Debug for ProviderTokens {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ProviderTokens")
-            .field("access_token", &"<redacted>")
-            .field(
-                "refresh_token",
-                &self.refresh_token.as_ref().map(|_| "<redacted>"),
-            )
-            .field("expires_at", &self.expires_at)
-            .field("scope", &self.scope)
-            .field("consent_expires_at", &self.consent_expires_at)
-            .finish()
-    }
-}
-
-/// What the authorization address carries.
+/// What the authorization address carries. Built with [`AuthorizationRequest::new`] and the
+/// `with_*` methods, so later fields do not break providers.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct AuthorizationRequest<'a> {
     /// The anti-forgery state value.
     pub state: &'a str,
@@ -134,6 +166,44 @@ pub struct AuthorizationRequest<'a> {
     pub redirect_uri: &'a str,
     /// The PKCE S256 challenge, when the provider uses PKCE.
     pub pkce_challenge: Option<&'a str>,
+    /// The institution the user chose (an id of [`Provider::institutions`]), for a provider
+    /// that [needs one](Provider::needs_institution).
+    pub institution_id: Option<&'a str>,
+    /// On a reauthorization, the credentials of the connection being renewed, when they can
+    /// still be read (a provider may keep what it needs again there, such as the
+    /// institution).
+    pub reauthorizing: Option<&'a ProviderCredentials>,
+}
+
+impl<'a> AuthorizationRequest<'a> {
+    /// A request with this state and redirect URI, nothing else.
+    pub fn new(state: &'a str, redirect_uri: &'a str) -> Self {
+        Self {
+            state,
+            redirect_uri,
+            pkce_challenge: None,
+            institution_id: None,
+            reauthorizing: None,
+        }
+    }
+
+    /// With a PKCE S256 challenge.
+    pub fn with_pkce_challenge(mut self, challenge: Option<&'a str>) -> Self {
+        self.pkce_challenge = challenge;
+        self
+    }
+
+    /// With the institution the user chose.
+    pub fn with_institution(mut self, institution_id: Option<&'a str>) -> Self {
+        self.institution_id = institution_id;
+        self
+    }
+
+    /// For the reauthorization of a connection holding these credentials.
+    pub fn with_reauthorizing(mut self, credentials: Option<&'a ProviderCredentials>) -> Self {
+        self.reauthorizing = credentials;
+        self
+    }
 }
 
 /// An inclusive range of dates.
@@ -235,6 +305,10 @@ pub enum ProviderError {
     /// The provider is misconfigured (a bad URL, for example).
     #[error("the provider is misconfigured: {0}")]
     Configuration(String),
+    /// The stored credentials are not what this provider issues (damaged, or another
+    /// provider's).
+    #[error("the stored credentials cannot be used: {0}")]
+    InvalidCredentials(String),
 }
 
 /// An external financial data provider.
@@ -282,7 +356,10 @@ pub trait Provider: Send + Sync + 'static {
     /// [`ConnectMethod::SetupToken`] provider). [`ProviderError::InvalidGrant`] when the token
     /// is malformed, names a place the provider may not call, or was refused or claimed
     /// already (the user's mistake: 400); any other error is the provider's (502).
-    async fn claim_setup_token(&self, setup_token: &str) -> Result<ProviderTokens, ProviderError> {
+    async fn claim_setup_token(
+        &self,
+        setup_token: &str,
+    ) -> Result<ProviderCredentials, ProviderError> {
         let _ = setup_token;
         Err(ProviderError::Unsupported("setup tokens"))
     }
@@ -303,33 +380,60 @@ pub trait Provider: Send + Sync + 'static {
         true
     }
 
-    /// The address to send the user to.
+    /// The address to send the user to (an OAuth provider). Default:
+    /// [`ProviderError::Unsupported`].
     fn authorization_url(
         &self,
         request: &AuthorizationRequest<'_>,
-    ) -> Result<String, ProviderError>;
+    ) -> Result<String, ProviderError> {
+        let _ = request;
+        Err(ProviderError::Unsupported("OAuth"))
+    }
 
-    /// Exchanges an authorization code for tokens, sending the redirect URI (and PKCE
-    /// verifier) that the authorization used.
+    /// Exchanges an authorization code for credentials, sending the redirect URI (and PKCE
+    /// verifier) that the authorization used (an OAuth provider). Default:
+    /// [`ProviderError::Unsupported`].
     async fn exchange_code(
         &self,
         code: &str,
         redirect_uri: &str,
         pkce_verifier: Option<&str>,
-    ) -> Result<ProviderTokens, ProviderError>;
+    ) -> Result<ProviderCredentials, ProviderError> {
+        let _ = (code, redirect_uri, pkce_verifier);
+        Err(ProviderError::Unsupported("OAuth"))
+    }
 
-    /// Gets new tokens with a refresh token. A provider that answers without a new refresh
-    /// token keeps the old one: the result carries it.
-    async fn refresh_tokens(&self, refresh_token: &str) -> Result<ProviderTokens, ProviderError>;
+    /// Renews credentials whose [`renew_at`](ProviderCredentials::renew_at) is near (an
+    /// OAuth refresh, for example) and answers the new ones, which replace the old.
+    /// [`ProviderError::InvalidGrant`] (or the default [`ProviderError::Unsupported`]) means
+    /// they cannot be renewed: the connection becomes `expired` and needs a reauthorization.
+    async fn renew_credentials(
+        &self,
+        credentials: &ProviderCredentials,
+    ) -> Result<ProviderCredentials, ProviderError> {
+        let _ = credentials;
+        Err(ProviderError::Unsupported("credential renewal"))
+    }
 
-    /// The accounts the tokens reach. `provider_account_id` must be stable and is what
+    /// Ends what the credentials grant at the provider (a session, a consent) when the user
+    /// disconnects. Called once the disconnection is stored; a failure is logged and does
+    /// not undo it. Default: nothing to end.
+    async fn disconnect(&self, credentials: &ProviderCredentials) -> Result<(), ProviderError> {
+        let _ = credentials;
+        Ok(())
+    }
+
+    /// The accounts the credentials reach. `provider_account_id` must be stable and is what
     /// [`transactions`](Self::transactions) and [`holdings`](Self::holdings) receive.
-    async fn accounts(&self, access_token: &str) -> Result<Fetched<NewAccount>, ProviderError>;
+    async fn accounts(
+        &self,
+        credentials: &ProviderCredentials,
+    ) -> Result<Fetched<NewAccount>, ProviderError>;
 
     /// Transactions of one account within a date range.
     async fn transactions(
         &self,
-        access_token: &str,
+        credentials: &ProviderCredentials,
         provider_account_id: &str,
         range: DateRange,
     ) -> Result<Fetched<NewTransaction>, ProviderError>;
@@ -337,7 +441,7 @@ pub trait Provider: Send + Sync + 'static {
     /// Current positions of one account.
     async fn holdings(
         &self,
-        access_token: &str,
+        credentials: &ProviderCredentials,
         provider_account_id: &str,
     ) -> Result<Fetched<NewHolding>, ProviderError>;
 }

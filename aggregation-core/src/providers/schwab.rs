@@ -17,9 +17,13 @@ use oauth2::{
     PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, RefreshToken, RequestTokenError,
     TokenResponse as _, TokenUrl,
 };
+use serde::{Deserialize, Serialize};
 use url::Url;
 
-use super::{AuthorizationRequest, DateRange, Fetched, Provider, ProviderError, ProviderTokens};
+use super::{
+    AuthorizationRequest, DateRange, Fetched, Provider, ProviderCredentials, ProviderError,
+    ProviderSecret,
+};
 use crate::outbound::{describe_request_error, read_limited};
 use crate::store::{NewAccount, NewHolding, NewTransaction};
 
@@ -100,7 +104,9 @@ type OAuthClient =
 ///
 /// OAuth 2.0 authorization-code flow (with PKCE S256 unless turned off) at `{base}/v1/oauth/authorize` and
 /// `{base}/v1/oauth/token` with HTTP Basic client authentication; accounts, positions and
-/// transactions from `{base}/trader/v1/accounts…` with the bearer access token.
+/// transactions from `{base}/trader/v1/accounts…` with the bearer access token. The
+/// credentials' secret holds the access token, the refresh token and the granted scope; they
+/// are renewed (a token refresh) when the access token expires.
 ///
 /// ```no_run
 /// # fn demo() -> Result<(), aggregation_core::providers::ProviderError> {
@@ -111,11 +117,10 @@ type OAuthClient =
 ///     "my-app-key",
 ///     "my-app-secret",
 /// ))?;
-/// let address = provider.authorization_url(&AuthorizationRequest {
-///     state: "anti-forgery-state",
-///     redirect_uri: "https://127.0.0.1/callback",
-///     pkce_challenge: None,
-/// })?;
+/// let address = provider.authorization_url(&AuthorizationRequest::new(
+///     "anti-forgery-state",
+///     "https://127.0.0.1/callback",
+/// ))?;
 /// # let _ = address;
 /// # Ok(()) }
 /// ```
@@ -353,10 +358,27 @@ fn token_error(error: RequestTokenError<TransportError, BasicErrorResponse>) -> 
     }
 }
 
-fn tokens_from(
+/// What a Schwab connection's [`ProviderSecret`] holds. The field names are those of the
+/// credentials stored before secrets were opaque, so those read as this.
+#[derive(Serialize, Deserialize)]
+struct SchwabSecret {
+    access_token: String,
+    #[serde(default)]
+    refresh_token: Option<String>,
+    #[serde(default)]
+    scope: Option<String>,
+}
+
+impl SchwabSecret {
+    fn of(credentials: &ProviderCredentials) -> Result<Self, ProviderError> {
+        credentials.secret.deserialize()
+    }
+}
+
+fn credentials_from(
     answer: &oauth2::basic::BasicTokenResponse,
     previous_refresh_token: Option<&str>,
-) -> ProviderTokens {
+) -> Result<ProviderCredentials, ProviderError> {
     let now = Utc::now();
     let lifetime = answer
         .expires_in()
@@ -372,16 +394,20 @@ fn tokens_from(
             .collect::<Vec<_>>()
             .join(" ")
     });
-    ProviderTokens {
+    let secret = SchwabSecret {
         access_token: answer.access_token().secret().clone(),
+        // A refresh answered without a new refresh token keeps the old one.
         refresh_token: answer
             .refresh_token()
             .map(|token| token.secret().clone())
             .or_else(|| previous_refresh_token.map(str::to_owned)),
-        expires_at,
         scope,
+    };
+    Ok(ProviderCredentials {
+        secret: ProviderSecret::serialize(&secret)?,
+        renew_at: Some(expires_at),
         consent_expires_at: None,
-    }
+    })
 }
 
 #[async_trait]
@@ -430,7 +456,7 @@ impl Provider for SchwabProvider {
         code: &str,
         redirect_uri: &str,
         pkce_verifier: Option<&str>,
-    ) -> Result<ProviderTokens, ProviderError> {
+    ) -> Result<ProviderCredentials, ProviderError> {
         let mut request = self
             .oauth
             .exchange_code(AuthorizationCode::new(code.to_owned()))
@@ -442,31 +468,45 @@ impl Provider for SchwabProvider {
             .request_async(&self.http)
             .await
             .map_err(token_error)?;
-        Ok(tokens_from(&answer, None))
+        credentials_from(&answer, None)
     }
 
-    async fn refresh_tokens(&self, refresh_token: &str) -> Result<ProviderTokens, ProviderError> {
-        let token = RefreshToken::new(refresh_token.to_owned());
+    async fn renew_credentials(
+        &self,
+        credentials: &ProviderCredentials,
+    ) -> Result<ProviderCredentials, ProviderError> {
+        let Some(refresh_token) = SchwabSecret::of(credentials)?.refresh_token else {
+            // Nothing renews these: the user must authorize again.
+            return Err(ProviderError::Unsupported(
+                "renewal without a refresh token",
+            ));
+        };
+        let token = RefreshToken::new(refresh_token.clone());
         let answer = self
             .oauth
             .exchange_refresh_token(&token)
             .request_async(&self.http)
             .await
             .map_err(token_error)?;
-        Ok(tokens_from(&answer, Some(refresh_token)))
+        credentials_from(&answer, Some(&refresh_token))
     }
 
-    async fn accounts(&self, access_token: &str) -> Result<Fetched<NewAccount>, ProviderError> {
-        let (hashes, entries) = self.accounts_with_positions(access_token).await?;
+    async fn accounts(
+        &self,
+        credentials: &ProviderCredentials,
+    ) -> Result<Fetched<NewAccount>, ProviderError> {
+        let access_token = SchwabSecret::of(credentials)?.access_token;
+        let (hashes, entries) = self.accounts_with_positions(&access_token).await?;
         Ok(mapping::map_accounts(&hashes, entries))
     }
 
     async fn transactions(
         &self,
-        access_token: &str,
+        credentials: &ProviderCredentials,
         provider_account_id: &str,
         range: DateRange,
     ) -> Result<Fetched<NewTransaction>, ProviderError> {
+        let access_token = SchwabSecret::of(credentials)?.access_token;
         if range.start > range.end {
             return Ok(mapping::empty());
         }
@@ -479,16 +519,17 @@ impl Provider for SchwabProvider {
             .append_pair("startDate", &format!("{}T00:00:00.000Z", range.start))
             .append_pair("endDate", &format!("{}T23:59:59.999Z", range.end))
             .append_pair("types", TRANSACTION_TYPES);
-        let body = self.get(url, access_token).await?;
+        let body = self.get(url, &access_token).await?;
         mapping::map_transactions(&body)
     }
 
     async fn holdings(
         &self,
-        access_token: &str,
+        credentials: &ProviderCredentials,
         provider_account_id: &str,
     ) -> Result<Fetched<NewHolding>, ProviderError> {
-        let (hashes, entries) = self.accounts_with_positions(access_token).await?;
+        let access_token = SchwabSecret::of(credentials)?.access_token;
+        let (hashes, entries) = self.accounts_with_positions(&access_token).await?;
         let account_number = hashes
             .iter()
             .find(|(_, hash)| hash.as_str() == provider_account_id)

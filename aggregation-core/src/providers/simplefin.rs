@@ -32,12 +32,12 @@ use async_trait::async_trait;
 use base64::Engine as _;
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use rust_decimal::Decimal;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use url::Url;
 
 use super::{
-    AuthorizationRequest, ConnectMethod, DateRange, Fetched, Provider, ProviderError,
-    ProviderTokens, RequestBudget, SyncItemError,
+    ConnectMethod, DateRange, Fetched, Provider, ProviderCredentials, ProviderError,
+    ProviderSecret, RequestBudget, SyncItemError,
 };
 use crate::outbound::guard::{GuardedResolver, PeerCheckLayer};
 use crate::outbound::ssrf::{WebhookHost, host_of, may_connect, may_resolve};
@@ -255,6 +255,20 @@ impl SimplefinProvider {
             .map_err(|error| ProviderError::Http(format!("GET /accounts: {error}")))?;
         serde_json::from_slice(&body)
             .map_err(|error| ProviderError::InvalidResponse(format!("GET /accounts: {error}")))
+    }
+}
+
+/// What a SimpleFIN connection's [`ProviderSecret`] holds: the access URL with its Basic
+/// credentials. Credentials stored before secrets were opaque named it `access_token`.
+#[derive(Serialize, Deserialize)]
+struct SimplefinSecret {
+    #[serde(alias = "access_token")]
+    access_url: String,
+}
+
+impl SimplefinSecret {
+    fn of(credentials: &ProviderCredentials) -> Result<Self, ProviderError> {
+        credentials.secret.deserialize()
     }
 }
 
@@ -537,7 +551,10 @@ impl Provider for SimplefinProvider {
         self.config.budget
     }
 
-    async fn claim_setup_token(&self, setup_token: &str) -> Result<ProviderTokens, ProviderError> {
+    async fn claim_setup_token(
+        &self,
+        setup_token: &str,
+    ) -> Result<ProviderCredentials, ProviderError> {
         let url = self.claim_url(setup_token)?;
         let response = self
             .http
@@ -572,29 +589,19 @@ impl Provider for SimplefinProvider {
                     .to_owned(),
             ));
         }
-        Ok(ProviderTokens::without_expiry(access))
+        // An access URL lasts until the user revokes it at the bridge.
+        Ok(ProviderCredentials::lasting(ProviderSecret::serialize(
+            &SimplefinSecret { access_url: access },
+        )?))
     }
 
-    fn authorization_url(&self, _: &AuthorizationRequest<'_>) -> Result<String, ProviderError> {
-        Err(ProviderError::Unsupported("OAuth"))
-    }
-
-    async fn exchange_code(
+    async fn accounts(
         &self,
-        _: &str,
-        _: &str,
-        _: Option<&str>,
-    ) -> Result<ProviderTokens, ProviderError> {
-        Err(ProviderError::Unsupported("OAuth"))
-    }
-
-    async fn refresh_tokens(&self, _: &str) -> Result<ProviderTokens, ProviderError> {
-        Err(ProviderError::Unsupported("token refreshes"))
-    }
-
-    async fn accounts(&self, access_token: &str) -> Result<Fetched<NewAccount>, ProviderError> {
+        credentials: &ProviderCredentials,
+    ) -> Result<Fetched<NewAccount>, ProviderError> {
+        let access_url = SimplefinSecret::of(credentials)?.access_url;
         let set = self
-            .account_set(access_token, &[("balances-only", "1".to_owned())])
+            .account_set(&access_url, &[("balances-only", "1".to_owned())])
             .await?;
         let mut fetched = Fetched {
             items: Vec::new(),
@@ -611,10 +618,11 @@ impl Provider for SimplefinProvider {
 
     async fn transactions(
         &self,
-        access_token: &str,
+        credentials: &ProviderCredentials,
         provider_account_id: &str,
         range: DateRange,
     ) -> Result<Fetched<NewTransaction>, ProviderError> {
+        let access_url = SimplefinSecret::of(credentials)?.access_url;
         let mut fetched = Fetched {
             items: Vec::new(),
             errors: Vec::new(),
@@ -625,7 +633,7 @@ impl Provider for SimplefinProvider {
             let end = window.end.succ_opt().unwrap_or(window.end);
             let set = self
                 .account_set(
-                    access_token,
+                    &access_url,
                     &[
                         ("account", provider_account_id.to_owned()),
                         ("start-date", unix_start(window.start).to_string()),
@@ -679,7 +687,11 @@ impl Provider for SimplefinProvider {
         Ok(fetched)
     }
 
-    async fn holdings(&self, _: &str, _: &str) -> Result<Fetched<NewHolding>, ProviderError> {
+    async fn holdings(
+        &self,
+        _: &ProviderCredentials,
+        _: &str,
+    ) -> Result<Fetched<NewHolding>, ProviderError> {
         // The bridge's holdings are not mapped: bank accounts have none.
         Ok(Fetched {
             items: Vec::new(),
@@ -802,6 +814,26 @@ mod tests {
         assert_eq!(row.status, TransactionStatus::Settled);
         assert_eq!(row.description.as_deref(), Some("Employer"));
         assert!(map_transaction(serde_json::json!({"id": "t3", "amount": "x"}), "USD").is_err());
+    }
+
+    #[test]
+    fn secrets_hold_the_access_url_in_either_shape() {
+        let claimed = ProviderSecret::serialize(&SimplefinSecret {
+            access_url: "https://u:p@bridge.example/simplefin".to_owned(),
+        })
+        .expect("a secret");
+        let legacy = ProviderSecret::from_json(serde_json::json!({
+            "access_token": "https://u:p@bridge.example/simplefin"
+        }));
+        for secret in [claimed, legacy] {
+            let read = SimplefinSecret::of(&ProviderCredentials::lasting(secret)).expect("reads");
+            assert_eq!(read.access_url, "https://u:p@bridge.example/simplefin");
+        }
+        let foreign = ProviderCredentials::lasting(ProviderSecret::from_string("x"));
+        assert!(matches!(
+            SimplefinSecret::of(&foreign),
+            Err(ProviderError::InvalidCredentials(_))
+        ));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
-use super::connections::{ConnectionError, Connections, HeldTokens, seconds};
+use super::connections::{ConnectionError, Connections, HeldCredentials, seconds};
 use super::{DateRange, Fetched, Provider, ProviderError, SyncItemError};
 use crate::dates;
 use crate::events::{
@@ -199,12 +199,12 @@ impl Connections {
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
-        tokens: &mut HeldTokens,
+        tokens: &mut HeldCredentials,
     ) -> Result<Fetched<NewAccount>, ConnectionError> {
         let p = provider.clone();
-        self.call(connection, provider, tokens, move |token| {
+        self.call(connection, provider, tokens, move |credentials| {
             let p = p.clone();
-            async move { p.accounts(&token).await }
+            async move { p.accounts(&credentials).await }
         })
         .await
     }
@@ -213,15 +213,15 @@ impl Connections {
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
-        tokens: &mut HeldTokens,
+        tokens: &mut HeldCredentials,
         account: &str,
         range: DateRange,
     ) -> Result<Fetched<NewTransaction>, ConnectionError> {
         let p = provider.clone();
         let account = account.to_owned();
-        self.call(connection, provider, tokens, move |token| {
+        self.call(connection, provider, tokens, move |credentials| {
             let (p, account) = (p.clone(), account.clone());
-            async move { p.transactions(&token, &account, range).await }
+            async move { p.transactions(&credentials, &account, range).await }
         })
         .await
     }
@@ -230,14 +230,14 @@ impl Connections {
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
-        tokens: &mut HeldTokens,
+        tokens: &mut HeldCredentials,
         account: &str,
     ) -> Result<Fetched<NewHolding>, ConnectionError> {
         let p = provider.clone();
         let account = account.to_owned();
-        self.call(connection, provider, tokens, move |token| {
+        self.call(connection, provider, tokens, move |credentials| {
             let (p, account) = (p.clone(), account.clone());
-            async move { p.holdings(&token, &account).await }
+            async move { p.holdings(&credentials, &account).await }
         })
         .await
     }

@@ -235,7 +235,7 @@ pub(super) fn credentials(tag: u8, expires_at: DateTime<Utc>) -> EncryptedCreden
     EncryptedCredentials {
         ciphertext: vec![tag; 8],
         key_id: format!("key-{tag}"),
-        access_expires_at: expires_at,
+        renew_at: Some(expires_at),
     }
 }
 

@@ -15,6 +15,20 @@ use super::*;
 const REDIRECT_URI: &str = "https://app.example/callback";
 const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
 
+/// Schwab credentials holding these tokens.
+fn credentials(access_token: &str, refresh_token: Option<&str>) -> ProviderCredentials {
+    let secret = SchwabSecret {
+        access_token: access_token.to_owned(),
+        refresh_token: refresh_token.map(str::to_owned),
+        scope: None,
+    };
+    ProviderCredentials {
+        secret: ProviderSecret::serialize(&secret).unwrap(),
+        renew_at: Some(Utc::now()),
+        consent_expires_at: None,
+    }
+}
+
 /// Serves a tower service on 127.0.0.1 and answers its base URL.
 async fn serve<S>(service: S) -> String
 where
@@ -91,11 +105,7 @@ fn authorization_url_shape() {
     ))
     .unwrap();
     let address = provider
-        .authorization_url(&AuthorizationRequest {
-            state: "st&ate=1",
-            redirect_uri: REDIRECT_URI,
-            pkce_challenge: None,
-        })
+        .authorization_url(&AuthorizationRequest::new("st&ate=1", REDIRECT_URI))
         .unwrap();
     let url = Url::parse(&address).unwrap();
     assert_eq!(url.scheme(), "https");
@@ -110,22 +120,16 @@ fn authorization_url_shape() {
     assert!(!pairs.contains_key("scope"));
 
     let address = provider
-        .authorization_url(&AuthorizationRequest {
-            state: "s",
-            redirect_uri: REDIRECT_URI,
-            pkce_challenge: Some(CHALLENGE),
-        })
+        .authorization_url(
+            &AuthorizationRequest::new("s", REDIRECT_URI).with_pkce_challenge(Some(CHALLENGE)),
+        )
         .unwrap();
     let url = Url::parse(&address).unwrap();
     let pairs: std::collections::HashMap<String, String> = url.query_pairs().into_owned().collect();
     assert_eq!(pairs["code_challenge"], CHALLENGE);
     assert_eq!(pairs["code_challenge_method"], "S256");
 
-    let bad = provider.authorization_url(&AuthorizationRequest {
-        state: "s",
-        redirect_uri: "relative/path",
-        pkce_challenge: None,
-    });
+    let bad = provider.authorization_url(&AuthorizationRequest::new("s", "relative/path"));
     assert!(matches!(bad, Err(ProviderError::Configuration(_))));
 }
 
@@ -141,12 +145,14 @@ async fn unreachable_provider_is_an_http_error() {
         "secret",
     ))
     .unwrap();
-    let accounts = provider.accounts("token").await;
+    let accounts = provider.accounts(&credentials("token", None)).await;
     assert!(
         matches!(accounts, Err(ProviderError::Http(_))),
         "{accounts:?}"
     );
-    let refresh = provider.refresh_tokens("token").await;
+    let refresh = provider
+        .renew_credentials(&credentials("token", Some("token")))
+        .await;
     assert!(
         matches!(refresh, Err(ProviderError::Http(_))),
         "{refresh:?}"
@@ -187,12 +193,22 @@ async fn odd_token_and_data_answers() {
     let base = serve(fake).await;
     let provider = SchwabProvider::new(SchwabConfig::new(base, "id", "secret")).unwrap();
     // Schwab's answer for an expired refresh token.
-    let refresh = provider.refresh_tokens("expired").await;
+    let refresh = provider
+        .renew_credentials(&credentials("token", Some("expired")))
+        .await;
     assert!(
         matches!(refresh, Err(ProviderError::InvalidGrant(_))),
         "{refresh:?}"
     );
-    let accounts = provider.accounts("token").await;
+    // Credentials without a refresh token cannot be renewed at all.
+    let unrenewable = provider
+        .renew_credentials(&credentials("token", None))
+        .await;
+    assert!(
+        matches!(unrenewable, Err(ProviderError::Unsupported(_))),
+        "{unrenewable:?}"
+    );
+    let accounts = provider.accounts(&credentials("token", None)).await;
     assert!(
         matches!(accounts, Err(ProviderError::InvalidResponse(_))),
         "{accounts:?}"
@@ -200,7 +216,7 @@ async fn odd_token_and_data_answers() {
     let today = Utc::now().date_naive();
     let transactions = provider
         .transactions(
-            "token",
+            &credentials("token", None),
             "H1",
             DateRange {
                 start: today,
@@ -241,11 +257,16 @@ async fn minimal_token_answers_keep_the_refresh_token_and_default_the_lifetime()
     let provider =
         SchwabProvider::new(SchwabConfig::new(serve(fake).await, "id", "secret")).unwrap();
     let before = Utc::now();
-    let refreshed = provider.refresh_tokens("old-refresh").await.unwrap();
-    assert_eq!(refreshed.access_token, "new-access");
-    assert_eq!(refreshed.refresh_token.as_deref(), Some("old-refresh"));
-    assert_eq!(refreshed.scope, None);
-    let lifetime = refreshed.expires_at - before;
+    let refreshed = provider
+        .renew_credentials(&credentials("old-access", Some("old-refresh")))
+        .await
+        .unwrap();
+    let secret = SchwabSecret::of(&refreshed).unwrap();
+    assert_eq!(secret.access_token, "new-access");
+    assert_eq!(secret.refresh_token.as_deref(), Some("old-refresh"));
+    assert_eq!(secret.scope, None);
+    assert_eq!(refreshed.consent_expires_at, None);
+    let lifetime = refreshed.renew_at.unwrap() - before;
     assert!(
         lifetime >= TimeDelta::seconds(1799) && lifetime <= TimeDelta::seconds(1801),
         "{lifetime}"
@@ -254,6 +275,75 @@ async fn minimal_token_answers_keep_the_refresh_token_and_default_the_lifetime()
         .exchange_code("code", REDIRECT_URI, None)
         .await
         .unwrap();
-    assert_eq!(exchanged.refresh_token, None);
+    assert_eq!(SchwabSecret::of(&exchanged).unwrap().refresh_token, None);
     assert!(!format!("{exchanged:?}").contains("new-access"));
+}
+
+#[tokio::test]
+async fn token_pairs_stored_by_earlier_releases_still_work() {
+    // What the release before opaque secrets encrypted for a Schwab connection.
+    let legacy = serde_json::json!({
+        "access_token": "old-access",
+        "refresh_token": "old-refresh",
+        "expires_at": "2026-03-01T12:00:00Z",
+        "scope": "api",
+    });
+    let keyring = crate::crypto::Keyring::new(vec![("k1".to_owned(), vec![9; 32])]).unwrap();
+    let connection_id = uuid::Uuid::now_v7();
+    let (key_id, sealed) = keyring
+        .encrypt(
+            &serde_json::to_vec(&legacy).unwrap(),
+            connection_id.as_bytes(),
+        )
+        .unwrap();
+    let credentials =
+        crate::providers::connections::open_credentials(&keyring, connection_id, &key_id, &sealed)
+            .unwrap();
+
+    // The data calls send the old access token, the renewal the old refresh token.
+    let fake = tower::service_fn(|request: http::Request<hyper::body::Incoming>| async move {
+        let bearer = request
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        let (status, body): (u16, String) = match request.uri().path() {
+            "/v1/oauth/token" => {
+                use http_body_util::BodyExt as _;
+                let form = request.into_body().collect().await.unwrap().to_bytes();
+                let form = String::from_utf8_lossy(&form).into_owned();
+                if form.contains("refresh_token=old-refresh") {
+                    (
+                        200,
+                        r#"{"access_token":"new-access","token_type":"Bearer","expires_in":1800}"#
+                            .to_owned(),
+                    )
+                } else {
+                    (400, r#"{"error":"invalid_grant"}"#.to_owned())
+                }
+            }
+            _ if bearer.as_deref() != Some("Bearer old-access") => (401, String::new()),
+            "/trader/v1/accounts/accountNumbers" => (
+                200,
+                r#"[{"accountNumber":"1","hashValue":"H1"}]"#.to_owned(),
+            ),
+            "/trader/v1/accounts" => (200, "[]".to_owned()),
+            _ => (404, String::new()),
+        };
+        let mut response = http::Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        Ok::<_, Infallible>(response)
+    });
+    let provider =
+        SchwabProvider::new(SchwabConfig::new(serve(fake).await, "id", "secret")).unwrap();
+    let accounts = provider.accounts(&credentials).await;
+    assert!(accounts.is_ok(), "{accounts:?}");
+    let renewed = provider.renew_credentials(&credentials).await.unwrap();
+    let secret = SchwabSecret::of(&renewed).unwrap();
+    assert_eq!(secret.access_token, "new-access");
+    assert_eq!(secret.refresh_token.as_deref(), Some("old-refresh"));
 }

@@ -51,13 +51,13 @@ pub type OAuthStateRecord = NewOAuthState;
 /// Credentials to store on a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EncryptedCredentials {
-    /// Nonce and ciphertext of the serialized provider tokens.
+    /// Nonce and ciphertext of the serialized provider credentials.
     pub ciphertext: Vec<u8>,
     /// The id of the key that encrypted them.
     pub key_id: String,
-    /// When the provider's access token expires (kept in clear so the refresh job can find
-    /// connections that are due without decrypting anything).
-    pub access_expires_at: DateTime<Utc>,
+    /// When the credentials must be renewed, `None` when never (kept in clear so the
+    /// renewal job can find connections that are due without decrypting anything).
+    pub renew_at: Option<DateTime<Utc>>,
 }
 
 string_enum! {

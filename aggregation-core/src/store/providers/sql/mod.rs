@@ -136,7 +136,7 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
                 status: ConnectionStatus::Active,
                 encrypted_credentials: Some(credentials.ciphertext),
                 credentials_key_id: Some(credentials.key_id),
-                credentials_expires_at: Some(credentials.access_expires_at),
+                credentials_expires_at: credentials.renew_at,
                 created_at: now,
             };
             let saved = (insert_connection(&mut tx, &connection).await?, true);
@@ -157,7 +157,7 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
             .bind(ConnectionStatus::Active.as_str())
             .bind(credentials.ciphertext.as_slice())
             .bind(&credentials.key_id)
-            .bind(credentials.access_expires_at)
+            .bind(credentials.renew_at)
             .bind(now)
             .fetch_one(&mut *tx)
             .await?;
@@ -246,7 +246,7 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
         .bind(connection_id)
         .bind(credentials.ciphertext.as_slice())
         .bind(&credentials.key_id)
-        .bind(credentials.access_expires_at)
+        .bind(credentials.renew_at)
         .bind(now)
         .bind(previous)
         .execute(&self.pool)
