@@ -55,6 +55,8 @@ pub use mail::{
 };
 #[doc(inline)]
 pub use mount::Mount;
+#[cfg(feature = "enablebanking")]
+pub use providers::{EnableBankingConfig, EnableBankingProvider};
 #[doc(inline)]
 pub use providers::{Provider, ProviderCredentials, ProviderError, ProviderSecret};
 #[doc(inline)]
@@ -63,8 +65,6 @@ pub use providers::{SchwabConfig, SchwabProvider};
 #[doc(inline)]
 #[cfg(feature = "simplefin")]
 pub use providers::{SimplefinConfig, SimplefinProvider};
-#[cfg(feature = "enablebanking")]
-pub use providers::{EnableBankingConfig, EnableBankingProvider};
 #[doc(no_inline)]
 pub use rate_limit::IpNet;
 #[doc(inline)]

@@ -16,10 +16,11 @@ use std::time::Duration;
 
 use aggregation_core::metrics::Metrics;
 use aggregation_core::{
-    AggregationService, BuildError, Config, ConfigError, InMemoryRateLimitStore, IpNet, Keyring,
-    LoginFailureLimit, Mailer, OutboxMailer, PolicyTable, PostgresStore, RedisEventRelay,
-    EnableBankingConfig, EnableBankingProvider, RedisRateLimitStore, SchemaName, SchwabConfig,
-    SchwabProvider, SimplefinConfig, SimplefinProvider, SmtpMailer, SqliteStore, Store, StoreError, WorkLimits, parse_cidr_list,
+    AggregationService, BuildError, Config, ConfigError, EnableBankingConfig,
+    EnableBankingProvider, InMemoryRateLimitStore, IpNet, Keyring, LoginFailureLimit, Mailer,
+    OutboxMailer, PolicyTable, PostgresStore, RedisEventRelay, RedisRateLimitStore, SchemaName,
+    SchwabConfig, SchwabProvider, SimplefinConfig, SimplefinProvider, SmtpMailer, SqliteStore,
+    Store, StoreError, WorkLimits, parse_cidr_list,
 };
 use aggregation_sandbox::{EnableBankingSandbox, SchwabSandbox, SimplefinSandbox};
 use base64::Engine as _;

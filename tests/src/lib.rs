@@ -356,7 +356,8 @@ pub struct Setup {
 }
 
 /// A step of [`Setup::builder_with`].
-pub type BuilderStep = Box<dyn FnOnce(AggregationServiceBuilder) -> AggregationServiceBuilder + Send>;
+pub type BuilderStep =
+    Box<dyn FnOnce(AggregationServiceBuilder) -> AggregationServiceBuilder + Send>;
 
 impl Default for Setup {
     fn default() -> Self {

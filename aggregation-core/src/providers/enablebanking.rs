@@ -59,12 +59,13 @@ use url::Url;
 
 use self::jwt::ApplicationToken;
 use self::mapping::{
-    AspspList, AspspRef, AuthStarted, BalanceList, ErrorBody, SessionCreated,
-    SessionSecret, TransactionPage,
+    AspspList, AspspRef, AuthStarted, BalanceList, ErrorBody, SessionCreated, SessionSecret,
+    TransactionPage,
 };
-#[cfg(any())] // TEMP-UNTIL-CREDS
-use super::{AuthorizationRequest, Provider, ProviderCredentials, ProviderSecret};
-use super::{DateRange, Fetched, Institution, ProviderError, RequestBudget, SyncItemError};
+use super::{
+    AuthorizationRequest, DateRange, Fetched, Institution, Provider, ProviderCredentials,
+    ProviderError, ProviderSecret, RequestBudget, SyncItemError,
+};
 use crate::outbound::{describe_request_error, read_limited};
 use crate::store::{NewAccount, NewHolding, NewTransaction};
 
@@ -73,8 +74,8 @@ pub const DEFAULT_BASE_URL: &str = "https://api.enablebanking.com";
 
 /// The countries Enable Banking serves (ISO 3166-1 alpha-2).
 pub const DEFAULT_COUNTRIES: &[&str] = &[
-    "AT", "BE", "BG", "CY", "CZ", "DE", "DK", "EE", "ES", "FI", "FR", "GB", "GR", "HR", "HU",
-    "IE", "IS", "IT", "LT", "LU", "LV", "MT", "NL", "NO", "PL", "PT", "RO", "SE", "SI", "SK",
+    "AT", "BE", "BG", "CY", "CZ", "DE", "DK", "EE", "ES", "FI", "FR", "GB", "GR", "HR", "HU", "IE",
+    "IS", "IT", "LT", "LU", "LV", "MT", "NL", "NO", "PL", "PT", "RO", "SE", "SI", "SK",
 ];
 
 /// Time to connect to the API.
@@ -274,9 +275,8 @@ impl EnableBankingProvider {
         request: reqwest::RequestBuilder,
     ) -> Result<T, ProviderError> {
         let body = self.send_raw(call, request).await?;
-        serde_json::from_slice(&body).map_err(|error| {
-            ProviderError::InvalidResponse(format!("{}: {error}", call.name()))
-        })
+        serde_json::from_slice(&body)
+            .map_err(|error| ProviderError::InvalidResponse(format!("{}: {error}", call.name())))
     }
 
     async fn send_raw(
@@ -290,7 +290,11 @@ impl EnableBankingProvider {
             .send()
             .await
             .map_err(|error| {
-                ProviderError::Http(format!("{}: {}", call.name(), describe_request_error(&error)))
+                ProviderError::Http(format!(
+                    "{}: {}",
+                    call.name(),
+                    describe_request_error(&error)
+                ))
             })?;
         let status = response.status();
         let body = read_limited(response, MAX_BODY)
@@ -308,7 +312,11 @@ impl EnableBankingProvider {
         if mapping::ends_session(error.error.as_deref()) {
             // The consent expired or was revoked: the service finds it cannot be renewed
             // and marks the connection `expired`.
-            tracing::info!(error = error.error.as_deref().unwrap_or_default(), "{} found the Enable Banking session over", call.name());
+            tracing::info!(
+                error = error.error.as_deref().unwrap_or_default(),
+                "{} found the Enable Banking session over",
+                call.name()
+            );
             return Err(ProviderError::Unauthorized);
         }
         match (call, status) {
@@ -569,13 +577,11 @@ fn segment(text: &str) -> String {
         .replace('+', "%20")
 }
 
-#[cfg(any())] // TEMP-UNTIL-CREDS
 /// The stored secret of a connection.
 fn session_of(credentials: &ProviderCredentials) -> Result<SessionSecret, ProviderError> {
     credentials.secret.deserialize::<SessionSecret>()
 }
 
-#[cfg(any())] // TEMP-UNTIL-CREDS
 #[async_trait]
 impl Provider for EnableBankingProvider {
     fn slug(&self) -> &str {

@@ -390,6 +390,16 @@ pub trait Provider: Send + Sync + 'static {
         Err(ProviderError::Unsupported("OAuth"))
     }
 
+    /// Starts an authorization and answers the address to send the user to: what the service
+    /// calls. Default: [`authorization_url`](Self::authorization_url). A provider whose API
+    /// must be asked for that address (Enable Banking's `POST /auth`) overrides this one.
+    async fn begin_authorization(
+        &self,
+        request: &AuthorizationRequest<'_>,
+    ) -> Result<String, ProviderError> {
+        self.authorization_url(request)
+    }
+
     /// Exchanges an authorization code for credentials, sending the redirect URI (and PKCE
     /// verifier) that the authorization used (an OAuth provider). Default:
     /// [`ProviderError::Unsupported`].

@@ -4,8 +4,8 @@
 
 use std::sync::Mutex;
 
-use chrono::{DateTime, TimeDelta, Utc};
 use base64::Engine as _;
+use chrono::{DateTime, TimeDelta, Utc};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::Serialize;
 
@@ -143,7 +143,9 @@ fn rsa_private_key_der(pem: &[u8]) -> Result<Vec<u8>, ProviderError> {
         .find("-----BEGIN ")
         .ok_or_else(|| refused("no BEGIN line"))?;
     let rest = &text[begin + "-----BEGIN ".len()..];
-    let label_end = rest.find("-----").ok_or_else(|| refused("a damaged BEGIN line"))?;
+    let label_end = rest
+        .find("-----")
+        .ok_or_else(|| refused("a damaged BEGIN line"))?;
     let label = &rest[..label_end];
     let body_and_end = &rest[label_end + "-----".len()..];
     let end = body_and_end
@@ -258,7 +260,10 @@ mod tests {
         let claims = jsonwebtoken::decode::<Read>(&token, &key, &validation)
             .expect("verifies")
             .claims;
-        assert_eq!((claims.iss.as_str(), claims.aud.as_str()), (ISSUER, AUDIENCE));
+        assert_eq!(
+            (claims.iss.as_str(), claims.aud.as_str()),
+            (ISSUER, AUDIENCE)
+        );
         assert!(claims.exp - claims.iat <= 3600);
         assert!(claims.exp > Utc::now().timestamp());
     }
@@ -281,7 +286,8 @@ mod tests {
     fn pkcs1_keys_sign_too() {
         let pkcs8 = rsa_private_key_der(TEST_KEY.as_bytes()).expect("pkcs8");
         let body = base64::engine::general_purpose::STANDARD.encode(&pkcs8);
-        let pkcs1 = format!("-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----\n");
+        let pkcs1 =
+            format!("-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----\n");
         let signer = ApplicationToken::new("app", pkcs1.as_bytes()).expect("signer");
         assert!(signer.bearer().is_ok());
     }

@@ -210,12 +210,19 @@ fn session_account(account: AccountResource) -> SessionAccount {
         other.as_deref(),
         &account.uid,
     );
-    let account_number = iban.as_deref().or(other.as_deref()).map(mask_account_number);
+    let account_number = iban
+        .as_deref()
+        .or(other.as_deref())
+        .map(mask_account_number);
     // `name` is the account holder's name, so the account's own description comes first.
     let name = non_blank(account.details)
         .or_else(|| non_blank(account.product.clone()))
         .or_else(|| non_blank(account.name))
-        .or_else(|| account_number.as_ref().map(|number| format!("Account {number}")))
+        .or_else(|| {
+            account_number
+                .as_ref()
+                .map(|number| format!("Account {number}"))
+        })
         .unwrap_or_else(|| "Account".to_owned());
     SessionAccount {
         uid: account.uid,
@@ -482,11 +489,7 @@ pub(super) fn map_transaction(
     let currency = transaction
         .transaction_amount
         .currency()
-        .or_else(|error| {
-            account_currency
-                .map(currency_code)
-                .unwrap_or(Err(error))
-        })
+        .or_else(|error| account_currency.map(currency_code).unwrap_or(Err(error)))
         .map_err(fail)?;
     let date = if pending {
         transaction
@@ -531,7 +534,10 @@ pub(super) fn map_transaction(
             let fields = [
                 status.clone(),
                 date.to_string(),
-                transaction.booking_date.map(|d| d.to_string()).unwrap_or_default(),
+                transaction
+                    .booking_date
+                    .map(|d| d.to_string())
+                    .unwrap_or_default(),
                 amount.normalize().to_string(),
                 currency.clone(),
                 counterparty.clone().unwrap_or_default(),
@@ -688,8 +694,7 @@ mod tests {
         let only_available = balances(json!({"balances": [
             {"balance_amount": {"currency": "SEK", "amount": -320.55}, "balance_type": "ITAV"}
         ]}));
-        let (balance, available, currency) =
-            pick_balances(&only_available, None).expect("picked");
+        let (balance, available, currency) = pick_balances(&only_available, None).expect("picked");
         assert_eq!(balance.to_string(), "-320.55");
         assert_eq!(available, Some(balance));
         assert_eq!(currency, "SEK");
@@ -729,7 +734,10 @@ mod tests {
         assert_eq!(first.description.as_deref(), Some("Employer"));
         assert_eq!(first.settlement_date, None);
         assert!(first.provider_transaction_id.starts_with("digest-"));
-        assert_ne!(first.provider_transaction_id, second.provider_transaction_id);
+        assert_ne!(
+            first.provider_transaction_id,
+            second.provider_transaction_id
+        );
         let cancelled = json!({"credit_debit_indicator": "DBIT", "status": "CNCL",
             "transaction_amount": {"currency": "EUR", "amount": "1"}, "booking_date": "2026-03-03"});
         assert!(matches!(
