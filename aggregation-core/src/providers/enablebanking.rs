@@ -1,5 +1,5 @@
 //! The Enable Banking provider ([API](https://enablebanking.com/docs/api/)): bank data for
-//! Europe through PSD2 open banking (2,500+ banks in 29 countries).
+//! Europe through PSD2 open banking (about 2,500 banks).
 //!
 //! - Application authentication: every request carries a JWT signed RS256 with the
 //!   application's private key (`kid` the application id, `iss` `enablebanking.com`, `aud`
@@ -72,7 +72,7 @@ use crate::store::{NewAccount, NewHolding, NewTransaction};
 /// The Enable Banking API.
 pub const DEFAULT_BASE_URL: &str = "https://api.enablebanking.com";
 
-/// The countries Enable Banking serves (ISO 3166-1 alpha-2).
+/// The countries offered by default (ISO 3166-1 alpha-2): the EU, Iceland, Norway and the UK.
 pub const DEFAULT_COUNTRIES: &[&str] = &[
     "AT", "BE", "BG", "CY", "CZ", "DE", "DK", "EE", "ES", "FI", "FR", "GB", "GR", "HR", "HU", "IE",
     "IS", "IT", "LT", "LU", "LV", "MT", "NL", "NO", "PL", "PT", "RO", "SE", "SI", "SK",
@@ -689,3 +689,60 @@ impl Provider for EnableBankingProvider {
 const TEST_KEY: &str = include_str!("enablebanking/test-key.pem");
 #[cfg(test)]
 const TEST_PUBLIC_KEY: &str = include_str!("enablebanking/test-key.pub.pem");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(base_url: &str) -> EnableBankingConfig {
+        EnableBankingConfig::new("app-1", TEST_KEY.as_bytes()).with_base_url(base_url)
+    }
+
+    #[test]
+    fn requests_go_under_the_base_url_and_its_prefix() {
+        let provider = EnableBankingProvider::new(config("http://127.0.0.1:9/sandbox/eb"))
+            .expect("a provider");
+        assert_eq!(
+            provider.url("aspsps").expect("url").as_str(),
+            "http://127.0.0.1:9/sandbox/eb/aspsps"
+        );
+        let uid = segment("a/b c?");
+        assert_eq!(uid, "a%2Fb%20c%3F");
+        assert_eq!(
+            provider
+                .url(&format!("accounts/{uid}/balances"))
+                .expect("url")
+                .path(),
+            "/sandbox/eb/accounts/a%2Fb%20c%3F/balances"
+        );
+        assert!(provider.needs_institution());
+        assert_eq!(provider.slug(), "enablebanking");
+        assert_eq!(
+            provider.request_budget().map(|budget| budget.requests),
+            Some(4)
+        );
+        assert!(!format!("{:?}", config("http://x")).contains("PRIVATE"));
+    }
+
+    #[test]
+    fn bad_settings_refuse_the_provider() {
+        for base in ["ftp://example.com", "not a url", "mailto:x@example.com"] {
+            assert!(
+                matches!(
+                    EnableBankingProvider::new(config(base)),
+                    Err(ProviderError::Configuration(_))
+                ),
+                "{base}"
+            );
+        }
+        let wrong_key = EnableBankingConfig::new("app-1", TEST_PUBLIC_KEY.as_bytes());
+        assert!(matches!(
+            EnableBankingProvider::new(wrong_key),
+            Err(ProviderError::Configuration(_))
+        ));
+        assert!(matches!(
+            EnableBankingConfig::from_key_file("app-1", Path::new("/nonexistent/key.pem")),
+            Err(ProviderError::Configuration(_))
+        ));
+    }
+}
