@@ -7,6 +7,7 @@ use aggregation_core::AggregationServiceBuilder;
 use aggregation_core::jobs::{RunOutcome, SYNC_CONNECTIONS};
 use aggregation_core::providers::{RequestBudget, SimplefinConfig, SimplefinProvider};
 use aggregation_sandbox::{CHECKING_ID, SANDBOX_ERROR, SimplefinSandbox};
+use aggregation_tests::proxy::{Fault, FaultProxy};
 use aggregation_tests::{Setup, TestApp, conformance};
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -33,6 +34,22 @@ fn with_budgeted_simplefin(builder: AggregationServiceBuilder) -> AggregationSer
         ..provider_config()
     };
     builder.provider(SimplefinProvider::new(config).expect("provider"))
+}
+
+/// The provider with timeouts of a second, for a bridge that hangs.
+fn with_hasty_simplefin(builder: AggregationServiceBuilder) -> AggregationServiceBuilder {
+    let config = SimplefinConfig {
+        connect_timeout: std::time::Duration::from_secs(1),
+        request_timeout: std::time::Duration::from_secs(1),
+        ..provider_config()
+    };
+    builder.provider(SimplefinProvider::new(config).expect("provider"))
+}
+
+fn hasty() -> Setup {
+    let mut setup = simplefin();
+    setup.builder_hook = Some(with_hasty_simplefin);
+    setup
 }
 
 fn simplefin() -> Setup {
@@ -71,6 +88,29 @@ async fn bridge() -> Bridge {
         let _ = axum::serve(listener, app).await;
     });
     Bridge { sandbox, task }
+}
+
+/// A fake bridge reached through a fault proxy (its claim and access URLs name the proxy),
+/// so a case can make it hang.
+struct ProxiedBridge {
+    bridge: Bridge,
+    proxy: FaultProxy,
+}
+
+async fn proxied_bridge() -> ProxiedBridge {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let proxy = FaultProxy::start(listener.local_addr().expect("address")).await;
+    let sandbox = SimplefinSandbox::new(format!("http://{}/simplefin", proxy.address()));
+    let app = axum::Router::new().nest_service("/simplefin", sandbox.clone());
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    ProxiedBridge {
+        bridge: Bridge { sandbox, task },
+        proxy,
+    }
 }
 
 fn id(value: &Value) -> &str {
@@ -458,6 +498,72 @@ async fn bridge_failures_are_502_and_revocations_expire(app: TestApp) {
     );
 }
 
+/// A bridge that accepts connections and never answers costs the configured timeout (a
+/// second here), then the sync is a provider failure (502) that writes nothing; once the
+/// bridge answers again, syncs work.
+async fn a_hung_bridge_is_a_502_after_the_timeout(app: TestApp) {
+    let (_, token, _) = app.user("hung@example.com").await;
+    let proxied = proxied_bridge().await;
+    let connection = connect(&app, &token, &proxied.bridge).await;
+    let sync_path = format!("/api/v1/providers/{}/sync", id(&connection));
+    proxied.proxy.set(Fault::Blackhole);
+    app.post(&sync_path, &json!({}), Some(&token))
+        .await
+        .expect_problem(502, "provider_error");
+    let accounts = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
+    assert_eq!(accounts["total_count"], 0);
+    let after = app
+        .get(
+            &format!("/api/v1/providers/{}", id(&connection)),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(after["status"], "active");
+    proxied.proxy.set(Fault::Pass);
+    app.post(&sync_path, &json!({"force": true}), Some(&token))
+        .await
+        .expect(201);
+    let accounts = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
+    assert!(accounts["total_count"].as_u64().is_some_and(|n| n > 0));
+}
+
+/// An access URL the bridge refuses (403: the user revoked the app at the bridge) expires the
+/// connection with `connection.expired` whose reason says the access was revoked.
+async fn revoked_access_is_reported_as_revoked(app: TestApp) {
+    let (_, token, _) = app.user("revoked@example.com").await;
+    let bridge = bridge().await;
+    let connection = connect(&app, &token, &bridge).await;
+    bridge.sandbox.revoke_access();
+    app.post(
+        &format!("/api/v1/providers/{}/sync", id(&connection)),
+        &json!({}),
+        Some(&token),
+    )
+    .await
+    .expect_problem(409, "conflict");
+    let user_id =
+        uuid::Uuid::parse_str(connection["user_id"].as_str().expect("user_id")).expect("a uuid");
+    let events = app
+        .store
+        .user_events_after(user_id, None, 100)
+        .await
+        .expect("events");
+    let expiries: Vec<&Value> = events
+        .iter()
+        .filter(|event| event.event_type.as_str() == "connection.expired")
+        .map(|event| &event.data)
+        .collect();
+    assert_eq!(
+        expiries,
+        [&json!({
+            "connection_id": connection["id"],
+            "provider": "simplefin",
+            "reason": "access_revoked",
+        })]
+    );
+}
+
 async fn the_request_budget_limits_syncs(app: TestApp) {
     let (_, token, _) = app.user("budget@example.com").await;
     let bridge = bridge().await;
@@ -496,6 +602,16 @@ conformance!(setup = simplefin;
     long_windows_are_split,
     bridge_failures_are_502_and_revocations_expire,
 );
+
+mod hung {
+    use super::*;
+    conformance!(setup = hasty; a_hung_bridge_is_a_502_after_the_timeout);
+}
+
+mod revoked {
+    use super::*;
+    conformance!(setup = simplefin; revoked_access_is_reported_as_revoked);
+}
 
 mod budget {
     use super::*;

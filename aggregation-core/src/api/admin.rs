@@ -338,7 +338,8 @@ struct EventJson {
     /// each `{created, updated, unchanged}`, holdings also `deactivated`, and
     /// `snapshots_created`);
     /// `connection.created`: `connection_id`, `provider`, `reauthorized`;
-    /// `connection.expired`: `connection_id`, `provider`, `reason` (`refresh_refused`);
+    /// `connection.expired`: `connection_id`, `provider`, `reason` (`refresh_refused`,
+    /// `consent_expired`, `access_revoked`);
     /// `connection.deleted`: `connection_id`, `provider`;
     /// `session.revoked`: `session_id`, `reason` (`logout`, `token_reuse`, `password_reset`,
     /// `logout_all`, `manual`, or the reason the user gave);

@@ -11,7 +11,9 @@
 //! [`Config::with_oauth_callback_requires_auth`](crate::Config::with_oauth_callback_requires_auth)
 //! binds it to its user: then it needs the bearer token of the user who started connecting
 //! (401 without one). A bearer token of another user is always answered like an unknown state
-//! (400), and spends the state.
+//! (400), and spends the state. A callback with the provider's `error` instead of a `code`
+//! (the user refused at the provider) spends the state and answers 400 naming that error;
+//! nothing is created or changed.
 
 use chrono::{DateTime, Utc};
 use http::StatusCode;
@@ -162,13 +164,41 @@ fn allowed_redirect_uri(config: &Config, requested: Option<String>) -> Result<St
     }
 }
 
-/// `?code&state` of an OAuth callback.
+/// `?code&state` of an OAuth callback, or `?error&error_description&state` when the user
+/// refused at the provider (RFC 6749 §4.1.2.1).
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct CallbackQuery {
-    #[param(value_type = String, required = true)]
+    /// The authorization code; required unless `error` is given.
+    #[param(value_type = Option<String>)]
     code: Option<String>,
     #[param(value_type = String, required = true)]
     state: Option<String>,
+    /// The provider's error code when the user refused or the authorization failed
+    /// (`access_denied`, …): the callback then answers 400 and spends the state.
+    #[param(value_type = Option<String>)]
+    error: Option<String>,
+    /// The provider's description of `error`.
+    #[param(value_type = Option<String>)]
+    error_description: Option<String>,
+}
+
+/// What a callback brings back from the provider.
+pub(crate) enum CallbackAnswer {
+    /// An authorization code to exchange.
+    Code(String),
+    /// The provider's error instead of a code.
+    Refused {
+        error: String,
+        description: Option<String>,
+    },
+}
+
+/// An optional callback parameter of at most [`MAX_CALLBACK_PARAM_CHARS`] bytes.
+fn optional_callback_param(name: &str, raw: Option<String>) -> Result<Option<String>, FieldError> {
+    match query::string(raw) {
+        None => Ok(None),
+        some => callback_param(name, some).map(Some),
+    }
 }
 
 /// A required callback parameter of at most [`MAX_CALLBACK_PARAM_CHARS`] bytes.
@@ -189,21 +219,46 @@ fn callback_param(name: &str, raw: Option<String>) -> Result<String, FieldError>
 }
 
 impl Validate for CallbackQuery {
-    type Valid = (String, String);
+    type Valid = (CallbackAnswer, String);
 
     const PARAMETER_SCHEMAS: &'static [ParameterSchema] = &[
         ("code", || schemas::text(1, MAX_CALLBACK_PARAM_CHARS, false)),
         ("state", || {
             schemas::text(1, MAX_CALLBACK_PARAM_CHARS, false)
         }),
+        ("error", || {
+            schemas::text(1, MAX_CALLBACK_PARAM_CHARS, false)
+        }),
+        ("error_description", || {
+            schemas::text(1, MAX_CALLBACK_PARAM_CHARS, false)
+        }),
     ];
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        (
-            callback_param("code", self.code),
-            callback_param("state", self.state),
-        )
-            .all_valid()
+        let mut errors = Vec::new();
+        let answer = if query::string(self.error.clone()).is_some() {
+            let error = callback_param("error", self.error).map_err(|e| errors.push(e));
+            let description = optional_callback_param("error_description", self.error_description)
+                .map_err(|e| errors.push(e));
+            match (error, description) {
+                (Ok(error), Ok(description)) => {
+                    Some(CallbackAnswer::Refused { error, description })
+                }
+                _ => None,
+            }
+        } else {
+            callback_param("code", self.code)
+                .map_err(|e| errors.push(e))
+                .ok()
+                .map(CallbackAnswer::Code)
+        };
+        let state = callback_param("state", self.state)
+            .map_err(|e| errors.push(e))
+            .ok();
+        match (answer, state) {
+            (Some(answer), Some(state)) if errors.is_empty() => Ok((answer, state)),
+            _ => Err(ApiError::validation(errors)),
+        }
     }
 }
 
@@ -278,6 +333,7 @@ impl From<ConnectionError> for ApiError {
             ConnectionError::NoOAuth(_)
             | ConnectionError::NeedsSetupToken(_)
             | ConnectionError::SetupTokenRefused(_)
+            | ConnectionError::RefusedAtProvider { .. }
             | ConnectionError::NotRefreshable
             | ConnectionError::InvalidState
             | ConnectionError::MalformedState
@@ -482,7 +538,7 @@ async fn connect(
 async fn callback(
     state: &App,
     CallbackCaller(caller): CallbackCaller,
-    Query((code, oauth_state)): Query<CallbackQuery>,
+    Query((answer, oauth_state)): Query<CallbackQuery>,
 ) -> ApiResult {
     // Public unless configured otherwise; a bearer token, when sent, must be the state's
     // user's, and another user's is answered as an unknown state.
@@ -490,6 +546,16 @@ async fn callback(
         Caller::InvalidToken => return Err(ApiError::unauthorized()),
         Caller::Anonymous => None,
         Caller::Authenticated(claims) => Some(claims.sub),
+    };
+    let code = match answer {
+        CallbackAnswer::Code(code) => code,
+        CallbackAnswer::Refused { error, description } => {
+            return Err(state
+                .connections
+                .refuse_authorization(&oauth_state, caller, &error, description.as_deref())
+                .await
+                .into());
+        }
     };
     let (connection, _created) = state
         .connections

@@ -197,7 +197,9 @@ pub struct ConnectionExpired {
     pub connection_id: Uuid,
     /// The provider's slug.
     pub provider: String,
-    /// Why: `refresh_refused` when the provider refused its refresh token.
+    /// Why: `refresh_refused` when the provider refused its refresh token, `consent_expired`
+    /// when the user's consent ended, `access_revoked` when the provider refused credentials
+    /// that cannot be renewed (a SimpleFIN access URL the user revoked at the bridge).
     pub reason: String,
 }
 

@@ -52,6 +52,11 @@ pub(crate) enum ConnectionError {
     NeedsSetupToken(String),
     #[error("The setup token was refused: {0}")]
     SetupTokenRefused(String),
+    #[error("{}", refusal_detail(error, description.as_deref()))]
+    RefusedAtProvider {
+        error: String,
+        description: Option<String>,
+    },
     #[error("The provider {0:?} has no institutions to list.")]
     NoInstitutions(String),
     #[error("The provider's credentials do not refresh; connect it again when they expire.")]
@@ -78,6 +83,18 @@ pub(crate) enum ConnectionError {
     Credentials(#[from] CryptoError),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// What a callback carrying the provider's error answers: it names the error.
+fn refusal_detail(error: &str, description: Option<&str>) -> String {
+    match description {
+        Some(description) => format!(
+            "The authorization was not granted at the provider: {error} ({description}). Nothing was connected; start connecting again."
+        ),
+        None => format!(
+            "The authorization was not granted at the provider: {error}. Nothing was connected; start connecting again."
+        ),
+    }
 }
 
 /// The address a user is sent to, and the state that comes back.
@@ -196,7 +213,15 @@ fn consent_expired_events(connection: &ConnectionRecord, at: DateTime<Utc>) -> V
     expired_events(connection, at, "consent_expired")
 }
 
-/// `connection.expired` of `connection`, for `reason` (`refresh_refused`, `consent_expired`).
+/// The events of the expiry of `connection` because the provider refused credentials that
+/// cannot be renewed (the user revoked the access at the provider, as at a SimpleFIN bridge):
+/// `connection.expired` (reason `access_revoked`).
+fn access_revoked_events(connection: &ConnectionRecord, at: DateTime<Utc>) -> Vec<Event> {
+    expired_events(connection, at, "access_revoked")
+}
+
+/// `connection.expired` of `connection`, for `reason` (`refresh_refused`, `consent_expired`,
+/// `access_revoked`).
 fn expired_events(connection: &ConnectionRecord, at: DateTime<Utc>, reason: &str) -> Vec<Event> {
     let expired = ConnectionExpired {
         user_id: connection.user_id,
@@ -642,21 +667,7 @@ impl Connections {
         state: &str,
         caller: Option<Uuid>,
     ) -> Result<(ConnectionRecord, bool), ConnectionError> {
-        let at = now();
-        let stored = self
-            .store
-            .take_oauth_state(&token_digest(state))
-            .await?
-            .filter(|stored| stored.expires_at > at)
-            .ok_or(ConnectionError::InvalidState)?;
-        if caller.is_some_and(|caller| caller != stored.user_id) {
-            // Answered as an unknown state, so the caller learns nothing about it; the state
-            // is spent all the same.
-            tracing::warn!(
-                "an OAuth callback carried the bearer token of another user than the state's; refused"
-            );
-            return Err(ConnectionError::InvalidState);
-        }
+        let stored = self.take_state(state, caller).await?;
         let verifier = match (&stored.encrypted_pkce_verifier, &stored.pkce_key_id) {
             (Some(sealed), Some(key_id)) => {
                 let plain = self
@@ -682,6 +693,57 @@ impl Connections {
             credentials,
         )
         .await
+    }
+
+    /// Consumes a callback's state (a live one, of the caller's user when a caller is known).
+    async fn take_state(
+        &self,
+        state: &str,
+        caller: Option<Uuid>,
+    ) -> Result<crate::store::OAuthStateRecord, ConnectionError> {
+        let at = now();
+        let stored = self
+            .store
+            .take_oauth_state(&token_digest(state))
+            .await?
+            .filter(|stored| stored.expires_at > at)
+            .ok_or(ConnectionError::InvalidState)?;
+        if caller.is_some_and(|caller| caller != stored.user_id) {
+            // Answered as an unknown state, so the caller learns nothing about it; the state
+            // is spent all the same.
+            tracing::warn!(
+                "an OAuth callback carried the bearer token of another user than the state's; refused"
+            );
+            return Err(ConnectionError::InvalidState);
+        }
+        Ok(stored)
+    }
+
+    /// A callback that brought the provider's error (the user refused at the provider)
+    /// instead of a code: the state is consumed, nothing is created or changed, and the answer
+    /// names the provider's error. An invalid state is answered as such first.
+    pub(crate) async fn refuse_authorization(
+        &self,
+        state: &str,
+        caller: Option<Uuid>,
+        error: &str,
+        description: Option<&str>,
+    ) -> ConnectionError {
+        match self.take_state(state, caller).await {
+            Ok(stored) => {
+                tracing::info!(
+                    user_id = %stored.user_id,
+                    provider = %stored.provider_slug,
+                    error,
+                    "an authorization was not granted at the provider"
+                );
+                ConnectionError::RefusedAtProvider {
+                    error: error.to_owned(),
+                    description: description.map(str::to_owned),
+                }
+            }
+            Err(error) => error,
+        }
     }
 
     /// The connection's credentials, renewed first when they are due within a minute. A
@@ -942,7 +1004,8 @@ impl Connections {
                 if provider.connect_method() != ConnectMethod::OAuth =>
             {
                 // A secret that cannot be refreshed was revoked: the user must connect again.
-                self.expire(connection, tokens).await?;
+                self.expire_for(connection, tokens, access_revoked_events)
+                    .await?;
                 Err(ConnectionError::NeedsReauthentication(
                     ConnectionStatus::Expired,
                 ))

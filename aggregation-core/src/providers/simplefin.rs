@@ -15,7 +15,8 @@
 //! - Account types come from the account's name (`checking`, `savings`, `credit card`,
 //!   `visa`, `mortgage`, `loan`, `ira`, `401k`, …), else `other`.
 //! - Requests go through the SSRF connection guard webhooks use: only public addresses, no
-//!   proxies, no redirects, 3 s to connect and 20 s for a whole answer. Test mode
+//!   proxies, no redirects, 3 s to connect and 20 s for a whole answer
+//!   ([`SimplefinConfig::connect_timeout`], [`SimplefinConfig::request_timeout`]). Test mode
 //!   ([`SimplefinConfig::allow_http`]) also accepts plain HTTP and private addresses, for a
 //!   fake bridge on loopback.
 //!
@@ -48,10 +49,6 @@ use crate::store::{
 
 /// The hosts a setup token may name unless configured otherwise.
 pub const DEFAULT_BRIDGE_HOSTS: &[&str] = &["bridge.simplefin.org", "beta-bridge.simplefin.org"];
-/// Time to connect to the bridge.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-/// Time for one whole answer of the bridge.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 /// Largest answer read from the bridge.
 const MAX_BODY: usize = 16 * 1024 * 1024;
 /// Longest access URL kept.
@@ -75,10 +72,17 @@ pub struct SimplefinConfig {
     pub window_days: u32,
     /// How often the bridge may be synced (`None`: only the service's cool-down).
     pub budget: Option<RequestBudget>,
+    /// Longest wait for a connection to the bridge (3 s by default).
+    pub connect_timeout: Duration,
+    /// Longest wait for one whole answer of the bridge, connection included (20 s by
+    /// default): a bridge that accepts and never answers costs at most this, then the
+    /// request fails (a sync answers 502).
+    pub request_timeout: Duration,
 }
 
 impl Default for SimplefinConfig {
-    /// `simplefin` on the public bridge hosts, https only, 90-day windows, 6 syncs a day.
+    /// `simplefin` on the public bridge hosts, https only, 90-day windows, 6 syncs a day, 3 s
+    /// to connect and 20 s per answer.
     fn default() -> Self {
         Self {
             slug: "simplefin".to_owned(),
@@ -93,6 +97,8 @@ impl Default for SimplefinConfig {
                 requests: 6,
                 per: Duration::from_secs(24 * 3600),
             }),
+            connect_timeout: Duration::from_secs(3),
+            request_timeout: Duration::from_secs(20),
         }
     }
 }
@@ -126,8 +132,8 @@ impl SimplefinProvider {
             .dns_resolver(GuardedResolver { allow_private })
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(REQUEST_TIMEOUT)
+            .connect_timeout(config.connect_timeout)
+            .timeout(config.request_timeout)
             .build()
             .map_err(|error| ProviderError::Configuration(describe_request_error(&error)))?;
         Ok(Self { config, http })
