@@ -55,6 +55,8 @@ pub use mail::{
 };
 #[doc(inline)]
 pub use mount::Mount;
+#[cfg(feature = "enablebanking")]
+pub use providers::{EnableBankingConfig, EnableBankingProvider};
 #[doc(inline)]
 pub use providers::{Provider, ProviderCredentials, ProviderError, ProviderSecret};
 #[doc(inline)]

@@ -2,7 +2,12 @@
 //! the SSRF rule ([`ssrf`]) and connection guard (`guard`) of clients that reach addresses a
 //! user named.
 
-#[cfg(any(feature = "schwab", feature = "webhooks", feature = "simplefin"))]
+#[cfg(any(
+    feature = "schwab",
+    feature = "webhooks",
+    feature = "simplefin",
+    feature = "enablebanking"
+))]
 use std::error::Error as _;
 
 #[cfg(any(feature = "webhooks", feature = "simplefin"))]
@@ -11,7 +16,12 @@ pub(crate) mod ssrf;
 
 /// A reqwest error and its sources on one line, without the URL (which may carry a token in its
 /// query): what provider errors show, and what webhook deliveries log at debug level.
-#[cfg(any(feature = "schwab", feature = "webhooks", feature = "simplefin"))]
+#[cfg(any(
+    feature = "schwab",
+    feature = "webhooks",
+    feature = "simplefin",
+    feature = "enablebanking"
+))]
 pub(crate) fn describe_request_error(error: &reqwest::Error) -> String {
     let mut text = if error.is_timeout() {
         "timed out".to_owned()
@@ -32,7 +42,7 @@ pub(crate) fn describe_request_error(error: &reqwest::Error) -> String {
     text
 }
 
-#[cfg(any(feature = "schwab", feature = "simplefin"))]
+#[cfg(any(feature = "schwab", feature = "simplefin", feature = "enablebanking"))]
 /// Reads a body, refusing one larger than `limit` bytes.
 pub(crate) async fn read_limited(
     mut response: reqwest::Response,

@@ -16,12 +16,13 @@ use std::time::Duration;
 
 use aggregation_core::metrics::Metrics;
 use aggregation_core::{
-    AggregationService, BuildError, Config, ConfigError, InMemoryRateLimitStore, IpNet, Keyring,
-    LoginFailureLimit, Mailer, OutboxMailer, PolicyTable, PostgresStore, RedisEventRelay,
-    RedisRateLimitStore, SchemaName, SchwabConfig, SchwabProvider, SimplefinConfig,
-    SimplefinProvider, SmtpMailer, SqliteStore, Store, StoreError, WorkLimits, parse_cidr_list,
+    AggregationService, BuildError, Config, ConfigError, EnableBankingConfig,
+    EnableBankingProvider, InMemoryRateLimitStore, IpNet, Keyring, LoginFailureLimit, Mailer,
+    OutboxMailer, PolicyTable, PostgresStore, RedisEventRelay, RedisRateLimitStore, SchemaName,
+    SchwabConfig, SchwabProvider, SimplefinConfig, SimplefinProvider, SmtpMailer, SqliteStore,
+    Store, StoreError, WorkLimits, parse_cidr_list,
 };
-use aggregation_sandbox::{SchwabSandbox, SimplefinSandbox};
+use aggregation_sandbox::{EnableBankingSandbox, SchwabSandbox, SimplefinSandbox};
 use base64::Engine as _;
 use clap::{Parser, Subcommand};
 use rand::RngExt as _;
@@ -190,8 +191,10 @@ struct Cli {
     #[arg(long, env = "AGG_SCHWAB_CLIENT_SECRET", hide_env_values = true)]
     schwab_client_secret: Option<String>,
     /// `1` serves a Schwab-compatible sandbox under /sandbox/schwab and offers it as the
-    /// `schwab-sandbox` provider, and a SimpleFIN-compatible bridge under /sandbox/simplefin
-    /// offered as `simplefin-sandbox` (its page, /sandbox/simplefin/, shows a setup token).
+    /// `schwab-sandbox` provider, a SimpleFIN-compatible bridge under /sandbox/simplefin
+    /// offered as `simplefin-sandbox` (its page, /sandbox/simplefin/, shows a setup token),
+    /// and an Enable Banking-compatible API under /sandbox/enablebanking offered as
+    /// `enablebanking-sandbox` (two banks, FI and DE, with an approval page).
     #[arg(long, env = "AGG_SANDBOX", default_value = "0")]
     sandbox: String,
     /// `1` offers the `simplefin` provider (SimpleFIN Bridge; no application credentials).
@@ -217,6 +220,20 @@ struct Cli {
         value_parser = named::<u64>()
     )]
     simplefin_timeout_seconds: u64,
+    /// Enable Banking application id (from its control panel); the `enablebanking`
+    /// provider is offered only when it and AGG_ENABLEBANKING_KEY_FILE are set.
+    #[arg(long, env = "AGG_ENABLEBANKING_APP_ID")]
+    enablebanking_app_id: Option<String>,
+    /// PEM file of the Enable Banking application's RSA private key, read once at start.
+    #[arg(long, env = "AGG_ENABLEBANKING_KEY_FILE")]
+    enablebanking_key_file: Option<PathBuf>,
+    /// Enable Banking API address.
+    #[arg(
+        long,
+        env = "AGG_ENABLEBANKING_BASE_URL",
+        default_value = "https://api.enablebanking.com"
+    )]
+    enablebanking_base_url: String,
     /// Seconds between background syncs of every connection; unset: no background sync.
     #[arg(
         long,
@@ -534,6 +551,12 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         .map_err(|e| setting("AGG_BIND", e))?;
     let address = listener.local_addr()?;
     let config = config(&cli, address, sandbox)?.with_keyring(keyring);
+    let enablebanking_sandbox = sandbox.then(|| {
+        EnableBankingSandbox::new(format!(
+            "{}{ENABLEBANKING_SANDBOX_PREFIX}",
+            config.base_url()
+        ))
+    });
     let simplefin_sandbox = sandbox.then(|| {
         let base = format!("{}{SIMPLEFIN_SANDBOX_PREFIX}", config.base_url());
         (SimplefinSandbox::new(base.clone()), format!("{base}/"))
@@ -638,6 +661,21 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         builder = builder.provider(provider);
         tracing::info!(page = %page, "provider simplefin-sandbox offered, served by this server; its page shows a setup token");
     }
+    builder = enable_banking(&cli, builder)?;
+    if let Some(api) = &enablebanking_sandbox {
+        let mut sandbox_config =
+            EnableBankingConfig::new(api.application_id(), api.private_key_pem())
+                .with_base_url(api.base_url());
+        sandbox_config.slug = "enablebanking-sandbox".to_owned();
+        sandbox_config.name = "Enable Banking (sandbox)".to_owned();
+        sandbox_config.countries = vec!["DE".to_owned(), "FI".to_owned()];
+        // Unlimited, so a demo can sync again and watch pending rows book.
+        sandbox_config.budget = None;
+        let provider =
+            EnableBankingProvider::new(sandbox_config).map_err(|e| setting("AGG_SANDBOX", e))?;
+        builder = builder.provider(provider);
+        tracing::info!(base = %api.base_url(), "provider enablebanking-sandbox offered, served by this server");
+    }
     let service = builder.build()?;
     // Users registered before AGG_ADMIN_EMAILS named them get the role now; later
     // registrations get it as they register.
@@ -677,6 +715,9 @@ async fn run(cli: Cli) -> Result<(), StartError> {
     if let Some((bridge, _)) = simplefin_sandbox {
         router = router.nest_service(SIMPLEFIN_SANDBOX_PREFIX, bridge);
     }
+    if let Some(api) = enablebanking_sandbox {
+        router = router.nest_service(ENABLEBANKING_SANDBOX_PREFIX, api);
+    }
     let timeouts = serve::Timeouts {
         header_read: Duration::from_secs(cli.header_timeout_seconds.max(1)),
         body_read: Duration::from_secs(cli.body_timeout_seconds.max(1)),
@@ -712,6 +753,49 @@ async fn run(cli: Cli) -> Result<(), StartError> {
     Ok(())
 }
 
+/// Offers `enablebanking` when its application id and key file are set (both or neither).
+/// The key is read here, once; one that cannot sign stops the server.
+fn enable_banking(
+    cli: &Cli,
+    builder: aggregation_core::AggregationServiceBuilder,
+) -> Result<aggregation_core::AggregationServiceBuilder, StartError> {
+    let app_id = cli
+        .enablebanking_app_id
+        .as_deref()
+        .map(str::trim)
+        .filter(|id| !id.is_empty());
+    let (app_id, key_file) = match (app_id, &cli.enablebanking_key_file) {
+        (None, None) => return Ok(builder),
+        (Some(app_id), Some(key_file)) => (app_id, key_file),
+        (None, Some(_)) => {
+            return Err(setting(
+                "AGG_ENABLEBANKING_APP_ID",
+                "set both AGG_ENABLEBANKING_APP_ID and AGG_ENABLEBANKING_KEY_FILE, or neither",
+            ));
+        }
+        (Some(_), None) => {
+            return Err(setting(
+                "AGG_ENABLEBANKING_KEY_FILE",
+                "set both AGG_ENABLEBANKING_APP_ID and AGG_ENABLEBANKING_KEY_FILE, or neither",
+            ));
+        }
+    };
+    let base_url = cli.enablebanking_base_url.trim();
+    if !base_url.starts_with("http://") && !base_url.starts_with("https://") {
+        return Err(setting(
+            "AGG_ENABLEBANKING_BASE_URL",
+            "expected an http(s) URL",
+        ));
+    }
+    let config = EnableBankingConfig::from_key_file(app_id, key_file)
+        .map_err(|e| setting("AGG_ENABLEBANKING_KEY_FILE", e))?
+        .with_base_url(base_url);
+    let provider =
+        EnableBankingProvider::new(config).map_err(|e| setting("AGG_ENABLEBANKING_KEY_FILE", e))?;
+    tracing::info!("provider enablebanking offered");
+    Ok(builder.provider(provider))
+}
+
 /// How long a shutdown waits for queued emails to be sent.
 const MAIL_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -723,6 +807,9 @@ const SANDBOX_PREFIX: &str = "/sandbox/schwab";
 
 /// Where the SimpleFIN sandbox bridge is served.
 const SIMPLEFIN_SANDBOX_PREFIX: &str = "/sandbox/simplefin";
+
+/// Where the Enable Banking sandbox API is served.
+const ENABLEBANKING_SANDBOX_PREFIX: &str = "/sandbox/enablebanking";
 
 /// The sandbox's default redirect target: shows the code and state to post to the callback
 /// (with the bearer token of the user who connects, unless

@@ -260,6 +260,8 @@ pub struct TestApp {
     pub service: AggregationService,
     /// The provider sandbox of the case, with its base URL, when the setup asked for one.
     pub sandbox: Option<(SchwabSandbox, String)>,
+    /// What the setup made for the case ([`Setup::context`]): a fake API it serves, say.
+    pub context: Option<Arc<dyn std::any::Any + Send + Sync>>,
     client: Client,
     _server: servers::ServerGuard,
     _sandbox_server: servers::ServerGuard,
@@ -346,7 +348,17 @@ pub struct Setup {
     pub store: Option<Arc<dyn Store>>,
     /// Adds to the service builder (more providers, for example).
     pub builder_hook: Option<fn(AggregationServiceBuilder) -> AggregationServiceBuilder>,
+    /// Adds to the service builder with what the setup made (a provider configured for a
+    /// fake API the setup started, for example); runs after `builder_hook`.
+    pub builder_with: Option<BuilderStep>,
+    /// Handed to the case as [`TestApp::context`] (the fake API the setup started, which
+    /// stops when dropped).
+    pub context: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
+
+/// A step of [`Setup::builder_with`].
+pub type BuilderStep =
+    Box<dyn FnOnce(AggregationServiceBuilder) -> AggregationServiceBuilder + Send>;
 
 impl Default for Setup {
     fn default() -> Self {
@@ -357,6 +369,8 @@ impl Default for Setup {
             sandbox: None,
             store: None,
             builder_hook: None,
+            builder_with: None,
+            context: None,
         }
     }
 }
@@ -507,6 +521,9 @@ where
     if let Some(hook) = setup.builder_hook {
         builder = hook(builder);
     }
+    if let Some(step) = setup.builder_with {
+        builder = step(builder);
+    }
     let (sandbox, sandbox_server) = match setup.sandbox {
         Some(sandbox) => {
             let (base, guard) = servers::start_sandbox(sandbox.clone()).await;
@@ -538,6 +555,7 @@ where
         events,
         service: handle,
         sandbox,
+        context: setup.context,
         client,
         _server: server,
         _sandbox_server: sandbox_server,
@@ -565,6 +583,15 @@ fn http_client(base: String) -> Client {
 }
 
 impl TestApp {
+    /// The case's [`context`](Self::context) as a `T`; panics when the setup made none or
+    /// another type.
+    pub fn context<T: std::any::Any>(&self) -> &T {
+        self.context
+            .as_deref()
+            .and_then(|context| context.downcast_ref::<T>())
+            .expect("the setup made a context of this type")
+    }
+
     /// The address of the server under test (`http://127.0.0.1:PORT`); `None` for the bare
     /// target, which has no socket. For cases that need to hold one connection themselves.
     pub fn base_url(&self) -> Option<&str> {

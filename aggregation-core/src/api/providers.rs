@@ -488,7 +488,11 @@ async fn connect(
             ));
         };
         let mut known = false;
-        for country in provider.countries() {
+        // Countries an id starts with first (Enable Banking's `FI:Nordea`), so a provider of
+        // many countries usually needs one list, not one per country.
+        let mut countries = provider.countries();
+        countries.sort_by_key(|country| !institution_id.starts_with(country.as_str()));
+        for country in countries {
             let listed = state.connections.institutions(&slug, &country).await?;
             if listed
                 .iter()

@@ -564,9 +564,11 @@ impl Job for SyncConnections {
             .config()
             .sync_connections_every()
             .unwrap_or(Duration::from_secs(60));
-        let (synced, failed) = ctx.connections.sync_due_connections(every).await?;
+        let (synced, failed, skipped) = ctx.connections.sync_due_connections(every).await?;
         ctx.idle_when(synced == 0 && failed == 0);
-        let summary = format!("synced {synced} connections, {failed} failed");
+        let summary = format!(
+            "synced {synced} connections, {failed} failed, {skipped} skipped (provider request budget spent)"
+        );
         if failed > 0 && synced == 0 {
             return Err(JobError::Failed(summary));
         }

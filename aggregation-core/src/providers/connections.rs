@@ -601,12 +601,14 @@ impl Connections {
         } else {
             (None, None)
         };
-        let authorization_url = provider.authorization_url(
-            &AuthorizationRequest::new(&state, &redirect_uri)
-                .with_pkce_challenge(challenge.as_deref())
-                .with_institution(institution_id)
-                .with_reauthorizing(reauthorizing),
-        )?;
+        let authorization_url = provider
+            .begin_authorization(
+                &AuthorizationRequest::new(&state, &redirect_uri)
+                    .with_pkce_challenge(challenge.as_deref())
+                    .with_institution(institution_id)
+                    .with_reauthorizing(reauthorizing),
+            )
+            .await?;
         let ttl = self.config.oauth_state_ttl();
         let created_at = now();
         let (pkce_key_id, encrypted_pkce_verifier) = encrypted_verifier.unzip();

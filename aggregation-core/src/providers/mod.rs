@@ -53,6 +53,12 @@ pub mod simplefin;
 #[cfg(feature = "simplefin")]
 pub use simplefin::{SimplefinConfig, SimplefinProvider};
 
+#[cfg(feature = "enablebanking")]
+pub mod enablebanking;
+
+#[cfg(feature = "enablebanking")]
+pub use enablebanking::{EnableBankingConfig, EnableBankingProvider};
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -382,6 +388,16 @@ pub trait Provider: Send + Sync + 'static {
     ) -> Result<String, ProviderError> {
         let _ = request;
         Err(ProviderError::Unsupported("OAuth"))
+    }
+
+    /// Starts an authorization and answers the address to send the user to: what the service
+    /// calls. Default: [`authorization_url`](Self::authorization_url). A provider whose API
+    /// must be asked for that address (Enable Banking's `POST /auth`) overrides this one.
+    async fn begin_authorization(
+        &self,
+        request: &AuthorizationRequest<'_>,
+    ) -> Result<String, ProviderError> {
+        self.authorization_url(request)
     }
 
     /// Exchanges an authorization code for credentials, sending the redirect URI (and PKCE

@@ -552,23 +552,29 @@ impl Connections {
     }
 
     /// The background sync: every active connection not synced within `every`. How many were
-    /// synced and how many failed (a connection synced by its user meanwhile is skipped).
+    /// synced, how many failed, and how many were skipped because their provider's request
+    /// budget is spent (each logged; a connection synced by its user meanwhile is skipped
+    /// silently).
     pub(crate) async fn sync_due_connections(
         &self,
         every: std::time::Duration,
-    ) -> Result<(usize, usize), StoreError> {
+    ) -> Result<(usize, usize, usize), StoreError> {
         let due = self
             .store
             .connections_due_for_sync(dates::earlier(now(), seconds(every)), 500)
             .await?;
-        let (mut synced, mut failed) = (0, 0);
+        let (mut synced, mut failed, mut skipped) = (0, 0, 0);
         for connection in &due {
             match self
                 .sync_connection(connection, SnapshotSource::ScheduledSync, false)
                 .await
             {
                 Ok(_) => synced += 1,
-                Err(ConnectionError::CoolingDown { .. } | ConnectionError::BudgetSpent { .. }) => {}
+                Err(ConnectionError::CoolingDown { .. }) => {}
+                Err(ConnectionError::BudgetSpent { retry_after_secs }) => {
+                    skipped += 1;
+                    tracing::info!(connection_id = %connection.id, provider = %connection.provider_slug, retry_after_secs, "scheduled connection sync skipped: the provider's request budget is spent");
+                }
                 Err(ConnectionError::Store(error)) => return Err(error),
                 Err(error) => {
                     failed += 1;
@@ -576,7 +582,7 @@ impl Connections {
                 }
             }
         }
-        Ok((synced, failed))
+        Ok((synced, failed, skipped))
     }
 }
 
