@@ -39,16 +39,24 @@ pub(crate) fn random_hex_token() -> String {
     hex::encode(bytes)
 }
 
-/// 16 random bytes as 32 hex characters: trace ids.
-pub(crate) fn random_trace_id() -> String {
-    let bytes: [u8; 16] = rand::rng().random();
-    hex::encode(bytes)
+/// 16 random bytes as 32 lower-case hex digits (ASCII): trace ids. On the stack, since every
+/// request without an incoming trace id takes one.
+pub(crate) fn random_trace_id() -> [u8; 32] {
+    random_hex_digits::<16, 32>()
 }
 
-/// 8 random bytes as 16 hex characters: span ids of `traceparent`.
-pub(crate) fn random_span_id() -> String {
-    let bytes: [u8; 8] = rand::rng().random();
-    hex::encode(bytes)
+/// 8 random bytes as 16 lower-case hex digits (ASCII): span ids of `traceparent`.
+pub(crate) fn random_span_id() -> [u8; 16] {
+    random_hex_digits::<8, 16>()
+}
+
+/// `BYTES` random bytes as `DIGITS` (twice as many) lower-case hex digits.
+fn random_hex_digits<const BYTES: usize, const DIGITS: usize>() -> [u8; DIGITS] {
+    let bytes: [u8; BYTES] = rand::rng().random();
+    let mut digits = [b'0'; DIGITS];
+    // Only fails when DIGITS is not twice BYTES, which the callers above rule out.
+    let _ = hex::encode_to_slice(bytes, &mut digits);
+    digits
 }
 
 /// Why a secret could not be encrypted or decrypted.

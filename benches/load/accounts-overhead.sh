@@ -14,9 +14,10 @@
 #   * RSS of the reference server idle after start, peak (VmHWM), and idle after the load.
 # OVERHEAD_BASELINE_BINARY adds another reference server build to the same rounds (on the same
 # database, with the same token), e.g. the one of `main`, to compare before and after.
-# The reference server runs with rate limits off (as the bare handler has none) and logs at
-# `warn` (OVERHEAD_LOG=info measures its access log too, one line a request). OVERHEAD_BINARY and
-# OVERHEAD_BARE_BINARY run already built servers instead of building this checkout's.
+# The reference server runs with rate limits off (as the bare handler has none) and logs at its
+# default level, `info`: one access line a request, to a file (OVERHEAD_LOG=warn leaves the
+# access log out). OVERHEAD_BINARY and OVERHEAD_BARE_BINARY run already built servers instead of
+# building this checkout's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=common.sh
@@ -28,7 +29,7 @@ CONNECTIONS="${OVERHEAD_CONNECTIONS:-16}"
 ACCOUNTS="${OVERHEAD_ACCOUNTS:-3}"
 REST_SECONDS="${OVERHEAD_REST_SECONDS:-5}"
 PORT="${OVERHEAD_PORT:-18090}"
-LOG="${OVERHEAD_LOG:-warn}"
+LOG="${OVERHEAD_LOG:-info}"
 BARE_PORT=$((PORT + 1))
 BASELINE_PORT=$((PORT + 2))
 PASSWORD='Str0ng!Passw0rd'

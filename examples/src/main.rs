@@ -27,6 +27,8 @@ use base64::Engine as _;
 use clap::{Parser, Subcommand};
 use rand::RngExt as _;
 
+mod log_fields;
+mod log_output;
 mod serve;
 
 /// Where generated secrets and the default database live.
@@ -465,10 +467,16 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    // Lines go through a writer thread (see `log_output`); dropped last, `_flush` writes out
+    // whatever is still buffered, the final error line included.
+    let (output, _flush) = log_output::stdout();
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(output);
     match cli.log_format {
         LogFormat::Text => logs
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .fmt_fields(log_fields::PlainFields)
             .init(),
         // The event's fields at the top level, beside `span` (the innermost span's fields) and
         // `spans` (every span it is in, outermost first).

@@ -12,7 +12,6 @@ use http::{HeaderValue, Request, Response, header};
 
 use super::trace::TraceId;
 use crate::api::ResponseBody;
-use crate::crypto::random_trace_id;
 use crate::problem::{ApiError, PROBLEM_CONTENT_TYPE};
 
 /// The problem response of an error.
@@ -88,16 +87,18 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let base_url = self.base_url.clone();
-        let instance = request.uri().path().to_owned();
+        // Shares the request's bytes; the path is only read when there is a problem to render.
+        let uri = request.uri().clone();
         let trace_id = request
             .extensions()
             .get::<TraceId>()
-            .map_or_else(random_trace_id, |id| id.0.clone());
+            .copied()
+            .unwrap_or_else(TraceId::random);
         let response = self.inner.call(request);
         Box::pin(async move {
             Ok(match response.await {
                 Ok(response) => response,
-                Err(error) => render(&error, &base_url, &instance, &trace_id),
+                Err(error) => render(&error, &base_url, uri.path(), trace_id.as_str()),
             })
         })
     }
@@ -130,7 +131,7 @@ mod tests {
             .expect("request");
         request
             .extensions_mut()
-            .insert(TraceId("4bf92f3577b34da6a3ce929d0e0e4736".to_owned()));
+            .insert(TraceId::parse("4bf92f3577b34da6a3ce929d0e0e4736").expect("a trace id"));
         let response = service.oneshot(request).await.expect("infallible");
         assert_eq!(response.status(), http::StatusCode::METHOD_NOT_ALLOWED);
         assert_eq!(

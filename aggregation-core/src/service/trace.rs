@@ -22,12 +22,61 @@ use tracing::Instrument as _;
 use crate::api::router::MatchedRoute;
 use crate::crypto::{random_span_id, random_trace_id};
 
-/// The trace id of the request (32 lower-case hex digits).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TraceId(pub(crate) String);
+/// The trace id of the request (32 lower-case hex digits). Held inline: it is copied into the
+/// span, the access line, the `traceparent` answer and problem bodies without an allocation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TraceId([u8; 32]);
+
+impl TraceId {
+    /// A fresh random trace id.
+    pub(crate) fn random() -> Self {
+        Self(random_trace_id())
+    }
+
+    /// 32 hex digits, in any case; `None` for anything else.
+    pub(crate) fn parse(digits: &str) -> Option<Self> {
+        let mut digits: [u8; 32] = digits.as_bytes().try_into().ok()?;
+        if !digits.iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        digits.make_ascii_lowercase();
+        Some(Self(digits))
+    }
+
+    /// The 32 hex digits.
+    pub(crate) fn as_str(&self) -> &str {
+        // Only ever built from ASCII hex digits.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+
+    /// This trace id in a `traceparent` header with a fresh span id.
+    fn traceparent(&self) -> Option<HeaderValue> {
+        let span_id = random_span_id();
+        let mut value = [0_u8; 55];
+        let parts: [&[u8]; 5] = [b"00-", &self.0, b"-", &span_id, b"-01"];
+        let mut at = 0;
+        for part in parts {
+            value.get_mut(at..at + part.len())?.copy_from_slice(part);
+            at += part.len();
+        }
+        HeaderValue::from_bytes(&value).ok()
+    }
+}
+
+impl std::fmt::Display for TraceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Debug for TraceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("TraceId").field(&self.as_str()).finish()
+    }
+}
 
 /// The trace id of an incoming W3C `traceparent` header, when it is well formed.
-fn incoming_trace_id(headers: &HeaderMap) -> Option<String> {
+fn incoming_trace_id(headers: &HeaderMap) -> Option<TraceId> {
     let value = headers.get("traceparent")?.to_str().ok()?;
     let mut parts = value.trim().split('-');
     let (version, trace_id, parent_id, flags) =
@@ -35,11 +84,10 @@ fn incoming_trace_id(headers: &HeaderMap) -> Option<String> {
     let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
     let valid = hex(version, 2)
         && version != "ff"
-        && hex(trace_id, 32)
         && trace_id.bytes().any(|b| b != b'0')
         && hex(parent_id, 16)
         && hex(flags, 2);
-    valid.then(|| trace_id.to_ascii_lowercase())
+    valid.then(|| TraceId::parse(trace_id)).flatten()
 }
 
 /// See the [module docs](self).
@@ -94,17 +142,18 @@ where
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
         let started = Instant::now();
-        let trace_id = incoming_trace_id(request.headers()).unwrap_or_else(random_trace_id);
+        let trace_id = incoming_trace_id(request.headers()).unwrap_or_else(TraceId::random);
         let method = request.method().clone();
-        let path = request.uri().path().to_owned();
+        // Shares the request's bytes (a reference count, not a copy of the path).
+        let uri = request.uri().clone();
         let route = MatchedRoute::default();
-        request.extensions_mut().insert(TraceId(trace_id.clone()));
+        request.extensions_mut().insert(trace_id);
         request.extensions_mut().insert(route.clone());
         let span = tracing::info_span!(
             "request",
             trace_id = %trace_id,
             method = %method,
-            path = %path,
+            path = %uri.path(),
             route = tracing::field::Empty,
         );
         #[cfg(feature = "metrics")]
@@ -114,15 +163,13 @@ where
         Box::pin(
             async move {
                 let mut response = response.await?;
-                if let Ok(value) =
-                    HeaderValue::from_str(&format!("00-{trace_id}-{}-01", random_span_id()))
-                {
+                if let Some(value) = trace_id.traceparent() {
                     response.headers_mut().insert("traceparent", value);
                 }
                 let elapsed = started.elapsed();
                 tracing::info!(
                     method = %method,
-                    path = %path,
+                    path = %uri.path(),
                     route = route.get(),
                     status = response.status().as_u16(),
                     elapsed_ms = elapsed.as_secs_f64() * 1000.0,
@@ -159,7 +206,7 @@ mod tests {
             ),
         );
         assert_eq!(
-            incoming_trace_id(&headers).as_deref(),
+            incoming_trace_id(&headers).as_ref().map(TraceId::as_str),
             Some("4bf92f3577b34da6a3ce929d0e0e4736")
         );
         headers.insert(
@@ -176,7 +223,9 @@ mod tests {
     /// Answers with the trace id the layer put in the extensions.
     async fn echo(request: Request<()>) -> Result<Response<String>, Infallible> {
         let trace_id = request.extensions().get::<TraceId>().cloned();
-        Ok(Response::new(trace_id.map(|id| id.0).unwrap_or_default()))
+        Ok(Response::new(
+            trace_id.map(|id| id.to_string()).unwrap_or_default(),
+        ))
     }
 
     #[tokio::test]

@@ -1,0 +1,183 @@
+//! The fields of a text log line (`name=value`, space separated), written as
+//! `tracing_subscriber`'s `DefaultFields` writes them, with less formatting machinery when the
+//! output has no colours.
+//!
+//! Each request formats about ten fields (the request span's four, its route, the access line's
+//! six). Without colours, `DefaultFields` still paints every name and `=` with an empty style
+//! through a nested `write!`; here they are written as they are. With colours, and for the
+//! fields whose text `DefaultFields` escapes or decorates (the message, errors), the default
+//! visitor writes the field, so the line is the same byte for byte either way.
+
+use std::fmt;
+
+use tracing::field::{Field, Visit};
+use tracing_subscriber::field::{RecordFields, VisitOutput as _};
+use tracing_subscriber::fmt::FormatFields;
+use tracing_subscriber::fmt::format::{DefaultVisitor, Writer};
+
+/// See the [module docs](self).
+#[derive(Debug, Default)]
+pub(crate) struct PlainFields;
+
+impl<'writer> FormatFields<'writer> for PlainFields {
+    fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
+        let mut visitor = PlainVisitor {
+            writer,
+            is_empty: true,
+            result: Ok(()),
+        };
+        fields.record(&mut visitor);
+        visitor.result
+    }
+}
+
+struct PlainVisitor<'writer> {
+    writer: Writer<'writer>,
+    /// Whether nothing was written yet (no separating space before the first field).
+    is_empty: bool,
+    result: fmt::Result,
+}
+
+impl PlainVisitor<'_> {
+    /// Hands one field to `DefaultFields`' own visitor, which pads it as it would have.
+    fn default_visitor(&mut self, record: impl FnOnce(&mut DefaultVisitor<'_>)) {
+        let mut visitor = DefaultVisitor::new(self.writer.by_ref(), self.is_empty);
+        record(&mut visitor);
+        self.result = visitor.finish();
+        self.is_empty = false;
+    }
+}
+
+impl Visit for PlainVisitor<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if self.result.is_err() {
+            return;
+        }
+        if field.name() == "message" {
+            self.default_visitor(|visitor| visitor.record_str(field, value));
+        } else {
+            self.record_debug(field, &value);
+        }
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        if self.result.is_err() {
+            return;
+        }
+        self.default_visitor(|visitor| visitor.record_error(field, value));
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if self.result.is_err() {
+            return;
+        }
+        let name = field.name();
+        if name == "message" || self.writer.has_ansi_escapes() {
+            self.default_visitor(|visitor| visitor.record_debug(field, value));
+            return;
+        }
+        let name = name.strip_prefix("r#").unwrap_or(name);
+        self.result = self.write_field(name, value);
+    }
+}
+
+impl PlainVisitor<'_> {
+    fn write_field(&mut self, name: &str, value: &dyn fmt::Debug) -> fmt::Result {
+        if self.is_empty {
+            self.is_empty = false;
+        } else {
+            self.writer.write_char(' ')?;
+        }
+        self.writer.write_str(name)?;
+        self.writer.write_char('=')?;
+        write!(self.writer, "{value:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    use tracing_subscriber::fmt::MakeWriter;
+    use tracing_subscriber::fmt::format::DefaultFields;
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> MakeWriter<'a> for Captured {
+        type Writer = Self;
+
+        fn make_writer(&'a self) -> Self {
+            self.clone()
+        }
+    }
+
+    /// Every kind of field, in a span (with a field recorded later) and an event.
+    fn log_everything() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer \u{1b}[31m")]
+        struct Outer(#[source] std::io::Error);
+        let error = Outer(std::io::Error::other("inner"));
+        let span = tracing::info_span!(
+            "request",
+            trace_id = %"4bf92f3577b34da6a3ce929d0e0e4736",
+            method = %http::Method::GET,
+            path = %"/api/v1/accounts",
+            route = tracing::field::Empty,
+            r#type = "raw",
+        );
+        span.record("route", tracing::field::display("/api/v1/accounts/{id}"));
+        span.in_scope(|| {
+            tracing::info!(
+                route = Some("/api/v1/accounts"),
+                none = None::<&str>,
+                status = 200_u16,
+                signed = -3_i64,
+                yes = true,
+                elapsed_ms = 1.25_f64,
+                text = "quoted \"text\"\n",
+                debug = ?vec![1, 2],
+                error = &error as &(dyn std::error::Error + 'static),
+                "request \u{1b}[1m{}", 7
+            );
+            tracing::warn!("only a message");
+            tracing::warn!(field = 1);
+        });
+    }
+
+    fn output_of(fields: impl for<'w> FormatFields<'w> + Send + Sync + 'static) -> String {
+        let out = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(out.clone())
+            .with_ansi(false)
+            .without_time()
+            .fmt_fields(fields)
+            .finish();
+        tracing::subscriber::with_default(subscriber, log_everything);
+        let bytes = std::mem::take(&mut *out.0.lock().unwrap_or_else(PoisonError::into_inner));
+        String::from_utf8(bytes).expect("utf-8")
+    }
+
+    #[test]
+    fn lines_are_those_of_the_default_fields() {
+        let plain = output_of(PlainFields);
+        assert_eq!(plain, output_of(DefaultFields::new()));
+        assert!(plain.contains("elapsed_ms=1.25"), "{plain}");
+    }
+}
