@@ -122,10 +122,15 @@ impl WorkGate {
         }
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move || {
-            let _admission = admission;
-            if !reply.is_closed() {
-                let _ = reply.send(job());
+            if reply.is_closed() {
+                return;
             }
+            let outcome = job();
+            // The place is given back before the caller hears the answer: a caller that goes on
+            // to the next job must find it free, even when this low-priority worker is then
+            // descheduled for a while (a login right after a registration was refused as busy).
+            drop(admission);
+            let _ = reply.send(outcome);
         });
         match self.jobs.try_send(job) {
             Ok(()) => {}
@@ -219,6 +224,21 @@ mod tests {
         assert!(blocker.await.expect("joined").expect("ran"));
         assert_eq!(queued.await.expect("ran"), 7);
         assert_eq!(gate.run(|| 3).await.expect("room again"), 3);
+    }
+
+    #[tokio::test]
+    async fn a_job_gives_its_place_back_before_its_caller_hears_the_answer() {
+        let gate = WorkGate::new(
+            "test work",
+            WorkLimits {
+                concurrent: 1,
+                queued: 0,
+            },
+        );
+        for round in 0..100 {
+            assert_eq!(gate.run(move || round).await.expect("room"), round);
+            assert_eq!(gate.occupancy().admitted(), 0, "round {round}");
+        }
     }
 
     #[tokio::test]
