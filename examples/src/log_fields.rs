@@ -180,4 +180,72 @@ mod tests {
         assert_eq!(plain, output_of(DefaultFields::new()));
         assert!(plain.contains("elapsed_ms=1.25"), "{plain}");
     }
+
+    /// A span and an event at every level, and an event at every level inside the span.
+    fn log_at_every_level() {
+        let span = tracing::debug_span!("job", kind = "sync");
+        span.in_scope(|| {
+            tracing::trace!("trace inside");
+            tracing::debug!("debug inside");
+            tracing::info!(status = 200_u16, "info inside");
+            tracing::warn!("warn inside");
+            tracing::error!("error inside");
+        });
+        let outer = tracing::info_span!("request", route = tracing::field::Empty);
+        outer.record("route", "/api/v1/accounts");
+        outer.in_scope(|| {
+            tracing::debug!("debug in request");
+            tracing::info!("info in request");
+            tracing::error!("error in request");
+        });
+    }
+
+    fn log_at_every_level_to(subscriber: impl tracing::Subscriber + Send + Sync) {
+        tracing::subscriber::with_default(subscriber, log_at_every_level);
+    }
+
+    /// The reference server replaces an `AGG_LOG` that is one level by a plain level filter:
+    /// the lines are those `EnvFilter` lets through.
+    #[test]
+    fn a_plain_level_filter_lets_through_the_lines_of_env_filter() {
+        for level in [
+            "off", "error", "warn", "info", "debug", "trace", "INFO", "3",
+        ] {
+            let plain = level
+                .parse::<tracing_subscriber::filter::LevelFilter>()
+                .expect("a level");
+            let by_level = Captured::default();
+            let by_env = Captured::default();
+            let base = |out: &Captured| {
+                tracing_subscriber::fmt()
+                    .with_writer(out.clone())
+                    .with_ansi(false)
+                    .without_time()
+                    .fmt_fields(PlainFields)
+            };
+            log_at_every_level_to(base(&by_level).with_max_level(plain).finish());
+            let env = tracing_subscriber::EnvFilter::try_new(level).expect("a directive");
+            log_at_every_level_to(base(&by_env).with_env_filter(env).finish());
+            let by_level = by_level
+                .0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            let by_env = by_env
+                .0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            assert_eq!(
+                String::from_utf8_lossy(&by_level),
+                String::from_utf8_lossy(&by_env),
+                "AGG_LOG={level}"
+            );
+            if level == "info" {
+                let text = String::from_utf8_lossy(&by_level);
+                assert!(text.contains("info in request"), "{text}");
+                assert!(!text.contains("debug"), "{text}");
+            }
+        }
+    }
 }
