@@ -248,4 +248,67 @@ mod tests {
             }
         }
     }
+
+    /// A clock standing still, so that two outputs can be compared.
+    #[derive(Clone)]
+    struct Stopped;
+
+    impl tracing_subscriber::fmt::time::FormatTime for Stopped {
+        fn format_time(&self, w: &mut Writer<'_>) -> fmt::Result {
+            w.write_str("2026-11-27T09:25:20.123456Z")
+        }
+    }
+
+    /// Nested spans, a span without fields, events outside any span, every level.
+    fn log_in_nested_spans() {
+        tracing::trace!("no span");
+        let outer = tracing::info_span!("outer", id = 7);
+        let _outer = outer.enter();
+        let bare = tracing::info_span!("bare");
+        bare.in_scope(|| {
+            tracing::debug!(inner = true, "in bare");
+            tracing::error!("error in bare");
+        });
+        tracing::warn!(flag = ?Some(1));
+        log_everything();
+    }
+
+    fn lines_of(subscriber: impl tracing::Subscriber + Send + Sync, out: &Captured) -> String {
+        tracing::subscriber::with_default(subscriber, || {
+            log_everything();
+            log_in_nested_spans();
+        });
+        let bytes = std::mem::take(&mut *out.0.lock().unwrap_or_else(PoisonError::into_inner));
+        String::from_utf8(bytes).expect("utf-8")
+    }
+
+    #[test]
+    fn text_lines_are_those_of_the_default_format() {
+        for ansi in [false, true] {
+            let base = |out: &Captured| {
+                tracing_subscriber::fmt()
+                    .with_writer(out.clone())
+                    .with_ansi(ansi)
+                    .with_max_level(tracing::Level::TRACE)
+                    .fmt_fields(PlainFields)
+            };
+            let ours = Captured::default();
+            let ours = lines_of(
+                base(&ours)
+                    .event_format(crate::log_event::TextLine::new(Stopped))
+                    .finish(),
+                &ours,
+            );
+            let default = Captured::default();
+            let default = lines_of(base(&default).with_timer(Stopped).finish(), &default);
+            assert_eq!(ours, default, "ansi: {ansi}");
+            if !ansi {
+                assert!(
+                    ours.contains("2026-11-27T09:25:20.123456Z  INFO outer{id=7}:request{"),
+                    "{ours}"
+                );
+                assert!(ours.contains("outer{id=7}:bare: "), "{ours}");
+            }
+        }
+    }
 }

@@ -26,6 +26,7 @@ use base64::Engine as _;
 use clap::{Parser, Subcommand};
 use rand::RngExt as _;
 
+mod log_event;
 mod log_fields;
 mod log_output;
 mod log_time;
@@ -454,6 +455,7 @@ fn main() -> std::process::ExitCode {
                 LogFormat::Text => $logs
                     .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
                     .fmt_fields(log_fields::PlainFields)
+                    .event_format(log_event::TextLine::new(log_time::CachedSecondTime))
                     .init(),
                 // The event's fields at the top level, beside `span` (the innermost span's
                 // fields) and `spans` (every span it is in, outermost first).
