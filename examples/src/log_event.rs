@@ -65,12 +65,12 @@ where
             for span in scope.from_root() {
                 writer.write_str(span.metadata().name())?;
                 seen = true;
-                if let Some(fields) = span.extensions().get::<FormattedFields<N>>() {
-                    if !fields.is_empty() {
-                        writer.write_char('{')?;
-                        writer.write_str(fields)?;
-                        writer.write_char('}')?;
-                    }
+                if let Some(fields) = span.extensions().get::<FormattedFields<N>>()
+                    && !fields.is_empty()
+                {
+                    writer.write_char('{')?;
+                    writer.write_str(fields)?;
+                    writer.write_char('}')?;
                 }
                 writer.write_char(':')?;
             }
