@@ -8,6 +8,7 @@
 //! fields whose text `DefaultFields` escapes or decorates (the message, errors), the default
 //! visitor writes the field, so the line is the same byte for byte either way.
 
+use std::cell::RefCell;
 use std::fmt;
 
 use tracing::field::{Field, Visit};
@@ -20,15 +21,47 @@ use tracing_subscriber::fmt::format::{DefaultVisitor, Writer};
 pub(crate) struct PlainFields;
 
 impl<'writer> FormatFields<'writer> for PlainFields {
-    fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
-        let mut visitor = PlainVisitor {
-            writer,
-            is_empty: true,
-            result: Ok(()),
-        };
-        fields.record(&mut visitor);
-        visitor.result
+    fn format_fields<R: RecordFields>(
+        &self,
+        mut writer: Writer<'writer>,
+        fields: R,
+    ) -> fmt::Result {
+        if writer.has_ansi_escapes() {
+            return visit(writer, fields);
+        }
+        // A span's fields go to a string of their own, which would grow (and move) several
+        // times field by field; staged here first, they reach it in one piece.
+        STAGED.with(|staged| match staged.try_borrow_mut() {
+            Ok(mut staged) => {
+                staged.clear();
+                let result = visit(Writer::new(&mut *staged), fields);
+                let written = writer.write_str(&staged);
+                if staged.capacity() > STAGED_KEPT {
+                    *staged = String::new();
+                }
+                result.and(written)
+            }
+            // A value whose formatting logs: that line is written directly.
+            Err(_) => visit(writer, fields),
+        })
     }
+}
+
+/// Bytes of staging space a thread keeps between lines.
+const STAGED_KEPT: usize = 16 * 1024;
+
+thread_local! {
+    static STAGED: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+fn visit(writer: Writer<'_>, fields: impl RecordFields) -> fmt::Result {
+    let mut visitor = PlainVisitor {
+        writer,
+        is_empty: true,
+        result: Ok(()),
+    };
+    fields.record(&mut visitor);
+    visitor.result
 }
 
 struct PlainVisitor<'writer> {
