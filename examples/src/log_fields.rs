@@ -8,6 +8,7 @@
 //! fields whose text `DefaultFields` escapes or decorates (the message, errors), the default
 //! visitor writes the field, so the line is the same byte for byte either way.
 
+use std::cell::RefCell;
 use std::fmt;
 
 use tracing::field::{Field, Visit};
@@ -20,15 +21,47 @@ use tracing_subscriber::fmt::format::{DefaultVisitor, Writer};
 pub(crate) struct PlainFields;
 
 impl<'writer> FormatFields<'writer> for PlainFields {
-    fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
-        let mut visitor = PlainVisitor {
-            writer,
-            is_empty: true,
-            result: Ok(()),
-        };
-        fields.record(&mut visitor);
-        visitor.result
+    fn format_fields<R: RecordFields>(
+        &self,
+        mut writer: Writer<'writer>,
+        fields: R,
+    ) -> fmt::Result {
+        if writer.has_ansi_escapes() {
+            return visit(writer, fields);
+        }
+        // A span's fields go to a string of their own, which would grow (and move) several
+        // times field by field; staged here first, they reach it in one piece.
+        STAGED.with(|staged| match staged.try_borrow_mut() {
+            Ok(mut staged) => {
+                staged.clear();
+                let result = visit(Writer::new(&mut *staged), fields);
+                let written = writer.write_str(&staged);
+                if staged.capacity() > STAGED_KEPT {
+                    *staged = String::new();
+                }
+                result.and(written)
+            }
+            // A value whose formatting logs: that line is written directly.
+            Err(_) => visit(writer, fields),
+        })
     }
+}
+
+/// Bytes of staging space a thread keeps between lines.
+const STAGED_KEPT: usize = 16 * 1024;
+
+thread_local! {
+    static STAGED: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+fn visit(writer: Writer<'_>, fields: impl RecordFields) -> fmt::Result {
+    let mut visitor = PlainVisitor {
+        writer,
+        is_empty: true,
+        result: Ok(()),
+    };
+    fields.record(&mut visitor);
+    visitor.result
 }
 
 struct PlainVisitor<'writer> {
@@ -179,5 +212,136 @@ mod tests {
         let plain = output_of(PlainFields);
         assert_eq!(plain, output_of(DefaultFields::new()));
         assert!(plain.contains("elapsed_ms=1.25"), "{plain}");
+    }
+
+    /// A span and an event at every level, and an event at every level inside the span.
+    fn log_at_every_level() {
+        let span = tracing::debug_span!("job", kind = "sync");
+        span.in_scope(|| {
+            tracing::trace!("trace inside");
+            tracing::debug!("debug inside");
+            tracing::info!(status = 200_u16, "info inside");
+            tracing::warn!("warn inside");
+            tracing::error!("error inside");
+        });
+        let outer = tracing::info_span!("request", route = tracing::field::Empty);
+        outer.record("route", "/api/v1/accounts");
+        outer.in_scope(|| {
+            tracing::debug!("debug in request");
+            tracing::info!("info in request");
+            tracing::error!("error in request");
+        });
+    }
+
+    fn log_at_every_level_to(subscriber: impl tracing::Subscriber + Send + Sync) {
+        tracing::subscriber::with_default(subscriber, log_at_every_level);
+    }
+
+    /// The reference server replaces an `AGG_LOG` that is one level by a plain level filter:
+    /// the lines are those `EnvFilter` lets through.
+    #[test]
+    fn a_plain_level_filter_lets_through_the_lines_of_env_filter() {
+        for level in [
+            "off", "error", "warn", "info", "debug", "trace", "INFO", "3",
+        ] {
+            let plain = level
+                .parse::<tracing_subscriber::filter::LevelFilter>()
+                .expect("a level");
+            let by_level = Captured::default();
+            let by_env = Captured::default();
+            let base = |out: &Captured| {
+                tracing_subscriber::fmt()
+                    .with_writer(out.clone())
+                    .with_ansi(false)
+                    .without_time()
+                    .fmt_fields(PlainFields)
+            };
+            log_at_every_level_to(base(&by_level).with_max_level(plain).finish());
+            let env = tracing_subscriber::EnvFilter::try_new(level).expect("a directive");
+            log_at_every_level_to(base(&by_env).with_env_filter(env).finish());
+            let by_level = by_level
+                .0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            let by_env = by_env
+                .0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            assert_eq!(
+                String::from_utf8_lossy(&by_level),
+                String::from_utf8_lossy(&by_env),
+                "AGG_LOG={level}"
+            );
+            if level == "info" {
+                let text = String::from_utf8_lossy(&by_level);
+                assert!(text.contains("info in request"), "{text}");
+                assert!(!text.contains("debug"), "{text}");
+            }
+        }
+    }
+
+    /// A clock standing still, so that two outputs can be compared.
+    #[derive(Clone)]
+    struct Stopped;
+
+    impl tracing_subscriber::fmt::time::FormatTime for Stopped {
+        fn format_time(&self, w: &mut Writer<'_>) -> fmt::Result {
+            w.write_str("2026-11-27T09:25:20.123456Z")
+        }
+    }
+
+    /// Nested spans, a span without fields, events outside any span, every level.
+    fn log_in_nested_spans() {
+        tracing::trace!("no span");
+        let outer = tracing::info_span!("outer", id = 7);
+        let _outer = outer.enter();
+        let bare = tracing::info_span!("bare");
+        bare.in_scope(|| {
+            tracing::debug!(inner = true, "in bare");
+            tracing::error!("error in bare");
+        });
+        tracing::warn!(flag = ?Some(1));
+        log_everything();
+    }
+
+    fn lines_of(subscriber: impl tracing::Subscriber + Send + Sync, out: &Captured) -> String {
+        tracing::subscriber::with_default(subscriber, || {
+            log_everything();
+            log_in_nested_spans();
+        });
+        let bytes = std::mem::take(&mut *out.0.lock().unwrap_or_else(PoisonError::into_inner));
+        String::from_utf8(bytes).expect("utf-8")
+    }
+
+    #[test]
+    fn text_lines_are_those_of_the_default_format() {
+        for ansi in [false, true] {
+            let base = |out: &Captured| {
+                tracing_subscriber::fmt()
+                    .with_writer(out.clone())
+                    .with_ansi(ansi)
+                    .with_max_level(tracing::Level::TRACE)
+                    .fmt_fields(PlainFields)
+            };
+            let ours = Captured::default();
+            let ours = lines_of(
+                base(&ours)
+                    .event_format(crate::log_event::TextLine::new(Stopped))
+                    .finish(),
+                &ours,
+            );
+            let default = Captured::default();
+            let default = lines_of(base(&default).with_timer(Stopped).finish(), &default);
+            assert_eq!(ours, default, "ansi: {ansi}");
+            if !ansi {
+                assert!(
+                    ours.contains("2026-11-27T09:25:20.123456Z  INFO outer{id=7}:request{"),
+                    "{ours}"
+                );
+                assert!(ours.contains("outer{id=7}:bare: "), "{ours}");
+            }
+        }
     }
 }

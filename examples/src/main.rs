@@ -27,8 +27,10 @@ use base64::Engine as _;
 use clap::{Parser, Subcommand};
 use rand::RngExt as _;
 
+mod log_event;
 mod log_fields;
 mod log_output;
+mod log_time;
 mod serve;
 
 /// Where generated secrets and the default database live.
@@ -471,16 +473,28 @@ fn main() -> std::process::ExitCode {
     // whatever is still buffered, the final error line included.
     let (output, _flush) = log_output::stdout();
     let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_timer(log_time::CachedSecondTime)
         .with_writer(output);
-    match cli.log_format {
-        LogFormat::Text => logs
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-            .fmt_fields(log_fields::PlainFields)
-            .init(),
-        // The event's fields at the top level, beside `span` (the innermost span's fields) and
-        // `spans` (every span it is in, outermost first).
-        LogFormat::Json => logs.json().flatten_event(true).init(),
+    macro_rules! init_logs {
+        ($logs:expr) => {
+            match cli.log_format {
+                LogFormat::Text => $logs
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+                    .fmt_fields(log_fields::PlainFields)
+                    .event_format(log_event::TextLine::new(log_time::CachedSecondTime))
+                    .init(),
+                // The event's fields at the top level, beside `span` (the innermost span's
+                // fields) and `spans` (every span it is in, outermost first).
+                LogFormat::Json => $logs.json().flatten_event(true).init(),
+            }
+        };
+    }
+    // A filter that is one level for every target (the default, `info`) lets through exactly
+    // what that level does; `EnvFilter` would also track each span entered on every poll, for
+    // span directives it does not have.
+    match cli.log.parse::<tracing_subscriber::filter::LevelFilter>() {
+        Ok(level) => init_logs!(logs.with_max_level(level)),
+        Err(_) => init_logs!(logs.with_env_filter(filter)),
     }
     // One TLS backend for every client (SMTP, PostgreSQL, Redis).
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
