@@ -48,7 +48,20 @@ impl CapturedLog {
     }
 }
 
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLog {
+    type Writer = Self;
+
+    fn make_writer(&'a self) -> Self {
+        self.clone()
+    }
+}
+
 impl CapturedLog {
+    /// Everything written so far, as bytes, leaving the log empty.
+    pub fn take(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
     /// Every line written so far (invalid UTF-8 replaced).
     pub fn lines(&self) -> Vec<String> {
         let bytes = self

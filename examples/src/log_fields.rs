@@ -129,37 +129,10 @@ impl PlainVisitor<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex, PoisonError};
-
-    use tracing_subscriber::fmt::MakeWriter;
+    use aggregation_core::testing::CapturedLog;
     use tracing_subscriber::fmt::format::DefaultFields;
 
     use super::*;
-
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl<'a> MakeWriter<'a> for Captured {
-        type Writer = Self;
-
-        fn make_writer(&'a self) -> Self {
-            self.clone()
-        }
-    }
 
     /// Every kind of field, in a span (with a field recorded later) and an event.
     fn log_everything() {
@@ -195,7 +168,7 @@ mod tests {
     }
 
     fn output_of(fields: impl for<'w> FormatFields<'w> + Send + Sync + 'static) -> String {
-        let out = Captured::default();
+        let out = CapturedLog::default();
         let subscriber = tracing_subscriber::fmt()
             .with_writer(out.clone())
             .with_ansi(false)
@@ -203,7 +176,7 @@ mod tests {
             .fmt_fields(fields)
             .finish();
         tracing::subscriber::with_default(subscriber, log_everything);
-        let bytes = std::mem::take(&mut *out.0.lock().unwrap_or_else(PoisonError::into_inner));
+        let bytes = out.take();
         String::from_utf8(bytes).expect("utf-8")
     }
 
@@ -247,9 +220,9 @@ mod tests {
             let plain = level
                 .parse::<tracing_subscriber::filter::LevelFilter>()
                 .expect("a level");
-            let by_level = Captured::default();
-            let by_env = Captured::default();
-            let base = |out: &Captured| {
+            let by_level = CapturedLog::default();
+            let by_env = CapturedLog::default();
+            let base = |out: &CapturedLog| {
                 tracing_subscriber::fmt()
                     .with_writer(out.clone())
                     .with_ansi(false)
@@ -259,16 +232,8 @@ mod tests {
             log_at_every_level_to(base(&by_level).with_max_level(plain).finish());
             let env = tracing_subscriber::EnvFilter::try_new(level).expect("a directive");
             log_at_every_level_to(base(&by_env).with_env_filter(env).finish());
-            let by_level = by_level
-                .0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            let by_env = by_env
-                .0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
+            let by_level = by_level.take();
+            let by_env = by_env.take();
             assert_eq!(
                 String::from_utf8_lossy(&by_level),
                 String::from_utf8_lossy(&by_env),
@@ -306,33 +271,33 @@ mod tests {
         log_everything();
     }
 
-    fn lines_of(subscriber: impl tracing::Subscriber + Send + Sync, out: &Captured) -> String {
+    fn lines_of(subscriber: impl tracing::Subscriber + Send + Sync, out: &CapturedLog) -> String {
         tracing::subscriber::with_default(subscriber, || {
             log_everything();
             log_in_nested_spans();
         });
-        let bytes = std::mem::take(&mut *out.0.lock().unwrap_or_else(PoisonError::into_inner));
+        let bytes = out.take();
         String::from_utf8(bytes).expect("utf-8")
     }
 
     #[test]
     fn text_lines_are_those_of_the_default_format() {
         for ansi in [false, true] {
-            let base = |out: &Captured| {
+            let base = |out: &CapturedLog| {
                 tracing_subscriber::fmt()
                     .with_writer(out.clone())
                     .with_ansi(ansi)
                     .with_max_level(tracing::Level::TRACE)
                     .fmt_fields(PlainFields)
             };
-            let ours = Captured::default();
+            let ours = CapturedLog::default();
             let ours = lines_of(
                 base(&ours)
                     .event_format(crate::log_event::TextLine::new(Stopped))
                     .finish(),
                 &ours,
             );
-            let default = Captured::default();
+            let default = CapturedLog::default();
             let default = lines_of(base(&default).with_timer(Stopped).finish(), &default);
             assert_eq!(ours, default, "ansi: {ansi}");
             if !ansi {

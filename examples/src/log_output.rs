@@ -180,30 +180,14 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogOutput {
 
 #[cfg(test)]
 mod tests {
+    use aggregation_core::testing::CapturedLog;
+
     use super::*;
-
-    /// A test's own output in place of standard output.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Captured {
-        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-            self.0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
 
     #[test]
     fn every_line_is_written_in_order_past_the_bound_and_after_the_flush() {
         use tracing_subscriber::fmt::MakeWriter as _;
-        let out = Captured::default();
+        let out = CapturedLog::default();
         let (output, flush) = start(out.clone());
         let lines = 4 * BUFFER_BYTES / 16;
         let threads: Vec<_> = (0..4)
@@ -224,10 +208,7 @@ mod tests {
             thread.join().expect("no panic");
         }
         drop(flush);
-        let written = String::from_utf8(std::mem::take(
-            &mut *out.0.lock().unwrap_or_else(PoisonError::into_inner),
-        ))
-        .expect("utf-8");
+        let written = String::from_utf8(out.take()).expect("utf-8");
         let mut next = [0_usize; 4];
         for line in written.lines() {
             let (thread, n) = line.split_once(' ').expect("a whole line");

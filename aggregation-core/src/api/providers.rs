@@ -488,10 +488,10 @@ async fn connect(
             ));
         };
         let mut known = false;
-        // Countries an id starts with first (Enable Banking's `FI:Nordea`), so a provider of
-        // many countries usually needs one list, not one per country.
         let mut countries = provider.countries();
-        countries.sort_by_key(|country| !institution_id.starts_with(country.as_str()));
+        if let Some(country) = provider.institution_country(institution_id) {
+            countries.retain(|offered| *offered == country);
+        }
         for country in countries {
             let listed = state.connections.institutions(&slug, &country).await?;
             if listed

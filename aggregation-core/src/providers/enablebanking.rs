@@ -600,6 +600,10 @@ impl Provider for EnableBankingProvider {
         true
     }
 
+    fn institution_country(&self, institution_id: &str) -> Option<String> {
+        mapping::parse_institution_id(institution_id).map(|aspsp| aspsp.country)
+    }
+
     async fn institutions(&self, country: &str) -> Result<Vec<Institution>, ProviderError> {
         self.list_institutions(country).await
     }

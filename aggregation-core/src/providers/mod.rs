@@ -345,6 +345,14 @@ pub trait Provider: Send + Sync + 'static {
         false
     }
 
+    /// The country whose [`institutions`](Self::institutions) list holds `institution_id`, when
+    /// the id says (`FI:Nordea`): a connect then checks that one list. Default `None`: every
+    /// country's list is searched.
+    fn institution_country(&self, institution_id: &str) -> Option<String> {
+        let _ = institution_id;
+        None
+    }
+
     /// The institutions of one country (upper-case ISO code) a user may pick. Default:
     /// [`ProviderError::Unsupported`]. The service caches the answer for an hour.
     async fn institutions(&self, country: &str) -> Result<Vec<Institution>, ProviderError> {
