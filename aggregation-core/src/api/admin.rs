@@ -12,6 +12,8 @@
 //! (1 to 200, default 50). `since` after `until` is 422. Events are kept for
 //! [`Config::audit_retention`] (`AGG_AUDIT_RETENTION_DAYS`, default 365 days).
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use http::StatusCode;
 use http::request::Parts;
@@ -69,7 +71,7 @@ impl From<AdminError> for ApiError {
 
 /// The caller: a valid access token (401) of a user the store confirms holds the admin role
 /// (403).
-pub(crate) struct Admin(AccessClaims);
+pub(crate) struct Admin(Arc<AccessClaims>);
 
 impl FromParts for Admin {
     async fn from_parts(parts: &Parts, state: &App) -> Result<Self, ApiError> {

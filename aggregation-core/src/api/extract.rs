@@ -16,6 +16,7 @@
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -44,8 +45,8 @@ pub(crate) enum Caller {
     Anonymous,
     /// A bearer token that does not verify (forged, expired, malformed).
     InvalidToken,
-    /// A valid bearer token's claims.
-    Authenticated(AccessClaims),
+    /// A valid bearer token's claims (shared: every extractor of the request reads them).
+    Authenticated(Arc<AccessClaims>),
 }
 
 impl Caller {
@@ -69,7 +70,7 @@ impl FromParts for Caller {
 }
 
 /// The authenticated user: the claims of the request's valid access token, or 401.
-pub(crate) struct User(pub(crate) AccessClaims);
+pub(crate) struct User(pub(crate) Arc<AccessClaims>);
 
 impl FromParts for User {
     async fn from_parts(parts: &Parts, _: &App) -> Result<Self, ApiError> {

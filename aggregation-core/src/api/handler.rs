@@ -164,10 +164,10 @@ mod tests {
     }
 
     fn user() -> Caller {
-        Caller::Authenticated(crate::auth::AccessClaims::for_tests(
+        Caller::Authenticated(std::sync::Arc::new(crate::auth::AccessClaims::for_tests(
             uuid::Uuid::nil(),
             uuid::Uuid::nil(),
-        ))
+        )))
     }
 
     #[tokio::test]

@@ -23,17 +23,17 @@ use crate::app::App;
 use crate::problem::{ApiError, ErrorCode};
 
 /// Where the router leaves the route template a request matched. The outermost layer
-/// (`service::trace`) puts an empty one in the request extensions and reads it back for the
-/// span and the metrics once the answer is ready (errors included, which carry no extensions
-/// up).
+/// (`service::trace`) puts an empty one in the request extensions, records it on the request
+/// span as soon as the layers below have been called (the router matches synchronously, before
+/// any handler runs), and reads it back for the access line and the metrics once the answer is
+/// ready (errors included, which carry no extensions up).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct MatchedRoute(Arc<OnceLock<&'static str>>);
 
 impl MatchedRoute {
-    /// Records the template the path matched, also on the request span.
+    /// Records the template the path matched.
     pub(crate) fn set(&self, template: &'static str) {
         let _ = self.0.set(template);
-        tracing::Span::current().record("route", tracing::field::display(template));
     }
 
     /// The template, if a route matched.

@@ -55,7 +55,7 @@ impl Annotate for VerifyBearer {
         let caller = match bearer_token(request.headers()) {
             None => Caller::Anonymous,
             Some(token) => match self.verifier.verify(token) {
-                Some(claims) => Caller::Authenticated(claims),
+                Some(claims) => Caller::Authenticated(Arc::new(claims)),
                 None => Caller::InvalidToken,
             },
         };

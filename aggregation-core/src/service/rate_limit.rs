@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Request, Response};
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
 
 use crate::api::extract::{Caller, ClientIp, buffered_body, read_body};
 use crate::api::router::Matched;
@@ -62,17 +62,16 @@ pub(crate) struct RateLimit<S> {
     inner: S,
 }
 
+// Constants: a header named by a string is copied on every insert.
+const LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
 /// Sets the `X-RateLimit-*` headers of a decision.
 fn set_headers(headers: &mut HeaderMap, decision: &Decision) {
-    headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
-    headers.insert(
-        "x-ratelimit-remaining",
-        HeaderValue::from(decision.remaining),
-    );
-    headers.insert(
-        "x-ratelimit-reset",
-        HeaderValue::from(decision.reset_after_secs),
-    );
+    headers.insert(LIMIT, HeaderValue::from(decision.limit));
+    headers.insert(REMAINING, HeaderValue::from(decision.remaining));
+    headers.insert(RESET, HeaderValue::from(decision.reset_after_secs));
 }
 
 /// An error answered with the `X-RateLimit-*` headers of a decision.
@@ -258,7 +257,10 @@ mod tests {
             .extensions_mut()
             .insert(ClientIp(Some("203.0.113.9".parse().expect("ip"))));
         let caller = if user {
-            Caller::Authenticated(AccessClaims::for_tests(Uuid::nil(), Uuid::nil()))
+            Caller::Authenticated(std::sync::Arc::new(AccessClaims::for_tests(
+                Uuid::nil(),
+                Uuid::nil(),
+            )))
         } else {
             Caller::Anonymous
         };

@@ -16,11 +16,15 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use http::{HeaderMap, HeaderValue, Request, Response};
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
 use tracing::Instrument as _;
 
 use crate::api::router::MatchedRoute;
 use crate::crypto::{random_span_id, random_trace_id};
+
+/// The W3C trace context header, read and answered (a constant: a header named by a string is
+/// copied on every insert).
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
 /// The trace id of the request (32 lower-case hex digits). Held inline: it is copied into the
 /// span, the access line, the `traceparent` answer and problem bodies without an allocation.
@@ -77,7 +81,7 @@ impl std::fmt::Debug for TraceId {
 
 /// The trace id of an incoming W3C `traceparent` header, when it is well formed.
 fn incoming_trace_id(headers: &HeaderMap) -> Option<TraceId> {
-    let value = headers.get("traceparent")?.to_str().ok()?;
+    let value = headers.get(TRACEPARENT)?.to_str().ok()?;
     let mut parts = value.trim().split('-');
     let (version, trace_id, parent_id, flags) =
         (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
@@ -160,11 +164,16 @@ where
         let (metrics, in_flight) = (self.metrics.clone(), self.metrics.in_flight());
         // The layers below may already log (and the router match) while the call is made.
         let response = span.in_scope(|| self.inner.call(request));
+        // Recorded here rather than by the router: the span is at hand (no lookup of the
+        // current span), and nothing of the handler has run yet.
+        if let Some(template) = route.get() {
+            span.record("route", tracing::field::display(template));
+        }
         Box::pin(
             async move {
                 let mut response = response.await?;
                 if let Some(value) = trace_id.traceparent() {
-                    response.headers_mut().insert("traceparent", value);
+                    response.headers_mut().insert(TRACEPARENT, value);
                 }
                 let elapsed = started.elapsed();
                 tracing::info!(

@@ -352,9 +352,13 @@ impl<B: Backend, O: SqlScalar> QueryScalar<B, O> {
 pub(super) struct QueryBuilder<B: Backend>(sqlx::QueryBuilder<B>);
 
 impl<B: Backend> QueryBuilder<B> {
-    /// Starts with `init`.
-    pub(super) fn new(init: impl Into<String>) -> Self {
-        Self(sqlx::QueryBuilder::new(init))
+    /// Starts with `init`, with room for the clauses that follow (one allocation for the
+    /// whole statement rather than one per doubling).
+    pub(super) fn new(init: impl AsRef<str>) -> Self {
+        let init = init.as_ref();
+        let mut sql = String::with_capacity(init.len() + 256);
+        sql.push_str(init);
+        Self(sqlx::QueryBuilder::new(sql))
     }
 
     /// Appends SQL text.
