@@ -374,6 +374,21 @@ fn help_lists_every_setting() {
             "--help does not list {variable}:\n{help}"
         );
     }
+    // And every variable the server reads, the providers' included, as its source declares them.
+    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/main.rs"))
+        .expect("the server's source");
+    let declared: Vec<&str> = source
+        .split("env = \"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    assert!(declared.len() > 40, "{declared:?}");
+    for variable in declared {
+        assert!(
+            help.contains(&format!("[env: {variable}")),
+            "--help does not list {variable}:\n{help}"
+        );
+    }
     assert!(help.contains("grant-admin"), "the subcommand is listed");
     assert!(help.contains("openapi"), "the subcommand is listed");
 }

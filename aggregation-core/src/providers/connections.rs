@@ -348,16 +348,21 @@ impl Connections {
             user_id,
             connection_id,
         });
-        let provider = self.providers.get(&connection.provider_slug);
-        if let (Some(held), Some(provider)) = (held, provider)
-            && let Err(error) = provider.disconnect(&held.credentials).await
-        {
-            tracing::warn!(
-                connection_id = %connection_id,
-                provider = %connection.provider_slug,
-                error = %error,
-                "the provider could not end the disconnected connection's access"
-            );
+        let provider = self.providers.get(&connection.provider_slug).cloned();
+        if let (Some(held), Some(provider)) = (held, provider) {
+            // In the background: the answer does not wait for a slow or hung provider (its
+            // own timeouts bound the call), and the connection is gone either way.
+            let slug = connection.provider_slug;
+            tokio::spawn(async move {
+                if let Err(error) = provider.disconnect(&held.credentials).await {
+                    tracing::warn!(
+                        connection_id = %connection_id,
+                        provider = %slug,
+                        error = %error,
+                        "the provider could not end the disconnected connection's access"
+                    );
+                }
+            });
         }
         Ok(())
     }

@@ -434,8 +434,9 @@ pub trait Provider: Send + Sync + 'static {
     }
 
     /// Ends what the credentials grant at the provider (a session, a consent) when the user
-    /// disconnects. Called once the disconnection is stored; a failure is logged and does
-    /// not undo it. Default: nothing to end.
+    /// disconnects. Called in the background once the disconnection is stored (the
+    /// `DELETE` is answered without waiting for it); a failure is logged and does not undo
+    /// it. Default: nothing to end.
     async fn disconnect(&self, credentials: &ProviderCredentials) -> Result<(), ProviderError> {
         let _ = credentials;
         Ok(())
