@@ -314,6 +314,8 @@ struct State {
     booked: bool,
     failing: bool,
     rate_limited: bool,
+    /// Set by [`EnableBankingSandbox::set_granted_validity`].
+    granted_validity: Option<TimeDelta>,
     requests: VecDeque<String>,
     deleted_sessions: VecDeque<String>,
     auth_requests: VecDeque<Value>,
@@ -498,6 +500,13 @@ impl EnableBankingSandbox {
         for session in state.sessions.values_mut() {
             session.expired_by_switch = expired;
         }
+    }
+
+    /// `Some(validity)`: sessions created from now on are granted until now + `validity`
+    /// (negative: a consent that has already ended) instead of the `valid_until` the client
+    /// asked for, as a bank that grants less than asked does. `None` restores that.
+    pub fn set_granted_validity(&self, validity: Option<TimeDelta>) {
+        self.lock().granted_validity = validity;
     }
 
     /// Books the pending rows: from now on they answer `BOOK` with a booking date and an
@@ -871,6 +880,9 @@ impl EnableBankingSandbox {
             );
         }
         let institution = &INSTITUTIONS[authorization.institution];
+        let valid_until = state
+            .granted_validity
+            .map_or(authorization.valid_until, |validity| now + validity);
         let session_id = Uuid::new_v4().to_string();
         let account_uids: Vec<String> = institution
             .accounts
@@ -888,14 +900,14 @@ impl EnableBankingSandbox {
             "accounts": accounts,
             "aspsp": {"name": institution.name, "country": institution.country},
             "psu_type": authorization.psu_type,
-            "access": {"valid_until": timestamp(authorization.valid_until)},
+            "access": {"valid_until": timestamp(valid_until)},
         });
         state.insert_session(
             session_id,
             Session {
                 institution: authorization.institution,
                 psu_type: authorization.psu_type,
-                valid_until: authorization.valid_until,
+                valid_until,
                 created: now,
                 account_uids,
                 closed: None,

@@ -416,6 +416,73 @@ fn openapi_prints_the_document_and_starts_nothing() {
     );
 }
 
+/// Starts the server with `env` and expects it to refuse to start with a message naming
+/// `variable`.
+fn assert_refused(workspace: &Workspace, env: &[(&str, &str)], variable: &str) {
+    let output = workspace.run(env, &[]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!output.status.success(), "{env:?} was accepted:\n{text}");
+    assert!(
+        text.contains(&format!("{variable}:")),
+        "{env:?}: the message does not name {variable}:\n{text}"
+    );
+    assert!(
+        !text.contains("listening on"),
+        "{env:?}: the server started:\n{text}"
+    );
+}
+
+#[test]
+fn a_bad_enable_banking_setting_stops_the_start_naming_the_variable() {
+    let workspace = Workspace::new();
+    let garbage = workspace.path().join("garbage.pem");
+    std::fs::write(
+        &garbage,
+        "-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n",
+    )
+    .expect("written");
+    let garbage = garbage.display().to_string();
+    let missing = workspace.path().join("missing.pem").display().to_string();
+    let keys = concat!(env!("CARGO_MANIFEST_DIR"), "/../aggregation-sandbox/keys");
+    let public = format!("{keys}/enablebanking-sandbox-public.pem");
+    let private = format!("{keys}/enablebanking-sandbox-private.pem");
+    let app = ("AGG_ENABLEBANKING_APP_ID", "app-1");
+    let cases: [(&[(&str, &str)], &str); 6] = [
+        (
+            &[app, ("AGG_ENABLEBANKING_KEY_FILE", &garbage)],
+            "AGG_ENABLEBANKING_KEY_FILE",
+        ),
+        (
+            &[app, ("AGG_ENABLEBANKING_KEY_FILE", &missing)],
+            "AGG_ENABLEBANKING_KEY_FILE",
+        ),
+        (
+            &[app, ("AGG_ENABLEBANKING_KEY_FILE", &public)],
+            "AGG_ENABLEBANKING_KEY_FILE",
+        ),
+        (&[app], "AGG_ENABLEBANKING_KEY_FILE"),
+        (
+            &[("AGG_ENABLEBANKING_KEY_FILE", &private)],
+            "AGG_ENABLEBANKING_APP_ID",
+        ),
+        (
+            &[
+                app,
+                ("AGG_ENABLEBANKING_KEY_FILE", &private),
+                ("AGG_ENABLEBANKING_BASE_URL", "ftp://api.example"),
+            ],
+            "AGG_ENABLEBANKING_BASE_URL",
+        ),
+    ];
+    for (env, variable) in cases {
+        assert_refused(&workspace, env, variable);
+    }
+}
+
 #[test]
 fn a_malformed_setting_stops_the_start_naming_the_variable() {
     let workspace = Workspace::new();
@@ -449,24 +516,7 @@ fn a_malformed_setting_stops_the_start_naming_the_variable() {
         ("AGG_LOGIN_FAILURE_WINDOW_SECONDS", "99999999"),
     ];
     for (variable, value) in cases {
-        let output = workspace.run(&[(variable, value)], &[]);
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert!(
-            !output.status.success(),
-            "{variable}={value:?} was accepted:\n{text}"
-        );
-        assert!(
-            text.contains(&format!("{variable}:")),
-            "{variable}={value:?}: the message does not name the variable:\n{text}"
-        );
-        assert!(
-            !text.contains("listening on"),
-            "{variable}={value:?}: the server started:\n{text}"
-        );
+        assert_refused(&workspace, &[(variable, value)], variable);
     }
     let output = workspace.run(&[], &["grant-admin", "nobody@example.com"]);
     assert!(!output.status.success(), "an unknown email is an error");

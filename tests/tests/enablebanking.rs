@@ -393,6 +393,31 @@ async fn pending_rows_book_without_duplicates(app: TestApp) {
     assert_eq!(rows.iter().filter(|t| t["amount"] == "-23.10").count(), 1);
 }
 
+/// Checks that `connection` is expired and needs a reauthorization; the number of
+/// `connection.expired` events of its user.
+async fn expired_with_events(app: &TestApp, token: &str, connection: &Value) -> usize {
+    let expired = app
+        .get(
+            &format!("/api/v1/providers/{}", id(connection)),
+            Some(token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(expired["status"], "expired");
+    assert_eq!(expired["needs_reauthentication"], true);
+    let user_id =
+        uuid::Uuid::parse_str(expired["user_id"].as_str().expect("user_id")).expect("a uuid");
+    let events = app
+        .store
+        .user_events_after(user_id, None, 100)
+        .await
+        .expect("events");
+    events
+        .iter()
+        .filter(|event| event.event_type.as_str() == "connection.expired")
+        .count()
+}
+
 async fn an_expired_session_expires_and_reauthorization_keeps_the_accounts(app: TestApp) {
     let (_, token, _) = app.user("expiry@example.com").await;
     let connection = connect(&app, &token).await;
@@ -412,27 +437,7 @@ async fn an_expired_session_expires_and_reauthorization_keeps_the_accounts(app: 
     app.post(&sync_path, &json!({"force": true}), Some(&token))
         .await
         .expect_problem(409, "conflict");
-    let expired = app
-        .get(
-            &format!("/api/v1/providers/{}", id(&connection)),
-            Some(&token),
-        )
-        .await
-        .expect(200);
-    assert_eq!(expired["status"], "expired");
-    assert_eq!(expired["needs_reauthentication"], true);
-    let user_id =
-        uuid::Uuid::parse_str(expired["user_id"].as_str().expect("user_id")).expect("a uuid");
-    let events = app
-        .store
-        .user_events_after(user_id, None, 100)
-        .await
-        .expect("events");
-    assert!(
-        events
-            .iter()
-            .any(|event| event.event_type.as_str() == "connection.expired")
-    );
+    assert!(expired_with_events(&app, &token, &connection).await >= 1);
     app.post(&sync_path, &json!({"force": true}), Some(&token))
         .await
         .expect_problem(409, "conflict");
@@ -475,6 +480,26 @@ async fn an_expired_session_expires_and_reauthorization_keeps_the_accounts(app: 
         app.get("/api/v1/providers", Some(&token)).await.expect(200)["total_count"],
         1
     );
+}
+
+async fn a_consent_that_ended_expires_without_asking_the_bank(app: TestApp) {
+    let (_, token, _) = app.user("consent-end@example.com").await;
+    // The bank grants a consent that has already ended by the time anything is synced.
+    sandbox(&app).set_granted_validity(Some(chrono::TimeDelta::seconds(-60)));
+    let connection = connect(&app, &token).await;
+    sandbox(&app).set_granted_validity(None);
+    let asked_before = sandbox(&app).requests().len();
+    let sync_path = format!("/api/v1/providers/{}/sync", id(&connection));
+    app.post(&sync_path, &json!({}), Some(&token))
+        .await
+        .expect_problem(409, "conflict");
+    let data_calls: Vec<String> = sandbox(&app).requests()[asked_before..]
+        .iter()
+        .filter(|request| request.contains("/accounts") || request.contains("/sessions/"))
+        .cloned()
+        .collect();
+    assert!(data_calls.is_empty(), "the bank was asked: {data_calls:?}");
+    assert_eq!(expired_with_events(&app, &token, &connection).await, 1);
 }
 
 async fn disconnecting_ends_the_session(app: TestApp) {
@@ -546,6 +571,7 @@ conformance!(setup = enablebanking;
     syncs_map_accounts_balances_and_pages,
     pending_rows_book_without_duplicates,
     an_expired_session_expires_and_reauthorization_keeps_the_accounts,
+    a_consent_that_ended_expires_without_asking_the_bank,
     disconnecting_ends_the_session,
 );
 
