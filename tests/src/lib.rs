@@ -885,6 +885,32 @@ impl TestApp {
         format!("?code={code}&state={state}")
     }
 
+    /// Reads `connection` (as `POST /api/v1/providers/callback` answered it) back and checks
+    /// that it is expired and needs a reauthorization.
+    pub async fn expect_expired(&self, bearer: &str, connection: &Value) {
+        let id = connection["id"].as_str().expect("id");
+        let read = self
+            .get(&format!("/api/v1/providers/{id}"), Some(bearer))
+            .await
+            .expect(200);
+        assert_eq!(read["status"], "expired", "{read}");
+        assert_eq!(read["needs_reauthentication"], true, "{read}");
+    }
+
+    /// The data of the `connection.expired` events of `connection`'s user, oldest first.
+    pub async fn expiries(&self, connection: &Value) -> Vec<Value> {
+        let user_id = connection["user_id"].as_str().expect("user_id");
+        let user_id = uuid::Uuid::parse_str(user_id).expect("a uuid");
+        self.store
+            .user_events_after(user_id, None, 100)
+            .await
+            .expect("events")
+            .into_iter()
+            .filter(|event| event.event_type.as_str() == "connection.expired")
+            .map(|event| event.data)
+            .collect()
+    }
+
     /// Connects the sandbox provider for the user with this access token: the connection.
     pub async fn connect_sandbox(&self, bearer: &str, alias: Option<&str>) -> Value {
         let query = self.authorized_callback_query(bearer, alias).await;

@@ -393,31 +393,6 @@ async fn pending_rows_book_without_duplicates(app: TestApp) {
     assert_eq!(rows.iter().filter(|t| t["amount"] == "-23.10").count(), 1);
 }
 
-/// Checks that `connection` is expired and needs a reauthorization; the number of
-/// `connection.expired` events of its user.
-async fn expired_with_events(app: &TestApp, token: &str, connection: &Value) -> usize {
-    let expired = app
-        .get(
-            &format!("/api/v1/providers/{}", id(connection)),
-            Some(token),
-        )
-        .await
-        .expect(200);
-    assert_eq!(expired["status"], "expired");
-    assert_eq!(expired["needs_reauthentication"], true);
-    let user_id =
-        uuid::Uuid::parse_str(expired["user_id"].as_str().expect("user_id")).expect("a uuid");
-    let events = app
-        .store
-        .user_events_after(user_id, None, 100)
-        .await
-        .expect("events");
-    events
-        .iter()
-        .filter(|event| event.event_type.as_str() == "connection.expired")
-        .count()
-}
-
 async fn an_expired_session_expires_and_reauthorization_keeps_the_accounts(app: TestApp) {
     let (_, token, _) = app.user("expiry@example.com").await;
     let connection = connect(&app, &token).await;
@@ -437,7 +412,8 @@ async fn an_expired_session_expires_and_reauthorization_keeps_the_accounts(app: 
     app.post(&sync_path, &json!({"force": true}), Some(&token))
         .await
         .expect_problem(409, "conflict");
-    assert!(expired_with_events(&app, &token, &connection).await >= 1);
+    app.expect_expired(&token, &connection).await;
+    assert!(!app.expiries(&connection).await.is_empty());
     app.post(&sync_path, &json!({"force": true}), Some(&token))
         .await
         .expect_problem(409, "conflict");
@@ -499,7 +475,8 @@ async fn a_consent_that_ended_expires_without_asking_the_bank(app: TestApp) {
         .cloned()
         .collect();
     assert!(data_calls.is_empty(), "the bank was asked: {data_calls:?}");
-    assert_eq!(expired_with_events(&app, &token, &connection).await, 1);
+    app.expect_expired(&token, &connection).await;
+    assert_eq!(app.expiries(&connection).await.len(), 1);
 }
 
 async fn disconnecting_ends_the_session(app: TestApp) {

@@ -36,20 +36,6 @@ async fn callback(app: &TestApp, query: &str) -> aggregation_tests::TestResponse
     .await
 }
 
-/// The `connection.expired` events of the connection's user, as their data.
-async fn expiries(app: &TestApp, connection: &Value) -> Vec<Value> {
-    let user_id =
-        uuid::Uuid::parse_str(connection["user_id"].as_str().expect("user_id")).expect("a uuid");
-    app.store
-        .user_events_after(user_id, None, 100)
-        .await
-        .expect("events")
-        .into_iter()
-        .filter(|event| event.event_type.as_str() == "connection.expired")
-        .map(|event| event.data)
-        .collect()
-}
-
 /// The ids of every transaction of these accounts, sorted.
 async fn transaction_ids(app: &TestApp, token: &str, account_ids: &[Value]) -> Vec<String> {
     let mut ids = Vec::new();
@@ -235,7 +221,7 @@ async fn reauthorization_renews_an_expired_connection(app: TestApp) {
     assert_eq!(expired["status"], "expired");
     assert_eq!(expired["needs_reauthentication"], true);
     assert_eq!(
-        expiries(&app, &connection).await,
+        app.expiries(&connection).await,
         [json!({
             "connection_id": connection["id"],
             "provider": "schwab-sandbox",
@@ -296,7 +282,7 @@ async fn reauthorization_renews_an_expired_connection(app: TestApp) {
         transaction_ids(&app, &token, &account_ids).await,
         transactions_before
     );
-    assert_eq!(expiries(&app, &connection).await.len(), 1);
+    assert_eq!(app.expiries(&connection).await.len(), 1);
 }
 
 conformance!(setup = sandbox;
@@ -314,6 +300,16 @@ fn disconnects_of(secret: &str) -> usize {
         .get(secret)
         .copied()
         .unwrap_or_default()
+}
+
+/// The disconnects of `secret` once there is at least one (the provider is called in the
+/// background after the `DELETE` is answered), or none after 10 s.
+async fn disconnects_once_called(secret: &str) -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while disconnects_of(secret) == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    disconnects_of(secret)
 }
 
 /// An embedder's OAuth provider that needs an institution: its authorization address shows
@@ -486,7 +482,7 @@ async fn providers_get_institutions_credentials_and_disconnects(app: TestApp) {
 
     let path = format!("/api/v1/providers/{}", id(&connection));
     app.delete(&path, None, Some(&token)).await.expect(204);
-    assert_eq!(disconnects_of(&secret), 1);
+    assert_eq!(disconnects_once_called(&secret).await, 1);
     app.delete(&path, None, Some(&token)).await.expect(204);
     assert_eq!(disconnects_of(&secret), 1, "ended once");
 
@@ -494,7 +490,7 @@ async fn providers_get_institutions_credentials_and_disconnects(app: TestApp) {
     let connection = connect_recorder(&app, &token, "Second", &failing).await;
     let path = format!("/api/v1/providers/{}", id(&connection));
     app.delete(&path, None, Some(&token)).await.expect(204);
-    assert_eq!(disconnects_of(&failing), 1);
+    assert_eq!(disconnects_once_called(&failing).await, 1);
     let gone = app.get(&path, Some(&token)).await.expect(200);
     assert_eq!(gone["status"], "disconnected");
 }

@@ -450,27 +450,10 @@ async fn bridge_failures_are_502_and_revocations_expire(app: TestApp) {
     app.post(&sync_path, &json!({"force": true}), Some(&token))
         .await
         .expect_problem(409, "conflict");
-    let expired = app
-        .get(
-            &format!("/api/v1/providers/{}", id(&connection)),
-            Some(&token),
-        )
-        .await
-        .expect(200);
-    assert_eq!(expired["status"], "expired");
-    assert_eq!(expired["needs_reauthentication"], true);
-    let user_id =
-        uuid::Uuid::parse_str(expired["user_id"].as_str().expect("user_id")).expect("a uuid");
-    let events = app
-        .store
-        .user_events_after(user_id, None, 100)
-        .await
-        .expect("events");
-    let expiry = events
-        .iter()
-        .find(|event| event.event_type.as_str() == "connection.expired")
-        .expect("connection.expired raised");
-    assert_eq!(expiry.data["connection_id"], connection["id"]);
+    app.expect_expired(&token, &connection).await;
+    let expiries = app.expiries(&connection).await;
+    let expiry = expiries.first().expect("connection.expired raised");
+    assert_eq!(expiry["connection_id"], connection["id"]);
     app.post(&sync_path, &json!({"force": true}), Some(&token))
         .await
         .expect_problem(409, "conflict");
@@ -542,21 +525,9 @@ async fn revoked_access_is_reported_as_revoked(app: TestApp) {
     )
     .await
     .expect_problem(409, "conflict");
-    let user_id =
-        uuid::Uuid::parse_str(connection["user_id"].as_str().expect("user_id")).expect("a uuid");
-    let events = app
-        .store
-        .user_events_after(user_id, None, 100)
-        .await
-        .expect("events");
-    let expiries: Vec<&Value> = events
-        .iter()
-        .filter(|event| event.event_type.as_str() == "connection.expired")
-        .map(|event| &event.data)
-        .collect();
     assert_eq!(
-        expiries,
-        [&json!({
+        app.expiries(&connection).await,
+        [json!({
             "connection_id": connection["id"],
             "provider": "simplefin",
             "reason": "access_revoked",
