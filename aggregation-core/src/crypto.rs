@@ -59,6 +59,15 @@ fn random_hex_digits<const BYTES: usize, const DIGITS: usize>() -> [u8; DIGITS] 
     digits
 }
 
+/// HMAC-SHA256 keyed with `key`: access tokens and webhook signatures.
+pub(crate) fn hmac_sha256(key: &[u8]) -> hmac::Hmac<Sha256> {
+    use hmac::KeyInit as _;
+    match hmac::Hmac::<Sha256>::new_from_slice(key) {
+        Ok(mac) => mac,
+        Err(_) => unreachable!("HMAC accepts keys of every length"),
+    }
+}
+
 /// Why a secret could not be encrypted or decrypted.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -1536,6 +1536,11 @@ mod tests {
         api_with(sandbox, method, uri, body, Some(&jwt())).await
     }
 
+    /// `GET uri` with a valid application JWT.
+    async fn get(sandbox: &EnableBankingSandbox, uri: &str) -> (StatusCode, Value) {
+        api(sandbox, Method::GET, uri, None).await
+    }
+
     fn auth_body(bank: &str, country: &str, days: i64) -> Value {
         json!({
             "access": {"valid_until": timestamp(Utc::now() + TimeDelta::days(days))},
@@ -1594,7 +1599,7 @@ mod tests {
     #[tokio::test]
     async fn a_well_formed_jwt_is_accepted_up_to_the_maximum_lifetime() {
         let sandbox = sandbox();
-        let (status, _) = api(&sandbox, Method::GET, "/aspsps", None).await;
+        let (status, _) = get(&sandbox, "/aspsps").await;
         assert_eq!(status, StatusCode::OK);
         let mut longest = claims();
         longest["exp"] = json!(now() + EnableBankingSandbox::MAX_JWT_LIFETIME_SECONDS);
@@ -1689,9 +1694,9 @@ mod tests {
     #[tokio::test]
     async fn aspsps_lists_the_two_institutions_by_country() {
         let sandbox = sandbox();
-        let (_, all) = api(&sandbox, Method::GET, "/aspsps", None).await;
+        let (_, all) = get(&sandbox, "/aspsps").await;
         assert_eq!(all["aspsps"].as_array().unwrap().len(), 2);
-        let (_, fi) = api(&sandbox, Method::GET, "/aspsps?country=FI", None).await;
+        let (_, fi) = get(&sandbox, "/aspsps?country=FI").await;
         let fi = fi["aspsps"].as_array().unwrap();
         assert_eq!(fi.len(), 1);
         assert_eq!(fi[0]["name"], EnableBankingSandbox::FI_BANK);
@@ -1701,15 +1706,15 @@ mod tests {
         );
         assert!(fi[0]["logo"].as_str().unwrap().starts_with("https://"));
         assert_eq!(fi[0]["psu_types"], json!(["personal", "business"]));
-        let (_, de) = api(&sandbox, Method::GET, "/aspsps?country=DE", None).await;
+        let (_, de) = get(&sandbox, "/aspsps?country=DE").await;
         assert_eq!(de["aspsps"][0]["name"], EnableBankingSandbox::DE_BANK);
         assert_eq!(
             de["aspsps"][0]["maximum_consent_validity"],
             EnableBankingSandbox::DE_BANK_CONSENT_SECONDS
         );
-        let (_, se) = api(&sandbox, Method::GET, "/aspsps?country=SE", None).await;
+        let (_, se) = get(&sandbox, "/aspsps?country=SE").await;
         assert_eq!(se["aspsps"], json!([]));
-        let (_, business) = api(&sandbox, Method::GET, "/aspsps?psu_type=business", None).await;
+        let (_, business) = get(&sandbox, "/aspsps?psu_type=business").await;
         assert_eq!(business["aspsps"].as_array().unwrap().len(), 1);
         assert_eq!(business["aspsps"][0]["name"], EnableBankingSandbox::FI_BANK);
     }
@@ -1889,7 +1894,7 @@ mod tests {
         }
 
         let id = first["session_id"].as_str().unwrap();
-        let (status, stored) = api(&sandbox, Method::GET, &format!("/sessions/{id}"), None).await;
+        let (status, stored) = get(&sandbox, &format!("/sessions/{id}")).await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(stored["status"], "AUTHORIZED");
         assert_eq!(stored["accounts"][0], current["uid"]);
@@ -1905,13 +1910,7 @@ mod tests {
         let sandbox = sandbox();
         let session = session(&sandbox).await;
         let current = uid(&session, "CACC");
-        let (status, body) = api(
-            &sandbox,
-            Method::GET,
-            &format!("/accounts/{current}/balances"),
-            None,
-        )
-        .await;
+        let (status, body) = get(&sandbox, &format!("/accounts/{current}/balances")).await;
         assert_eq!(status, StatusCode::OK);
         let types: Vec<&str> = body["balances"]
             .as_array()
@@ -1924,16 +1923,10 @@ mod tests {
         assert_eq!(body["balances"][0]["balance_amount"]["currency"], "EUR");
 
         let card = uid(&session, "CARD");
-        let (_, body) = api(
-            &sandbox,
-            Method::GET,
-            &format!("/accounts/{card}/balances"),
-            None,
-        )
-        .await;
+        let (_, body) = get(&sandbox, &format!("/accounts/{card}/balances")).await;
         assert_eq!(body["balances"][0]["balance_amount"]["amount"], "-312.55");
 
-        let (status, body) = api(&sandbox, Method::GET, "/accounts/nope/balances", None).await;
+        let (status, body) = get(&sandbox, "/accounts/nope/balances").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert_eq!(body["error"], "ACCOUNT_DOES_NOT_EXIST");
     }
@@ -1952,7 +1945,7 @@ mod tests {
             if let Some(key) = &key {
                 uri.push_str(&format!("&continuation_key={key}"));
             }
-            let (status, body) = api(sandbox, Method::GET, &uri, None).await;
+            let (status, body) = get(sandbox, &uri).await;
             assert_eq!(status, StatusCode::OK, "{body}");
             pages += 1;
             let page = body["transactions"].as_array().unwrap();
@@ -2020,13 +2013,7 @@ mod tests {
         let session = session(&sandbox).await;
         let current = uid(&session, "CACC");
         let card = uid(&session, "CARD");
-        let (_, first) = api(
-            &sandbox,
-            Method::GET,
-            &format!("/accounts/{current}/transactions"),
-            None,
-        )
-        .await;
+        let (_, first) = get(&sandbox, &format!("/accounts/{current}/transactions")).await;
         let key = first["continuation_key"].as_str().unwrap().to_owned();
         let tomorrow = (Utc::now().date_naive() + TimeDelta::days(1)).to_string();
         let cases = [
@@ -2066,7 +2053,7 @@ mod tests {
             ),
         ];
         for (uri, error) in cases {
-            let (status, body) = api(&sandbox, Method::GET, &uri, None).await;
+            let (status, body) = get(&sandbox, &uri).await;
             assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{uri}");
             assert_eq!(body["error"], error, "{uri}");
         }
@@ -2089,13 +2076,7 @@ mod tests {
             .unwrap();
         assert_eq!(coffee["creditor"]["name"], "Blue Cup Coffee");
         assert!(coffee["booking_date"].is_string());
-        let (_, balances) = api(
-            &sandbox,
-            Method::GET,
-            &format!("/accounts/{current}/balances"),
-            None,
-        )
-        .await;
+        let (_, balances) = get(&sandbox, &format!("/accounts/{current}/balances")).await;
         assert_eq!(
             balances["balances"][0]["balance_amount"]["amount"],
             "1515.65"
@@ -2109,41 +2090,23 @@ mod tests {
         let old_uid = uid(&old, "CACC");
         sandbox.set_sessions_expired(true);
         for path in ["balances", "transactions"] {
-            let (status, body) = api(
-                &sandbox,
-                Method::GET,
-                &format!("/accounts/{old_uid}/{path}"),
-                None,
-            )
-            .await;
+            let (status, body) = get(&sandbox, &format!("/accounts/{old_uid}/{path}")).await;
             assert_eq!(status, StatusCode::UNAUTHORIZED);
             assert_eq!(body["error"], "EXPIRED_SESSION");
         }
         let id = old["session_id"].as_str().unwrap();
-        let (_, stored) = api(&sandbox, Method::GET, &format!("/sessions/{id}"), None).await;
+        let (_, stored) = get(&sandbox, &format!("/sessions/{id}")).await;
         assert_eq!(stored["status"], "EXPIRED");
         assert!(sandbox.active_sessions().is_empty());
 
         // A reauthorization works at once.
         let renewed = session(&sandbox).await;
         let renewed_uid = uid(&renewed, "CACC");
-        let (status, _) = api(
-            &sandbox,
-            Method::GET,
-            &format!("/accounts/{renewed_uid}/balances"),
-            None,
-        )
-        .await;
+        let (status, _) = get(&sandbox, &format!("/accounts/{renewed_uid}/balances")).await;
         assert_eq!(status, StatusCode::OK);
 
         sandbox.set_sessions_expired(false);
-        let (status, _) = api(
-            &sandbox,
-            Method::GET,
-            &format!("/accounts/{old_uid}/balances"),
-            None,
-        )
-        .await;
+        let (status, _) = get(&sandbox, &format!("/accounts/{old_uid}/balances")).await;
         assert_eq!(status, StatusCode::OK);
     }
 
@@ -2154,26 +2117,14 @@ mod tests {
         let current = uid(&session, "CACC");
         sandbox.set_rate_limited(true);
         for path in ["balances", "transactions"] {
-            let (status, body) = api(
-                &sandbox,
-                Method::GET,
-                &format!("/accounts/{current}/{path}"),
-                None,
-            )
-            .await;
+            let (status, body) = get(&sandbox, &format!("/accounts/{current}/{path}")).await;
             assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
             assert_eq!(body["error"], "ASPSP_RATE_LIMIT_EXCEEDED");
         }
-        let (status, _) = api(&sandbox, Method::GET, "/aspsps", None).await;
+        let (status, _) = get(&sandbox, "/aspsps").await;
         assert_eq!(status, StatusCode::OK);
         sandbox.set_rate_limited(false);
-        let (status, _) = api(
-            &sandbox,
-            Method::GET,
-            &format!("/accounts/{current}/balances"),
-            None,
-        )
-        .await;
+        let (status, _) = get(&sandbox, &format!("/accounts/{current}/balances")).await;
         assert_eq!(status, StatusCode::OK);
     }
 
@@ -2187,16 +2138,10 @@ mod tests {
         assert_eq!(status, StatusCode::OK);
         assert_eq!(body["message"], "OK");
         assert_eq!(sandbox.deleted_sessions(), [id.to_owned()]);
-        let (status, body) = api(
-            &sandbox,
-            Method::GET,
-            &format!("/accounts/{current}/transactions"),
-            None,
-        )
-        .await;
+        let (status, body) = get(&sandbox, &format!("/accounts/{current}/transactions")).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED);
         assert_eq!(body["error"], "CLOSED_SESSION");
-        let (_, stored) = api(&sandbox, Method::GET, &format!("/sessions/{id}"), None).await;
+        let (_, stored) = get(&sandbox, &format!("/sessions/{id}")).await;
         assert_eq!(stored["status"], "CLOSED");
         assert!(stored["closed"].is_string());
         let (status, _) = api(&sandbox, Method::DELETE, &format!("/sessions/{id}"), None).await;
@@ -2220,11 +2165,11 @@ mod tests {
         )
         .await;
         sandbox.set_failing(true);
-        let (status, body) = api(&sandbox, Method::GET, "/aspsps", None).await;
+        let (status, body) = get(&sandbox, "/aspsps").await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(body["code"], 500);
         sandbox.set_failing(false);
-        let (status, _) = api(&sandbox, Method::GET, "/aspsps", None).await;
+        let (status, _) = get(&sandbox, "/aspsps").await;
         assert_eq!(status, StatusCode::OK);
         let requests = sandbox.requests();
         assert_eq!(
@@ -2237,11 +2182,11 @@ mod tests {
     #[tokio::test]
     async fn unknown_paths_and_methods() {
         let sandbox = sandbox();
-        let (status, _) = api(&sandbox, Method::GET, "/payments", None).await;
+        let (status, _) = get(&sandbox, "/payments").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         let (status, _) = api(&sandbox, Method::POST, "/aspsps", None).await;
         assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
-        let (status, _) = api(&sandbox, Method::GET, "/sessions/unknown", None).await;
+        let (status, _) = get(&sandbox, "/sessions/unknown").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         let (status, _) = api(&sandbox, Method::POST, "/sessions", Some(json!({}))).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);

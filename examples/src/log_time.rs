@@ -11,6 +11,8 @@ use std::cell::RefCell;
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use chrono::{Datelike as _, NaiveDate};
+
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::FormatTime;
 
@@ -63,12 +65,12 @@ impl FormatTime for CachedSecondTime {
 /// The whole timestamp for `second` (seconds since 1970, at most [`LAST_SECOND`]), with zero
 /// microseconds.
 fn seconds_text(second: u64) -> [u8; LENGTH] {
-    let (year, month, day) = civil_date(second / 86_400);
+    let date = civil_date(second / 86_400);
     let of_day = second % 86_400;
     let mut text = *b"0000-00-00T00:00:00.000000Z";
-    write_digits(&mut text[0..4], year);
-    write_digits(&mut text[5..7], month);
-    write_digits(&mut text[8..10], day);
+    write_digits(&mut text[0..4], date.year().unsigned_abs());
+    write_digits(&mut text[5..7], date.month());
+    write_digits(&mut text[8..10], date.day());
     write_digits(&mut text[11..13], (of_day / 3600) as u32);
     write_digits(&mut text[14..16], (of_day % 3600 / 60) as u32);
     write_digits(&mut text[17..19], (of_day % 60) as u32);
@@ -83,25 +85,12 @@ fn write_digits(digits: &mut [u8], mut value: u32) {
     }
 }
 
-/// Year, month and day of the day `days` after 1970-01-01 in the proleptic Gregorian calendar
-/// (counted in 400-year eras that start on a 1 March, so a leap day ends its year).
-fn civil_date(days: u64) -> (u32, u32, u32) {
-    // 719_468 days from 0000-03-01 to 1970-01-01.
-    let days = days + 719_468;
-    let era = days / 146_097;
-    let day_of_era = days % 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_from_march = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
-    let month = if month_from_march < 10 {
-        month_from_march + 3
-    } else {
-        month_from_march - 9
-    };
-    let year = era * 400 + year_of_era + u64::from(month <= 2);
-    (year as u32, month as u32, day as u32)
+/// The date `days` after 1970-01-01 (at most [`LAST_SECOND`]'s, which chrono holds).
+fn civil_date(days: u64) -> NaiveDate {
+    let days = chrono::Days::new(days);
+    NaiveDate::from_ymd_opt(1970, 1, 1)
+        .and_then(|epoch| epoch.checked_add_days(days))
+        .unwrap_or(NaiveDate::MAX)
 }
 
 #[cfg(test)]
@@ -139,10 +128,11 @@ mod tests {
 
     #[test]
     fn every_day_of_four_centuries_follows_the_previous_one() {
-        let mut previous = civil_date(0);
+        let ymd = |date: NaiveDate| (date.year().unsigned_abs(), date.month(), date.day());
+        let mut previous = ymd(civil_date(0));
         assert_eq!(previous, (1970, 1, 1));
         for days in 1..146_097 * 2 {
-            let date = civil_date(days);
+            let date = ymd(civil_date(days));
             let (year, month, day) = previous;
             let next_day = (year, month, day + 1);
             let next_month = (year, month + 1, 1);

@@ -449,6 +449,11 @@ fn flag(variable: &'static str, value: &str) -> Result<bool, StartError> {
     }
 }
 
+/// Whether a setting is an http(s) URL.
+fn is_http_url(url: &str) -> bool {
+    url.starts_with("http://") || url.starts_with("https://")
+}
+
 fn setting(variable: &'static str, message: impl std::fmt::Display) -> StartError {
     StartError::Setting {
         variable,
@@ -620,7 +625,7 @@ async fn run(cli: Cli) -> Result<(), StartError> {
     }
     match (&cli.schwab_client_id, &cli.schwab_client_secret) {
         (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => {
-            if !cli.schwab_base_url.starts_with("http") {
+            if !is_http_url(&cli.schwab_base_url) {
                 return Err(setting("AGG_SCHWAB_BASE_URL", "expected an http(s) URL"));
             }
             let provider = SchwabProvider::new(SchwabConfig::new(
@@ -789,21 +794,20 @@ fn enable_banking(
     let (app_id, key_file) = match (app_id, &cli.enablebanking_key_file) {
         (None, None) => return Ok(builder),
         (Some(app_id), Some(key_file)) => (app_id, key_file),
-        (None, Some(_)) => {
+        (app_id, _) => {
+            let missing = if app_id.is_none() {
+                "AGG_ENABLEBANKING_APP_ID"
+            } else {
+                "AGG_ENABLEBANKING_KEY_FILE"
+            };
             return Err(setting(
-                "AGG_ENABLEBANKING_APP_ID",
-                "set both AGG_ENABLEBANKING_APP_ID and AGG_ENABLEBANKING_KEY_FILE, or neither",
-            ));
-        }
-        (Some(_), None) => {
-            return Err(setting(
-                "AGG_ENABLEBANKING_KEY_FILE",
+                missing,
                 "set both AGG_ENABLEBANKING_APP_ID and AGG_ENABLEBANKING_KEY_FILE, or neither",
             ));
         }
     };
     let base_url = cli.enablebanking_base_url.trim();
-    if !base_url.starts_with("http://") && !base_url.starts_with("https://") {
+    if !is_http_url(base_url) {
         return Err(setting(
             "AGG_ENABLEBANKING_BASE_URL",
             "expected an http(s) URL",
@@ -925,7 +929,7 @@ fn config(cli: &Cli, address: SocketAddr, sandbox: bool) -> Result<Config, Start
         .with_event_streams_per_user(cli.event_streams_per_user);
     let mut redirect_uris = split_list(&cli.oauth_redirect_uris);
     for uri in &redirect_uris {
-        if !(uri.starts_with("http://") || uri.starts_with("https://")) {
+        if !is_http_url(uri) {
             return Err(setting(
                 "AGG_OAUTH_REDIRECT_URIS",
                 format!("{uri:?} is not an http(s) URL"),

@@ -865,6 +865,15 @@ pub async fn authorize(authorization_url: &str) -> (String, String) {
     (param("code"), param("state"))
 }
 
+/// Polls `done` every 10 ms until it holds or 10 s have passed: for work the service does in
+/// the background after it answers.
+pub async fn eventually(mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 impl TestApp {
     /// Starts connecting the sandbox provider for the user with this access token and
     /// authorizes at the sandbox: the callback's query (`?code=…&state=…`).

@@ -211,15 +211,7 @@ async fn reauthorization_renews_an_expired_connection(app: TestApp) {
     app.post(&sync_path, &json!({"force": true}), Some(&token))
         .await
         .expect_problem(502, "provider_error");
-    let expired = app
-        .get(
-            &format!("/api/v1/providers/{}", id(&connection)),
-            Some(&token),
-        )
-        .await
-        .expect(200);
-    assert_eq!(expired["status"], "expired");
-    assert_eq!(expired["needs_reauthentication"], true);
+    app.expect_expired(&token, &connection).await;
     assert_eq!(
         app.expiries(&connection).await,
         [json!({
@@ -305,10 +297,7 @@ fn disconnects_of(secret: &str) -> usize {
 /// The disconnects of `secret` once there is at least one (the provider is called in the
 /// background after the `DELETE` is answered), or none after 10 s.
 async fn disconnects_once_called(secret: &str) -> usize {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while disconnects_of(secret) == 0 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    aggregation_tests::eventually(|| disconnects_of(secret) > 0).await;
     disconnects_of(secret)
 }
 

@@ -10,13 +10,14 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::{Hmac, KeyInit as _, Mac as _};
+use hmac::{Hmac, Mac as _};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use uuid::Uuid;
 
 use crate::config::Config;
+use crate::crypto::hmac_sha256;
 
 /// The claims of an access token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,13 +88,9 @@ pub(crate) struct AccessTokens {
 
 impl AccessTokens {
     pub(crate) fn new(config: &Config) -> Self {
-        let verifier = match Hmac::<Sha256>::new_from_slice(config.jwt_secret()) {
-            Ok(verifier) => verifier,
-            Err(_) => unreachable!("HMAC accepts keys of every length"),
-        };
         Self {
             encoding: EncodingKey::from_secret(config.jwt_secret()),
-            verifier,
+            verifier: hmac_sha256(config.jwt_secret()),
             issuer: config.jwt_issuer().to_owned(),
             audience: config.jwt_audience().to_owned(),
             ttl_seconds: i64::try_from(config.access_token_ttl().as_secs()).unwrap_or(900),
@@ -224,7 +221,7 @@ mod tests {
             URL_SAFE_NO_PAD.encode(header),
             URL_SAFE_NO_PAD.encode(claims)
         );
-        let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("any key length");
+        let mut mac = hmac_sha256(secret);
         mac.update(message.as_bytes());
         let signature = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
         format!("{message}.{signature}")

@@ -86,7 +86,7 @@ impl CodePage {
 /// How many times each byte above ASCII occurs, inside a word (next to a letter or another
 /// byte above ASCII) and alone (between spaces, digits or punctuation).
 #[derive(Debug, Clone)]
-pub(crate) struct HighBytes {
+struct HighBytes {
     in_word: [u64; 128],
     alone: [u64; 128],
 }
@@ -103,7 +103,7 @@ impl Default for HighBytes {
 impl HighBytes {
     /// Counts the bytes above ASCII in `bytes[span]`, their neighbours looked up in all of
     /// `bytes`.
-    pub(crate) fn add(&mut self, bytes: &[u8], span: Range<usize>) {
+    fn add(&mut self, bytes: &[u8], span: Range<usize>) {
         let wordy = |at: Option<usize>| {
             at.and_then(|at| bytes.get(at))
                 .is_some_and(|&b| b.is_ascii_alphabetic() || b >= 0x80)
@@ -122,7 +122,7 @@ impl HighBytes {
     }
 
     /// The code page these bytes read best in (see the module documentation).
-    pub(crate) fn best(&self) -> CodePage {
+    fn best(&self) -> CodePage {
         let mut best = (CodePage::Windows1252, i64::MIN);
         for page in CodePage::ALL {
             let score = (0x80..=0xFFu8)
@@ -180,13 +180,26 @@ pub(crate) fn decode_mixed(bytes: &[u8]) -> Cow<'_, str> {
         at = start + chunk.invalid().len();
         counts.add(bytes, start..at);
     }
-    let page = counts.best();
+    Cow::Owned(utf8_or(bytes, counts.best()))
+}
+
+/// UTF-16 text (without its byte-order mark), its code units read by `unit` (little or big
+/// endian); a lone surrogate becomes U+FFFD.
+pub(crate) fn utf16(bytes: &[u8], unit: fn([u8; 2]) -> u16) -> String {
+    let units = bytes.chunks_exact(2).map(|pair| unit([pair[0], pair[1]]));
+    char::decode_utf16(units)
+        .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+        .collect()
+}
+
+/// Valid UTF-8 as UTF-8, every other byte as `page`.
+pub(crate) fn utf8_or(bytes: &[u8], page: CodePage) -> String {
     let mut out = String::with_capacity(bytes.len() + bytes.len() / 8);
     for chunk in bytes.utf8_chunks() {
         out.push_str(chunk.valid());
         out.extend(chunk.invalid().iter().map(|&b| page.char_of(b)));
     }
-    Cow::Owned(out)
+    out
 }
 
 /// Letters common in the languages of the banks that write single-byte files.

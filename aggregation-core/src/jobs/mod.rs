@@ -564,7 +564,11 @@ impl Job for SyncConnections {
             .config()
             .sync_connections_every()
             .unwrap_or(Duration::from_secs(60));
-        let (synced, failed, skipped) = ctx.connections.sync_due_connections(every).await?;
+        let crate::providers::sync::ScheduledSyncs {
+            synced,
+            failed,
+            skipped,
+        } = ctx.connections.sync_due_connections(every).await?;
         ctx.idle_when(synced == 0 && failed == 0);
         let summary = format!(
             "synced {synced} connections, {failed} failed, {skipped} skipped (provider request budget spent)"

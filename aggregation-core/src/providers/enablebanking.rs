@@ -267,8 +267,9 @@ impl EnableBankingProvider {
     }
 
     /// Sends a request with the application JWT and reads a JSON answer. A session the API
-    /// says is over is [`ProviderError::InvalidGrant`]; a refused JWT is a configuration
-    /// error; other failures are [`ProviderError::Http`].
+    /// says is over is [`ProviderError::Unauthorized`] (the service then marks the connection
+    /// expired); a refused JWT is a configuration error; other failures are
+    /// [`ProviderError::Http`].
     async fn send<T: serde::de::DeserializeOwned>(
         &self,
         call: Call,
@@ -479,10 +480,7 @@ impl EnableBankingProvider {
         &self,
         secret: &SessionSecret,
     ) -> Result<Fetched<NewAccount>, ProviderError> {
-        let mut fetched = Fetched {
-            items: Vec::new(),
-            errors: Vec::new(),
-        };
+        let mut fetched = Fetched::default();
         for account in &secret.accounts {
             let url = self.url(&format!("accounts/{}/balances", segment(&account.uid)))?;
             let balances: Result<BalanceList, _> =
@@ -526,10 +524,7 @@ impl EnableBankingProvider {
                     "the account is not part of the current Enable Banking session".to_owned(),
                 )
             })?;
-        let mut fetched = Fetched {
-            items: Vec::new(),
-            errors: Vec::new(),
-        };
+        let mut fetched = Fetched::default();
         let mut seen = HashMap::new();
         let mut ids = std::collections::HashSet::new();
         let mut continuation: Option<String> = None;
@@ -682,10 +677,7 @@ impl Provider for EnableBankingProvider {
         _: &str,
     ) -> Result<Fetched<NewHolding>, ProviderError> {
         // Bank accounts hold no securities through this API.
-        Ok(Fetched {
-            items: Vec::new(),
-            errors: Vec::new(),
-        })
+        Ok(Fetched::default())
     }
 }
 

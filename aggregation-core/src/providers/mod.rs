@@ -225,12 +225,33 @@ pub struct SyncItemError {
 }
 
 /// A provider's answer: the usable items and the ones it could not map.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Fetched<T> {
     /// Items mapped to records.
     pub items: Vec<T>,
     /// Items skipped, with why.
     pub errors: Vec<SyncItemError>,
+}
+
+// By hand: the derive would require `T: Default`.
+impl<T> Default for Fetched<T> {
+    fn default() -> Self {
+        Self {
+            items: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+}
+
+/// `text` as an upper-case ISO 4217 code: three ASCII letters, else why not.
+#[cfg(any(feature = "simplefin", feature = "enablebanking"))]
+pub(crate) fn iso_currency(text: &str) -> Result<String, String> {
+    let code = text.trim();
+    if code.len() == 3 && code.bytes().all(|b| b.is_ascii_alphabetic()) {
+        Ok(code.to_ascii_uppercase())
+    } else {
+        Err(format!("currency {code:?} is not an ISO 4217 code"))
+    }
 }
 
 /// How a user connects a provider.

@@ -508,7 +508,7 @@ impl Provider for SchwabProvider {
     ) -> Result<Fetched<NewTransaction>, ProviderError> {
         let access_token = SchwabSecret::of(credentials)?.access_token;
         if range.start > range.end {
-            return Ok(mapping::empty());
+            return Ok(Fetched::default());
         }
         let mut url = self.data_url("/trader/v1/accounts")?;
         url.path_segments_mut()

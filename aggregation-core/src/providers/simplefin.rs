@@ -38,7 +38,7 @@ use url::Url;
 
 use super::{
     ConnectMethod, DateRange, Fetched, Provider, ProviderCredentials, ProviderError,
-    ProviderSecret, RequestBudget, SyncItemError,
+    ProviderSecret, RequestBudget, SyncItemError, iso_currency,
 };
 use crate::outbound::guard::{GuardedResolver, PeerCheckLayer};
 use crate::outbound::ssrf::{WebhookHost, host_of, may_connect, may_resolve};
@@ -406,15 +406,6 @@ fn decimal(text: &str, what: &str) -> Result<Decimal, String> {
         .map_err(|_| format!("{what} {text:?} is not a decimal number"))
 }
 
-fn currency_of(text: &str) -> Result<String, String> {
-    let code = text.trim();
-    if code.len() == 3 && code.bytes().all(|b| b.is_ascii_alphabetic()) {
-        Ok(code.to_ascii_uppercase())
-    } else {
-        Err(format!("currency {code:?} is not an ISO 4217 code"))
-    }
-}
-
 fn map_account(value: serde_json::Value) -> Result<NewAccount, SyncItemError> {
     let id = value
         .get("id")
@@ -434,7 +425,7 @@ fn map_account(value: serde_json::Value) -> Result<NewAccount, SyncItemError> {
         .map(|text| decimal(text, "available-balance"))
         .transpose()
         .map_err(fail)?;
-    let currency = currency_of(&account.currency).map_err(fail)?;
+    let currency = iso_currency(&account.currency).map_err(fail)?;
     let name = match account.org.as_ref().and_then(|org| org.name.as_deref()) {
         Some(org) if !account.name.contains(org) => format!("{} ({org})", account.name),
         _ => account.name.clone(),
@@ -610,8 +601,8 @@ impl Provider for SimplefinProvider {
             .account_set(&access_url, &[("balances-only", "1".to_owned())])
             .await?;
         let mut fetched = Fetched {
-            items: Vec::new(),
             errors: bridge_errors(&set.errors),
+            ..Fetched::default()
         };
         for account in set.accounts {
             match map_account(account) {
@@ -629,10 +620,7 @@ impl Provider for SimplefinProvider {
         range: DateRange,
     ) -> Result<Fetched<NewTransaction>, ProviderError> {
         let access_url = SimplefinSecret::of(credentials)?.access_url;
-        let mut fetched = Fetched {
-            items: Vec::new(),
-            errors: Vec::new(),
-        };
+        let mut fetched = Fetched::default();
         let mut seen = BTreeSet::new();
         let mut reported = BTreeSet::new();
         for window in windows(range, self.config.window_days) {
@@ -668,7 +656,7 @@ impl Provider for SimplefinProvider {
                         continue;
                     }
                 };
-                let currency = match currency_of(&account.currency) {
+                let currency = match iso_currency(&account.currency) {
                     Ok(currency) => currency,
                     Err(message) => {
                         fetched.errors.push(SyncItemError {
@@ -699,10 +687,7 @@ impl Provider for SimplefinProvider {
         _: &str,
     ) -> Result<Fetched<NewHolding>, ProviderError> {
         // The bridge's holdings are not mapped: bank accounts have none.
-        Ok(Fetched {
-            items: Vec::new(),
-            errors: Vec::new(),
-        })
+        Ok(Fetched::default())
     }
 }
 

@@ -80,6 +80,18 @@ fn sync_completed(user_id: Uuid, connection_id: Uuid, counts: &SyncCounts) -> Sy
     }
 }
 
+/// What one background sync pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ScheduledSyncs {
+    /// Connections synced.
+    pub(crate) synced: usize,
+    /// Connections whose sync failed (each logged).
+    pub(crate) failed: usize,
+    /// Connections skipped because their provider's request budget is spent (each logged; a
+    /// connection its user synced meanwhile is skipped silently and not counted).
+    pub(crate) skipped: usize,
+}
+
 impl Connections {
     /// [`sync_accounts`](Self::sync_accounts) of one of the user's connections.
     pub(crate) async fn sync_accounts_for_user(
@@ -551,38 +563,36 @@ impl Connections {
         });
     }
 
-    /// The background sync: every active connection not synced within `every`. How many were
-    /// synced, how many failed, and how many were skipped because their provider's request
-    /// budget is spent (each logged; a connection synced by its user meanwhile is skipped
-    /// silently).
+    /// The background sync: every active connection not synced within `every`.
     pub(crate) async fn sync_due_connections(
         &self,
         every: std::time::Duration,
-    ) -> Result<(usize, usize, usize), StoreError> {
+    ) -> Result<ScheduledSyncs, StoreError> {
         let due = self
             .store
             .connections_due_for_sync(dates::earlier(now(), seconds(every)), 500)
             .await?;
-        let (mut synced, mut failed, mut skipped) = (0, 0, 0);
+        let mut done = ScheduledSyncs::default();
         for connection in &due {
             match self
                 .sync_connection(connection, SnapshotSource::ScheduledSync, false)
                 .await
             {
-                Ok(_) => synced += 1,
+                Ok(_) => done.synced += 1,
                 Err(ConnectionError::CoolingDown { .. }) => {}
                 Err(ConnectionError::BudgetSpent { retry_after_secs }) => {
-                    skipped += 1;
-                    tracing::info!(connection_id = %connection.id, provider = %connection.provider_slug, retry_after_secs, "scheduled connection sync skipped: the provider's request budget is spent");
+                    done.skipped += 1;
+                    // Debug: a pass may meet the same connection every minute until its budget frees.
+                    tracing::debug!(connection_id = %connection.id, provider = %connection.provider_slug, retry_after_secs, "scheduled connection sync skipped: the provider's request budget is spent");
                 }
                 Err(ConnectionError::Store(error)) => return Err(error),
                 Err(error) => {
-                    failed += 1;
+                    done.failed += 1;
                     tracing::warn!(connection_id = %connection.id, error = %error, "scheduled connection sync failed");
                 }
             }
         }
-        Ok((synced, failed, skipped))
+        Ok(done)
     }
 }
 

@@ -49,13 +49,8 @@ impl SigningSecret {
     /// HMAC-SHA256 over `"{id}.{timestamp}.{body}"`.
     #[cfg(any(feature = "webhooks", test))]
     pub(crate) fn sign(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
-        use hmac::{Hmac, KeyInit as _, Mac as _};
-        use sha2::Sha256;
-        // HMAC takes keys of any length, so this cannot fail.
-        let mut mac = match Hmac::<Sha256>::new_from_slice(&self.0) {
-            Ok(mac) => mac,
-            Err(_) => unreachable!("HMAC accepts keys of every length"),
-        };
+        use hmac::Mac as _;
+        let mut mac = crate::crypto::hmac_sha256(&self.0);
         mac.update(id.as_bytes());
         mac.update(b".");
         mac.update(timestamp.to_string().as_bytes());

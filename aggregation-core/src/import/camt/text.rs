@@ -14,12 +14,9 @@ use crate::import::codepage::{self, CodePage};
 
 /// Decodes the file: see the module documentation.
 pub(super) fn decode(bytes: &[u8]) -> Cow<'_, str> {
-    if let Some(rest) = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]) {
-        return codepage::decode_mixed(rest);
-    }
     match bytes {
-        [0xFF, 0xFE, rest @ ..] => return Cow::Owned(decode_utf16(rest, u16::from_le_bytes)),
-        [0xFE, 0xFF, rest @ ..] => return Cow::Owned(decode_utf16(rest, u16::from_be_bytes)),
+        [0xFF, 0xFE, rest @ ..] => return Cow::Owned(codepage::utf16(rest, u16::from_le_bytes)),
+        [0xFE, 0xFF, rest @ ..] => return Cow::Owned(codepage::utf16(rest, u16::from_be_bytes)),
         _ => {}
     }
     match declared_code_page(bytes) {
@@ -51,13 +48,6 @@ fn declared_code_page(bytes: &[u8]) -> Option<CodePage> {
             .any(|name| label.starts_with(name))
             .then_some(CodePage::Windows1252)
     })
-}
-
-fn decode_utf16(bytes: &[u8], unit: fn([u8; 2]) -> u16) -> String {
-    let units = bytes.chunks_exact(2).map(|pair| unit([pair[0], pair[1]]));
-    char::decode_utf16(units)
-        .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
-        .collect()
 }
 
 /// `value` trimmed, with every run of whitespace made one space.

@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use crate::import::codepage::CodePage;
+use crate::import::codepage::{self, CodePage};
 
 /// Decodes the whole file: see the module documentation.
 pub(crate) fn decode(bytes: &[u8]) -> Cow<'_, str> {
@@ -18,13 +18,13 @@ pub(crate) fn decode(bytes: &[u8]) -> Cow<'_, str> {
         return decode_8bit(rest);
     }
     match bytes {
-        [0xFF, 0xFE, rest @ ..] => return Cow::Owned(decode_utf16(rest, u16::from_le_bytes)),
-        [0xFE, 0xFF, rest @ ..] => return Cow::Owned(decode_utf16(rest, u16::from_be_bytes)),
+        [0xFF, 0xFE, rest @ ..] => return Cow::Owned(codepage::utf16(rest, u16::from_le_bytes)),
+        [0xFE, 0xFF, rest @ ..] => return Cow::Owned(codepage::utf16(rest, u16::from_be_bytes)),
         [a, 0, b, 0, ..] if *a != 0 && *b != 0 => {
-            return Cow::Owned(decode_utf16(bytes, u16::from_le_bytes));
+            return Cow::Owned(codepage::utf16(bytes, u16::from_le_bytes));
         }
         [0, a, 0, b, ..] if *a != 0 && *b != 0 => {
-            return Cow::Owned(decode_utf16(bytes, u16::from_be_bytes));
+            return Cow::Owned(codepage::utf16(bytes, u16::from_be_bytes));
         }
         _ => {}
     }
@@ -35,24 +35,7 @@ fn decode_8bit(bytes: &[u8]) -> Cow<'_, str> {
     if let Ok(text) = std::str::from_utf8(bytes) {
         return Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(bytes.len() + bytes.len() / 8);
-    for chunk in bytes.utf8_chunks() {
-        out.push_str(chunk.valid());
-        out.extend(
-            chunk
-                .invalid()
-                .iter()
-                .map(|&b| CodePage::Windows1252.char_of(b)),
-        );
-    }
-    Cow::Owned(out)
-}
-
-fn decode_utf16(bytes: &[u8], unit: fn([u8; 2]) -> u16) -> String {
-    let units = bytes.chunks_exact(2).map(|pair| unit([pair[0], pair[1]]));
-    char::decode_utf16(units)
-        .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
-        .collect()
+    Cow::Owned(codepage::utf8_or(bytes, CodePage::Windows1252))
 }
 
 #[cfg(test)]

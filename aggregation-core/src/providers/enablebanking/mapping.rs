@@ -8,7 +8,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::super::{Institution, SyncItemError};
+use super::super::{Institution, SyncItemError, iso_currency};
 use crate::store::{
     AccountType, NewAccount, NewTransaction, TransactionStatus, TransactionType,
     mask_account_number,
@@ -299,16 +299,7 @@ impl Amount {
     }
 
     fn currency(&self) -> Result<String, String> {
-        currency_code(&self.currency)
-    }
-}
-
-fn currency_code(text: &str) -> Result<String, String> {
-    let code = text.trim();
-    if code.len() == 3 && code.bytes().all(|b| b.is_ascii_alphabetic()) {
-        Ok(code.to_ascii_uppercase())
-    } else {
-        Err(format!("currency {code:?} is not an ISO 4217 code"))
+        iso_currency(&self.currency)
     }
 }
 
@@ -489,7 +480,7 @@ pub(super) fn map_transaction(
     let currency = transaction
         .transaction_amount
         .currency()
-        .or_else(|error| account_currency.map(currency_code).unwrap_or(Err(error)))
+        .or_else(|error| account_currency.map(iso_currency).unwrap_or(Err(error)))
         .map_err(fail)?;
     let date = if pending {
         transaction

@@ -189,14 +189,6 @@ fn parse_item<T: DeserializeOwned>(value: Value) -> Result<T, String> {
     serde_json::from_value(value).map_err(|error| error.to_string())
 }
 
-/// No items and no errors (`Fetched::default` needs `T: Default`).
-pub(crate) fn empty<T>() -> Fetched<T> {
-    Fetched {
-        items: Vec::new(),
-        errors: Vec::new(),
-    }
-}
-
 fn item_error(item: impl Into<String>, message: impl Into<String>) -> SyncItemError {
     SyncItemError {
         item: item.into(),
@@ -300,7 +292,7 @@ pub(crate) fn map_accounts(
     hashes: &HashMap<String, String>,
     entries: Vec<Value>,
 ) -> Fetched<NewAccount> {
-    let mut fetched = empty();
+    let mut fetched = Fetched::default();
     for (index, raw) in entries.into_iter().enumerate() {
         let item = account_item(hashes, &raw, index);
         let mapped = parse_item::<AccountEntry>(raw).and_then(|entry| {
@@ -461,7 +453,7 @@ fn position_item(raw: &Value, index: usize) -> String {
 
 /// Maps an account's raw positions to holdings.
 pub(crate) fn map_holdings(positions: Vec<Value>) -> Fetched<NewHolding> {
-    let mut fetched = empty();
+    let mut fetched = Fetched::default();
     for (index, raw) in positions.into_iter().enumerate() {
         let item = position_item(&raw, index);
         match parse_item::<Position>(raw).and_then(map_position) {
@@ -576,7 +568,7 @@ fn map_transaction(id: String, transaction: Transaction) -> Result<NewTransactio
 
 /// Maps the transactions answer.
 pub(crate) fn map_transactions(body: &[u8]) -> Result<Fetched<NewTransaction>, ProviderError> {
-    let mut fetched = empty();
+    let mut fetched = Fetched::default();
     for (index, raw) in array(body, "transactions")?.into_iter().enumerate() {
         let Some(id) = raw_activity_id(&raw) else {
             fetched.errors.push(item_error(
