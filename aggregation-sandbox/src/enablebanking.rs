@@ -317,6 +317,7 @@ struct State {
     /// Set by [`EnableBankingSandbox::set_granted_validity`].
     granted_validity: Option<TimeDelta>,
     requests: VecDeque<String>,
+    data_requests: VecDeque<DataRequest>,
     deleted_sessions: VecDeque<String>,
     auth_requests: VecDeque<Value>,
 }
@@ -359,6 +360,19 @@ impl State {
         self.session_order.push_back(id.clone());
         self.sessions.insert(id, session);
     }
+}
+
+/// One account-data request (`GET /accounts/{uid}/balances` or `/transactions`) as the sandbox
+/// received it: what a test checks the PSU headers and the request count with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DataRequest {
+    /// `GET /path?query`, as [`EnableBankingSandbox::requests`] logs it.
+    pub request: String,
+    /// The `Psu-Ip-Address` header, when sent (a sync the user asked for).
+    pub psu_ip_address: Option<String>,
+    /// The `Psu-User-Agent` header, when sent.
+    pub psu_user_agent: Option<String>,
 }
 
 /// Pushes onto a bounded log, dropping the oldest entry when full.
@@ -521,6 +535,12 @@ impl EnableBankingSandbox {
         self.lock().requests.iter().cloned().collect()
     }
 
+    /// The account-data requests served so far, in order, with their PSU headers. The last
+    /// 10,000 are kept.
+    pub fn data_requests(&self) -> Vec<DataRequest> {
+        self.lock().data_requests.iter().cloned().collect()
+    }
+
     /// The ids of the sessions ended with `DELETE /sessions/{id}`, in order.
     pub fn deleted_sessions(&self) -> Vec<String> {
         self.lock().deleted_sessions.iter().cloned().collect()
@@ -610,6 +630,21 @@ impl EnableBankingSandbox {
         );
         {
             let mut state = self.lock();
+            if parts.method == Method::GET && parts.uri.path().contains("/accounts/") {
+                let header = |name: &str| {
+                    parts
+                        .headers
+                        .get(name)
+                        .and_then(|value| value.to_str().ok())
+                        .map(str::to_owned)
+                };
+                let entry = DataRequest {
+                    request: logged.clone(),
+                    psu_ip_address: header("psu-ip-address"),
+                    psu_user_agent: header("psu-user-agent"),
+                };
+                push_bounded(&mut state.data_requests, entry);
+            }
             push_bounded(&mut state.requests, logged);
             if state.failing {
                 return api_error(

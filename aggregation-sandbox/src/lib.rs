@@ -5,6 +5,6 @@ mod enablebanking;
 mod schwab;
 mod simplefin;
 
-pub use enablebanking::EnableBankingSandbox;
+pub use enablebanking::{DataRequest, EnableBankingSandbox};
 pub use schwab::SchwabSandbox;
 pub use simplefin::{CHECKING_ID, SANDBOX_ERROR, SimplefinSandbox};

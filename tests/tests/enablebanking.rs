@@ -55,14 +55,13 @@ fn enablebanking() -> Setup {
 }
 
 fn budgeted() -> Setup {
-    let mut setup = served_setup(Some(RequestBudget {
-        requests: 4,
-        per: std::time::Duration::from_secs(24 * 3600),
-    }));
+    let mut setup = served_setup(EnableBankingConfig::new("app", "key").budget);
     // Every connection is due for the background sync whenever it runs.
+    // and its syncs do not wait for a cool-down after the user's.
     setup.config = setup
         .config
-        .with_sync_connections_every(Some(std::time::Duration::ZERO));
+        .with_sync_connections_every(Some(std::time::Duration::ZERO))
+        .with_sync_cooldown(std::time::Duration::ZERO);
     setup
 }
 
@@ -502,40 +501,89 @@ async fn disconnecting_ends_the_session(app: TestApp) {
     assert_eq!(listed["total_count"], 0);
 }
 
-async fn the_request_budget_limits_syncs(app: TestApp) {
+/// The default budget (4 unattended requests a day): the syncs the user asks for are
+/// PSU-present (every data request carries `Psu-Ip-Address` and `Psu-User-Agent`) and not
+/// limited by it, so the spec's flow and more work right after connecting; the background
+/// job's syncs send no PSU headers and spend it, and once it is spent they are skipped.
+async fn the_request_budget_limits_unattended_syncs(app: TestApp) {
     let (_, token, _) = app.user("budget@example.com").await;
     let connection = connect(&app, &token).await;
-    let sync_path = format!("/api/v1/providers/{}/sync", id(&connection));
-    app.post(&sync_path, &json!({}), Some(&token))
+    let body = json!({"connection_id": id(&connection)});
+    let before = sandbox(&app).data_requests().len();
+    app.post("/api/v1/accounts/syncs", &body, Some(&token))
         .await
         .expect(201);
-    let spent = app
-        .post(&sync_path, &json!({"force": true}), Some(&token))
-        .await;
-    let body = spent.expect_problem(429, "rate_limit_exceeded");
-    let retry_after: u64 = spent
-        .header("retry-after")
-        .and_then(|value| value.parse().ok())
-        .expect("Retry-After");
-    // Four reads a day: one every six hours.
-    assert!(
-        retry_after > 5 * 3600 && retry_after <= 6 * 3600,
-        "{retry_after}"
-    );
-    assert_eq!(body["retry_after"], retry_after);
-    // The background sync skips it rather than asking the bank.
-    let requests = sandbox(&app).requests().len();
-    let outcome = app
-        .service
-        .jobs()
-        .run_once(SYNC_CONNECTIONS)
+    let transactions = app
+        .post("/api/v1/transactions/syncs", &body, Some(&token))
         .await
-        .expect("run");
-    let RunOutcome::Succeeded(summary) = outcome else {
-        panic!("{outcome:?}")
+        .expect(201);
+    assert!(
+        transactions["created"].as_u64().is_some_and(|n| n > 0),
+        "{transactions}"
+    );
+    let sync_path = format!("/api/v1/providers/{}/sync", id(&connection));
+    for _ in 0..3 {
+        app.post(&sync_path, &json!({"force": true}), Some(&token))
+            .await
+            .expect(201);
+    }
+    let attended = sandbox(&app).data_requests()[before..].to_vec();
+    assert!(attended.len() > 4, "{attended:?}");
+    for request in &attended {
+        assert_eq!(
+            request.psu_ip_address.as_deref(),
+            Some("127.0.0.1"),
+            "{request:?}"
+        );
+        assert!(
+            request
+                .psu_user_agent
+                .as_deref()
+                .is_some_and(|agent| agent.starts_with("Mozilla/5.0")),
+            "{request:?}"
+        );
+    }
+    // The background job: its first pass spends the budget (unattended, no PSU headers).
+    let run = || async {
+        let outcome = app
+            .service
+            .jobs()
+            .run_once(SYNC_CONNECTIONS)
+            .await
+            .expect("run");
+        let RunOutcome::Succeeded(summary) = outcome else {
+            panic!("{outcome:?}")
+        };
+        summary
     };
-    assert!(summary.contains("1 skipped"), "{summary}");
+    let before = sandbox(&app).data_requests().len();
+    let first = run().await;
+    assert!(first.contains("synced 1 "), "{first}");
+    let unattended = sandbox(&app).data_requests()[before..].to_vec();
+    assert!(!unattended.is_empty());
+    assert!(
+        unattended
+            .iter()
+            .all(|r| r.psu_ip_address.is_none() && r.psu_user_agent.is_none()),
+        "{unattended:?}"
+    );
+    // Each request counted: until the bucket is empty, a pass syncs; then it skips, asking
+    // the bank nothing.
+    let mut summary = first;
+    let mut passes = 1;
+    while !summary.contains("1 skipped") {
+        passes += 1;
+        assert!(passes <= 4, "four requests a day: {summary}");
+        summary = run().await;
+    }
+    let requests = sandbox(&app).requests().len();
+    let skipped = run().await;
+    assert!(skipped.contains("1 skipped"), "{skipped}");
     assert_eq!(sandbox(&app).requests().len(), requests);
+    // The user is still not limited by it.
+    app.post(&sync_path, &json!({"force": true}), Some(&token))
+        .await
+        .expect(201);
 }
 
 conformance!(setup = enablebanking;
@@ -551,5 +599,5 @@ conformance!(setup = enablebanking;
 
 mod budget {
     use super::*;
-    conformance!(setup = budgeted; the_request_budget_limits_syncs);
+    conformance!(setup = budgeted; the_request_budget_limits_unattended_syncs);
 }

@@ -27,13 +27,25 @@ fn with_simplefin(builder: AggregationServiceBuilder) -> AggregationServiceBuild
 
 fn with_budgeted_simplefin(builder: AggregationServiceBuilder) -> AggregationServiceBuilder {
     let config = SimplefinConfig {
-        budget: Some(RequestBudget {
-            requests: 1,
-            per: std::time::Duration::from_secs(24 * 3600),
-        }),
+        budget: Some(RequestBudget::daily(1)),
         ..provider_config()
     };
     builder.provider(SimplefinProvider::new(config).expect("provider"))
+}
+
+/// The provider with its default budget (24 requests a day).
+fn with_default_simplefin(builder: AggregationServiceBuilder) -> AggregationServiceBuilder {
+    let config = SimplefinConfig {
+        budget: SimplefinConfig::default().budget,
+        ..provider_config()
+    };
+    builder.provider(SimplefinProvider::new(config).expect("provider"))
+}
+
+fn defaults() -> Setup {
+    let mut setup = simplefin();
+    setup.builder_hook = Some(with_default_simplefin);
+    setup
 }
 
 /// The provider with timeouts of a second, for a bridge that hangs.
@@ -356,14 +368,19 @@ async fn pending_transactions_book_without_duplicates(app: TestApp) {
     .await
     .expect(201);
     let today = chrono::Utc::now().date_naive();
-    let window = json!({
+    let mut window = json!({
         "connection_id": id(&connection),
         "start_date": (today - chrono::TimeDelta::days(60)).to_string(),
         "end_date": today.to_string(),
-        "force": true,
     });
+    // The first is served by the accounts sync's answer (which had the row pending); the
+    // others are forced, so asked afresh.
+    let first = app
+        .post("/api/v1/transactions/syncs", &window, Some(&token))
+        .await
+        .expect(201);
+    window["force"] = json!(true);
     let sync = || app.post("/api/v1/transactions/syncs", &window, Some(&token));
-    let first = sync().await.expect(201);
     assert_eq!(first["created"], 7);
     assert_eq!(first["removed"], 0);
     assert_eq!(first["transactions_removed"], 0);
@@ -535,6 +552,89 @@ async fn revoked_access_is_reported_as_revoked(app: TestApp) {
     );
 }
 
+/// The spec's flow right after connecting, without `force`, on the default budget: the
+/// accounts sync asks the bridge once, and its answer serves the transactions sync that
+/// follows (no second request). `force` asks the bridge afresh.
+async fn the_spec_flow_sends_one_request(app: TestApp) {
+    let (_, token, _) = app.user("flow@example.com").await;
+    let bridge = bridge().await;
+    let connection = connect(&app, &token, &bridge).await;
+    let body = json!({"connection_id": id(&connection)});
+    let accounts = app
+        .post("/api/v1/accounts/syncs", &body, Some(&token))
+        .await
+        .expect(201);
+    assert_eq!(accounts["created"], 3);
+    let transactions = app
+        .post("/api/v1/transactions/syncs", &body, Some(&token))
+        .await
+        .expect(201);
+    assert_eq!(transactions["created"], 7, "{transactions}");
+    let requests = bridge.sandbox.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert!(requests[0].contains("pending=1") && !requests[0].contains("balances-only"));
+    let forced = json!({"connection_id": id(&connection), "force": true});
+    app.post("/api/v1/transactions/syncs", &forced, Some(&token))
+        .await
+        .expect(201);
+    assert!(bridge.sandbox.requests().len() > 1);
+    // Another user's connection never gets this one's answer.
+    let (_, other, _) = app.user("flow-other@example.com").await;
+    let theirs = connect(&app, &other, &bridge).await;
+    let before = bridge.sandbox.requests().len();
+    let listed = app
+        .post(
+            "/api/v1/transactions/syncs",
+            &json!({"connection_id": id(&theirs)}),
+            Some(&other),
+        )
+        .await
+        .expect(201);
+    assert_eq!(listed["created"], 0, "no accounts of theirs yet: {listed}");
+    assert_eq!(bridge.sandbox.requests().len(), before);
+}
+
+/// A range far beyond what the bridge serves is narrowed to a few windows, and the sync says
+/// so.
+async fn a_huge_range_is_narrowed(app: TestApp) {
+    let (_, token, _) = app.user("huge@example.com").await;
+    let bridge = bridge().await;
+    let connection = connect(&app, &token, &bridge).await;
+    app.post(
+        "/api/v1/accounts/syncs",
+        &json!({"connection_id": id(&connection)}),
+        Some(&token),
+    )
+    .await
+    .expect(201);
+    let before = bridge.sandbox.requests().len();
+    let synced = app
+        .post(
+            "/api/v1/transactions/syncs",
+            &json!({
+                "connection_id": id(&connection),
+                "start_date": "1900-01-01",
+                "end_date": "2200-12-31",
+                "force": true,
+            }),
+            Some(&token),
+        )
+        .await
+        .expect(201);
+    assert_eq!(synced["created"], 7, "{synced}");
+    let errors = synced["errors"].as_array().expect("errors");
+    assert!(
+        errors.iter().any(|e| e["item"] == "simplefin"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("narrowed"))),
+        "{errors:?}"
+    );
+    // Three accounts, at most four 90-day windows each.
+    let sent = bridge.sandbox.requests().len() - before;
+    assert!(sent <= 3 * 5, "{sent}");
+}
+
 async fn the_request_budget_limits_syncs(app: TestApp) {
     let (_, token, _) = app.user("budget@example.com").await;
     let bridge = bridge().await;
@@ -571,8 +671,14 @@ conformance!(setup = simplefin;
     syncs_map_accounts_balances_and_bridge_errors,
     pending_transactions_book_without_duplicates,
     long_windows_are_split,
+    a_huge_range_is_narrowed,
     bridge_failures_are_502_and_revocations_expire,
 );
+
+mod flow {
+    use super::*;
+    conformance!(setup = defaults; the_spec_flow_sends_one_request);
+}
 
 mod hung {
     use super::*;

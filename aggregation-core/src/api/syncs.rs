@@ -21,10 +21,11 @@ use super::routes::{Route, limited, limited_by_body_connection, route};
 use super::validate::{AllValid as _, Field, Validate, body};
 use super::{ApiResult, json};
 use crate::app::App;
+use crate::auth::ClientInfo;
 use crate::config::Config;
 use crate::problem::{ApiError, FieldError};
-use crate::providers::SyncItemError;
 use crate::providers::sync::SyncReport;
+use crate::providers::{PresentUser, SyncItemError};
 use crate::rate_limit::policy::{HOLDINGS_SYNC, PROVIDER_SYNC};
 
 pub(crate) const ROUTES: &[Route] = &[
@@ -175,15 +176,21 @@ fn statistics<'a>(kind: &str, report: &'a SyncReport, with_deactivated: bool) ->
     }
 }
 
+/// The user asking for a sync, as the provider may tell it (PSD2's PSU headers).
+fn present(client: ClientInfo) -> PresentUser {
+    PresentUser::new(client.ip, client.user_agent)
+}
+
 /// `POST /api/v1/accounts/syncs`
 async fn accounts(
     state: &App,
     User(claims): User,
+    client: ClientInfo,
     Json((connection_id, force)): Json<AccountsSyncBody>,
 ) -> ApiResult {
     let report = state
         .connections
-        .sync_accounts_for_user(claims.sub, connection_id, force)
+        .sync_accounts_for_user(claims.sub, connection_id, present(client), force)
         .await?;
     json(StatusCode::CREATED, &statistics("accounts", &report, false))
 }
@@ -192,6 +199,7 @@ async fn accounts(
 async fn transactions(
     state: &App,
     User(claims): User,
+    client: ClientInfo,
     Json(TransactionsSync {
         connection_id,
         account_id,
@@ -202,7 +210,14 @@ async fn transactions(
 ) -> ApiResult {
     let report = state
         .connections
-        .sync_transactions_for_user(claims.sub, connection_id, account_id, (start, end), force)
+        .sync_transactions_for_user(
+            claims.sub,
+            connection_id,
+            account_id,
+            (start, end),
+            present(client),
+            force,
+        )
         .await?;
     json(
         StatusCode::CREATED,
@@ -214,6 +229,7 @@ async fn transactions(
 async fn holdings(
     state: &App,
     User(claims): User,
+    client: ClientInfo,
     id: Result<PathId, ApiError>,
     JsonOrEmpty(force): JsonOrEmpty<ForceBody>,
 ) -> ApiResult {
@@ -222,7 +238,7 @@ async fn holdings(
     let account = owned_account(state, claims.sub, id).await?;
     let report = state
         .connections
-        .sync_holdings_for_user(claims.sub, &account, force)
+        .sync_holdings_for_user(claims.sub, &account, present(client), force)
         .await?;
     json(StatusCode::CREATED, &statistics("holdings", &report, true))
 }
@@ -239,12 +255,13 @@ struct ConnectionSyncJson<'a> {
 async fn connection(
     state: &App,
     User(claims): User,
+    client: ClientInfo,
     PathId(id): PathId,
     JsonOrEmpty(force): JsonOrEmpty<ForceBody>,
 ) -> ApiResult {
     let report = state
         .connections
-        .sync_connection_for_user(claims.sub, id, force)
+        .sync_connection_for_user(claims.sub, id, present(client), force)
         .await?;
     let message = format!(
         "Synced {} accounts, {} transactions and {} holdings.",

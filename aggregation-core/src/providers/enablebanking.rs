@@ -63,8 +63,8 @@ use self::mapping::{
     TransactionPage,
 };
 use super::{
-    AuthorizationRequest, DateRange, Fetched, Institution, Provider, ProviderCredentials,
-    ProviderError, ProviderSecret, RequestBudget, SyncItemError,
+    AuthorizationRequest, DateRange, FetchContext, Fetched, Institution, Provider,
+    ProviderCredentials, ProviderError, ProviderSecret, RequestBudget, SyncItemError,
 };
 use crate::outbound::{describe_request_error, read_limited};
 use crate::store::{NewAccount, NewHolding, NewTransaction};
@@ -104,7 +104,8 @@ pub struct EnableBankingConfig {
     pub countries: Vec<String>,
     /// The consent asked for, in days, when a bank does not state its maximum.
     pub default_consent_days: u32,
-    /// How often a connection may be synced (`None`: only the service's cool-down).
+    /// How many requests a connection may send (`None`: only the service's cool-down); by
+    /// default 4 a day for the background job's syncs alone.
     pub budget: Option<RequestBudget>,
 }
 
@@ -125,7 +126,8 @@ impl fmt::Debug for EnableBankingConfig {
 
 impl EnableBankingConfig {
     /// `enablebanking` on the public API with this application's id and private key (PEM),
-    /// every country, 4 syncs a day.
+    /// every country, 4 unattended requests a day (PSD2's cap on access without the user:
+    /// the background job's syncs spend it; the syncs a user asks for are not limited).
     pub fn new(application_id: impl Into<String>, private_key_pem: impl Into<Vec<u8>>) -> Self {
         Self {
             slug: "enablebanking".to_owned(),
@@ -135,10 +137,7 @@ impl EnableBankingConfig {
             private_key_pem: private_key_pem.into(),
             countries: DEFAULT_COUNTRIES.iter().map(|c| (*c).to_owned()).collect(),
             default_consent_days: 90,
-            budget: Some(RequestBudget {
-                requests: 4,
-                per: Duration::from_secs(24 * 3600),
-            }),
+            budget: Some(RequestBudget::daily(4).unattended_only()),
         }
     }
 
@@ -405,8 +404,7 @@ impl EnableBankingProvider {
             })?;
         let consent = bank
             .maximum_consent_validity
-            .and_then(|seconds| i64::try_from(seconds).ok())
-            .map(TimeDelta::seconds)
+            .map(consent_validity)
             .unwrap_or_else(|| TimeDelta::days(i64::from(self.default_consent_days)));
         let valid_until = Utc::now()
             .checked_add_signed(consent)
@@ -475,16 +473,42 @@ impl EnableBankingProvider {
             .map(drop)
     }
 
+    /// A `GET` of account data, counted on the sync's context. With the user present it
+    /// carries the PSU headers (PSD2: access the user asks for is not limited like unattended
+    /// access, and the bank is told who asks).
+    fn data_request(&self, url: Url, context: Option<&FetchContext>) -> reqwest::RequestBuilder {
+        let mut request = self.http.get(url);
+        let Some(context) = context else {
+            return request;
+        };
+        context.count_request();
+        if let Some(user) = &context.present_user {
+            if let Some(ip) = user.ip {
+                request = request.header("Psu-Ip-Address", ip.to_string());
+            }
+            let agent = user
+                .user_agent
+                .as_deref()
+                .and_then(|agent| http::HeaderValue::from_str(agent).ok());
+            if let Some(agent) = agent {
+                request = request.header("Psu-User-Agent", agent);
+            }
+        }
+        request
+    }
+
     /// The session's accounts with their balances.
     async fn session_balances(
         &self,
         secret: &SessionSecret,
+        context: Option<&FetchContext>,
     ) -> Result<Fetched<NewAccount>, ProviderError> {
         let mut fetched = Fetched::default();
         for account in &secret.accounts {
             let url = self.url(&format!("accounts/{}/balances", segment(&account.uid)))?;
-            let balances: Result<BalanceList, _> =
-                self.send(Call::Balances, self.http.get(url)).await;
+            let balances: Result<BalanceList, _> = self
+                .send(Call::Balances, self.data_request(url, context))
+                .await;
             match balances {
                 Ok(list) => match mapping::account_record(account, &list.balances) {
                     Ok(record) => fetched.items.push(record),
@@ -514,6 +538,7 @@ impl EnableBankingProvider {
         secret: &SessionSecret,
         key: &str,
         range: DateRange,
+        context: Option<&FetchContext>,
     ) -> Result<Fetched<NewTransaction>, ProviderError> {
         let account = secret
             .accounts
@@ -539,7 +564,9 @@ impl EnableBankingProvider {
                     query.append_pair("continuation_key", key);
                 }
             }
-            let page: TransactionPage = self.send(Call::Transactions, self.http.get(url)).await?;
+            let page: TransactionPage = self
+                .send(Call::Transactions, self.data_request(url, context))
+                .await?;
             for value in page.transactions {
                 match mapping::map_transaction(value, account.currency.as_deref(), &mut seen) {
                     Ok(Some(row)) => {
@@ -563,6 +590,18 @@ impl EnableBankingProvider {
         });
         Ok(fetched)
     }
+}
+
+/// The longest consent asked for: far beyond any bank's, and within what a timestamp holds.
+const MAX_CONSENT: TimeDelta = TimeDelta::days(100 * 366);
+
+/// A bank's `maximum_consent_validity` (seconds, of any size) as a duration, at most
+/// [`MAX_CONSENT`].
+fn consent_validity(seconds: u64) -> TimeDelta {
+    i64::try_from(seconds)
+        .ok()
+        .and_then(TimeDelta::try_seconds)
+        .map_or(MAX_CONSENT, |validity| validity.min(MAX_CONSENT))
 }
 
 /// A path segment with the characters a URL path may not carry escaped.
@@ -658,7 +697,7 @@ impl Provider for EnableBankingProvider {
         &self,
         credentials: &ProviderCredentials,
     ) -> Result<Fetched<NewAccount>, ProviderError> {
-        self.session_balances(&session_of(credentials)?).await
+        self.session_balances(&session_of(credentials)?, None).await
     }
 
     async fn transactions(
@@ -667,8 +706,43 @@ impl Provider for EnableBankingProvider {
         provider_account_id: &str,
         range: DateRange,
     ) -> Result<Fetched<NewTransaction>, ProviderError> {
-        self.account_transactions(&session_of(credentials)?, provider_account_id, range)
+        self.account_transactions(&session_of(credentials)?, provider_account_id, range, None)
             .await
+    }
+
+    async fn fetch_accounts(
+        &self,
+        credentials: &ProviderCredentials,
+        context: &FetchContext,
+    ) -> Result<Fetched<NewAccount>, ProviderError> {
+        self.session_balances(&session_of(credentials)?, Some(context))
+            .await
+    }
+
+    async fn fetch_transactions(
+        &self,
+        credentials: &ProviderCredentials,
+        provider_account_id: &str,
+        range: DateRange,
+        context: &FetchContext,
+    ) -> Result<Fetched<NewTransaction>, ProviderError> {
+        self.account_transactions(
+            &session_of(credentials)?,
+            provider_account_id,
+            range,
+            Some(context),
+        )
+        .await
+    }
+
+    async fn fetch_holdings(
+        &self,
+        credentials: &ProviderCredentials,
+        provider_account_id: &str,
+        _: &FetchContext,
+    ) -> Result<Fetched<NewHolding>, ProviderError> {
+        // No request is sent for holdings.
+        self.holdings(credentials, provider_account_id).await
     }
 
     async fn holdings(
@@ -718,6 +792,15 @@ mod tests {
             Some(4)
         );
         assert!(!format!("{:?}", config("http://x")).contains("PRIVATE"));
+    }
+
+    #[test]
+    fn consent_validity_of_any_size_is_clamped() {
+        assert_eq!(consent_validity(3600), TimeDelta::hours(1));
+        assert_eq!(consent_validity(0), TimeDelta::zero());
+        for huge in [9_300_000_000_000_000, i64::MAX as u64, u64::MAX] {
+            assert_eq!(consent_validity(huge), MAX_CONSENT, "{huge}");
+        }
     }
 
     #[test]

@@ -278,14 +278,158 @@ impl ConnectMethod {
     }
 }
 
-/// How many data requests a provider tolerates: `requests` within every `per`. The service
-/// refuses a user's sync past it (429 with `Retry-After`) and skips a background one.
+/// How many data requests a provider tolerates per connection: a token bucket of `requests`
+/// tokens, refilled evenly over `per` (one token every `per / requests`), full when the
+/// connection is new. Every HTTP data request the provider sends (what it counts with
+/// [`FetchContext::count_request`]) spends one token; a sync starts only while a token is
+/// left, and the user's sync is refused otherwise (429 with `Retry-After` until the next
+/// token) while a background one is skipped. A sync that starts runs to its end: requests it
+/// sends beyond the tokens left are owed, and the bucket refills from below zero. The bucket
+/// is kept in the store, so it holds across instances and restarts.
+///
+/// Built with [`RequestBudget::new`] or [`RequestBudget::daily`];
+/// [`unattended_only`](Self::unattended_only) limits only the syncs the background job runs.
+///
+/// ```
+/// use aggregation_core::providers::{BudgetScope, RequestBudget};
+/// // SimpleFIN Bridge: 24 requests a day.
+/// let bridge = RequestBudget::daily(24);
+/// assert_eq!(bridge.scope, BudgetScope::EverySync);
+/// // PSD2: 4 unattended reads a day; what the user asks for is not limited.
+/// let psd2 = RequestBudget::daily(4).unattended_only();
+/// assert_eq!(psd2.scope, BudgetScope::UnattendedSyncs);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RequestBudget {
-    /// Syncs allowed within `per`.
+    /// The bucket's capacity: requests allowed within `per` (at least one is used).
     pub requests: u32,
-    /// The period.
+    /// The time the bucket takes to refill from empty.
     pub per: std::time::Duration,
+    /// Which syncs spend the budget.
+    pub scope: BudgetScope,
+}
+
+impl RequestBudget {
+    /// `requests` within every `per`, spent by every sync.
+    pub fn new(requests: u32, per: std::time::Duration) -> Self {
+        Self {
+            requests,
+            per,
+            scope: BudgetScope::EverySync,
+        }
+    }
+
+    /// `requests` a day, spent by every sync.
+    pub fn daily(requests: u32) -> Self {
+        Self::new(requests, std::time::Duration::from_secs(24 * 3600))
+    }
+
+    /// The same budget, spent only by the syncs the background job runs: a sync the user
+    /// asks for (with the user present, [`FetchContext::present_user`]) is not limited by it.
+    pub fn unattended_only(mut self) -> Self {
+        self.scope = BudgetScope::UnattendedSyncs;
+        self
+    }
+
+    /// Whether a sync with the user present (or not) spends this budget.
+    pub(crate) fn applies(&self, user_present: bool) -> bool {
+        match self.scope {
+            BudgetScope::EverySync => true,
+            BudgetScope::UnattendedSyncs => !user_present,
+        }
+    }
+
+    /// The time one request costs: the bucket gains one token per interval.
+    pub(crate) fn interval(&self) -> std::time::Duration {
+        self.per
+            .checked_div(self.requests.max(1))
+            .unwrap_or_default()
+    }
+}
+
+/// Which syncs spend a [`RequestBudget`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BudgetScope {
+    /// Every sync, the user's and the background job's.
+    EverySync,
+    /// Only the background job's syncs (PSD2's unattended access).
+    UnattendedSyncs,
+}
+
+/// The user who asked for a sync through the API, as the provider may need to tell it
+/// (PSD2's PSU headers): the client address the service resolved (behind trusted proxies) and
+/// the `User-Agent` the client sent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PresentUser {
+    /// The client's IP address, when known.
+    pub ip: Option<std::net::IpAddr>,
+    /// The client's `User-Agent`, when it sent one.
+    pub user_agent: Option<String>,
+}
+
+impl PresentUser {
+    /// A present user with this address and user agent.
+    pub fn new(ip: Option<std::net::IpAddr>, user_agent: Option<String>) -> Self {
+        Self { ip, user_agent }
+    }
+}
+
+/// What a data request of one sync is made for: which connection, whether the user is
+/// present, whether an answer fetched earlier may serve it, and the counter of requests the
+/// provider sends (what its [`RequestBudget`] is charged). Built by the service for every
+/// sync; [`FetchContext::new`] builds one for a provider's own tests.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct FetchContext {
+    /// The connection synced: a provider that keeps answers for a while keys them by it
+    /// (never sharing one between connections, so never between users).
+    pub connection_id: uuid::Uuid,
+    /// This sync: several calls of one sync share it.
+    pub sync_id: uuid::Uuid,
+    /// The user who asked for the sync through the API; `None` for a background sync.
+    pub present_user: Option<PresentUser>,
+    /// `force`: the answer must come from the provider now, not from an answer it gave an
+    /// earlier sync.
+    pub fresh: bool,
+    /// For an accounts fetch: the range a transactions sync that follows would ask for by
+    /// default. A provider whose accounts answer can carry those transactions in the same
+    /// request (SimpleFIN) may fetch them there and serve that sync from it.
+    pub upcoming_transactions: Option<DateRange>,
+    sent: Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl FetchContext {
+    /// A context for a connection's sync, counting from zero.
+    pub fn new(connection_id: uuid::Uuid, present_user: Option<PresentUser>, fresh: bool) -> Self {
+        Self {
+            connection_id,
+            sync_id: uuid::Uuid::now_v7(),
+            present_user,
+            fresh,
+            upcoming_transactions: None,
+            sent: Arc::default(),
+        }
+    }
+
+    /// With the range a following transactions sync would ask for by default.
+    pub fn with_upcoming_transactions(mut self, range: Option<DateRange>) -> Self {
+        self.upcoming_transactions = range;
+        self
+    }
+
+    /// Counts one HTTP data request sent to the provider: call it before each one, whether it
+    /// succeeds or not.
+    pub fn count_request(&self) {
+        self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The requests counted so far (by this context and its clones).
+    pub fn requests_sent(&self) -> u32 {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// One institution a provider connects to, for providers that need the user to pick one.
@@ -393,8 +537,10 @@ pub trait Provider: Send + Sync + 'static {
         Err(ProviderError::Unsupported("setup tokens"))
     }
 
-    /// How often the provider may be asked for data, if it limits that. Default: no limit
-    /// beyond the service's sync cool-down.
+    /// How many data requests the provider allows per connection, if it limits that (see
+    /// [`RequestBudget`]: a token bucket the service keeps in the store, charged with the
+    /// requests the provider counts on the sync's [`FetchContext`]). Default: no limit beyond
+    /// the service's sync cool-down.
     fn request_budget(&self) -> Option<RequestBudget> {
         None
     }
@@ -484,6 +630,47 @@ pub trait Provider: Send + Sync + 'static {
         credentials: &ProviderCredentials,
         provider_account_id: &str,
     ) -> Result<Fetched<NewHolding>, ProviderError>;
+
+    /// What the service calls for a sync's accounts. Default: counts one request on the
+    /// context and calls [`accounts`](Self::accounts). A provider that sends another number
+    /// of requests, reuses answers or sends headers about the present user overrides it
+    /// (and counts each request it sends with [`FetchContext::count_request`]).
+    async fn fetch_accounts(
+        &self,
+        credentials: &ProviderCredentials,
+        context: &FetchContext,
+    ) -> Result<Fetched<NewAccount>, ProviderError> {
+        context.count_request();
+        self.accounts(credentials).await
+    }
+
+    /// What the service calls for a sync's transactions of one account. Default: counts one
+    /// request and calls [`transactions`](Self::transactions); see
+    /// [`fetch_accounts`](Self::fetch_accounts).
+    async fn fetch_transactions(
+        &self,
+        credentials: &ProviderCredentials,
+        provider_account_id: &str,
+        range: DateRange,
+        context: &FetchContext,
+    ) -> Result<Fetched<NewTransaction>, ProviderError> {
+        context.count_request();
+        self.transactions(credentials, provider_account_id, range)
+            .await
+    }
+
+    /// What the service calls for a sync's holdings of one account. Default: counts one
+    /// request and calls [`holdings`](Self::holdings); see
+    /// [`fetch_accounts`](Self::fetch_accounts).
+    async fn fetch_holdings(
+        &self,
+        credentials: &ProviderCredentials,
+        provider_account_id: &str,
+        context: &FetchContext,
+    ) -> Result<Fetched<NewHolding>, ProviderError> {
+        context.count_request();
+        self.holdings(credentials, provider_account_id).await
+    }
 }
 
 /// The providers a service offers, by slug.

@@ -26,7 +26,8 @@
 //! # let _ = provider;
 //! ```
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -34,10 +35,11 @@ use base64::Engine as _;
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
 use url::Url;
 
 use super::{
-    ConnectMethod, DateRange, Fetched, Provider, ProviderCredentials, ProviderError,
+    ConnectMethod, DateRange, FetchContext, Fetched, Provider, ProviderCredentials, ProviderError,
     ProviderSecret, RequestBudget, SyncItemError, iso_currency,
 };
 use crate::outbound::guard::{GuardedResolver, PeerCheckLayer};
@@ -70,8 +72,13 @@ pub struct SimplefinConfig {
     pub allow_http: bool,
     /// Longest window of one transactions request, in days.
     pub window_days: u32,
-    /// How often the bridge may be synced (`None`: only the service's cool-down).
+    /// How many requests the bridge may be sent per connection (`None`: only the service's
+    /// cool-down). SimpleFIN Bridge asks for 24 a day or fewer: the default.
     pub budget: Option<RequestBudget>,
+    /// How far back a transactions sync reaches, in windows of `window_days`: an older start
+    /// is moved to `window_days × max_windows` days before today (and an end past today to
+    /// today), and the sync says so in its errors (at least one window is used).
+    pub max_windows: u32,
     /// Longest wait for a connection to the bridge (3 s by default).
     pub connect_timeout: Duration,
     /// Longest wait for one whole answer of the bridge, connection included (20 s by
@@ -81,8 +88,8 @@ pub struct SimplefinConfig {
 }
 
 impl Default for SimplefinConfig {
-    /// `simplefin` on the public bridge hosts, https only, 90-day windows, 6 syncs a day, 3 s
-    /// to connect and 20 s per answer.
+    /// `simplefin` on the public bridge hosts, https only, 90-day windows and at most 4 of
+    /// them (360 days back), 24 requests a day, 3 s to connect and 20 s per answer.
     fn default() -> Self {
         Self {
             slug: "simplefin".to_owned(),
@@ -93,10 +100,8 @@ impl Default for SimplefinConfig {
                 .collect(),
             allow_http: false,
             window_days: 90,
-            budget: Some(RequestBudget {
-                requests: 6,
-                per: Duration::from_secs(24 * 3600),
-            }),
+            budget: Some(RequestBudget::daily(24)),
+            max_windows: 4,
             connect_timeout: Duration::from_secs(3),
             request_timeout: Duration::from_secs(20),
         }
@@ -108,6 +113,105 @@ impl Default for SimplefinConfig {
 pub struct SimplefinProvider {
     config: SimplefinConfig,
     http: reqwest::Client,
+    answers: Arc<Mutex<AnswerCache>>,
+}
+
+/// How long one `/accounts` answer serves the syncs of its connection that follow.
+pub const ANSWER_REUSE: Duration = Duration::from_secs(5 * 60);
+/// Most connections whose answers are kept at once.
+const MAX_KEPT_ANSWERS: usize = 256;
+/// Most bytes of answers kept at once (one answer larger than a quarter of it is not kept).
+const MAX_KEPT_BYTES: usize = 32 * 1024 * 1024;
+
+/// One `/accounts` answer with transactions, kept for the syncs of its connection that
+/// follow within [`ANSWER_REUSE`].
+struct KeptAnswer {
+    fetched_at: tokio::time::Instant,
+    /// The sync that fetched it: a forced sync reuses only what it fetched itself.
+    sync_id: uuid::Uuid,
+    /// The access URL's digest: an answer never serves other credentials.
+    access_digest: [u8; 32],
+    range: DateRange,
+    bytes: usize,
+    set: Arc<AccountSet>,
+}
+
+/// The kept answers, by connection (so never shared between users), bounded by
+/// [`MAX_KEPT_ANSWERS`] and [`MAX_KEPT_BYTES`].
+#[derive(Default)]
+struct AnswerCache {
+    by_connection: HashMap<uuid::Uuid, KeptAnswer>,
+    bytes: usize,
+}
+
+impl std::fmt::Debug for AnswerCache {
+    // Never the answers: they are a user's bank data.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnswerCache")
+            .field("connections", &self.by_connection.len())
+            .field("bytes", &self.bytes)
+            .finish()
+    }
+}
+
+impl AnswerCache {
+    fn drop_stale(&mut self) {
+        let before = self.by_connection.len();
+        self.by_connection
+            .retain(|_, kept| kept.fetched_at.elapsed() < ANSWER_REUSE);
+        if self.by_connection.len() != before {
+            self.bytes = self.by_connection.values().map(|kept| kept.bytes).sum();
+        }
+    }
+
+    fn keep(&mut self, connection_id: uuid::Uuid, answer: KeptAnswer) {
+        self.remove(connection_id);
+        self.drop_stale();
+        if answer.bytes > MAX_KEPT_BYTES / 4 {
+            return;
+        }
+        while self.by_connection.len() >= MAX_KEPT_ANSWERS
+            || self.bytes + answer.bytes > MAX_KEPT_BYTES
+        {
+            let oldest = self
+                .by_connection
+                .iter()
+                .min_by_key(|(_, kept)| kept.fetched_at)
+                .map(|(id, _)| *id);
+            match oldest {
+                Some(id) => self.remove(id),
+                None => break,
+            }
+        }
+        self.bytes += answer.bytes;
+        self.by_connection.insert(connection_id, answer);
+    }
+
+    fn remove(&mut self, connection_id: uuid::Uuid) {
+        if let Some(kept) = self.by_connection.remove(&connection_id) {
+            self.bytes = self.bytes.saturating_sub(kept.bytes);
+        }
+    }
+
+    /// The kept answer that may serve this context's transactions of `range`.
+    fn serving(
+        &self,
+        context: &FetchContext,
+        access_digest: &[u8; 32],
+        range: DateRange,
+    ) -> Option<Arc<AccountSet>> {
+        let kept = self.by_connection.get(&context.connection_id)?;
+        let usable = kept.fetched_at.elapsed() < ANSWER_REUSE
+            && (!context.fresh || kept.sync_id == context.sync_id)
+            && &kept.access_digest == access_digest
+            && kept.range.start <= range.start
+            && range.end <= kept.range.end;
+        usable.then(|| kept.set.clone())
+    }
+}
+
+fn digest(access_url: &str) -> [u8; 32] {
+    Sha256::digest(access_url.as_bytes()).into()
 }
 
 impl SimplefinProvider {
@@ -136,7 +240,41 @@ impl SimplefinProvider {
             .timeout(config.request_timeout)
             .build()
             .map_err(|error| ProviderError::Configuration(describe_request_error(&error)))?;
-        Ok(Self { config, http })
+        config.max_windows = config.max_windows.max(1);
+        Ok(Self {
+            config,
+            http,
+            answers: Arc::default(),
+        })
+    }
+
+    fn answers(&self) -> std::sync::MutexGuard<'_, AnswerCache> {
+        self.answers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The range a transactions sync asks the bridge for: no earlier than `window_days ×
+    /// max_windows` days before today and no later than today, with a note for the sync's
+    /// errors when that moved either end. `None` when nothing of it is left.
+    fn served_range(&self, range: DateRange) -> (Option<DateRange>, Option<SyncItemError>) {
+        let today = Utc::now().date_naive();
+        let horizon_days = u64::from(self.config.window_days) * u64::from(self.config.max_windows);
+        let earliest = today
+            .checked_sub_days(chrono::Days::new(horizon_days))
+            .unwrap_or(NaiveDate::MIN);
+        let served = DateRange {
+            start: range.start.max(earliest),
+            end: range.end.min(today),
+        };
+        let note = (served != range).then(|| SyncItemError {
+            item: BRIDGE_ITEM.to_owned(),
+            message: format!(
+                "the range was narrowed to {} – {}: the bridge is asked for at most {horizon_days} days back, up to today",
+                served.start, served.end
+            ),
+        });
+        ((served.start <= served.end).then_some(served), note)
     }
 
     /// Whether `url` is one the provider may call: the scheme, a host of the list, and an
@@ -221,8 +359,12 @@ impl SimplefinProvider {
         &self,
         access_url: &str,
         pairs: &[(&str, String)],
-    ) -> Result<AccountSet, ProviderError> {
+        context: Option<&FetchContext>,
+    ) -> Result<(AccountSet, usize), ProviderError> {
         let (mut url, user, password) = self.accounts_url(access_url)?;
+        if let Some(context) = context {
+            context.count_request();
+        }
         {
             let mut query = url.query_pairs_mut();
             for (name, value) in pairs {
@@ -259,8 +401,194 @@ impl SimplefinProvider {
         let body = read_limited(response, MAX_BODY)
             .await
             .map_err(|error| ProviderError::Http(format!("GET /accounts: {error}")))?;
-        serde_json::from_slice(&body)
-            .map_err(|error| ProviderError::InvalidResponse(format!("GET /accounts: {error}")))
+        let set = serde_json::from_slice(&body)
+            .map_err(|error| ProviderError::InvalidResponse(format!("GET /accounts: {error}")))?;
+        Ok((set, body.len()))
+    }
+
+    /// The accounts of one `/accounts` answer, with the bridge's errors.
+    fn accounts_of(set: &AccountSet) -> Fetched<NewAccount> {
+        let mut fetched = Fetched {
+            errors: bridge_errors(&set.errors),
+            ..Fetched::default()
+        };
+        for account in &set.accounts {
+            match map_account(account.clone()) {
+                Ok(account) => fetched.items.push(account),
+                Err(error) => fetched.errors.push(error),
+            }
+        }
+        fetched
+    }
+
+    /// `GET /accounts`: balances only, or (for an accounts sync that a transactions sync
+    /// follows) every account's transactions of the upcoming range too, in one request,
+    /// kept for [`ANSWER_REUSE`] to serve that sync.
+    async fn fetched_accounts(
+        &self,
+        credentials: &ProviderCredentials,
+        context: Option<&FetchContext>,
+    ) -> Result<Fetched<NewAccount>, ProviderError> {
+        let access_url = SimplefinSecret::of(credentials)?.access_url;
+        let access_digest = digest(&access_url);
+        let upcoming = context.and_then(|context| {
+            let range = self.served_range(context.upcoming_transactions?).0?;
+            // One request: the default range is `window_days` back from its end.
+            let earliest = range
+                .end
+                .checked_sub_days(chrono::Days::new(u64::from(self.config.window_days)))
+                .unwrap_or(range.start);
+            Some((
+                context,
+                DateRange {
+                    start: range.start.max(earliest),
+                    end: range.end,
+                },
+            ))
+        });
+        let Some((context, range)) = upcoming else {
+            let (set, _) = self
+                .account_set(&access_url, &[("balances-only", "1".to_owned())], context)
+                .await?;
+            return Ok(Self::accounts_of(&set));
+        };
+        let end = range.end.succ_opt().unwrap_or(range.end);
+        let (set, bytes) = self
+            .account_set(
+                &access_url,
+                &[
+                    ("start-date", unix_start(range.start).to_string()),
+                    ("end-date", unix_start(end).to_string()),
+                    ("pending", "1".to_owned()),
+                ],
+                Some(context),
+            )
+            .await?;
+        let fetched = Self::accounts_of(&set);
+        self.answers().keep(
+            context.connection_id,
+            KeptAnswer {
+                fetched_at: tokio::time::Instant::now(),
+                sync_id: context.sync_id,
+                access_digest,
+                range,
+                bytes,
+                set: Arc::new(set),
+            },
+        );
+        Ok(fetched)
+    }
+
+    /// One account's transactions in the range: from a kept answer that covers it, else
+    /// from the bridge in windows of `window_days`.
+    async fn fetched_transactions(
+        &self,
+        credentials: &ProviderCredentials,
+        provider_account_id: &str,
+        range: DateRange,
+        context: Option<&FetchContext>,
+    ) -> Result<Fetched<NewTransaction>, ProviderError> {
+        let access_url = SimplefinSecret::of(credentials)?.access_url;
+        let mut collected = Collected::new(provider_account_id);
+        let (served, note) = self.served_range(range);
+        collected.fetched.errors.extend(note);
+        let Some(range) = served else {
+            return Ok(collected.fetched);
+        };
+        let kept = context
+            .and_then(|context| self.answers().serving(context, &digest(&access_url), range));
+        if let Some(set) = kept {
+            collected.add(&set, Some(range));
+            return Ok(collected.fetched);
+        }
+        for window in windows(range, self.config.window_days) {
+            let end = window.end.succ_opt().unwrap_or(window.end);
+            let (set, _) = self
+                .account_set(
+                    &access_url,
+                    &[
+                        ("account", provider_account_id.to_owned()),
+                        ("start-date", unix_start(window.start).to_string()),
+                        ("end-date", unix_start(end).to_string()),
+                        ("pending", "1".to_owned()),
+                    ],
+                    context,
+                )
+                .await?;
+            collected.add(&set, None);
+        }
+        Ok(collected.fetched)
+    }
+}
+
+/// One account's transactions gathered from one or more `/accounts` answers: each
+/// transaction once, each bridge error once.
+struct Collected<'a> {
+    account_id: &'a str,
+    fetched: Fetched<NewTransaction>,
+    seen: BTreeSet<String>,
+    reported: BTreeSet<String>,
+}
+
+impl<'a> Collected<'a> {
+    fn new(account_id: &'a str) -> Self {
+        Self {
+            account_id,
+            fetched: Fetched::default(),
+            seen: BTreeSet::new(),
+            reported: BTreeSet::new(),
+        }
+    }
+
+    /// Adds the account's transactions of one answer (only those dated within `only`, for
+    /// an answer fetched for a wider range).
+    fn add(&mut self, set: &AccountSet, only: Option<DateRange>) {
+        for message in &set.errors {
+            if self.reported.insert(message.clone()) {
+                self.fetched
+                    .errors
+                    .extend(bridge_errors(std::slice::from_ref(message)));
+            }
+        }
+        let item_error = |message: String| SyncItemError {
+            item: self.account_id.to_owned(),
+            message,
+        };
+        for value in &set.accounts {
+            if value.get("id").and_then(serde_json::Value::as_str) != Some(self.account_id) {
+                continue;
+            }
+            let account: Account = match serde_json::from_value(value.clone()) {
+                Ok(account) => account,
+                Err(error) => {
+                    let error = item_error(format!("unreadable account: {error}"));
+                    self.fetched.errors.push(error);
+                    continue;
+                }
+            };
+            let currency = match iso_currency(&account.currency) {
+                Ok(currency) => currency,
+                Err(message) => {
+                    let error = item_error(message);
+                    self.fetched.errors.push(error);
+                    continue;
+                }
+            };
+            for transaction in account.transactions {
+                match map_transaction(transaction, &currency) {
+                    Ok(row)
+                        if only.is_some_and(|range| {
+                            row.transaction_date < range.start || row.transaction_date > range.end
+                        }) => {}
+                    // A transaction on a window's edge may come twice.
+                    Ok(row) if self.seen.insert(row.provider_transaction_id.clone()) => {
+                        self.fetched.items.push(row);
+                    }
+                    Ok(_) => {}
+                    Err(error) => self.fetched.errors.push(error),
+                }
+            }
+        }
     }
 }
 
@@ -596,21 +924,7 @@ impl Provider for SimplefinProvider {
         &self,
         credentials: &ProviderCredentials,
     ) -> Result<Fetched<NewAccount>, ProviderError> {
-        let access_url = SimplefinSecret::of(credentials)?.access_url;
-        let set = self
-            .account_set(&access_url, &[("balances-only", "1".to_owned())])
-            .await?;
-        let mut fetched = Fetched {
-            errors: bridge_errors(&set.errors),
-            ..Fetched::default()
-        };
-        for account in set.accounts {
-            match map_account(account) {
-                Ok(account) => fetched.items.push(account),
-                Err(error) => fetched.errors.push(error),
-            }
-        }
-        Ok(fetched)
+        self.fetched_accounts(credentials, None).await
     }
 
     async fn transactions(
@@ -619,66 +933,37 @@ impl Provider for SimplefinProvider {
         provider_account_id: &str,
         range: DateRange,
     ) -> Result<Fetched<NewTransaction>, ProviderError> {
-        let access_url = SimplefinSecret::of(credentials)?.access_url;
-        let mut fetched = Fetched::default();
-        let mut seen = BTreeSet::new();
-        let mut reported = BTreeSet::new();
-        for window in windows(range, self.config.window_days) {
-            let end = window.end.succ_opt().unwrap_or(window.end);
-            let set = self
-                .account_set(
-                    &access_url,
-                    &[
-                        ("account", provider_account_id.to_owned()),
-                        ("start-date", unix_start(window.start).to_string()),
-                        ("end-date", unix_start(end).to_string()),
-                        ("pending", "1".to_owned()),
-                    ],
-                )
-                .await?;
-            for message in set.errors {
-                if reported.insert(message.clone()) {
-                    fetched.errors.extend(bridge_errors(&[message]));
-                }
-            }
-            for value in set.accounts {
-                if value.get("id").and_then(serde_json::Value::as_str) != Some(provider_account_id)
-                {
-                    continue;
-                }
-                let account: Account = match serde_json::from_value(value) {
-                    Ok(account) => account,
-                    Err(error) => {
-                        fetched.errors.push(SyncItemError {
-                            item: provider_account_id.to_owned(),
-                            message: format!("unreadable account: {error}"),
-                        });
-                        continue;
-                    }
-                };
-                let currency = match iso_currency(&account.currency) {
-                    Ok(currency) => currency,
-                    Err(message) => {
-                        fetched.errors.push(SyncItemError {
-                            item: provider_account_id.to_owned(),
-                            message,
-                        });
-                        continue;
-                    }
-                };
-                for transaction in account.transactions {
-                    match map_transaction(transaction, &currency) {
-                        // A transaction on a window's edge may come twice.
-                        Ok(row) if seen.insert(row.provider_transaction_id.clone()) => {
-                            fetched.items.push(row);
-                        }
-                        Ok(_) => {}
-                        Err(error) => fetched.errors.push(error),
-                    }
-                }
-            }
-        }
-        Ok(fetched)
+        self.fetched_transactions(credentials, provider_account_id, range, None)
+            .await
+    }
+
+    async fn fetch_accounts(
+        &self,
+        credentials: &ProviderCredentials,
+        context: &FetchContext,
+    ) -> Result<Fetched<NewAccount>, ProviderError> {
+        self.fetched_accounts(credentials, Some(context)).await
+    }
+
+    async fn fetch_transactions(
+        &self,
+        credentials: &ProviderCredentials,
+        provider_account_id: &str,
+        range: DateRange,
+        context: &FetchContext,
+    ) -> Result<Fetched<NewTransaction>, ProviderError> {
+        self.fetched_transactions(credentials, provider_account_id, range, Some(context))
+            .await
+    }
+
+    async fn fetch_holdings(
+        &self,
+        credentials: &ProviderCredentials,
+        provider_account_id: &str,
+        _: &FetchContext,
+    ) -> Result<Fetched<NewHolding>, ProviderError> {
+        // No request is sent for holdings.
+        self.holdings(credentials, provider_account_id).await
     }
 
     async fn holdings(

@@ -18,7 +18,10 @@ use rust_decimal::Decimal;
 use uuid::Uuid;
 
 use super::connections::{ConnectionError, Connections, HeldCredentials, seconds};
-use super::{DateRange, Fetched, Provider, ProviderError, SyncItemError};
+use super::{
+    DateRange, FetchContext, Fetched, PresentUser, Provider, ProviderError, RequestBudget,
+    SyncItemError,
+};
 use crate::dates;
 use crate::events::{
     DomainEvent, DurableEvent, Event, HoldingCounts, RowCounts, SyncCompleted, SyncCompletedCounts,
@@ -98,10 +101,11 @@ impl Connections {
         &self,
         user_id: Uuid,
         connection_id: Uuid,
+        present: PresentUser,
         force: bool,
     ) -> Result<SyncReport, ConnectionError> {
         let connection = self.owned(user_id, connection_id).await?;
-        self.sync_accounts(&connection, force).await
+        self.sync_accounts(&connection, Some(present), force).await
     }
 
     /// [`sync_transactions`](Self::sync_transactions) of one of the user's connections, over
@@ -112,11 +116,12 @@ impl Connections {
         connection_id: Uuid,
         account_id: Option<Uuid>,
         (start, end): (Option<NaiveDate>, Option<NaiveDate>),
+        present: PresentUser,
         force: bool,
     ) -> Result<SyncReport, ConnectionError> {
         let connection = self.owned(user_id, connection_id).await?;
         let range = self.transactions_range(start, end);
-        self.sync_transactions(&connection, account_id, range, force)
+        self.sync_transactions(&connection, account_id, range, Some(present), force)
             .await
     }
 
@@ -126,10 +131,12 @@ impl Connections {
         &self,
         user_id: Uuid,
         account: &AccountRecord,
+        present: PresentUser,
         force: bool,
     ) -> Result<SyncReport, ConnectionError> {
         let connection = self.owned(user_id, account.connection_id).await?;
-        self.sync_holdings(&connection, account, force).await
+        self.sync_holdings(&connection, account, Some(present), force)
+            .await
     }
 
     /// A whole-connection sync of one of the user's connections, asked for by the user.
@@ -137,37 +144,86 @@ impl Connections {
         &self,
         user_id: Uuid,
         connection_id: Uuid,
+        present: PresentUser,
         force: bool,
     ) -> Result<ConnectionSyncReport, ConnectionError> {
         let connection = self.owned(user_id, connection_id).await?;
-        self.sync_connection(&connection, SnapshotSource::ManualSync, force)
-            .await
+        self.sync_connection(
+            &connection,
+            SnapshotSource::ManualSync,
+            Some(present),
+            force,
+        )
+        .await
     }
 
-    /// Refuses a sync the provider's request budget does not allow yet: one sync per
-    /// `per / requests` since the connection's last one, `force` or not (the limit is the
-    /// provider's, not ours).
-    pub(super) fn within_budget(
+    /// Refuses a sync the provider's request budget does not allow yet: the connection's
+    /// bucket has no token left (it is paid up to more than `capacity - 1` intervals ahead),
+    /// `force` or not (the limit is the provider's, not ours). Answers the budget the sync
+    /// spends, if any.
+    async fn within_budget(
         &self,
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
-    ) -> Result<(), ConnectionError> {
-        let (Some(budget), Some(last)) = (provider.request_budget(), connection.last_sync_at)
+        user_present: bool,
+    ) -> Result<Option<RequestBudget>, ConnectionError> {
+        let Some(budget) = provider
+            .request_budget()
+            .filter(|budget| budget.applies(user_present))
         else {
-            return Ok(());
+            return Ok(None);
         };
-        let spacing = budget
-            .per
-            .checked_div(budget.requests.max(1))
-            .unwrap_or_default();
-        let next = dates::later(last, seconds(spacing));
+        let Some(paid_until) = self.store.request_budget_paid_until(connection.id).await? else {
+            return Ok(Some(budget));
+        };
+        let interval = seconds(budget.interval());
+        let allowance = i32::try_from(budget.requests.max(1) - 1)
+            .ok()
+            .and_then(|tokens| interval.checked_mul(tokens));
         let at = now();
-        if next <= at {
-            return Ok(());
+        match allowance.and_then(|allowance| paid_until.checked_sub_signed(allowance)) {
+            Some(next_token) if next_token > at => {
+                let wait = (next_token - at).num_milliseconds().max(0);
+                let retry_after_secs = u64::try_from(wait).unwrap_or(0).div_ceil(1000).max(1);
+                Err(ConnectionError::BudgetSpent { retry_after_secs })
+            }
+            _ => Ok(Some(budget)),
         }
-        let wait = (next - at).num_milliseconds().max(0);
-        let retry_after_secs = u64::try_from(wait).unwrap_or(0).div_ceil(1000).max(1);
-        Err(ConnectionError::BudgetSpent { retry_after_secs })
+    }
+
+    /// Runs a sync the connection's request budget allows ([`within_budget`](Self::within_budget))
+    /// and charges the budget with the requests the provider counted on `context`, whether
+    /// the sync succeeded or not (a failed request was sent all the same).
+    async fn budgeted<T, Fut>(
+        &self,
+        connection: &ConnectionRecord,
+        provider: &Arc<dyn Provider>,
+        context: &FetchContext,
+        sync: Fut,
+    ) -> Result<T, ConnectionError>
+    where
+        Fut: Future<Output = Result<T, ConnectionError>>,
+    {
+        let user_present = context.present_user.is_some();
+        let budget = self
+            .within_budget(connection, provider, user_present)
+            .await?;
+        let result = sync.await;
+        let sent = context.requests_sent();
+        if let Some(budget) = budget
+            && sent > 0
+        {
+            let cost = budget.interval().saturating_mul(sent);
+            if let Err(error) = self
+                .store
+                .spend_request_budget(connection.id, now(), seconds(cost))
+                .await
+            {
+                // The sync's records are written: losing one charge beats failing it.
+                tracing::warn!(error = %error, connection_id = %connection.id, sent, "could not charge the provider's request budget");
+            }
+        }
+        result
     }
 
     /// Claims the cool-down of a sync, runs it, and hands the claim back if it fails.
@@ -212,11 +268,12 @@ impl Connections {
         connection: &ConnectionRecord,
         provider: &Arc<dyn Provider>,
         tokens: &mut HeldCredentials,
+        context: &FetchContext,
     ) -> Result<Fetched<NewAccount>, ConnectionError> {
         let p = provider.clone();
         self.call(connection, provider, tokens, move |credentials| {
-            let p = p.clone();
-            async move { p.accounts(&credentials).await }
+            let (p, context) = (p.clone(), context.clone());
+            async move { p.fetch_accounts(&credentials, &context).await }
         })
         .await
     }
@@ -228,12 +285,16 @@ impl Connections {
         tokens: &mut HeldCredentials,
         account: &str,
         range: DateRange,
+        context: &FetchContext,
     ) -> Result<Fetched<NewTransaction>, ConnectionError> {
         let p = provider.clone();
         let account = account.to_owned();
         self.call(connection, provider, tokens, move |credentials| {
-            let (p, account) = (p.clone(), account.clone());
-            async move { p.transactions(&credentials, &account, range).await }
+            let (p, account, context) = (p.clone(), account.clone(), context.clone());
+            async move {
+                p.fetch_transactions(&credentials, &account, range, &context)
+                    .await
+            }
         })
         .await
     }
@@ -244,12 +305,13 @@ impl Connections {
         provider: &Arc<dyn Provider>,
         tokens: &mut HeldCredentials,
         account: &str,
+        context: &FetchContext,
     ) -> Result<Fetched<NewHolding>, ConnectionError> {
         let p = provider.clone();
         let account = account.to_owned();
         self.call(connection, provider, tokens, move |credentials| {
-            let (p, account) = (p.clone(), account.clone());
-            async move { p.holdings(&credentials, &account).await }
+            let (p, account, context) = (p.clone(), account.clone(), context.clone());
+            async move { p.fetch_holdings(&credentials, &account, &context).await }
         })
         .await
     }
@@ -258,14 +320,16 @@ impl Connections {
     pub(crate) async fn sync_accounts(
         &self,
         connection: &ConnectionRecord,
+        present: Option<PresentUser>,
         force: bool,
     ) -> Result<SyncReport, ConnectionError> {
         let provider = self.syncable(connection)?;
-        self.within_budget(connection, &provider)?;
-        self.claimed(connection.id, SyncKind::Accounts, force, async {
+        let context = FetchContext::new(connection.id, present, force)
+            .with_upcoming_transactions(Some(self.transactions_range(None, None)));
+        let sync = self.claimed(connection.id, SyncKind::Accounts, force, async {
             let mut tokens = self.usable_tokens(connection, &provider).await?;
             let fetched = self
-                .fetch_accounts(connection, &provider, &mut tokens)
+                .fetch_accounts(connection, &provider, &mut tokens, &context)
                 .await?;
             let per_account = fetched
                 .items
@@ -296,8 +360,8 @@ impl Connections {
             };
             self.emit_synced(connection, "accounts", &report);
             Ok(report)
-        })
-        .await
+        });
+        self.budgeted(connection, &provider, &context, sync).await
     }
 
     /// The range a transactions sync covers: the given dates, defaulting to the configured
@@ -350,12 +414,13 @@ impl Connections {
         connection: &ConnectionRecord,
         account_id: Option<Uuid>,
         range: DateRange,
+        present: Option<PresentUser>,
         force: bool,
     ) -> Result<SyncReport, ConnectionError> {
         let provider = self.syncable(connection)?;
-        self.within_budget(connection, &provider)?;
+        let context = FetchContext::new(connection.id, present, force);
         let accounts = self.stored_accounts(connection, account_id).await?;
-        self.claimed(connection.id, SyncKind::Transactions, force, async {
+        let sync = self.claimed(connection.id, SyncKind::Transactions, force, async {
             let mut tokens = self.usable_tokens(connection, &provider).await?;
             let mut errors = Vec::new();
             let mut per_account = Vec::new();
@@ -367,6 +432,7 @@ impl Connections {
                         &mut tokens,
                         &account.provider_account_id,
                         range,
+                        &context,
                     )
                     .await;
                 if let Some(transactions) = per_item(fetched, &account.id.to_string(), &mut errors)?
@@ -399,8 +465,8 @@ impl Connections {
             };
             self.emit_synced(connection, "transactions", &report);
             Ok(report)
-        })
-        .await
+        });
+        self.budgeted(connection, &provider, &context, sync).await
     }
 
     /// Holdings sync of one account: upserts its positions, deactivates the ones the provider
@@ -409,11 +475,12 @@ impl Connections {
         &self,
         connection: &ConnectionRecord,
         account: &AccountRecord,
+        present: Option<PresentUser>,
         force: bool,
     ) -> Result<SyncReport, ConnectionError> {
         let provider = self.syncable(connection)?;
-        self.within_budget(connection, &provider)?;
-        self.claimed(account.id, SyncKind::Holdings, force, async {
+        let context = FetchContext::new(connection.id, present, force);
+        let sync = self.claimed(account.id, SyncKind::Holdings, force, async {
             let mut tokens = self.usable_tokens(connection, &provider).await?;
             let fetched = self
                 .fetch_holdings(
@@ -421,6 +488,7 @@ impl Connections {
                     &provider,
                     &mut tokens,
                     &account.provider_account_id,
+                    &context,
                 )
                 .await?;
             let snapshot = holdings_snapshot(SnapshotSource::HoldingsSync, &fetched.items);
@@ -444,8 +512,8 @@ impl Connections {
             };
             self.emit_synced(connection, "holdings", &report);
             Ok(report)
-        })
-        .await
+        });
+        self.budgeted(connection, &provider, &context, sync).await
     }
 
     /// Whole-connection sync: accounts, then each account's transactions and holdings, all
@@ -454,29 +522,38 @@ impl Connections {
         &self,
         connection: &ConnectionRecord,
         source: SnapshotSource,
+        present: Option<PresentUser>,
         force: bool,
     ) -> Result<ConnectionSyncReport, ConnectionError> {
         let provider = self.syncable(connection)?;
-        self.within_budget(connection, &provider)?;
-        self.claimed(connection.id, SyncKind::Connection, force, async {
+        let range = self.transactions_range(None, None);
+        let context = FetchContext::new(connection.id, present, force)
+            .with_upcoming_transactions(Some(range));
+        let sync = self.claimed(connection.id, SyncKind::Connection, force, async {
             let mut tokens = self.usable_tokens(connection, &provider).await?;
             let accounts = self
-                .fetch_accounts(connection, &provider, &mut tokens)
+                .fetch_accounts(connection, &provider, &mut tokens, &context)
                 .await?;
-            let range = self.transactions_range(None, None);
             let mut transaction_errors = Vec::new();
             let mut holding_errors = Vec::new();
             let mut per_account = Vec::new();
             for account in &accounts.items {
                 let id = &account.provider_account_id;
                 let transactions = per_item(
-                    self.fetch_transactions(connection, &provider, &mut tokens, id, range)
-                        .await,
+                    self.fetch_transactions(
+                        connection,
+                        &provider,
+                        &mut tokens,
+                        id,
+                        range,
+                        &context,
+                    )
+                    .await,
                     id,
                     &mut transaction_errors,
                 )?;
                 let holdings = per_item(
-                    self.fetch_holdings(connection, &provider, &mut tokens, id)
+                    self.fetch_holdings(connection, &provider, &mut tokens, id, &context)
                         .await,
                     id,
                     &mut holding_errors,
@@ -528,8 +605,8 @@ impl Connections {
             self.emit_synced(connection, "transactions", &report.transactions);
             self.emit_synced(connection, "holdings", &report.holdings);
             Ok(report)
-        })
-        .await
+        });
+        self.budgeted(connection, &provider, &context, sync).await
     }
 
     /// Writes a sync batch (with its `sync.completed` event) and publishes the event once
@@ -575,7 +652,7 @@ impl Connections {
         let mut done = ScheduledSyncs::default();
         for connection in &due {
             match self
-                .sync_connection(connection, SnapshotSource::ScheduledSync, false)
+                .sync_connection(connection, SnapshotSource::ScheduledSync, None, false)
                 .await
             {
                 Ok(_) => done.synced += 1,

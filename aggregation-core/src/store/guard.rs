@@ -387,6 +387,12 @@ guarded! { ProviderConnectionStore {
         claimed_at: DateTime<Utc>,
         previous: Option<DateTime<Utc>>
     ) -> ();
+    fn request_budget_paid_until(connection_id: Uuid) -> Option<DateTime<Utc>>;
+    fn spend_request_budget(
+        connection_id: Uuid,
+        now: DateTime<Utc>,
+        cost: chrono::TimeDelta
+    ) -> ();
 }}
 guarded! { SyncStore {
     fn apply_sync(

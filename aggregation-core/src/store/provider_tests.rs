@@ -90,6 +90,7 @@ suite!(
     due_for_refresh_and_sync_selection,
     claim_sync_cools_down_forces_and_releases,
     concurrent_claims_grant_one,
+    request_budgets_add_up_from_the_later_instant,
     apply_sync_counts_and_snapshots,
     apply_sync_rolls_back_on_unknown_account,
     purge_deletes_expired_oauth_states,
@@ -1071,6 +1072,58 @@ async fn due_for_refresh_and_sync_selection(store: Shared) {
     assert_eq!(due, vec![at_bound.id]);
     let stored = store.connection_by_id(soon.id).await.unwrap().unwrap();
     assert_eq!(stored.last_sync_at, Some(t0 - seconds(200)));
+}
+
+/// A request budget's paid-until instant: none while nothing was spent; each spend starts
+/// from the later of it and now; concurrent spends all count.
+async fn request_budgets_add_up_from_the_later_instant(store: Shared) {
+    let user_id = user(&store).await;
+    let t0 = crate::dates::truncate_to_micros(now());
+    let (connection, _) = authorize(&store, user_id, None, 1, t0 + seconds(3600), t0).await;
+    let id = connection.id;
+    assert_eq!(store.request_budget_paid_until(id).await.unwrap(), None);
+    let hour = seconds(3600);
+    store.spend_request_budget(id, t0, hour).await.unwrap();
+    assert_eq!(
+        store.request_budget_paid_until(id).await.unwrap(),
+        Some(t0 + hour)
+    );
+    // Still owed: the next request is paid from where the last one ended.
+    store
+        .spend_request_budget(id, t0 + seconds(600), hour)
+        .await
+        .unwrap();
+    let owed = t0 + hour + hour;
+    assert_eq!(
+        store.request_budget_paid_until(id).await.unwrap(),
+        Some(owed)
+    );
+    // Refilled meanwhile: paid from now.
+    let later = t0 + seconds(5 * 3600);
+    store.spend_request_budget(id, later, hour).await.unwrap();
+    assert_eq!(
+        store.request_budget_paid_until(id).await.unwrap(),
+        Some(later + hour)
+    );
+    // Another connection's budget is its own; concurrent spends add up.
+    let someone_else = user(&store).await;
+    let (other, _) = authorize(&store, someone_else, None, 2, t0 + hour, t0).await;
+    assert_ne!(other.id, id);
+    let spends = (0..8).map(|_| {
+        let store = store.clone();
+        async move { store.spend_request_budget(other.id, t0, seconds(1)).await }
+    });
+    for spent in join_all(spends).await {
+        spent.unwrap();
+    }
+    assert_eq!(
+        store.request_budget_paid_until(other.id).await.unwrap(),
+        Some(t0 + seconds(8))
+    );
+    assert_eq!(
+        store.request_budget_paid_until(id).await.unwrap(),
+        Some(later + hour)
+    );
 }
 
 async fn claim_sync_cools_down_forces_and_releases(store: Shared) {

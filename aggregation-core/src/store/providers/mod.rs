@@ -247,6 +247,24 @@ pub trait ProviderConnectionStore: Send + Sync {
         claimed_at: DateTime<Utc>,
         previous: Option<DateTime<Utc>>,
     ) -> Result<(), StoreError>;
+
+    /// The instant up to which the connection's provider requests are paid for (its request
+    /// budget as a token bucket: see [`spend_request_budget`](Self::spend_request_budget)).
+    /// `None` when it never spent any (a full bucket).
+    async fn request_budget_paid_until(
+        &self,
+        connection_id: Uuid,
+    ) -> Result<Option<DateTime<Utc>>, StoreError>;
+
+    /// Spends `cost` (requests sent × the budget's refill interval) of the connection's
+    /// request budget at `now`: the paid-until instant becomes the later of it and `now`,
+    /// plus `cost`. One atomic statement, so concurrent spends of several instances add up.
+    async fn spend_request_budget(
+        &self,
+        connection_id: Uuid,
+        now: DateTime<Utc>,
+        cost: chrono::TimeDelta,
+    ) -> Result<(), StoreError>;
 }
 
 /// What one provider sync writes for one account.

@@ -18,6 +18,9 @@ use crate::store::{
     NewOAuthState, OAuthStateRecord, ProviderConnectionStore, StoreError, SyncClaim, SyncKind,
 };
 
+/// The most one spend of a request budget adds, in microseconds.
+const MAX_BUDGET_DEBT_MICROS: i64 = 1_000_000_000_000_000;
+
 impl<B: Backend> SqlStore<B> {
     /// Active connections with credentials matching `condition` (over `$1`), in `order`, at
     /// most `$2`. The literal status and `IS NOT NULL` let the partial indexes of migration
@@ -405,6 +408,47 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
             .bind(claimed_at),
         };
         query.execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn request_budget_paid_until(
+        &self,
+        connection_id: Uuid,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let micros: Option<i64> = query_scalar::<B, _>(
+            "SELECT paid_until_micros FROM provider_request_budgets WHERE connection_id = $1",
+        )
+        .bind(connection_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(micros.and_then(DateTime::from_timestamp_micros))
+    }
+
+    async fn spend_request_budget(
+        &self,
+        connection_id: Uuid,
+        now: DateTime<Utc>,
+        cost: chrono::TimeDelta,
+    ) -> Result<(), StoreError> {
+        // At most about 31 years of debt, so the sum never overflows a BIGINT.
+        let cost = cost
+            .num_microseconds()
+            .unwrap_or(MAX_BUDGET_DEBT_MICROS)
+            .clamp(0, MAX_BUDGET_DEBT_MICROS);
+        // Microseconds as integers: the later-of and the sum are plain SQL on both backends,
+        // so the spend is one statement (no read-modify-write race between instances).
+        query::<B>(
+            "INSERT INTO provider_request_budgets (connection_id, paid_until_micros) \
+             VALUES ($1, $2 + $3) \
+             ON CONFLICT (connection_id) DO UPDATE SET paid_until_micros = \
+             (CASE WHEN provider_request_budgets.paid_until_micros > $2 \
+             THEN provider_request_budgets.paid_until_micros ELSE $2 END) + $3",
+        )
+        .bind(connection_id)
+        .bind(now.timestamp_micros())
+        .bind(cost)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 }
