@@ -166,17 +166,24 @@ impl SimplefinSandbox {
     }
 
     /// The provider configuration that reaches this sandbox: slug `simplefin-sandbox`, the
-    /// base URL's host as the only bridge host, plain HTTP and private addresses allowed, no
-    /// request budget.
+    /// base URL's origin (`host:port`) as the only bridge host, plain HTTP and private
+    /// addresses allowed, no request budget.
     pub fn config(&self) -> SimplefinConfig {
-        let host = Url::parse(&self.base)
-            .ok()
+        let base = Url::parse(&self.base).ok();
+        let host = base
+            .as_ref()
             .and_then(|url| url.host_str().map(str::to_owned))
             .unwrap_or_default();
+        let port = base.as_ref().and_then(Url::port_or_known_default);
+        // Pinned to the sandbox's own origin: host and port.
+        let origin = match port {
+            Some(port) => format!("{host}:{port}"),
+            None => host,
+        };
         SimplefinConfig {
             slug: "simplefin-sandbox".to_owned(),
             name: "SimpleFIN Bridge (sandbox)".to_owned(),
-            bridge_hosts: vec![host.trim_matches(['[', ']']).to_owned()],
+            bridge_hosts: vec![origin],
             allow_http: true,
             budget: None,
             ..SimplefinConfig::default()

@@ -813,6 +813,7 @@ fn enable_banking(
             "expected an http(s) URL",
         ));
     }
+    warn_if_readable_by_others(key_file);
     let config = EnableBankingConfig::from_key_file(app_id, key_file)
         .map_err(|e| setting("AGG_ENABLEBANKING_KEY_FILE", e))?
         .with_base_url(base_url);
@@ -820,6 +821,27 @@ fn enable_banking(
         EnableBankingProvider::new(config).map_err(|e| setting("AGG_ENABLEBANKING_KEY_FILE", e))?;
     tracing::info!("provider enablebanking offered");
     Ok(builder.provider(provider))
+}
+
+/// Warns at start when the Enable Banking private key file may be read by its group or by
+/// others (any of the mode's `0o077` bits): the key signs every request as the application.
+fn warn_if_readable_by_others(key_file: &std::path::Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        if let Ok(metadata) = std::fs::metadata(key_file) {
+            let mode = metadata.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                tracing::warn!(
+                    path = %key_file.display(),
+                    mode = format!("{mode:o}"),
+                    "AGG_ENABLEBANKING_KEY_FILE is readable by its group or others; restrict it (chmod 600)"
+                );
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = key_file;
 }
 
 /// How long a shutdown waits for queued emails to be sent.

@@ -202,6 +202,10 @@ async fn setup_tokens_connect_once(app: TestApp) {
         encode("http://localhost/simplefin/claim/x"),
         encode("ftp://127.0.0.1/simplefin/claim/x"),
         encode("http://user:pw@127.0.0.1/simplefin/claim/x"),
+        // Other spellings of the allowed address never pass.
+        encode("http://2130706433/simplefin/claim/x"),
+        encode("http://127.1/simplefin/claim/x"),
+        encode("http://0x7f.1/simplefin/claim/x"),
     ] {
         app.post(
             path,
@@ -211,6 +215,24 @@ async fn setup_tokens_connect_once(app: TestApp) {
         .await
         .expect_problem(400, "command_validation_failed");
     }
+    // Nothing listening: 502 with a fixed detail (no OS error, nothing to probe ports with).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let closed_port = closed.local_addr().expect("address").port();
+    drop(closed);
+    let unreachable = app
+        .post(
+            path,
+            &json!({"provider_slug": "simplefin",
+                "setup_token": encode(&format!("http://127.0.0.1:{closed_port}/simplefin/claim/x"))}),
+            Some(&token),
+        )
+        .await
+        .expect_problem(502, "provider_error");
+    let detail = unreachable["detail"].as_str().unwrap_or_default();
+    assert!(
+        !detail.contains("os error") && !detail.to_lowercase().contains("refused"),
+        "{detail}"
+    );
     // A claim the bridge refuses (unknown token): 400.
     let port = bridge
         .sandbox
@@ -219,7 +241,10 @@ async fn setup_tokens_connect_once(app: TestApp) {
         .first()
         .cloned()
         .expect("host");
-    assert_eq!(port, "127.0.0.1");
+    assert!(
+        port.starts_with("127.0.0.1:"),
+        "pinned to the sandbox's origin: {port}"
+    );
     let setup_token = bridge.sandbox.setup_token();
     let decoded = String::from_utf8(
         base64::engine::general_purpose::STANDARD

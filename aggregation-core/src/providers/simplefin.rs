@@ -65,7 +65,10 @@ pub struct SimplefinConfig {
     pub slug: String,
     /// Display name.
     pub name: String,
-    /// Hosts a setup token's claim URL (and the access URL it answers) may name, lower case.
+    /// Hosts a setup token's claim URL (and the access URL it answers) may name, lower case,
+    /// spelled as URLs must spell them (another spelling of an address never matches). In
+    /// production the port is 443; in test mode an entry may carry a port (`127.0.0.1:8080`,
+    /// the sandbox's own origin) that the URLs must then use.
     pub bridge_hosts: Vec<String>,
     /// Test only: accept `http://` claim and access URLs on the allowed hosts, and private
     /// and loopback addresses.
@@ -277,23 +280,37 @@ impl SimplefinProvider {
         ((served.start <= served.end).then_some(served), note)
     }
 
-    /// Whether `url` is one the provider may call: the scheme, a host of the list, and an
-    /// address the SSRF rule allows (a literal private address only in test mode).
-    fn allowed(&self, url: &Url) -> bool {
+    /// Whether `url` (parsed from `raw`) is one the provider may call: the scheme, a host of
+    /// the list written as the list writes it (never another spelling of an address, such as
+    /// `2130706433` or `127.1`), the port (443 in production; in test mode the entry's port
+    /// when it names one), and an address the SSRF rule allows (a literal private address only
+    /// in test mode).
+    fn allowed(&self, url: &Url, raw: &str) -> bool {
         let allow_private = self.config.allow_http;
         let scheme_ok = url.scheme() == "https" || (allow_private && url.scheme() == "http");
-        let host = url
-            .host_str()
-            .map(|host| host.trim_end_matches('.').to_ascii_lowercase());
+        let host = url.host_str().map(|host| {
+            host.trim_matches(['[', ']'])
+                .trim_end_matches('.')
+                .to_ascii_lowercase()
+        });
+        let written = written_host(raw).map(|host| host.trim_end_matches('.').to_ascii_lowercase());
+        let spelled_so = written.is_some() && written == host;
+        let port = url.port_or_known_default();
+        let pinned = self.config.bridge_hosts.iter().any(|entry| {
+            let (entry_host, entry_port) = split_port(entry);
+            let port_ok = if allow_private {
+                entry_port.is_none_or(|entry_port| port == Some(entry_port))
+            } else {
+                port == Some(443)
+            };
+            port_ok && host.as_deref() == Some(entry_host)
+        });
         let reachable = match host_of(url) {
             Some(WebhookHost::Ip(ip)) => may_connect(ip, allow_private),
             Some(WebhookHost::Name(name)) => may_resolve(&name, allow_private),
             None => false,
         };
-        scheme_ok
-            && reachable
-            && host.is_some_and(|host| self.config.bridge_hosts.contains(&host))
-            && url.fragment().is_none()
+        scheme_ok && reachable && spelled_so && pinned && url.fragment().is_none()
     }
 
     /// The claim URL a setup token stands for, if it is one the provider may call.
@@ -318,7 +335,7 @@ impl SimplefinProvider {
         if !url.username().is_empty() || url.password().is_some() {
             return Err(refused("the setup token's URL must not carry credentials"));
         }
-        if !self.allowed(&url) {
+        if !self.allowed(&url, text.trim()) {
             return Err(refused(
                 "the setup token must name an https:// URL on an allowed SimpleFIN bridge host",
             ));
@@ -331,7 +348,7 @@ impl SimplefinProvider {
         let mut url = Url::parse(access_url).map_err(|_| {
             ProviderError::InvalidResponse("the stored access URL is not a URL".to_owned())
         })?;
-        if !self.allowed(&url) {
+        if !self.allowed(&url, access_url) {
             return Err(ProviderError::Configuration(
                 "the stored access URL's host is no longer an allowed bridge host".to_owned(),
             ));
@@ -378,9 +395,7 @@ impl SimplefinProvider {
             .header(http::header::ACCEPT, "application/json")
             .send()
             .await
-            .map_err(|error| {
-                ProviderError::Http(format!("GET /accounts: {}", describe_request_error(&error)))
-            })?;
+            .map_err(|error| unreachable_bridge("GET /accounts", &error))?;
         let status = response.status();
         if status == http::StatusCode::FORBIDDEN || status == http::StatusCode::UNAUTHORIZED {
             // The user revoked this application's access at the bridge.
@@ -603,6 +618,39 @@ struct SimplefinSecret {
 impl SimplefinSecret {
     fn of(credentials: &ProviderCredentials) -> Result<Self, ProviderError> {
         credentials.secret.deserialize()
+    }
+}
+
+/// A request that got no answer, as the client sees it: a fixed message (the detail, such as
+/// an OS error naming a refused port, is only logged, so nobody probes ports through it).
+fn unreachable_bridge(call: &str, error: &reqwest::Error) -> ProviderError {
+    tracing::warn!(call, error = %describe_request_error(error), "the SimpleFIN bridge could not be reached");
+    ProviderError::Http(format!(
+        "{call}: the SimpleFIN bridge could not be reached or did not answer in time"
+    ))
+}
+
+/// The host as written in a URL's text (between `://` and the path, without credentials and
+/// port), to compare with the parsed host: a parser rewrites `2130706433` to `127.0.0.1`.
+fn written_host(raw: &str) -> Option<&str> {
+    let (_, rest) = raw.split_once("://")?;
+    let authority = rest.split(['/', '?', '#', '\\']).next().unwrap_or_default();
+    let host_port = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    Some(split_port(host_port).0)
+}
+
+/// `host:port` split (a bracketed IPv6 host loses its brackets); no port when none is written.
+fn split_port(text: &str) -> (&str, Option<u16>) {
+    if let Some(rest) = text.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').unwrap_or((rest, ""));
+        let port = after.strip_prefix(':').and_then(|port| port.parse().ok());
+        return (host, port);
+    }
+    match text.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => (host, port.parse().ok()),
+        _ => (text, None),
     }
 }
 
@@ -887,9 +935,7 @@ impl Provider for SimplefinProvider {
             .header(http::header::CONTENT_LENGTH, "0")
             .send()
             .await
-            .map_err(|error| {
-                ProviderError::Http(format!("claim: {}", describe_request_error(&error)))
-            })?;
+            .map_err(|error| unreachable_bridge("claim", &error))?;
         let status = response.status();
         if status.is_client_error() {
             return Err(ProviderError::InvalidGrant(format!(
@@ -908,7 +954,7 @@ impl Provider for SimplefinProvider {
         let parsed = Url::parse(&access).map_err(|_| {
             ProviderError::InvalidResponse("the claim did not answer a URL".to_owned())
         })?;
-        if !self.allowed(&parsed) || parsed.username().is_empty() {
+        if !self.allowed(&parsed, &access) || parsed.username().is_empty() {
             return Err(ProviderError::InvalidResponse(
                 "the claim answered an access URL on a host or scheme that is not allowed"
                     .to_owned(),
@@ -1036,6 +1082,51 @@ mod tests {
                 .claim_url(&token("http://localhost/claim/abc"))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn claim_urls_are_pinned_to_scheme_host_and_port() {
+        let strict = provider(false);
+        assert!(
+            strict
+                .claim_url(&token("https://bridge.example:443/claim/abc"))
+                .is_ok()
+        );
+        assert!(
+            strict
+                .claim_url(&token("https://bridge.example:8443/claim/abc"))
+                .is_err()
+        );
+        let pinned = SimplefinProvider::new(SimplefinConfig {
+            bridge_hosts: vec!["127.0.0.1:4000".to_owned()],
+            allow_http: true,
+            ..SimplefinConfig::default()
+        })
+        .expect("a provider");
+        assert!(
+            pinned
+                .claim_url(&token("http://127.0.0.1:4000/claim/abc"))
+                .is_ok()
+        );
+        for refused in [
+            "http://127.0.0.1:4001/claim/abc",
+            "http://127.0.0.1/claim/abc",
+            "http://2130706433:4000/claim/abc",
+            "http://127.1:4000/claim/abc",
+            "http://0x7f.1:4000/claim/abc",
+            "http://0177.0.0.1:4000/claim/abc",
+            "http://127.0.0.1.:4001/claim/abc",
+        ] {
+            assert!(pinned.claim_url(&token(refused)).is_err(), "{refused}");
+        }
+        let test_mode = provider(true);
+        for refused in [
+            "http://2130706433/claim",
+            "http://127.1/claim",
+            "http://0x7f.1/claim",
+        ] {
+            assert!(test_mode.claim_url(&token(refused)).is_err(), "{refused}");
+        }
     }
 
     #[test]
