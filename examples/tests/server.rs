@@ -483,6 +483,37 @@ fn a_bad_enable_banking_setting_stops_the_start_naming_the_variable() {
     }
 }
 
+/// A key file its group or others may read is warned about at start; one only its owner
+/// reads is not.
+#[cfg(unix)]
+#[test]
+fn an_enable_banking_key_file_readable_by_others_is_warned_about() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let workspace = Workspace::new();
+    let warning = "readable by its group or others";
+    for (mode, warned) in [(0o644, true), (0o640, true), (0o600, false)] {
+        // Not a key, so the start stops right after the check (no server left running).
+        let key = workspace.path().join(format!("key-{mode:o}.pem"));
+        std::fs::write(&key, "not a key").expect("written");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        let key = key.display().to_string();
+        let output = workspace.run(
+            &[
+                ("AGG_ENABLEBANKING_APP_ID", "app-1"),
+                ("AGG_ENABLEBANKING_KEY_FILE", &key),
+            ],
+            &[],
+        );
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(!output.status.success(), "{text}");
+        assert_eq!(text.contains(warning), warned, "mode {mode:o}:\n{text}");
+    }
+}
+
 #[test]
 fn a_malformed_setting_stops_the_start_naming_the_variable() {
     let workspace = Workspace::new();

@@ -139,6 +139,21 @@ async fn connect(app: &TestApp, token: &str, bridge: &Bridge) -> Value {
     .expect(201)
 }
 
+/// A new user with a connection to a fresh bridge whose accounts are synced.
+async fn connected_and_synced(app: &TestApp, email: &str) -> (String, Bridge, Value) {
+    let (_, token, _) = app.user(email).await;
+    let bridge = bridge().await;
+    let connection = connect(app, &token, &bridge).await;
+    app.post(
+        "/api/v1/accounts/syncs",
+        &json!({"connection_id": id(&connection)}),
+        Some(&token),
+    )
+    .await
+    .expect(201);
+    (token, bridge, connection)
+}
+
 async fn supported_providers_are_listed(app: TestApp) {
     let (_, token, _) = app.user("list@example.com").await;
     app.get("/api/v1/supported-providers", None)
@@ -382,16 +397,7 @@ async fn syncs_map_accounts_balances_and_bridge_errors(app: TestApp) {
 /// The same window synced three times; the pending transaction books between the first and
 /// the second: it is removed and arrives settled, and nothing is ever duplicated.
 async fn pending_transactions_book_without_duplicates(app: TestApp) {
-    let (_, token, _) = app.user("pending@example.com").await;
-    let bridge = bridge().await;
-    let connection = connect(&app, &token, &bridge).await;
-    app.post(
-        "/api/v1/accounts/syncs",
-        &json!({"connection_id": id(&connection)}),
-        Some(&token),
-    )
-    .await
-    .expect(201);
+    let (token, _bridge, connection) = connected_and_synced(&app, "pending@example.com").await;
     let today = chrono::Utc::now().date_naive();
     let mut window = json!({
         "connection_id": id(&connection),
@@ -440,16 +446,7 @@ async fn pending_transactions_book_without_duplicates(app: TestApp) {
 }
 
 async fn long_windows_are_split(app: TestApp) {
-    let (_, token, _) = app.user("windows@example.com").await;
-    let bridge = bridge().await;
-    let connection = connect(&app, &token, &bridge).await;
-    app.post(
-        "/api/v1/accounts/syncs",
-        &json!({"connection_id": id(&connection)}),
-        Some(&token),
-    )
-    .await
-    .expect(201);
+    let (token, bridge, connection) = connected_and_synced(&app, "windows@example.com").await;
     let today = chrono::Utc::now().date_naive();
     let before = bridge.sandbox.requests().len();
     app.post(
@@ -622,16 +619,7 @@ async fn the_spec_flow_sends_one_request(app: TestApp) {
 /// A range far beyond what the bridge serves is narrowed to a few windows, and the sync says
 /// so.
 async fn a_huge_range_is_narrowed(app: TestApp) {
-    let (_, token, _) = app.user("huge@example.com").await;
-    let bridge = bridge().await;
-    let connection = connect(&app, &token, &bridge).await;
-    app.post(
-        "/api/v1/accounts/syncs",
-        &json!({"connection_id": id(&connection)}),
-        Some(&token),
-    )
-    .await
-    .expect(201);
+    let (token, bridge, connection) = connected_and_synced(&app, "huge@example.com").await;
     let before = bridge.sandbox.requests().len();
     let synced = app
         .post(
