@@ -90,6 +90,15 @@ async fn a_rate_limit_store_outage_is_logged_once_not_per_request() {
         "{}",
         lines[0]
     );
+    // The spec's fail-open record: the limiter met the outage first.
+    for field in [
+        "endpoint=POST /api/v1/sessions",
+        "identifier=192.0.2.7",
+        "layer=\"rate_limit\"",
+        "result=\"fail_open\"",
+    ] {
+        assert!(lines[0].contains(field), "{field} in {}", lines[0]);
+    }
 }
 
 #[tokio::test]
