@@ -3,11 +3,18 @@
 //!
 //! A store that cannot be reached used to cost every request the full store timeout (5 s
 //! waiting for a pooled connection that never came). After [`FAILURES_TO_OPEN`] calls in a
-//! row fail with [`StoreError::Unavailable`] the breaker opens: calls fail at once with
-//! `Unavailable` (503 with `Retry-After`), and a background task pings the store
-//! [`PROBE_EVERY`] after its last ping ended, whether requests come or not. The first call or
-//! ping that gets an answer closes it. Any answer counts, a conflict or a failed statement
-//! included: the store is reachable.
+//! row fail with [`StoreError::Unavailable`] the store is pinged in the background (a ping
+//! that does not wait behind a saturated pool, see the SQL backends' `ping`), and only if
+//! that ping fails too does the breaker open: calls fail at once with `Unavailable` (503 with
+//! `Retry-After`), and a background task pings the store [`PROBE_EVERY`] after its last ping
+//! ended, whether requests come or not. The first call or ping that gets an answer closes
+//! it. Any answer counts, a conflict, a failed statement or a timed-out one included: the
+//! store is reachable.
+//!
+//! A slow call is not an unreachable store: [`StoreError::Busy`] (a statement timeout, a lock
+//! held past the busy timeout) is 503 for that call alone and never counts toward opening,
+//! and a pool that timed out because every connection was busy with one user's slow reads
+//! answers the confirming ping, so it does not open the breaker for everybody either.
 //!
 //! The outage is logged here, once when the first call fails, as a count every 10 s while it
 //! lasts, and once when it ends ([`OutageLog`]), never once per call.
@@ -23,7 +30,8 @@ use super::*;
 use crate::events::{Event, RaiseEvents};
 use crate::outage::OutageLog;
 
-/// Calls in a row failing with [`StoreError::Unavailable`] that open the breaker.
+/// Calls in a row failing with [`StoreError::Unavailable`] after which a ping decides whether
+/// the breaker opens.
 pub(crate) const FAILURES_TO_OPEN: u32 = 3;
 
 /// The pause between the end of one ping of an open breaker and the start of the next.
@@ -58,25 +66,42 @@ impl GuardedStore {
             return Err(refused);
         }
         let outcome = call.await;
-        if self.breaker.learn(&outcome) == Learned::Opened {
-            self.spawn_probe();
+        if self.breaker.learn(&outcome) == Learned::Suspect {
+            self.confirm().await;
         }
         outcome
     }
 
-    /// Pings the store in the background until it answers, which closes the breaker. Ends
-    /// with the service (it holds neither the store nor the breaker alive). Without a Tokio
-    /// runtime (an embedder calling from elsewhere) the breaker lets the next call through as
-    /// the probe instead.
-    fn spawn_probe(&self) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            self.breaker.half_open();
-            return;
-        };
+    /// Pings the store in the background: a failed ping opens the breaker, and then pings go
+    /// on until one is answered, which closes it. Ends with the service (it holds neither the
+    /// store nor the breaker alive). Without a Tokio runtime (an embedder calling from
+    /// elsewhere) this call pings, and an open breaker lets the next call through as the
+    /// probe.
+    async fn confirm(&self) {
         let store = Arc::downgrade(&self.inner);
         let breaker = Arc::downgrade(&self.breaker);
-        runtime.spawn(probe(store, breaker));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(confirm_then_probe(store, breaker));
+            return;
+        }
+        if self.breaker.confirm(&self.inner.ping().await) == Learned::Opened {
+            self.breaker.half_open();
+        }
     }
+}
+
+/// The ping that decides whether failed calls mean the store is unreachable; then, if it
+/// is, the pings of the open breaker.
+async fn confirm_then_probe(store: Weak<dyn Store>, breaker: Weak<Breaker>) {
+    let (Some(pinged), Some(deciding)) = (store.upgrade(), breaker.upgrade()) else {
+        return;
+    };
+    let ping = pinged.ping().await;
+    if deciding.confirm(&ping) != Learned::Opened {
+        return;
+    }
+    drop((pinged, deciding));
+    probe(store, breaker).await;
 }
 
 async fn probe(store: Weak<dyn Store>, breaker: Weak<Breaker>) {
@@ -100,13 +125,19 @@ async fn probe(store: Weak<dyn Store>, breaker: Weak<Breaker>) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Learned {
     Nothing,
+    /// Enough calls failed in a row: a ping decides ([`Breaker::confirm`]).
+    Suspect,
     Opened,
     Closed,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
-    Closed { failures_in_a_row: u32 },
+    Closed {
+        failures_in_a_row: u32,
+    },
+    /// Calls failed in a row; a ping is under way, and calls still go through meanwhile.
+    Checking,
     Open,
 }
 
@@ -146,18 +177,9 @@ impl Breaker {
         match outcome {
             Err(error @ StoreError::Unavailable(_)) => {
                 self.outage.failure(error);
-                let opened = self.failed();
-                if opened == Learned::Opened {
-                    tracing::warn!(
-                        failures = FAILURES_TO_OPEN,
-                        probe_every_ms = PROBE_EVERY.as_millis(),
-                        "store circuit breaker open: calls fail at once until a background \
-                         ping gets an answer"
-                    );
-                }
-                opened
+                self.failed()
             }
-            // The store answered, even if it refused the statement.
+            // The store answered, even if it refused the statement or gave up a slow one.
             Ok(_) | Err(_) => {
                 let closed = self.answered();
                 if closed == Learned::Closed {
@@ -169,12 +191,43 @@ impl Breaker {
         }
     }
 
+    /// The ping after [`Learned::Suspect`]: opens the breaker if it failed (and no call got
+    /// an answer meanwhile), closes it again otherwise.
+    fn confirm(&self, ping: &Result<(), StoreError>) -> Learned {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if *state != State::Checking {
+            return Learned::Nothing;
+        }
+        if let Err(error @ StoreError::Unavailable(_)) = ping {
+            *state = State::Open;
+            drop(state);
+            self.outage.failure(error);
+            tracing::warn!(
+                failures = FAILURES_TO_OPEN,
+                probe_every_ms = PROBE_EVERY.as_millis(),
+                "store circuit breaker open: calls fail at once until a background ping gets \
+                 an answer"
+            );
+            return Learned::Opened;
+        }
+        *state = State::Closed {
+            failures_in_a_row: 0,
+        };
+        drop(state);
+        tracing::info!(
+            failures = FAILURES_TO_OPEN,
+            "store calls failed in a row but a ping was answered: the store is busy, not \
+             down; the circuit breaker stays closed"
+        );
+        Learned::Nothing
+    }
+
     fn failed(&self) -> Learned {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         match *state {
             State::Closed { failures_in_a_row } if failures_in_a_row + 1 >= FAILURES_TO_OPEN => {
-                *state = State::Open;
-                Learned::Opened
+                *state = State::Checking;
+                Learned::Suspect
             }
             State::Closed { failures_in_a_row } => {
                 *state = State::Closed {
@@ -182,7 +235,7 @@ impl Breaker {
                 };
                 Learned::Nothing
             }
-            State::Open => Learned::Nothing,
+            State::Checking | State::Open => Learned::Nothing,
         }
     }
 
@@ -510,6 +563,26 @@ guarded! { WebhookStore {
 mod tests {
     use super::*;
 
+    /// Waits (at most 5 s) for the background ping to open the breaker.
+    async fn open_soon(guarded: &GuardedStore) {
+        for _ in 0..100 {
+            if guarded.breaker.is_open() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the breaker did not open");
+    }
+
+    impl GuardedStore {
+        fn spawn_probe_for_test(&self) {
+            tokio::spawn(probe(
+                Arc::downgrade(&self.inner),
+                Arc::downgrade(&self.breaker),
+            ));
+        }
+    }
+
     fn unavailable() -> Result<(), StoreError> {
         Err(StoreError::Unavailable("pool timed out".to_owned()))
     }
@@ -521,13 +594,56 @@ mod tests {
             assert_eq!(breaker.learn(&unavailable()), Learned::Nothing);
             assert!(!breaker.is_open());
         }
-        assert_eq!(breaker.learn(&unavailable()), Learned::Opened);
+        assert_eq!(breaker.learn(&unavailable()), Learned::Suspect);
+        assert!(!breaker.is_open(), "open only once a ping fails too");
+        assert_eq!(breaker.confirm(&unavailable()), Learned::Opened);
         assert!(breaker.is_open());
         // A failed ping keeps it open; the first answer closes it.
         assert_eq!(breaker.learn(&unavailable()), Learned::Nothing);
         assert!(breaker.is_open());
         assert_eq!(breaker.learn(&Ok(())), Learned::Closed);
         assert!(!breaker.is_open());
+    }
+
+    #[test]
+    fn failures_with_an_answered_ping_leave_it_closed() {
+        let breaker = Breaker::default();
+        for _ in 0..5 {
+            for _ in 1..FAILURES_TO_OPEN {
+                breaker.learn(&unavailable());
+            }
+            assert_eq!(breaker.learn(&unavailable()), Learned::Suspect);
+            // A pool timed out because every connection was busy; the ping got an answer.
+            assert_eq!(breaker.confirm(&Ok(())), Learned::Nothing);
+            assert!(!breaker.is_open());
+        }
+        // A call answered while the ping was under way: the ping no longer decides.
+        for _ in 0..FAILURES_TO_OPEN {
+            breaker.learn(&unavailable());
+        }
+        breaker.learn(&Ok(()));
+        assert_eq!(breaker.confirm(&unavailable()), Learned::Nothing);
+        assert!(!breaker.is_open());
+    }
+
+    #[test]
+    fn slow_calls_never_open_it() {
+        let breaker = Breaker::default();
+        for _ in 0..100 {
+            let busy = Err::<(), _>(StoreError::Busy(
+                "canceling statement due to statement \
+                                                       timeout"
+                    .to_owned(),
+            ));
+            assert_eq!(breaker.learn(&busy), Learned::Nothing);
+        }
+        assert!(!breaker.is_open());
+        assert_eq!(
+            *breaker.state.lock().unwrap(),
+            State::Closed {
+                failures_in_a_row: 0
+            }
+        );
     }
 
     #[test]
@@ -556,6 +672,8 @@ mod tests {
             let error = guarded.ping().await.expect_err("closed pool");
             assert!(!error.to_string().contains(OPEN), "{error}");
         }
+        // The confirming ping fails as well.
+        open_soon(&guarded).await;
         for _ in 0..10 {
             let error = guarded.user_by_id(Uuid::nil()).await.expect_err("open");
             assert!(
@@ -576,7 +694,12 @@ mod tests {
             let outcome = guarded.guard(async { unavailable() }).await;
             assert!(outcome.is_err());
         }
-        assert!(guarded.breaker.is_open());
+        // The store answers the confirming ping: the breaker never opens.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!guarded.breaker.is_open());
+        // Opened by hand, the ping alone closes it.
+        *guarded.breaker.state.lock().unwrap() = State::Open;
+        guarded.spawn_probe_for_test();
         // No call comes; the ping alone notices the store answers.
         let mut waited = 0;
         while guarded.breaker.is_open() && waited < 300 {
