@@ -254,7 +254,7 @@ impl Breaker {
 }
 
 /// Implements an aggregate trait for [`GuardedStore`]: each method passes the inner store's
-/// through [`GuardedStore::guard`]. A method added to a store trait gets a line here.
+/// through [`GuardedStore::guard`].
 macro_rules! guarded {
     ($trait:ident { $(fn $name:ident($($arg:ident: $ty:ty),*) -> $ok:ty;)+ }) => {
         #[async_trait]
@@ -268,296 +268,306 @@ macro_rules! guarded {
     };
 }
 
-guarded! { UserStore {
-    fn create_user(user: &NewUser) -> ();
-    fn user_by_email(email_normalized: &str) -> Option<UserRecord>;
-    fn user_by_id(id: Uuid) -> Option<UserRecord>;
-    fn user_roles(id: Uuid) -> Vec<Role>;
-    fn grant_role(id: Uuid, role: Role, at: DateTime<Utc>) -> bool;
-    fn ping() -> ();
-}}
-guarded! { OneTimeTokenStore {
-    fn insert_one_time_token(token: &NewOneTimeToken) -> ();
-    fn insert_one_time_token_capped(
-        token: &NewOneTimeToken,
-        cap: u64,
-        since: DateTime<Utc>
-    ) -> bool;
-    fn check_one_time_token(digest: &[u8], purpose: TokenPurpose, now: DateTime<Utc>) -> TokenCheck;
-    fn verify_email(digest: &[u8], now: DateTime<Utc>) -> TokenCheck;
-    fn reset_password(
-        digest: &[u8],
-        password_hash: &str,
-        now: DateTime<Utc>,
-        raise: &RaiseEvents<'_, RevokedSessions>
-    ) -> (TokenCheck, Vec<Event>);
-}}
-guarded! { SessionStore {
-    fn create_session(session: &NewSession, token: &NewRefreshToken) -> ();
-    fn refresh_token(digest: &[u8]) -> Option<RefreshTokenRecord>;
-    fn rotate_refresh_token(
-        old_digest: &[u8],
-        new_token: &NewRefreshToken,
-        now: DateTime<Utc>
-    ) -> bool;
-    fn revoke_session(
-        user_id: Uuid,
-        session_id: Uuid,
-        reason: &str,
-        now: DateTime<Utc>,
-        raise: &RaiseEvents<'_, RevokedSessions>
-    ) -> Option<Vec<Event>>;
-    fn revoke_session_by_token(
-        user_id: Uuid,
-        digest: &[u8],
-        reason: &str,
-        now: DateTime<Utc>,
-        raise: &RaiseEvents<'_, RevokedSessions>
-    ) -> Option<Vec<Event>>;
-    fn revoke_user_sessions(
-        user_id: Uuid,
-        keep: Option<Uuid>,
-        reason: &str,
-        now: DateTime<Utc>,
-        raise: &RaiseEvents<'_, RevokedSessions>
-    ) -> Vec<Event>;
-    fn sessions_for_user(
-        user_id: Uuid,
-        active_only: bool,
-        now: DateTime<Utc>
-    ) -> Vec<SessionRecord>;
-    fn session_for_user(user_id: Uuid, session_id: Uuid) -> Option<SessionRecord>;
-}}
-guarded! { SecurityStore {
-    fn security_config() -> Option<SecurityConfigRecord>;
-    fn ensure_security_config(
-        default_grace_seconds: i64,
-        at: DateTime<Utc>
-    ) -> SecurityConfigRecord;
-    fn rotate_global_token_version(
-        rotation: &NewTokenRotation,
-        raise: &RaiseEvents<'_, RotationOutcome>,
-        raised: &mut Vec<Event>
-    ) -> RotationOutcome;
-    fn rotate_user_token_version(
-        user_id: Uuid,
-        rotation: &NewTokenRotation,
-        raise: &RaiseEvents<'_, RotationOutcome>,
-        raised: &mut Vec<Event>
-    ) -> Option<RotationOutcome>;
-    fn token_rotations(limit: u32) -> Vec<TokenRotationRecord>;
-    fn global_rotation_raised_from(user_id: Uuid, min_token_version: i64) -> Option<i64>;
-}}
-guarded! { JobStore {
-    fn try_acquire_job_lease(
-        name: &str,
-        owner: &str,
-        now: DateTime<Utc>,
-        lease_until: DateTime<Utc>,
-        due_before: DateTime<Utc>
-    ) -> bool;
-    fn renew_job_lease(name: &str, owner: &str, lease_until: DateTime<Utc>) -> bool;
-    fn finish_job_run(name: &str, owner: &str, at: DateTime<Utc>, error: Option<&str>) -> bool;
-    fn job_runs() -> Vec<JobRunRecord>;
-    fn purge_expired(now: DateTime<Utc>, retain_after: DateTime<Utc>) -> PurgeCounts;
-}}
-guarded! { EventStore {
-    fn user_events_after(user_id: Uuid, after: Option<Uuid>, limit: u32) -> Vec<Event>;
-    fn audit_events(filter: &AuditFilter) -> Vec<Event>;
-    fn purge_events_before(cutoff: DateTime<Utc>) -> u64;
-}}
-guarded! { ImportStore {
-    fn apply_import(
-        user_id: Uuid,
-        batch: &ImportBatch,
-        now: DateTime<Utc>,
-        raise: &RaiseEvents<'_, ImportCounts>,
-        raised: &mut Vec<Event>
-    ) -> ImportCounts;
-    fn preview_import(user_id: Uuid, batch: &ImportBatch, now: DateTime<Utc>) -> ImportCounts;
-}}
-guarded! { ProviderConnectionStore {
-    fn insert_oauth_state(state: &NewOAuthState) -> ();
-    fn take_oauth_state(state_digest: &[u8]) -> Option<OAuthStateRecord>;
-    fn connections_for_user(user_id: Uuid, active_only: bool) -> Vec<ConnectionRecord>;
-    fn connection_by_id(connection_id: Uuid) -> Option<ConnectionRecord>;
-    fn save_authorized_connection(
-        user_id: Uuid,
-        provider_slug: &str,
-        alias: Option<&str>,
-        new_id: Uuid,
-        credentials_for: &(dyn Fn(Uuid) -> Result<EncryptedCredentials, StoreError> + Send + Sync),
-        now: DateTime<Utc>,
-        raise: &RaiseEvents<'_, (ConnectionRecord, bool)>,
-        raised: &mut Vec<Event>
-    ) -> (ConnectionRecord, bool);
-    fn update_connection_alias(
-        user_id: Uuid,
-        connection_id: Uuid,
-        alias: Option<&str>,
-        now: DateTime<Utc>
-    ) -> Option<ConnectionRecord>;
-    fn disconnect_connection(
-        user_id: Uuid,
-        connection_id: Uuid,
-        now: DateTime<Utc>,
-        raise: &RaiseEvents<'_, ConnectionRecord>,
-        raised: &mut Vec<Event>
-    ) -> Option<ConnectionRecord>;
-    fn replace_connection_credentials(
-        connection_id: Uuid,
-        previous: &[u8],
-        credentials: &EncryptedCredentials,
-        now: DateTime<Utc>
-    ) -> bool;
-    fn expire_connection_credentials(
-        connection_id: Uuid,
-        previous: &[u8],
-        now: DateTime<Utc>,
-        events: &[Event],
-        raised: &mut Vec<Event>
-    ) -> bool;
-    fn set_connection_status(
-        connection_id: Uuid,
-        status: ConnectionStatus,
-        now: DateTime<Utc>
-    ) -> bool;
-    fn connections_due_for_token_refresh(
-        before: DateTime<Utc>,
-        limit: u32
-    ) -> Vec<ConnectionRecord>;
-    fn connections_due_for_sync(synced_before: DateTime<Utc>, limit: u32) -> Vec<ConnectionRecord>;
-    fn claim_sync(
-        subject_id: Uuid,
-        kind: SyncKind,
-        now: DateTime<Utc>,
-        cooldown: chrono::TimeDelta,
-        force: bool
-    ) -> SyncClaim;
-    fn release_sync(
-        subject_id: Uuid,
-        kind: SyncKind,
-        claimed_at: DateTime<Utc>,
-        previous: Option<DateTime<Utc>>
-    ) -> ();
-}}
-guarded! { SyncStore {
-    fn apply_sync(
-        connection_id: Uuid,
-        batch: &SyncBatch,
-        now: DateTime<Utc>,
-        raise: &RaiseEvents<'_, SyncCounts>,
-        raised: &mut Vec<Event>
-    ) -> SyncCounts;
-}}
-guarded! { ConnectionStore {
-    fn create_connection(connection: &NewConnection) -> ConnectionRecord;
-    fn find_or_create_connection(
-        user_id: Uuid,
-        provider_slug: &str,
-        alias: Option<&str>,
-        now: DateTime<Utc>
-    ) -> ConnectionRecord;
-    fn connection_for_user(user_id: Uuid, connection_id: Uuid) -> Option<ConnectionRecord>;
-}}
-guarded! { AccountStore {
-    fn upsert_accounts(
-        connection_id: Uuid,
-        accounts: &[NewAccount],
-        now: DateTime<Utc>
-    ) -> UpsertCounts;
-    fn account_for_user(user_id: Uuid, account_id: Uuid) -> Option<AccountRecord>;
-    fn accounts_for_user(user_id: Uuid, filter: &AccountFilter) -> Vec<AccountRecord>;
-}}
-guarded! { TransactionStore {
-    fn upsert_transactions(
-        account_id: Uuid,
-        transactions: &[NewTransaction],
-        now: DateTime<Utc>
-    ) -> UpsertCounts;
-    fn transaction_for_user(user_id: Uuid, transaction_id: Uuid) -> Option<TransactionRecord>;
-    fn transactions_for_account(
-        user_id: Uuid,
-        account_id: Uuid,
-        query: &TransactionQuery
-    ) -> Page<TransactionRecord>;
-}}
-guarded! { HoldingStore {
-    fn upsert_holdings(
-        account_id: Uuid,
-        holdings: &[NewHolding],
-        now: DateTime<Utc>
-    ) -> UpsertCounts;
-    fn deactivate_missing_holdings(
-        account_id: Uuid,
-        keep_provider_ids: &[String],
-        now: DateTime<Utc>
-    ) -> u64;
-    fn holdings_for_user(user_id: Uuid, filter: &HoldingFilter) -> Vec<HoldingRecord>;
-}}
-guarded! { SnapshotStore {
-    fn insert_snapshot(snapshot: &NewSnapshot) -> SnapshotRecord;
-    fn latest_snapshots_for_user(user_id: Uuid) -> Vec<SnapshotRecord>;
-    fn balance_history(
-        user_id: Uuid,
-        account_id: Uuid,
-        start: DateTime<Utc>,
-        end: DateTime<Utc>,
-        source: Option<SnapshotSource>
-    ) -> Vec<SnapshotRecord>;
-    fn snapshots_for_account(
-        user_id: Uuid,
-        account_id: Uuid,
-        limit: u32,
-        source: Option<SnapshotSource>
-    ) -> Page<SnapshotRecord>;
-    fn balances_at(
-        user_id: Uuid,
-        currency: &str,
-        points: &[DateTime<Utc>]
-    ) -> Vec<PointBalance>;
-}}
-guarded! { LoginNetworkStore {
-    fn login_network_last_success(user_id: Uuid, network_digest: &[u8]) -> Option<DateTime<Utc>>;
-    fn record_login_network(
-        user_id: Uuid,
-        network_digest: &[u8],
-        at: DateTime<Utc>,
-        keep: u32
-    ) -> ();
-    fn purge_login_networks_before(cutoff: DateTime<Utc>) -> u64;
-}}
-guarded! { WebhookStore {
-    fn create_webhook_endpoint(endpoint: &NewWebhookEndpoint, cap: u32) -> bool;
-    fn webhook_endpoints(user_id: Uuid) -> Vec<WebhookEndpointRecord>;
-    fn webhook_endpoint(user_id: Uuid, endpoint_id: Uuid) -> Option<WebhookEndpointRecord>;
-    fn delete_webhook_endpoint(user_id: Uuid, endpoint_id: Uuid) -> bool;
-    fn replace_webhook_secret(
-        user_id: Uuid,
-        endpoint_id: Uuid,
-        encrypted_secret: &[u8],
-        secret_key_id: &str,
-        at: DateTime<Utc>,
-        previous_until: DateTime<Utc>
-    ) -> Option<WebhookEndpointRecord>;
-    fn webhook_deliveries(
-        user_id: Uuid,
-        endpoint_id: Uuid,
-        limit: u32
-    ) -> Option<Vec<WebhookDeliveryRecord>>;
-    fn enable_webhook_endpoint(
-        user_id: Uuid,
-        endpoint_id: Uuid,
-        at: DateTime<Utc>
-    ) -> Option<WebhookEndpointRecord>;
-    fn claim_webhook_deliveries(claim: &DeliveryClaim) -> Vec<ClaimedDelivery>;
-    fn record_webhook_attempts(
-        attempts: &[WebhookAttempt],
-        disable_failing_since: DateTime<Utc>,
-        raise: &RaiseEvents<'_, DisabledWebhook>
-    ) -> Vec<Event>;
-    fn purge_webhook_deliveries_before(cutoff: DateTime<Utc>) -> u64;
-}}
+/// Calls the macro `$apply` once per store trait with the trait's methods, in the shape
+/// `Trait { fn name(arg: Type, ...) -> Ok; ... }`: what a wrapper of a whole [`Store`] needs to
+/// delegate every method (this guard, and the fault-injecting store of the `testing`
+/// module). A method added to a store trait gets a line here.
+macro_rules! for_each_store_trait {
+    ($apply:ident) => {
+        $apply! { UserStore {
+            fn create_user(user: &NewUser) -> ();
+            fn user_by_email(email_normalized: &str) -> Option<UserRecord>;
+            fn user_by_id(id: Uuid) -> Option<UserRecord>;
+            fn user_roles(id: Uuid) -> Vec<Role>;
+            fn grant_role(id: Uuid, role: Role, at: DateTime<Utc>) -> bool;
+            fn ping() -> ();
+        }}
+        $apply! { OneTimeTokenStore {
+            fn insert_one_time_token(token: &NewOneTimeToken) -> ();
+            fn insert_one_time_token_capped(
+                token: &NewOneTimeToken,
+                cap: u64,
+                since: DateTime<Utc>
+            ) -> bool;
+            fn check_one_time_token(digest: &[u8], purpose: TokenPurpose, now: DateTime<Utc>) -> TokenCheck;
+            fn verify_email(digest: &[u8], now: DateTime<Utc>) -> TokenCheck;
+            fn reset_password(
+                digest: &[u8],
+                password_hash: &str,
+                now: DateTime<Utc>,
+                raise: &RaiseEvents<'_, RevokedSessions>
+            ) -> (TokenCheck, Vec<Event>);
+        }}
+        $apply! { SessionStore {
+            fn create_session(session: &NewSession, token: &NewRefreshToken) -> ();
+            fn refresh_token(digest: &[u8]) -> Option<RefreshTokenRecord>;
+            fn rotate_refresh_token(
+                old_digest: &[u8],
+                new_token: &NewRefreshToken,
+                now: DateTime<Utc>
+            ) -> bool;
+            fn revoke_session(
+                user_id: Uuid,
+                session_id: Uuid,
+                reason: &str,
+                now: DateTime<Utc>,
+                raise: &RaiseEvents<'_, RevokedSessions>
+            ) -> Option<Vec<Event>>;
+            fn revoke_session_by_token(
+                user_id: Uuid,
+                digest: &[u8],
+                reason: &str,
+                now: DateTime<Utc>,
+                raise: &RaiseEvents<'_, RevokedSessions>
+            ) -> Option<Vec<Event>>;
+            fn revoke_user_sessions(
+                user_id: Uuid,
+                keep: Option<Uuid>,
+                reason: &str,
+                now: DateTime<Utc>,
+                raise: &RaiseEvents<'_, RevokedSessions>
+            ) -> Vec<Event>;
+            fn sessions_for_user(
+                user_id: Uuid,
+                active_only: bool,
+                now: DateTime<Utc>
+            ) -> Vec<SessionRecord>;
+            fn session_for_user(user_id: Uuid, session_id: Uuid) -> Option<SessionRecord>;
+        }}
+        $apply! { SecurityStore {
+            fn security_config() -> Option<SecurityConfigRecord>;
+            fn ensure_security_config(
+                default_grace_seconds: i64,
+                at: DateTime<Utc>
+            ) -> SecurityConfigRecord;
+            fn rotate_global_token_version(
+                rotation: &NewTokenRotation,
+                raise: &RaiseEvents<'_, RotationOutcome>,
+                raised: &mut Vec<Event>
+            ) -> RotationOutcome;
+            fn rotate_user_token_version(
+                user_id: Uuid,
+                rotation: &NewTokenRotation,
+                raise: &RaiseEvents<'_, RotationOutcome>,
+                raised: &mut Vec<Event>
+            ) -> Option<RotationOutcome>;
+            fn token_rotations(limit: u32) -> Vec<TokenRotationRecord>;
+            fn global_rotation_raised_from(user_id: Uuid, min_token_version: i64) -> Option<i64>;
+        }}
+        $apply! { JobStore {
+            fn try_acquire_job_lease(
+                name: &str,
+                owner: &str,
+                now: DateTime<Utc>,
+                lease_until: DateTime<Utc>,
+                due_before: DateTime<Utc>
+            ) -> bool;
+            fn renew_job_lease(name: &str, owner: &str, lease_until: DateTime<Utc>) -> bool;
+            fn finish_job_run(name: &str, owner: &str, at: DateTime<Utc>, error: Option<&str>) -> bool;
+            fn job_runs() -> Vec<JobRunRecord>;
+            fn purge_expired(now: DateTime<Utc>, retain_after: DateTime<Utc>) -> PurgeCounts;
+        }}
+        $apply! { EventStore {
+            fn user_events_after(user_id: Uuid, after: Option<Uuid>, limit: u32) -> Vec<Event>;
+            fn audit_events(filter: &AuditFilter) -> Vec<Event>;
+            fn purge_events_before(cutoff: DateTime<Utc>) -> u64;
+        }}
+        $apply! { ImportStore {
+            fn apply_import(
+                user_id: Uuid,
+                batch: &ImportBatch,
+                now: DateTime<Utc>,
+                raise: &RaiseEvents<'_, ImportCounts>,
+                raised: &mut Vec<Event>
+            ) -> ImportCounts;
+            fn preview_import(user_id: Uuid, batch: &ImportBatch, now: DateTime<Utc>) -> ImportCounts;
+        }}
+        $apply! { ProviderConnectionStore {
+            fn insert_oauth_state(state: &NewOAuthState) -> ();
+            fn take_oauth_state(state_digest: &[u8]) -> Option<OAuthStateRecord>;
+            fn connections_for_user(user_id: Uuid, active_only: bool) -> Vec<ConnectionRecord>;
+            fn connection_by_id(connection_id: Uuid) -> Option<ConnectionRecord>;
+            fn save_authorized_connection(
+                user_id: Uuid,
+                provider_slug: &str,
+                alias: Option<&str>,
+                new_id: Uuid,
+                credentials_for: &(dyn Fn(Uuid) -> Result<EncryptedCredentials, StoreError> + Send + Sync),
+                now: DateTime<Utc>,
+                raise: &RaiseEvents<'_, (ConnectionRecord, bool)>,
+                raised: &mut Vec<Event>
+            ) -> (ConnectionRecord, bool);
+            fn update_connection_alias(
+                user_id: Uuid,
+                connection_id: Uuid,
+                alias: Option<&str>,
+                now: DateTime<Utc>
+            ) -> Option<ConnectionRecord>;
+            fn disconnect_connection(
+                user_id: Uuid,
+                connection_id: Uuid,
+                now: DateTime<Utc>,
+                raise: &RaiseEvents<'_, ConnectionRecord>,
+                raised: &mut Vec<Event>
+            ) -> Option<ConnectionRecord>;
+            fn replace_connection_credentials(
+                connection_id: Uuid,
+                previous: &[u8],
+                credentials: &EncryptedCredentials,
+                now: DateTime<Utc>
+            ) -> bool;
+            fn expire_connection_credentials(
+                connection_id: Uuid,
+                previous: &[u8],
+                now: DateTime<Utc>,
+                events: &[Event],
+                raised: &mut Vec<Event>
+            ) -> bool;
+            fn set_connection_status(
+                connection_id: Uuid,
+                status: ConnectionStatus,
+                now: DateTime<Utc>
+            ) -> bool;
+            fn connections_due_for_token_refresh(
+                before: DateTime<Utc>,
+                limit: u32
+            ) -> Vec<ConnectionRecord>;
+            fn connections_due_for_sync(synced_before: DateTime<Utc>, limit: u32) -> Vec<ConnectionRecord>;
+            fn claim_sync(
+                subject_id: Uuid,
+                kind: SyncKind,
+                now: DateTime<Utc>,
+                cooldown: chrono::TimeDelta,
+                force: bool
+            ) -> SyncClaim;
+            fn release_sync(
+                subject_id: Uuid,
+                kind: SyncKind,
+                claimed_at: DateTime<Utc>,
+                previous: Option<DateTime<Utc>>
+            ) -> ();
+        }}
+        $apply! { SyncStore {
+            fn apply_sync(
+                connection_id: Uuid,
+                batch: &SyncBatch,
+                now: DateTime<Utc>,
+                raise: &RaiseEvents<'_, SyncCounts>,
+                raised: &mut Vec<Event>
+            ) -> SyncCounts;
+        }}
+        $apply! { ConnectionStore {
+            fn create_connection(connection: &NewConnection) -> ConnectionRecord;
+            fn find_or_create_connection(
+                user_id: Uuid,
+                provider_slug: &str,
+                alias: Option<&str>,
+                now: DateTime<Utc>
+            ) -> ConnectionRecord;
+            fn connection_for_user(user_id: Uuid, connection_id: Uuid) -> Option<ConnectionRecord>;
+        }}
+        $apply! { AccountStore {
+            fn upsert_accounts(
+                connection_id: Uuid,
+                accounts: &[NewAccount],
+                now: DateTime<Utc>
+            ) -> UpsertCounts;
+            fn account_for_user(user_id: Uuid, account_id: Uuid) -> Option<AccountRecord>;
+            fn accounts_for_user(user_id: Uuid, filter: &AccountFilter) -> Vec<AccountRecord>;
+        }}
+        $apply! { TransactionStore {
+            fn upsert_transactions(
+                account_id: Uuid,
+                transactions: &[NewTransaction],
+                now: DateTime<Utc>
+            ) -> UpsertCounts;
+            fn transaction_for_user(user_id: Uuid, transaction_id: Uuid) -> Option<TransactionRecord>;
+            fn transactions_for_account(
+                user_id: Uuid,
+                account_id: Uuid,
+                query: &TransactionQuery
+            ) -> Page<TransactionRecord>;
+        }}
+        $apply! { HoldingStore {
+            fn upsert_holdings(
+                account_id: Uuid,
+                holdings: &[NewHolding],
+                now: DateTime<Utc>
+            ) -> UpsertCounts;
+            fn deactivate_missing_holdings(
+                account_id: Uuid,
+                keep_provider_ids: &[String],
+                now: DateTime<Utc>
+            ) -> u64;
+            fn holdings_for_user(user_id: Uuid, filter: &HoldingFilter) -> Vec<HoldingRecord>;
+        }}
+        $apply! { SnapshotStore {
+            fn insert_snapshot(snapshot: &NewSnapshot) -> SnapshotRecord;
+            fn latest_snapshots_for_user(user_id: Uuid) -> Vec<SnapshotRecord>;
+            fn balance_history(
+                user_id: Uuid,
+                account_id: Uuid,
+                start: DateTime<Utc>,
+                end: DateTime<Utc>,
+                source: Option<SnapshotSource>
+            ) -> Vec<SnapshotRecord>;
+            fn snapshots_for_account(
+                user_id: Uuid,
+                account_id: Uuid,
+                limit: u32,
+                source: Option<SnapshotSource>
+            ) -> Page<SnapshotRecord>;
+            fn balances_at(
+                user_id: Uuid,
+                currency: &str,
+                points: &[DateTime<Utc>]
+            ) -> Vec<PointBalance>;
+        }}
+        $apply! { LoginNetworkStore {
+            fn login_network_last_success(user_id: Uuid, network_digest: &[u8]) -> Option<DateTime<Utc>>;
+            fn record_login_network(
+                user_id: Uuid,
+                network_digest: &[u8],
+                at: DateTime<Utc>,
+                keep: u32
+            ) -> ();
+            fn purge_login_networks_before(cutoff: DateTime<Utc>) -> u64;
+        }}
+        $apply! { WebhookStore {
+            fn create_webhook_endpoint(endpoint: &NewWebhookEndpoint, cap: u32) -> bool;
+            fn webhook_endpoints(user_id: Uuid) -> Vec<WebhookEndpointRecord>;
+            fn webhook_endpoint(user_id: Uuid, endpoint_id: Uuid) -> Option<WebhookEndpointRecord>;
+            fn delete_webhook_endpoint(user_id: Uuid, endpoint_id: Uuid) -> bool;
+            fn replace_webhook_secret(
+                user_id: Uuid,
+                endpoint_id: Uuid,
+                encrypted_secret: &[u8],
+                secret_key_id: &str,
+                at: DateTime<Utc>,
+                previous_until: DateTime<Utc>
+            ) -> Option<WebhookEndpointRecord>;
+            fn webhook_deliveries(
+                user_id: Uuid,
+                endpoint_id: Uuid,
+                limit: u32
+            ) -> Option<Vec<WebhookDeliveryRecord>>;
+            fn enable_webhook_endpoint(
+                user_id: Uuid,
+                endpoint_id: Uuid,
+                at: DateTime<Utc>
+            ) -> Option<WebhookEndpointRecord>;
+            fn claim_webhook_deliveries(claim: &DeliveryClaim) -> Vec<ClaimedDelivery>;
+            fn record_webhook_attempts(
+                attempts: &[WebhookAttempt],
+                disable_failing_since: DateTime<Utc>,
+                raise: &RaiseEvents<'_, DisabledWebhook>
+            ) -> Vec<Event>;
+            fn purge_webhook_deliveries_before(cutoff: DateTime<Utc>) -> u64;
+        }}    };
+}
+pub(crate) use for_each_store_trait;
+
+for_each_store_trait!(guarded);
 
 #[cfg(test)]
 mod tests {

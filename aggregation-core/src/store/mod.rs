@@ -73,6 +73,8 @@ mod webhooks;
 pub use backend::{Backend, SqlStore};
 pub use events::{AuditFilter, EventStore};
 pub(crate) use guard::GuardedStore;
+#[cfg(feature = "testing")]
+pub(crate) use guard::for_each_store_trait;
 pub use imports::{
     FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportInstitution,
     ImportOutcome, ImportSnapshot, ImportStore, ImportedAccount,
