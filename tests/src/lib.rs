@@ -348,7 +348,7 @@ pub struct Setup {
     pub store: Option<Arc<dyn Store>>,
     /// Wraps the case's store (fresh or given) before the service gets it, and
     /// [`TestApp::store`] is the wrapper (a store some of whose calls are slow, say).
-    pub wrap_store: Option<fn(Arc<dyn Store>) -> Arc<dyn Store>>,
+    pub wrap_store: Option<StoreWrapper>,
     /// Adds to the service builder (more providers, for example).
     pub builder_hook: Option<fn(AggregationServiceBuilder) -> AggregationServiceBuilder>,
     /// Adds to the service builder with what the setup made (a provider configured for a
@@ -358,6 +358,9 @@ pub struct Setup {
     /// stops when dropped).
     pub context: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
+
+/// What [`Setup::wrap_store`] does to the case's store.
+pub type StoreWrapper = fn(Arc<dyn Store>) -> Arc<dyn Store>;
 
 /// A step of [`Setup::builder_with`].
 pub type BuilderStep =

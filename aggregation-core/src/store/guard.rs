@@ -563,8 +563,10 @@ macro_rules! for_each_store_trait {
                 raise: &RaiseEvents<'_, DisabledWebhook>
             ) -> Vec<Event>;
             fn purge_webhook_deliveries_before(cutoff: DateTime<Utc>) -> u64;
-        }}    };
+        }}
+    };
 }
+#[cfg(feature = "testing")]
 pub(crate) use for_each_store_trait;
 
 for_each_store_trait!(guarded);
