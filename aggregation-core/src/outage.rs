@@ -63,15 +63,25 @@ impl OutageLog {
     /// A call failed because the service is down; `error` is logged only if it starts an
     /// outage.
     pub(crate) fn failure(&self, error: &dyn Display) {
-        match self.failed_at(Instant::now()) {
-            Report::Started => tracing::error!(
+        self.failure_started_by(error, || {
+            tracing::error!(
                 dependency = self.dependency,
                 error = %error,
                 "{} outage started: {}; logged again every {} s while it lasts",
                 self.dependency,
                 self.meanwhile,
                 REPORT_EVERY.as_secs(),
-            ),
+            );
+        });
+    }
+
+    /// [`OutageLog::failure`] for a caller that knows more about the failed call than the
+    /// error (the rate limiter: the endpoint and the client): `log_start` writes the
+    /// outage's first line, and runs only when this failure starts an outage. The count
+    /// while it lasts and the line when it ends are the same as for every outage.
+    pub(crate) fn failure_started_by(&self, error: &dyn Display, log_start: impl FnOnce()) {
+        match self.failed_at(Instant::now()) {
+            Report::Started => log_start(),
             Report::Ongoing { failed, lasted } => tracing::warn!(
                 dependency = self.dependency,
                 failed_calls = failed,

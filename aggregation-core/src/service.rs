@@ -35,6 +35,7 @@ use crate::mail::{MailQueue, MailQueueHandle, Mailer};
 use crate::providers::{Provider, Providers};
 use crate::rate_limit::{
     InMemoryRateLimitStore, PolicyTable, RateLimitStore, RateLimiter, WatchedRateLimitStore,
+    rate_limit_outage,
 };
 use crate::store::{GuardedStore, Store};
 
@@ -269,8 +270,13 @@ impl AggregationServiceBuilder {
         let limits = self
             .rate_limit_store
             .unwrap_or_else(|| Arc::new(InMemoryRateLimitStore::new()));
-        // Its outages are logged once, not per request (the limiter and throttle fail open).
-        let limits: Arc<dyn RateLimitStore> = Arc::new(WatchedRateLimitStore::new(limits));
+        // Its outages are logged once, not per request (the limiter and throttle fail open):
+        // the limiter writes the first line with the endpoint when it meets the outage first.
+        let limits_outage = rate_limit_outage();
+        let watched_limits: Arc<dyn RateLimitStore> = Arc::new(WatchedRateLimitStore::new(
+            limits.clone(),
+            limits_outage.clone(),
+        ));
         // The login throttle keeps its buckets beside the endpoints' (shared through Redis
         // when that is the store), whatever the policies.
         let app = Arc::new(App::new(
@@ -278,7 +284,7 @@ impl AggregationServiceBuilder {
             store,
             mail,
             self.events.clone(),
-            limits.clone(),
+            watched_limits,
             self.providers,
         ));
         #[cfg(feature = "redis")]
@@ -289,7 +295,8 @@ impl AggregationServiceBuilder {
             self.rate_limit_policies,
             limits,
             Arc::new(SinkRateLimitEvents(self.events)),
-        );
+        )
+        .sharing_outage(limits_outage);
         #[cfg(feature = "metrics")]
         let metrics = crate::metrics::Metrics::default();
         let api = ApiState::default();

@@ -1,5 +1,6 @@
-//! Fixtures for tests (feature `testing`): what the service logs, and (with `postgres`) a
-//! PostgreSQL database of a test's own.
+//! Fixtures for tests (feature `testing`): what the service logs, a store whose chosen calls
+//! run out of time ([`SlowStore`]), and (with `postgres`) a PostgreSQL database of a test's
+//! own.
 //!
 //! ```
 //! use aggregation_core::testing::CapturedLog;
@@ -12,6 +13,9 @@
 //! ```
 
 use std::sync::{Arc, Mutex, PoisonError};
+
+mod slow;
+pub use slow::SlowStore;
 
 /// An `io::Write` that keeps what is written, for a `tracing-subscriber` `fmt` writer; clones
 /// share the text.

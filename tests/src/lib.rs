@@ -346,6 +346,9 @@ pub struct Setup {
     /// The store to serve from instead of a fresh one of the case's backend (already
     /// migrated; the case owns its database).
     pub store: Option<Arc<dyn Store>>,
+    /// Wraps the case's store (fresh or given) before the service gets it, and
+    /// [`TestApp::store`] is the wrapper (a store some of whose calls are slow, say).
+    pub wrap_store: Option<StoreWrapper>,
     /// Adds to the service builder (more providers, for example).
     pub builder_hook: Option<fn(AggregationServiceBuilder) -> AggregationServiceBuilder>,
     /// Adds to the service builder with what the setup made (a provider configured for a
@@ -355,6 +358,9 @@ pub struct Setup {
     /// stops when dropped).
     pub context: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
+
+/// What [`Setup::wrap_store`] does to the case's store.
+pub type StoreWrapper = fn(Arc<dyn Store>) -> Arc<dyn Store>;
 
 /// A step of [`Setup::builder_with`].
 pub type BuilderStep =
@@ -368,6 +374,7 @@ impl Default for Setup {
             rate_limit_store: None,
             sandbox: None,
             store: None,
+            wrap_store: None,
             builder_hook: None,
             builder_with: None,
             context: None,
@@ -507,6 +514,10 @@ where
             };
             made
         }
+    };
+    let store = match setup.wrap_store {
+        Some(wrap) => wrap(store),
+        None => store,
     };
     let mailer = MemoryMailer::new();
     let events = MemoryEventSink::new();

@@ -1244,6 +1244,7 @@ fn unlimited_per_endpoint(at: DateTime<Utc>, limit: u32) -> DeliveryClaim {
         lease_until: at + TimeDelta::minutes(5),
         limit,
         per_endpoint: u32::MAX,
+        per_user: u32::MAX,
     }
 }
 
@@ -1405,6 +1406,7 @@ async fn concurrent_claims_keep_the_per_endpoint_cap() {
                             lease_until: at + TimeDelta::minutes(5),
                             limit: 4,
                             per_endpoint: CAP,
+                            per_user: u32::MAX,
                         })
                         .await
                         .expect("claim");

@@ -165,7 +165,7 @@ pub(crate) const STORE_RETRY_AFTER_SECONDS: u64 = 1;
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
-            StoreError::Unavailable(_) => ApiError::new(
+            StoreError::Unavailable(_) | StoreError::Busy(_) => ApiError::new(
                 ErrorCode::ServiceUnavailable,
                 "The service is temporarily unavailable. Try again shortly.",
             )

@@ -156,7 +156,7 @@ pub(crate) fn seconds(duration: Duration) -> i64 {
 /// a store error, anything else becomes a rotation failure whose text names no SQL.
 fn rotation_failure(error: StoreError) -> RotationError {
     match error {
-        StoreError::Unavailable(_) => RotationError::Store(error),
+        StoreError::Unavailable(_) | StoreError::Busy(_) => RotationError::Store(error),
         StoreError::Conflict(_) => RotationError::Failed(
             "a concurrent change conflicted with the rotation; nothing was changed",
         ),

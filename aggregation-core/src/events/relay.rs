@@ -6,16 +6,23 @@
 //! instance reaches an event stream open on another.
 //!
 //! Redis is never on the request path: a use case hands its events to a bounded queue that a
-//! background task publishes from. When Redis is down or slow the relay logs and carries on
-//! (a full queue drops the relay copy, never the event: it is in the store, and clients of
-//! other instances get it when they resume with `Last-Event-ID`); the subscriber reconnects
-//! by itself. Both tasks end when the service (the last clone of its bus) is dropped.
+//! background task publishes from. When Redis is down or slow the relay carries on (a full
+//! queue drops the relay copy, never the event: it is in the store, and clients of other
+//! instances get it when they resume with `Last-Event-ID`); the subscriber reconnects by
+//! itself, after a pause that doubles up to [`MAX_RESUBSCRIBE_DELAY`], with jitter so that
+//! the instances of a fleet do not all reconnect at the same moment. Both tasks end when the
+//! service (the last clone of its bus) is dropped.
+//!
+//! An outage of either side is logged like every backing service's ([`OutageLog`]): the first
+//! failure in full, a count every 10 s while it lasts, one line when it ends; never a line
+//! per attempt or per event.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::StreamExt as _;
+use rand::RngExt as _;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -23,6 +30,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use uuid::Uuid;
 
 use super::{Event, EventType};
+use crate::outage::OutageLog;
 
 /// Events that may wait for the publishing task before relay copies are dropped.
 const RELAY_QUEUE: usize = 1024;
@@ -30,8 +38,11 @@ const RELAY_QUEUE: usize = 1024;
 /// The bound on one `PUBLISH` (and on connecting for it).
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// The first pause before subscribing again after a failure.
+const FIRST_RESUBSCRIBE_DELAY: Duration = Duration::from_millis(250);
+
 /// The longest pause between two attempts to subscribe again.
-const MAX_RESUBSCRIBE_DELAY: Duration = Duration::from_secs(30);
+const MAX_RESUBSCRIBE_DELAY: Duration = Duration::from_secs(10);
 
 /// Why a relay could not be configured.
 #[derive(Debug, thiserror::Error)]
@@ -190,6 +201,11 @@ async fn publish_loop(
         .set_response_timeout(Some(PUBLISH_TIMEOUT))
         .set_number_of_retries(1)
         .set_max_delay(Duration::from_millis(500));
+    let outage = OutageLog::new(
+        "event relay publishing (Redis)",
+        "events raised here reach event streams on other instances only when their clients \
+         resume",
+    );
     let mut connection: Option<ConnectionManager> = None;
     while let Some(event) = queue.recv().await {
         let message = RelayMessage {
@@ -203,7 +219,7 @@ async fn publish_loop(
             match client.get_connection_manager_lazy(config.clone()) {
                 Ok(manager) => connection = Some(manager),
                 Err(error) => {
-                    tracing::warn!(error = %error, "event relay cannot reach Redis; event not relayed");
+                    outage.failure(&error);
                     continue;
                 }
             }
@@ -216,48 +232,87 @@ async fn publish_loop(
             .arg(payload)
             .query_async(manager)
             .await;
-        if let Err(error) = published {
-            tracing::warn!(error = %error, event_id = %event.id, "event relay could not publish; event not relayed");
+        match published {
+            Ok(_) => outage.success(),
+            Err(error) => outage.failure(&error),
         }
     }
 }
 
-/// Subscribes to the channel (again after every failure) and hands other instances' events
-/// to the local bus, until `stopped` resolves or the bus is gone.
+/// The pauses between attempts to subscribe: doubling from [`FIRST_RESUBSCRIBE_DELAY`] up to
+/// [`MAX_RESUBSCRIBE_DELAY`], each one drawn between half of its step and the whole step
+/// (jitter), back to the first step once a subscription succeeds.
+#[derive(Debug)]
+struct Backoff {
+    step: Duration,
+}
+
+impl Backoff {
+    fn new() -> Self {
+        Self {
+            step: FIRST_RESUBSCRIBE_DELAY,
+        }
+    }
+
+    /// The pause before the next attempt; the one after it is longer.
+    fn next_delay(&mut self) -> Duration {
+        let step = self.step;
+        self.step = (step * 2).min(MAX_RESUBSCRIBE_DELAY);
+        let half = step / 2;
+        half + half.mul_f64(rand::rng().random_range(0.0..=1.0))
+    }
+
+    /// A subscription succeeded: the next failure is retried soon again.
+    fn reset(&mut self) {
+        self.step = FIRST_RESUBSCRIBE_DELAY;
+    }
+}
+
+/// Subscribes to the channel (again after every failure, with [`Backoff`]) and hands other
+/// instances' events to the local bus, until `stopped` resolves or the bus is gone.
 async fn subscribe_loop(
     relay: RedisEventRelay,
     instance: Uuid,
     local: broadcast::WeakSender<Arc<Event>>,
     mut stopped: oneshot::Receiver<()>,
 ) {
-    let mut delay = Duration::from_millis(250);
+    let outage = OutageLog::new(
+        "event relay subscription (Redis)",
+        "events raised on other instances reach event streams here only when their clients \
+         resume; subscribing again with backoff",
+    );
+    let mut backoff = Backoff::new();
     loop {
         let ended = tokio::select! {
             _ = &mut stopped => return,
-            ended = relay_messages(&relay, instance, &local) => ended,
+            ended = relay_messages(&relay, instance, &local, || {
+                outage.success();
+                backoff.reset();
+            }) => ended,
         };
         match ended {
             Ok(()) => return,
-            Err(error) => {
-                tracing::warn!(error = %error, "event relay subscription lost; subscribing again");
-            }
+            Err(error) => outage.failure(&error),
         }
+        let delay = backoff.next_delay();
         tokio::select! {
             _ = &mut stopped => return,
             () = tokio::time::sleep(delay) => {}
         }
-        delay = (delay * 2).min(MAX_RESUBSCRIBE_DELAY);
     }
 }
 
-/// One subscription: `Ok` when the bus is gone, `Err` when Redis failed.
+/// One subscription: `Ok` when the bus is gone, `Err` when Redis failed. `subscribed` runs
+/// once the subscription holds.
 async fn relay_messages(
     relay: &RedisEventRelay,
     instance: Uuid,
     local: &broadcast::WeakSender<Arc<Event>>,
+    subscribed: impl FnOnce(),
 ) -> redis::RedisResult<()> {
     let mut pubsub = relay.client.get_async_pubsub().await?;
     pubsub.subscribe(&relay.channel).await?;
+    subscribed();
     let mut messages = pubsub.into_on_message();
     while let Some(message) = messages.next().await {
         let Some(sender) = local.upgrade() else {
@@ -303,6 +358,53 @@ mod tests {
         let back: RelayMessage = serde_json::from_slice(&wire).expect("deserialize");
         assert_eq!(back.instance, message.instance);
         assert_eq!(back.event.into_event(), Some(event));
+    }
+
+    #[test]
+    fn the_backoff_doubles_with_jitter_up_to_its_bound_and_starts_over() {
+        let mut backoff = Backoff::new();
+        let mut step = FIRST_RESUBSCRIBE_DELAY;
+        for _ in 0..12 {
+            let delay = backoff.next_delay();
+            assert!(
+                delay >= step / 2 && delay <= step,
+                "{delay:?} for step {step:?}"
+            );
+            step = (step * 2).min(MAX_RESUBSCRIBE_DELAY);
+        }
+        assert_eq!(step, MAX_RESUBSCRIBE_DELAY);
+        backoff.reset();
+        assert!(backoff.next_delay() <= FIRST_RESUBSCRIBE_DELAY);
+    }
+
+    /// Redis refusing connections for two seconds: the subscriber tries again at least three
+    /// times (pauses of at most 0.25, 0.5 and 1 s), and its outage is one line, not one per
+    /// attempt.
+    #[tokio::test]
+    async fn a_redis_outage_is_one_line_while_the_subscriber_retries() {
+        let captured = crate::testing::CapturedLog::default();
+        let _guard = tracing::subscriber::set_default(captured.subscriber(tracing::Level::INFO));
+        // Nothing listens on port 1.
+        let relay = RedisEventRelay::from_url("redis://127.0.0.1:1", "agg:").expect("URL");
+        let (local, _receiver) = broadcast::channel(4);
+        let (stop, stopped) = oneshot::channel();
+        let subscriber = tokio::spawn(subscribe_loop(
+            relay,
+            Uuid::new_v4(),
+            local.downgrade(),
+            stopped,
+        ));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        drop(stop);
+        subscriber.await.expect("the subscriber stops");
+        let lines = captured.lines();
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(lines[0].contains("ERROR"), "{}", lines[0]);
+        assert!(
+            lines[0].contains("event relay subscription (Redis) outage started"),
+            "{}",
+            lines[0]
+        );
     }
 
     #[test]

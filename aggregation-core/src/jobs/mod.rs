@@ -70,6 +70,9 @@ impl JobError {
     fn recorded(&self) -> String {
         match self {
             Self::Store(StoreError::Unavailable(_)) => "the store is unavailable".to_owned(),
+            Self::Store(StoreError::Busy(_)) => {
+                "the store was busy; retried on the next run".to_owned()
+            }
             Self::Store(_) => "the store failed (details in the service log)".to_owned(),
             Self::Failed(reason) => reason.clone(),
         }

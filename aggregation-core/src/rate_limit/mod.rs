@@ -28,6 +28,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use ipnet::Ipv6Net;
 
+use crate::outage::OutageLog;
+
 mod bucket;
 pub(crate) mod client_ip;
 mod events;
@@ -51,7 +53,7 @@ pub use memory::InMemoryRateLimitStore;
 pub use policy::{Policy, PolicyError, PolicyTable, Scope};
 #[cfg(feature = "redis")]
 pub use redis::RedisRateLimitStore;
-pub(crate) use watched::WatchedRateLimitStore;
+pub(crate) use watched::{WatchedRateLimitStore, rate_limit_outage};
 
 /// A clock: seconds (fractional) from a fixed origin. Stores read it once per check.
 pub type Clock = Arc<dyn Fn() -> f64 + Send + Sync>;
@@ -355,6 +357,8 @@ pub(crate) struct RateLimiter {
     policies: Arc<PolicyTable>,
     store: Arc<dyn RateLimitStore>,
     events: Arc<dyn RateLimitEvents>,
+    /// The store's outage, shared with the login throttle's watched store.
+    outage: Arc<OutageLog>,
 }
 
 impl std::fmt::Debug for RateLimiter {
@@ -366,7 +370,8 @@ impl std::fmt::Debug for RateLimiter {
 }
 
 impl RateLimiter {
-    /// A limiter applying `policies` with bucket states in `store`, reporting to `events`.
+    /// A limiter applying `policies` with bucket states in `store`, reporting to `events`,
+    /// with an outage log of its own.
     pub(crate) fn new(
         policies: PolicyTable,
         store: Arc<dyn RateLimitStore>,
@@ -376,7 +381,16 @@ impl RateLimiter {
             policies: Arc::new(policies),
             store,
             events,
+            outage: rate_limit_outage(),
         }
+    }
+
+    /// Logs the store's outages to `outage`, which other users of the store share (pass the
+    /// store itself to [`RateLimiter::new`], not a [`WatchedRateLimitStore`] of it, or its
+    /// failures are logged without the endpoint).
+    pub(crate) fn sharing_outage(mut self, outage: Arc<OutageLog>) -> Self {
+        self.outage = outage;
+        self
     }
 
     /// The policies applied.
@@ -416,10 +430,12 @@ impl RateLimiter {
     ///
     /// **Fail-open**: when the store fails (down, timeout, bad reply) the request is allowed
     /// with a full bucket reported (`remaining = limit`, `retry_after_secs = 0`,
-    /// `reset_after_secs = 0`, see [`Decision::fail_open`]), a debug line is logged with
-    /// `endpoint`, `identifier`, `error`, `layer = "rate_limit"` and `result = "fail_open"`
-    /// (the outage itself is logged once by the service's watcher of the store),
-    /// and `RateLimitCheckAllowed` is emitted as for any allowed request.
+    /// `reset_after_secs = 0`, see [`Decision::fail_open`]) and `RateLimitCheckAllowed` is
+    /// emitted as for any allowed request. The failure that starts an outage writes the
+    /// spec's fail-open record at ERROR, with `endpoint`, `identifier`, `error`,
+    /// `layer = "rate_limit"` and `result = "fail_open"`; the later ones are counted, every
+    /// 10 s while the outage lasts, and the first check the store answers ends it with one
+    /// line ([`OutageLog`]).
     pub(crate) async fn check_policy(
         &self,
         policy: &Policy,
@@ -447,17 +463,23 @@ impl RateLimiter {
         });
         let started = Instant::now();
         let decision = match self.store.check(&key, bucket).await {
-            Ok(decision) => decision,
-            Err(e) => {
-                // The outage is logged by the store's watcher (`WatchedRateLimitStore`), once.
-                tracing::debug!(
-                    endpoint = %endpoint,
-                    identifier = %identifier,
-                    error = %e,
-                    layer = "rate_limit",
-                    result = "fail_open",
-                    "rate-limit store failed; request allowed"
-                );
+            Ok(decision) => {
+                self.outage.success();
+                decision
+            }
+            Err(error) => {
+                self.outage.failure_started_by(&error, || {
+                    tracing::error!(
+                        endpoint = %endpoint,
+                        identifier = %identifier,
+                        error = %error,
+                        layer = "rate_limit",
+                        result = "fail_open",
+                        "rate-limit store outage started: requests are let through without \
+                         rate limits (fail-open); logged again every {} s while it lasts",
+                        crate::outage::REPORT_EVERY.as_secs(),
+                    );
+                });
                 Decision::fail_open(bucket)
             }
         };

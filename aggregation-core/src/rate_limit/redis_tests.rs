@@ -1,5 +1,7 @@
 //! The Redis store failing: the limiter allows the request (fail-open), reports the
-//! allowed check and logs the failure. Needs no Redis: nothing listens on the ports used.
+//! allowed check and logs the spec's fail-open record once per outage. Most cases need no
+//! Redis (nothing listens on the ports used); the one that loses a working Redis reads
+//! `AGG_TEST_REDIS_URL` and skips when it is unset.
 #![cfg(feature = "redis")]
 
 use std::collections::BTreeMap;
@@ -202,9 +204,183 @@ async fn silent_server_times_out_and_the_limiter_fails_open() {
         .collect();
     assert_eq!(fail_open.len(), 1, "{logs:?}");
     let entry = fail_open[0];
-    // A debug line per request; the outage is logged once, by the service's watcher.
-    assert_eq!(entry["level"], "DEBUG");
+    // The outage's first failure, in full.
+    assert_eq!(entry["level"], "ERROR");
     assert_eq!(entry["layer"], "rate_limit");
     assert_eq!(entry["endpoint"], "POST /api/v1/sessions");
     assert!(entry["error"].contains("did not answer"), "{entry:?}");
+}
+
+/// A TCP link to Redis that the test can cut (every connection closed, new ones closed as
+/// soon as accepted, like a Redis that went away) and restore.
+struct CuttableLink {
+    address: std::net::SocketAddr,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+    connections: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    accepting: tokio::task::JoinHandle<()>,
+}
+
+impl CuttableLink {
+    async fn start(upstream: (String, u16)) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let connections: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let (is_cut, held) = (cut.clone(), connections.clone());
+        let accepting = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if is_cut.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let upstream = upstream.clone();
+                held.lock().unwrap().push(tokio::spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                }));
+            }
+        });
+        Self {
+            address,
+            cut,
+            connections,
+            accepting,
+        }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        for connection in self.connections.lock().unwrap().drain(..) {
+            connection.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Drop for CuttableLink {
+    fn drop(&mut self) {
+        self.cut();
+        self.accepting.abort();
+    }
+}
+
+/// The fail-open records (and the outage's end) of the checks of `identifier`.
+fn fail_open_records(logs: &CapturedLogs, identifier: &str) -> Vec<BTreeMap<String, String>> {
+    logs.0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|fields| {
+            fields.get("result").map(String::as_str) == Some("fail_open")
+                && fields.get("identifier").map(String::as_str) == Some(identifier)
+        })
+        .cloned()
+        .collect()
+}
+
+/// A working Redis goes away: the first check that fails writes the spec's fail-open record
+/// at ERROR, a second one moments later writes nothing, and the first check Redis answers
+/// again ends the outage with one line.
+#[tokio::test]
+async fn losing_redis_logs_the_fail_open_record_once_per_outage() {
+    let Some(url) = std::env::var("AGG_TEST_REDIS_URL")
+        .ok()
+        .filter(|url| !url.trim().is_empty())
+    else {
+        eprintln!("skipping: AGG_TEST_REDIS_URL is not set");
+        return;
+    };
+    let logs = captured_logs();
+    let upstream = match redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection_info()
+        .addr()
+    {
+        redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
+        other => panic!("a plain TCP Redis URL is needed, not {other:?}"),
+    };
+    let link = CuttableLink::start(upstream).await;
+    let prefix = format!("agg-fail-open-{}:", uuid::Uuid::new_v4().simple());
+    let store = RedisRateLimitStore::from_url(
+        &format!("redis://{}", link.address),
+        prefix,
+        RedisRateLimitStore::DEFAULT_TIMEOUT,
+    )
+    .unwrap();
+    let limiter = RateLimiter::new(
+        PolicyTable::builtin(),
+        Arc::new(store),
+        Arc::new(RecordingEvents::new()),
+    );
+    let identifier = "203.0.113.41";
+    let who = RequestIdentity {
+        client_ip: Some(identifier.parse().unwrap()),
+        ..RequestIdentity::default()
+    };
+    let check = || limiter.check("POST", "/api/v1/sessions", "/api/v1/sessions", &who);
+
+    // Redis answers: a token is taken, nothing is logged.
+    let reached = check().await.unwrap();
+    assert_eq!((reached.limit, reached.remaining), (5, 4));
+    assert!(fail_open_records(logs, identifier).is_empty());
+
+    link.cut();
+    let first = check().await.unwrap();
+    assert!(first.allowed);
+    assert_eq!(
+        (first.limit, first.remaining),
+        (5, 5),
+        "fail-open: a full bucket"
+    );
+    let records = fail_open_records(logs, identifier);
+    assert_eq!(records.len(), 1, "{records:#?}");
+    let record = &records[0];
+    assert_eq!(record["level"], "ERROR");
+    assert_eq!(record["layer"], "rate_limit");
+    assert_eq!(record["endpoint"], "POST /api/v1/sessions");
+    assert!(!record["error"].is_empty(), "{record:?}");
+
+    // Within 10 s of the first: allowed again, and nothing new in the log.
+    let lines_before = logs.0.lock().unwrap().len();
+    let second = check().await.unwrap();
+    assert!(second.allowed);
+    assert_eq!(second.remaining, 5);
+    assert_eq!(fail_open_records(logs, identifier).len(), 1);
+    let new_lines: Vec<_> = logs.0.lock().unwrap()[lines_before..]
+        .iter()
+        .filter(|fields| {
+            fields
+                .get("message")
+                .is_some_and(|message| message.contains("rate-limit store outage"))
+        })
+        .cloned()
+        .collect();
+    assert!(new_lines.is_empty(), "{new_lines:#?}");
+
+    // Redis back: the first answered check ends the outage, with one line.
+    link.restore();
+    let mut answered = false;
+    for _ in 0..50 {
+        if check().await.unwrap().remaining < 5 {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(answered, "Redis never answered again");
+    let ended = logs
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|fields| {
+            fields
+                .get("message")
+                .is_some_and(|message| message.contains("rate-limit store outage ended"))
+        })
+        .count();
+    assert!(ended >= 1, "no line ended the outage");
 }

@@ -708,6 +708,70 @@ async fn store_errors_fail_open() {
     ));
 }
 
+/// An in-memory store that can be taken down and brought back.
+#[derive(Default)]
+struct Switchable {
+    inner: InMemoryRateLimitStore,
+    down: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl RateLimitStore for Switchable {
+    async fn check(
+        &self,
+        key: &str,
+        policy: &BucketPolicy,
+    ) -> Result<Decision, RateLimitStoreError> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(RateLimitStoreError::Backend("connection refused".into()));
+        }
+        self.inner.check(key, policy).await
+    }
+}
+
+#[tokio::test]
+async fn an_outage_writes_the_fail_open_record_once_and_one_line_when_it_ends() {
+    let captured = crate::testing::CapturedLog::default();
+    let _guard = tracing::subscriber::set_default(captured.subscriber(tracing::Level::DEBUG));
+    let store = Arc::new(Switchable::default());
+    let (limiter, _events) = limiter_with(store.clone());
+    let who = ip_identity("192.0.2.44");
+    let check = || limiter.check("POST", "/api/v1/users", "/api/v1/users", &who);
+
+    check().await.unwrap();
+    assert!(captured.lines().is_empty(), "{:#?}", captured.lines());
+
+    store.down.store(true, std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..20 {
+        assert!(check().await.unwrap().allowed);
+    }
+    let lines = captured.lines();
+    // The first failure in full; the other nineteen, within 10 s, add nothing.
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    for expected in [
+        "ERROR",
+        "endpoint=POST /api/v1/users",
+        "identifier=192.0.2.44",
+        "error=rate-limit store error: connection refused",
+        "layer=\"rate_limit\"",
+        "result=\"fail_open\"",
+    ] {
+        assert!(lines[0].contains(expected), "{expected} in {}", lines[0]);
+    }
+
+    store.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    check().await.unwrap();
+    check().await.unwrap();
+    let lines = captured.lines();
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert!(
+        lines[1].contains("rate-limit store outage ended"),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[1].contains("20 calls failed"), "{}", lines[1]);
+}
+
 #[test]
 fn events_serialize_with_spec_names() {
     let e = RateLimitEvent::Denied {

@@ -1,7 +1,13 @@
-//! The rate-limit store as the service uses it: its outages are logged once when they start,
-//! as a count every 10 s while they last and once when they end ([`OutageLog`]), instead of a
-//! line per request (a Redis outage wrote two ERROR lines per request: the endpoint's check
-//! and the login throttle's). The limiter still fails open on every failed call.
+//! The rate-limit store as the login throttle and the readiness check use it: its outages
+//! are logged once when they start, as a count every 10 s while they last and once when they
+//! end ([`OutageLog`]), instead of a line per request (a Redis outage wrote two ERROR lines
+//! per request: the endpoint's check and the login throttle's). Every caller still fails
+//! open on every failed call.
+//!
+//! The endpoints' limiter ([`RateLimiter`](super::RateLimiter)) calls the store itself and
+//! feeds the same [`OutageLog`] ([`rate_limit_outage`]), so that the outage's first line is the
+//! spec's fail-open record, with the endpoint and the client, and one outage is logged once
+//! whoever meets it first.
 
 use std::sync::Arc;
 
@@ -11,22 +17,25 @@ use super::bucket::{BucketPolicy, Decision};
 use super::{RateLimitStore, RateLimitStoreError};
 use crate::outage::OutageLog;
 
-/// A [`RateLimitStore`] whose failures feed one [`OutageLog`].
+/// The outage log of the rate-limit store; share one between its watched store and the
+/// limiter.
+pub(crate) fn rate_limit_outage() -> Arc<OutageLog> {
+    Arc::new(OutageLog::new(
+        "rate-limit store",
+        "requests are let through without rate limits (fail-open)",
+    ))
+}
+
+/// A [`RateLimitStore`] whose failures feed an [`OutageLog`].
 pub(crate) struct WatchedRateLimitStore {
     inner: Arc<dyn RateLimitStore>,
-    outage: OutageLog,
+    outage: Arc<OutageLog>,
 }
 
 impl WatchedRateLimitStore {
-    /// Watches `inner`.
-    pub(crate) fn new(inner: Arc<dyn RateLimitStore>) -> Self {
-        Self {
-            inner,
-            outage: OutageLog::new(
-                "rate-limit store",
-                "requests are let through without rate limits (fail-open)",
-            ),
-        }
+    /// Watches `inner`, logging to `outage` ([`rate_limit_outage`]).
+    pub(crate) fn new(inner: Arc<dyn RateLimitStore>, outage: Arc<OutageLog>) -> Self {
+        Self { inner, outage }
     }
 
     fn learn<T>(&self, outcome: Result<T, RateLimitStoreError>) -> Result<T, RateLimitStoreError> {

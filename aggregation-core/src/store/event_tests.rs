@@ -730,6 +730,7 @@ async fn revoke_all_fans_out(store: Shared, count: usize) {
             lease_until: now() + TimeDelta::minutes(5),
             limit: claim_limit,
             per_endpoint: claim_limit,
+            per_user: claim_limit,
         })
         .await
         .unwrap();

@@ -73,6 +73,8 @@ mod webhooks;
 pub use backend::{Backend, SqlStore};
 pub use events::{AuditFilter, EventStore};
 pub(crate) use guard::GuardedStore;
+#[cfg(feature = "testing")]
+pub(crate) use guard::for_each_store_trait;
 pub use imports::{
     FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportInstitution,
     ImportOutcome, ImportSnapshot, ImportStore, ImportedAccount,
@@ -116,11 +118,19 @@ pub use webhooks::{
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The database could not be reached or talked to, or did not answer in time (answered
-    /// as 503 with `Retry-After`). Calls failing with it in a row open the service's circuit
-    /// breaker, so return it only when the store itself is at fault, never for a bad row.
+    /// The database could not be reached or talked to (answered as 503 with `Retry-After`).
+    /// Calls failing with it in a row, and then a failing ping, open the service's circuit
+    /// breaker, so return it only when the store itself is at fault, never for a bad row or
+    /// a slow call.
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
+    /// The database answers but did not finish this call in time: a statement timeout
+    /// (PostgreSQL `57014`), a lock another writer held past the busy timeout (SQLite busy or
+    /// locked, PostgreSQL `55P03`), a transaction given up for a concurrent one. Answered as
+    /// 503 with `Retry-After` for this call alone: it never counts toward opening the circuit
+    /// breaker, since one user's slow work must not refuse everybody.
+    #[error("the store is busy: {0}")]
+    Busy(String),
     /// A uniqueness rule was broken (for example, an email already registered).
     #[error("conflict: {0}")]
     Conflict(String),

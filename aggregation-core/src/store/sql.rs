@@ -22,10 +22,14 @@ use crate::events::EventType;
 /// Every failure to reach or talk to the database is [`StoreError::Unavailable`], which the API
 /// answers with 503: no pooled connection within the acquire timeout, a closed pool, I/O, TLS
 /// and wire-protocol errors (a server that accepts and closes a connection fails the
-/// `SSLRequest` exchange), a crashed connection worker, a PostgreSQL `statement_timeout`, the
-/// server refusing connections or shutting down, a SQLite lock still held when the busy
-/// timeout ends. Only what says the store answered and our own code or data is at fault
-/// (decoding a row, a broken invariant) is [`StoreError::Other`], answered with 500.
+/// `SSLRequest` exchange), a crashed connection worker, the server refusing connections or
+/// shutting down. What says the database answered but this call ran out of time is
+/// [`StoreError::Busy`], also 503 but never counted toward the circuit breaker: a PostgreSQL
+/// `statement_timeout` (57014) or lock timeout (55P03), a SQLite lock still held when the busy
+/// timeout ends, a transaction given up for a concurrent one. (A pool acquire timeout is
+/// ambiguous, a busy pool or a database gone; the breaker tells them apart with a ping that
+/// does not wait for the pool.) Only what says the store answered and our own code or data is
+/// at fault (decoding a row, a broken invariant) is [`StoreError::Other`], answered with 500.
 ///
 /// Unavailability is not logged here: the service logs an outage once when it starts, as a
 /// count while it lasts and once when it ends (see `store::guard`), not once per call.
@@ -42,6 +46,10 @@ impl From<sqlx::Error> for StoreError {
                 tracing::debug!(error = %error, "store unavailable");
                 Self::Unavailable(error.to_string())
             }
+            sqlx::Error::Database(database) if ran_out_of_time(database.as_ref()) => {
+                tracing::debug!(error = %error, "store busy");
+                Self::Busy(error.to_string())
+            }
             sqlx::Error::Database(database) if unreachable(database.as_ref()) => {
                 tracing::debug!(error = %error, "store unavailable");
                 Self::Unavailable(error.to_string())
@@ -52,7 +60,7 @@ impl From<sqlx::Error> for StoreError {
             sqlx::Error::Database(database) if lost_a_race(database.as_ref()) => {
                 // Writers take rows in one order, so this is rare; the client may simply retry.
                 tracing::warn!(error = %error, "concurrent write conflict");
-                Self::Unavailable(error.to_string())
+                Self::Busy(error.to_string())
             }
             _ => {
                 tracing::error!(error = %error, "store failure");
@@ -86,19 +94,49 @@ fn lost_a_race(error: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
     false
 }
 
-/// Whether a database error means the call ran out of time or the server could not serve it
-/// at all, rather than that the statement failed.
+/// Whether a database error means the server answered but this call ran out of time: it
+/// waited for a lock another call held, or ran longer than the statement timeout.
+fn ran_out_of_time(error: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
+    #[cfg(feature = "postgres")]
+    if let Some(error) = error.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        // 57014 query_canceled: what `statement_timeout` raises. 55P03 lock_not_available:
+        // what `lock_timeout` raises.
+        return matches!(error.code(), "57014" | "55P03");
+    }
+    #[cfg(feature = "sqlite")]
+    if let Some(error) = error.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
+        const SQLITE_BUSY: i32 = 5;
+        const SQLITE_LOCKED: i32 = 6;
+        return matches!(
+            sqlite_primary_code(error),
+            Some(SQLITE_BUSY | SQLITE_LOCKED)
+        );
+    }
+    false
+}
+
+/// The primary result code of a SQLite error: the low byte of the extended one.
+#[cfg(feature = "sqlite")]
+fn sqlite_primary_code(error: &sqlx::sqlite::SqliteError) -> Option<i32> {
+    use sqlx::error::DatabaseError as _;
+    error
+        .code()
+        .and_then(|code| code.parse::<i32>().ok())
+        .map(|code| code & 0xff)
+}
+
+/// Whether a database error means the server could not serve the call at all, rather than
+/// that the statement failed.
 fn unreachable(error: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
     #[cfg(feature = "postgres")]
     if let Some(error) = error.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
         let code = error.code();
-        // 57014 query_canceled: what `statement_timeout` raises. Class 08: connection
-        // exceptions. 57P01-57P05: the server shutting down, crashed, starting up, or the
-        // session idle too long. Class 53: insufficient resources (too many connections,
-        // disk full, out of memory). Class 58: I/O errors on the server. 25006: a read-only
-        // transaction, i.e. a standby answering while a failover is under way.
-        return code == "57014"
-            || code == "25006"
+        // Class 08: connection exceptions. 57P01-57P05: the server shutting down, crashed,
+        // starting up, or the session idle too long. Class 53: insufficient resources (too
+        // many connections, disk full, out of memory). Class 58: I/O errors on the server.
+        // 25006: a read-only transaction, i.e. a standby answering while a failover is under
+        // way.
+        return code == "25006"
             || code.starts_with("08")
             || code.starts_with("57P")
             || code.starts_with("53")
@@ -106,28 +144,13 @@ fn unreachable(error: &(dyn sqlx::error::DatabaseError + 'static)) -> bool {
     }
     #[cfg(feature = "sqlite")]
     if let Some(error) = error.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
-        use sqlx::error::DatabaseError as _;
-        const SQLITE_BUSY: i32 = 5;
-        const SQLITE_LOCKED: i32 = 6;
         const SQLITE_NOMEM: i32 = 7;
         const SQLITE_IOERR: i32 = 10;
         const SQLITE_FULL: i32 = 13;
         const SQLITE_CANTOPEN: i32 = 14;
-        // The primary result code is the low byte of the extended one.
-        let primary = error
-            .code()
-            .and_then(|code| code.parse::<i32>().ok())
-            .map(|code| code & 0xff);
         return matches!(
-            primary,
-            Some(
-                SQLITE_BUSY
-                    | SQLITE_LOCKED
-                    | SQLITE_NOMEM
-                    | SQLITE_IOERR
-                    | SQLITE_FULL
-                    | SQLITE_CANTOPEN
-            )
+            sqlite_primary_code(error),
+            Some(SQLITE_NOMEM | SQLITE_IOERR | SQLITE_FULL | SQLITE_CANTOPEN)
         );
     }
     false

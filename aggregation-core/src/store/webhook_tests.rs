@@ -18,6 +18,7 @@ use crate::webhooks::webhook_disabled_events;
 suite!(
     claims_take_turns_across_endpoints_within_their_cap,
     claims_skip_what_is_not_due_yet,
+    one_users_many_endpoints_never_hold_back_another_users_first_delivery,
     an_endpoint_failing_long_enough_is_disabled_until_enabled,
     a_success_ends_the_failure_streak,
     a_replaced_secret_is_handed_out_until_it_expires,
@@ -52,7 +53,7 @@ async fn raise(store: &Shared, user_id: Uuid, count: usize) {
     assert_eq!(revoked.len(), count);
 }
 
-/// A claim now of at most `limit`, `per_endpoint` at once per endpoint.
+/// A claim now of at most `limit`, `per_endpoint` at once per endpoint, users uncapped.
 fn claim(limit: u32, per_endpoint: u32) -> DeliveryClaim {
     let at = now();
     DeliveryClaim {
@@ -61,6 +62,7 @@ fn claim(limit: u32, per_endpoint: u32) -> DeliveryClaim {
         lease_until: at + TimeDelta::minutes(1),
         limit,
         per_endpoint,
+        per_user: u32::MAX,
     }
 }
 
@@ -139,6 +141,65 @@ async fn claims_take_turns_across_endpoints_within_their_cap(store: Shared) {
     assert_eq!(third.len(), 1);
     assert_eq!(third[0].endpoint_id, busy[0]);
     assert_ne!(third[0].event_id, answered.event_id);
+}
+
+/// User A has ten endpoints whose deliveries hang (their leases never end within the test);
+/// user B raises one event afterwards. B's delivery is in the very next claim, A never holds
+/// more than the per-user cap, and what A leases does not grow while its deliveries hang.
+async fn one_users_many_endpoints_never_hold_back_another_users_first_delivery(store: Shared) {
+    const PER_USER: u32 = 4;
+    let fair = |limit| DeliveryClaim {
+        per_user: PER_USER,
+        ..claim(limit, 2)
+    };
+    let noisy = user(&store).await;
+    let mut noisy_endpoints = Vec::new();
+    for _ in 0..10 {
+        noisy_endpoints.push(endpoint(&store, noisy).await);
+    }
+    raise(&store, noisy, 5).await;
+
+    // A alone: within its cap, round-robin over its endpoints (one each, four endpoints).
+    let first = store.claim_webhook_deliveries(&fair(64)).await.unwrap();
+    assert_eq!(first.len(), PER_USER as usize);
+    assert!(
+        noisy_endpoints
+            .iter()
+            .all(|endpoint| of(&first, *endpoint) <= 1)
+    );
+    // Its deliveries hang: another claim gives A nothing more.
+    assert!(
+        store
+            .claim_webhook_deliveries(&fair(64))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let quiet = user(&store).await;
+    let quiet_endpoint = endpoint(&store, quiet).await;
+    raise(&store, quiet, 1).await;
+    // One slot only, and A has forty-six deliveries older than B's: B's comes first.
+    let next = store.claim_webhook_deliveries(&fair(1)).await.unwrap();
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].endpoint_id, quiet_endpoint);
+
+    // A's hung deliveries fail and are due again at once: A gets its cap again, no more.
+    let failed: Vec<WebhookAttempt> = first
+        .iter()
+        .map(|delivery| attempt(delivery, now(), NextDelivery::RetryAt(now())))
+        .collect();
+    store
+        .record_webhook_attempts(&failed, never(), &webhook_disabled_events)
+        .await
+        .unwrap();
+    let again = store.claim_webhook_deliveries(&fair(64)).await.unwrap();
+    assert_eq!(again.len(), PER_USER as usize);
+    assert!(
+        again
+            .iter()
+            .all(|delivery| noisy_endpoints.contains(&delivery.endpoint_id))
+    );
 }
 
 async fn claims_skip_what_is_not_due_yet(store: Shared) {

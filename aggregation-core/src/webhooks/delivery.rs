@@ -38,6 +38,11 @@ pub(crate) const MAX_IN_FLIGHT: usize = 64;
 /// Most deliveries of one endpoint in flight at once (on every instance together: the claim
 /// counts leases), so a slow endpoint holds at most this many sending slots.
 pub(crate) const PER_ENDPOINT_IN_FLIGHT: u32 = 2;
+/// Most deliveries of one user's endpoints together in flight at once (on every instance
+/// together), so that one user's failing or hanging endpoints, however many, hold at most
+/// this many of the [`MAX_IN_FLIGHT`] slots: sixteen such users would be needed to fill an
+/// instance, and every other user's first delivery is claimed by the next claim.
+pub(crate) const PER_USER_IN_FLIGHT: u32 = 4;
 /// Time to connect to a receiver.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time for a receiver's whole answer.
@@ -319,6 +324,7 @@ pub(crate) async fn deliver_due(
                         lease_until: dates::later(at, dates::delta(CLAIM_LEASE)),
                         limit: u32::try_from(slots.len()).unwrap_or(u32::MAX),
                         per_endpoint: PER_ENDPOINT_IN_FLIGHT,
+                        per_user: PER_USER_IN_FLIGHT,
                     })
                     .await;
                 match claimed {

@@ -88,7 +88,28 @@ impl<B: Backend> UserStore for SqlStore<B> {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        query::<B>("SELECT 1").execute(&self.pool).await?;
+        let options = self.pool.options();
+        let saturated =
+            self.pool.num_idle() == 0 && self.pool.size() >= options.get_max_connections();
+        if !saturated {
+            query::<B>("SELECT 1").execute(&self.pool).await?;
+            return Ok(());
+        }
+        // Every pooled connection is taken (by slow calls, say): a ping through the pool
+        // would wait behind them and fail like them, and the circuit breaker would take a
+        // busy store for an unreachable one. A connection of its own asks the database.
+        let connect_options = self.pool.connect_options();
+        let mut connection = tokio::time::timeout(
+            options.get_acquire_timeout(),
+            <B::Connection as sqlx::Connection>::connect_with(&connect_options),
+        )
+        .await
+        .map_err(|_| {
+            StoreError::Unavailable("no connection within the acquire timeout".into())
+        })??;
+        let answered = query::<B>("SELECT 1").execute(&mut connection).await;
+        let _ = sqlx::Connection::close(connection).await;
+        answered?;
         Ok(())
     }
 }

@@ -145,6 +145,9 @@ pub struct DeliveryClaim {
     pub limit: u32,
     /// Most deliveries of one endpoint leased at once, counting those leased before.
     pub per_endpoint: u32,
+    /// Most deliveries of one user's endpoints together leased at once, counting those
+    /// leased before: one user's many slow endpoints hold at most this many sending slots.
+    pub per_user: u32,
 }
 
 /// What follows an attempt.

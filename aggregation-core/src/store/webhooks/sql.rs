@@ -386,7 +386,7 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
         &self,
         claim: &DeliveryClaim,
     ) -> Result<Vec<ClaimedDelivery>, StoreError> {
-        if claim.limit == 0 || claim.per_endpoint == 0 {
+        if claim.limit == 0 || claim.per_endpoint == 0 || claim.per_user == 0 {
             return Ok(Vec::new());
         }
         // A plain read first: an installation with nothing due (no endpoints, say) never takes
@@ -420,22 +420,37 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
                 .execute(&mut *tx)
                 .await?;
         }
-        // `turn`: the place of a delivery in its endpoint's queue. Taking every endpoint's
-        // first turn before anyone's second is the round-robin; an endpoint's turns plus what
-        // it has leased already stay within its cap.
+        // Round-robin across users, then across each user's endpoints. `turn`: the place of a
+        // delivery in its endpoint's queue; an endpoint's turns plus what it has leased
+        // already stay within its cap. `user_turn`: the place of what is left in its user's
+        // queue, every endpoint's first turn before any endpoint's second; a user's turns plus
+        // what the user's endpoints have leased stay within the user's cap. Taking every
+        // user's first turn before anyone's second is the fairness per user: one user's many
+        // failing endpoints never hold more than the user's cap of the slots, and a user with
+        // nothing in flight is served in the first claim that has a slot.
         let claimed: Vec<ClaimRow> = query_as::<B, _>(
-            "WITH leased AS (SELECT endpoint_id, COUNT(*) AS in_flight FROM webhook_deliveries \
-                 WHERE status = 'pending' AND lease_until > $1 GROUP BY endpoint_id), \
-             queued AS (SELECT d.endpoint_id, d.event_id, d.next_attempt_at, \
+            "WITH leased AS (SELECT d.endpoint_id, w.user_id, COUNT(*) AS in_flight \
+                 FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
+                 WHERE d.status = 'pending' AND d.lease_until > $1 \
+                 GROUP BY d.endpoint_id, w.user_id), \
+             user_leased AS (SELECT user_id, CAST(SUM(in_flight) AS BIGINT) AS in_flight \
+                 FROM leased \
+                 GROUP BY user_id), \
+             queued AS (SELECT d.endpoint_id, w.user_id, d.event_id, d.next_attempt_at, \
                  ROW_NUMBER() OVER (PARTITION BY d.endpoint_id \
                      ORDER BY d.next_attempt_at, d.event_id) AS turn \
                  FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
                  WHERE d.status = 'pending' AND d.next_attempt_at <= $2 \
                  AND (d.lease_until IS NULL OR d.lease_until <= $1) AND w.disabled_at IS NULL), \
-             picked AS (SELECT q.endpoint_id, q.event_id FROM queued q \
-                 LEFT JOIN leased l ON l.endpoint_id = q.endpoint_id \
-                 WHERE q.turn + COALESCE(l.in_flight, 0) <= $4 \
-                 ORDER BY q.turn, q.next_attempt_at, q.endpoint_id LIMIT $5) \
+             allowed AS (SELECT q.endpoint_id, q.user_id, q.event_id, q.next_attempt_at, \
+                 ROW_NUMBER() OVER (PARTITION BY q.user_id \
+                     ORDER BY q.turn, q.next_attempt_at, q.endpoint_id) AS user_turn \
+                 FROM queued q LEFT JOIN leased l ON l.endpoint_id = q.endpoint_id \
+                 WHERE q.turn + COALESCE(l.in_flight, 0) <= $4), \
+             picked AS (SELECT a.endpoint_id, a.event_id FROM allowed a \
+                 LEFT JOIN user_leased u ON u.user_id = a.user_id \
+                 WHERE a.user_turn + COALESCE(u.in_flight, 0) <= $6 \
+                 ORDER BY a.user_turn, a.next_attempt_at, a.user_id LIMIT $5) \
              UPDATE webhook_deliveries SET lease_until = $3 \
              WHERE (endpoint_id, event_id) IN (SELECT endpoint_id, event_id FROM picked) \
              RETURNING endpoint_id, event_id, payload, attempt_count, created_at",
@@ -445,6 +460,7 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
         .bind(claim.lease_until)
         .bind(i64::from(claim.per_endpoint))
         .bind(i64::from(claim.limit))
+        .bind(i64::from(claim.per_user))
         .fetch_all(&mut *tx)
         .await?;
         let mut deliveries = Vec::with_capacity(claimed.len());
