@@ -1275,6 +1275,7 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
             },
         ],
         mark_synced: true,
+        account_limit: None,
     };
     let counts = store
         .apply_sync(
@@ -1342,6 +1343,7 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
             }),
         }],
         mark_synced: false,
+        account_limit: None,
     };
     let counts = store
         .apply_sync(
@@ -1490,6 +1492,7 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
             },
         ],
         mark_synced: true,
+        account_limit: None,
     };
     assert!(is_other(
         &store
