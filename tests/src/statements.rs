@@ -132,6 +132,30 @@ pub async fn post_imports(
         .await
 }
 
+/// Starts an upload of `content` and holds it after the first half of its body: the import is
+/// admitted (its slot taken) and left reading, until the guard is dropped.
+pub async fn hold_upload(
+    app: &TestApp,
+    file_name: &str,
+    content: &str,
+    bearer: &str,
+) -> crate::HeldRequest {
+    let body = multipart(&[("file", Some(file_name), content.as_bytes())]);
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri("/api/v1/imports")
+        .header(
+            header::CONTENT_TYPE,
+            format!("multipart/form-data; boundary={BOUNDARY}"),
+        )
+        .header(header::CONTENT_LENGTH, body.len())
+        .header(header::AUTHORIZATION, format!("Bearer {bearer}"))
+        .body(())
+        .expect("request");
+    let half = Bytes::from(body[..body.len() / 2].to_vec());
+    app.hold_request(request, half).await
+}
+
 /// Uploads `content` as the `file` part named `file_name`.
 pub async fn upload(app: &TestApp, file_name: &str, content: &str, bearer: &str) -> TestResponse {
     post_imports(
