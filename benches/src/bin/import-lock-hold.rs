@@ -73,6 +73,7 @@ fn batch(accounts: usize, per_account: usize) -> ImportBatch {
 }
 
 #[tokio::main(flavor = "current_thread")]
+#[expect(clippy::print_stdout, reason = "the report is the tool's output")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let shapes: Vec<String> = std::env::args().skip(1).collect();
     let shapes = if shapes.is_empty() {
