@@ -16,6 +16,7 @@ use crate::rate_limit::RateLimitStore;
 use crate::records::Records;
 use crate::sessions::Sessions;
 use crate::store::Store;
+use crate::user_slots::{BUSY_USERS, HEAVY_READS_PER_USER, IMPORTS_PER_USER, UserSlots};
 use crate::webhooks::Webhooks;
 use crate::work::WorkGate;
 
@@ -35,6 +36,10 @@ pub(crate) struct App {
     /// Committed durable events, published in process after each commit (the use cases hold
     /// clones; the event stream and the webhook deliverer subscribe here).
     pub(crate) bus: EventBus,
+    /// The imports running per user on this instance.
+    pub(crate) running_imports: UserSlots,
+    /// The heavy reads (net worth, portfolio) running per user on this instance.
+    pub(crate) heavy_reads: UserSlots,
 }
 
 impl App {
@@ -65,7 +70,8 @@ impl App {
         );
         let parsing = WorkGate::new("OFX parsing", config.parsing_limits());
         let sessions = Sessions::new(store.clone(), events.clone());
-        let imports = Imports::new(store.clone(), events.clone(), parsing);
+        let imports = Imports::new(store.clone(), events.clone(), parsing)
+            .with_account_limit(config.max_accounts_per_user());
         let admin = Admin::new(store.clone(), config.clone(), events);
         let records = Records::new(store.clone());
         let webhooks = Webhooks::new(store.clone(), config.clone());
@@ -81,6 +87,8 @@ impl App {
             records,
             webhooks,
             bus,
+            running_imports: UserSlots::new(IMPORTS_PER_USER, BUSY_USERS),
+            heavy_reads: UserSlots::new(HEAVY_READS_PER_USER, BUSY_USERS),
         }
     }
 

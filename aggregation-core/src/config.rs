@@ -188,6 +188,7 @@ pub struct Config {
     login_failure_limit: Option<LoginFailureLimit>,
     event_stream_heartbeat: Duration,
     event_streams_per_user: usize,
+    max_accounts_per_user: u64,
     webhooks: WebhookSettings,
 }
 
@@ -224,6 +225,7 @@ impl std::fmt::Debug for Config {
             .field("login_failure_limit", &self.login_failure_limit)
             .field("event_stream_heartbeat", &self.event_stream_heartbeat)
             .field("event_streams_per_user", &self.event_streams_per_user)
+            .field("max_accounts_per_user", &self.max_accounts_per_user)
             .field("webhooks", &self.webhooks)
             .finish_non_exhaustive()
     }
@@ -280,6 +282,7 @@ impl Config {
             login_failure_limit: Some(LoginFailureLimit::default()),
             event_stream_heartbeat: Duration::from_secs(15),
             event_streams_per_user: 5,
+            max_accounts_per_user: Self::DEFAULT_MAX_ACCOUNTS_PER_USER,
             webhooks: WebhookSettings::default(),
         })
     }
@@ -498,6 +501,22 @@ impl Config {
     /// How many event streams one user may hold open on this instance at once.
     pub fn event_streams_per_user(&self) -> usize {
         self.event_streams_per_user
+    }
+
+    /// The default of [`Config::max_accounts_per_user`].
+    pub const DEFAULT_MAX_ACCOUNTS_PER_USER: u64 = 10_000;
+
+    /// Sets the most accounts one user may hold (default 10,000; at least 1). An import or a
+    /// provider sync that would create accounts beyond it is refused (422) and writes nothing.
+    #[must_use]
+    pub fn with_max_accounts_per_user(mut self, accounts: u64) -> Self {
+        self.max_accounts_per_user = accounts.max(1);
+        self
+    }
+
+    /// The most accounts one user may hold.
+    pub fn max_accounts_per_user(&self) -> u64 {
+        self.max_accounts_per_user
     }
 
     /// Sets the largest accepted JSON body (default 1 MiB).

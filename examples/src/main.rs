@@ -305,6 +305,15 @@ struct Cli {
         value_parser = named::<u32>()
     )]
     max_connections: u32,
+    /// Most accounts one user may hold (an integer, at least 1); an import or provider sync
+    /// that would create more answers 422 and writes nothing.
+    #[arg(
+        long,
+        env = "AGG_MAX_ACCOUNTS_PER_USER",
+        default_value_t = 10_000,
+        value_parser = named::<u64>()
+    )]
+    max_accounts_per_user: u64,
     /// Seconds a shutdown waits for in-flight requests and jobs before abandoning them.
     #[arg(
         long,
@@ -565,6 +574,9 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         })?;
     if cli.max_connections == 0 {
         return Err(setting("AGG_MAX_CONNECTIONS", "must be at least 1"));
+    }
+    if cli.max_accounts_per_user == 0 {
+        return Err(setting("AGG_MAX_ACCOUNTS_PER_USER", "must be at least 1"));
     }
     let sandbox = flag("AGG_SANDBOX", &cli.sandbox)?;
     let simplefin = flag("AGG_SIMPLEFIN", &cli.simplefin)?;
@@ -948,7 +960,8 @@ fn config(cli: &Cli, address: SocketAddr, sandbox: bool) -> Result<Config, Start
         ))
         .with_hashing_limits(hashing_limits(cli)?)
         .with_event_stream_heartbeat(Duration::from_secs(cli.event_heartbeat_seconds.max(1)))
-        .with_event_streams_per_user(cli.event_streams_per_user);
+        .with_event_streams_per_user(cli.event_streams_per_user)
+        .with_max_accounts_per_user(cli.max_accounts_per_user);
     let mut redirect_uris = split_list(&cli.oauth_redirect_uris);
     for uri in &redirect_uris {
         if !is_http_url(uri) {

@@ -366,6 +366,7 @@ fn help_lists_every_setting() {
         "AGG_HEADER_TIMEOUT_SECONDS",
         "AGG_BODY_TIMEOUT_SECONDS",
         "AGG_MAX_CONNECTIONS",
+        "AGG_MAX_ACCOUNTS_PER_USER",
         "AGG_HASH_CONCURRENCY",
         "AGG_HASH_QUEUE",
     ] {
@@ -521,10 +522,12 @@ fn a_malformed_setting_stops_the_start_naming_the_variable() {
     std::fs::write(&bad_policies, "[[[ not toml").expect("written");
     let bad_policies = bad_policies.display().to_string();
     let missing_policies = workspace.path().join("missing.toml").display().to_string();
-    let cases: [(&str, &str); 23] = [
+    let cases: [(&str, &str); 25] = [
         ("AGG_SESSION_MAX_DAYS", "forever"),
         ("AGG_MAX_CONNECTIONS", "0"),
         ("AGG_MAX_CONNECTIONS", "many"),
+        ("AGG_MAX_ACCOUNTS_PER_USER", "0"),
+        ("AGG_MAX_ACCOUNTS_PER_USER", "-5"),
         ("AGG_SHUTDOWN_SECONDS", "-1"),
         ("AGG_HEADER_TIMEOUT_SECONDS", "1.5"),
         ("AGG_HASH_CONCURRENCY", "0"),

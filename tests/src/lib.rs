@@ -27,7 +27,9 @@ pub mod receiver;
 mod servers;
 mod statements;
 
-pub use statements::{BANK_QFX, BOUNDARY, multipart, post_imports, upload, upload_with};
+pub use statements::{
+    BANK_QFX, BOUNDARY, hold_upload, multipart, post_imports, upload, upload_with,
+};
 
 /// How the service is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,6 +233,42 @@ fn parse_block(block: &str) -> SseBlock {
 }
 
 /// Where requests go.
+/// A request in flight whose body is not complete, from [`TestApp::hold_request`]; dropping it
+/// ends the request.
+#[derive(Debug)]
+pub enum HeldRequest {
+    /// The bare target: the rest of the body would come through the sender; the task awaits
+    /// the answer.
+    Bare(
+        tokio::sync::mpsc::Sender<Bytes>,
+        tokio::task::JoinHandle<()>,
+    ),
+    /// An HTTP front: the open socket.
+    Socket(tokio::net::TcpStream),
+}
+
+impl HeldRequest {
+    /// Whether the server has answered (or closed) the request already: it was refused
+    /// before it began reading the body.
+    pub fn answered(&self) -> bool {
+        match self {
+            Self::Bare(_, answer) => answer.is_finished(),
+            Self::Socket(socket) => {
+                let mut byte = [0u8; 1];
+                !matches!(socket.try_read(&mut byte), Err(error) if error.kind() == std::io::ErrorKind::WouldBlock)
+            }
+        }
+    }
+}
+
+impl Drop for HeldRequest {
+    fn drop(&mut self) {
+        if let Self::Bare(_, answer) = self {
+            answer.abort();
+        }
+    }
+}
+
 enum Client {
     Bare(AggregationService),
     Http {
@@ -660,6 +698,62 @@ impl TestApp {
             headers: parts.headers,
             body,
             buffer: String::new(),
+        }
+    }
+
+    /// Sends a request whose body stops after `first` (of the `Content-Length` the request
+    /// declares) and stays open until the returned guard is dropped: the server is left
+    /// reading it. For cases that need a request in flight (a held slot); dropping the guard
+    /// ends the request (the socket closes, or the bare target's body ends short).
+    pub async fn hold_request(&self, request: Request<()>, first: Bytes) -> HeldRequest {
+        match &self.client {
+            Client::Bare(service) => {
+                let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(1);
+                sender.send(first).await.expect("the body is read");
+                let frames = futures_util::stream::unfold(receiver, |mut receiver| async move {
+                    let chunk = receiver.recv().await?;
+                    Some((
+                        Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(chunk)),
+                        receiver,
+                    ))
+                });
+                let (mut parts, ()) = request.into_parts();
+                parts
+                    .extensions
+                    .insert(PeerAddr(SocketAddr::from(([127, 0, 0, 1], 40_000))));
+                let request = Request::from_parts(parts, http_body_util::StreamBody::new(frames));
+                let service = service.clone();
+                let answer = tokio::spawn(async move {
+                    let _ = service.oneshot(request).await;
+                });
+                HeldRequest::Bare(sender, answer)
+            }
+            Client::Http { base, .. } => {
+                use tokio::io::AsyncWriteExt as _;
+                let address = base.trim_start_matches("http://");
+                let mut socket = tokio::net::TcpStream::connect(address)
+                    .await
+                    .expect("the server listens");
+                let path = request
+                    .uri()
+                    .path_and_query()
+                    .map_or("/", |path| path.as_str());
+                let mut head = format!(
+                    "{} {path} HTTP/1.1\r\nhost: {address}\r\n",
+                    request.method()
+                );
+                for (name, value) in request.headers() {
+                    head.push_str(&format!(
+                        "{name}: {}\r\n",
+                        value.to_str().expect("ASCII header")
+                    ));
+                }
+                head.push_str("\r\n");
+                socket.write_all(head.as_bytes()).await.expect("head sent");
+                socket.write_all(&first).await.expect("first bytes sent");
+                socket.flush().await.expect("flushed");
+                HeldRequest::Socket(socket)
+            }
         }
     }
 

@@ -114,6 +114,18 @@ pub fn multipart(parts: &[(&str, Option<&str>, &[u8])]) -> Vec<u8> {
     body
 }
 
+/// The head of `POST /api/v1/imports` with `content_type` and an optional bearer token.
+fn imports_request(content_type: &str, bearer: Option<&str>) -> http::request::Builder {
+    let builder = Request::builder()
+        .method(Method::POST)
+        .uri("/api/v1/imports")
+        .header(header::CONTENT_TYPE, content_type);
+    match bearer {
+        Some(token) => builder.header(header::AUTHORIZATION, format!("Bearer {token}")),
+        None => builder,
+    }
+}
+
 /// Sends `body` with `content_type` to `POST /api/v1/imports`.
 pub async fn post_imports(
     app: &TestApp,
@@ -121,15 +133,28 @@ pub async fn post_imports(
     body: Vec<u8>,
     bearer: Option<&str>,
 ) -> TestResponse {
-    let mut builder = Request::builder()
-        .method(Method::POST)
-        .uri("/api/v1/imports")
-        .header(header::CONTENT_TYPE, content_type);
-    if let Some(token) = bearer {
-        builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
-    }
-    app.send(builder.body(Full::new(Bytes::from(body))).expect("request"))
-        .await
+    let request = imports_request(content_type, bearer)
+        .body(Full::new(Bytes::from(body)))
+        .expect("request");
+    app.send(request).await
+}
+
+/// Starts an upload of `content` and holds it after the first half of its body: the import is
+/// admitted (its slot taken) and left reading, until the guard is dropped.
+pub async fn hold_upload(
+    app: &TestApp,
+    file_name: &str,
+    content: &str,
+    bearer: &str,
+) -> crate::HeldRequest {
+    let body = multipart(&[("file", Some(file_name), content.as_bytes())]);
+    let content_type = format!("multipart/form-data; boundary={BOUNDARY}");
+    let request = imports_request(&content_type, Some(bearer))
+        .header(header::CONTENT_LENGTH, body.len())
+        .body(())
+        .expect("request");
+    let half = Bytes::from(body[..body.len() / 2].to_vec());
+    app.hold_request(request, half).await
 }
 
 /// Uploads `content` as the `file` part named `file_name`.

@@ -114,6 +114,13 @@ impl From<RecordError> for ApiError {
             | RecordError::ConnectionNotFound => {
                 ApiError::new(ErrorCode::NotFound, error.to_string())
             }
+            RecordError::HistoryTooCostly { .. } => {
+                ApiError::validation(vec![crate::api::validate::query::error(
+                    "from",
+                    "too_costly",
+                    error.to_string(),
+                )])
+            }
             RecordError::Store(store) => store.into(),
         }
     }

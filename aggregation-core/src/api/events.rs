@@ -28,9 +28,6 @@
 //!   the frame saying that its own session was revoked: the client reconnects with a fresh
 //!   token and `Last-Event-ID`.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use http::request::Parts;
@@ -51,6 +48,7 @@ use crate::events::stream::StreamOwner;
 use crate::events::{Event, EventStream, StreamItem};
 use crate::problem::{ApiError, ErrorCode};
 use crate::rate_limit::policy::API_READ;
+use crate::user_slots::{UserSlot, UserSlots};
 
 pub(crate) const ROUTES: &[Route] = &[route!(GET "/api/v1/events" => open, limited(API_READ),
     "Stream the caller's events (server-sent events)",
@@ -176,7 +174,7 @@ async fn open(
 /// per user with an open stream, so it is bounded by the open connections.
 #[derive(Debug, Clone)]
 pub(crate) struct StreamSlots {
-    open: Arc<Mutex<HashMap<Uuid, usize>>>,
+    open: UserSlots,
     /// Becomes `true` when the host shuts down: every stream ends.
     closing: watch::Sender<bool>,
 }
@@ -184,7 +182,9 @@ pub(crate) struct StreamSlots {
 impl Default for StreamSlots {
     fn default() -> Self {
         Self {
-            open: Arc::default(),
+            // The cap is the configuration's, given at each call; the map is bounded by the
+            // open connections.
+            open: UserSlots::new(1, usize::MAX),
             closing: watch::Sender::new(false),
         }
     }
@@ -198,26 +198,17 @@ impl StreamSlots {
 
     /// A slot for one more stream of `user`, unless `cap` are open already.
     fn acquire(&self, user: Uuid, cap: usize) -> Option<StreamSlot> {
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = open.entry(user).or_insert(0);
-        if *count >= cap {
-            if *count == 0 {
-                open.remove(&user);
-            }
-            return None;
-        }
-        *count += 1;
+        let slot = self.open.try_acquire_up_to(user, cap).ok()?;
         Some(StreamSlot {
             slots: self.clone(),
-            user,
+            _open: slot,
         })
     }
 
     /// How many streams of `user` are open.
     #[cfg(test)]
     fn open(&self, user: Uuid) -> usize {
-        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        open.get(&user).copied().unwrap_or(0)
+        self.open.running(user)
     }
 }
 
@@ -225,23 +216,7 @@ impl StreamSlots {
 #[derive(Debug)]
 struct StreamSlot {
     slots: StreamSlots,
-    user: Uuid,
-}
-
-impl Drop for StreamSlot {
-    fn drop(&mut self) {
-        let mut open = self
-            .slots
-            .open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = open.get_mut(&self.user) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                open.remove(&self.user);
-            }
-        }
-    }
+    _open: UserSlot,
 }
 
 /// One item of a stream as the chunk sent for it.
@@ -285,7 +260,7 @@ mod tests {
         let third = slots.acquire(ada, 2).expect("a freed slot");
         drop((second, third));
         assert_eq!(slots.open(ada), 0);
-        assert!(slots.open.lock().expect("lock").is_empty(), "no entry kept");
+        assert_eq!(slots.open.users(), 0, "no entry kept");
     }
 
     #[test]

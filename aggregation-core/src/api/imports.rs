@@ -26,18 +26,19 @@ use serde::Serialize;
 use super::extract::{User, header_str};
 use super::handler::{FromRequest, ViaBody};
 use super::routes::{Route, limited, route};
-use super::{ApiResult, RequestBody, json};
+use super::running::ImportSlot;
+use super::{ApiResult, RequestBody, account_limit_detail, json};
 use crate::app::App;
 use crate::import::CsvMapping;
 use crate::import::OfxError;
 use crate::import::format::{Format, Needs, detect};
 use crate::import::records::Refusal;
-use crate::import::statement::{ImportError, ImportRequest, Imported};
+use crate::import::statement::{ImportError, ImportRequest, Imported, MAX_ACCOUNTS_PER_IMPORT};
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::rate_limit::policy::{API_WRITE, PUBLIC_READ};
 use crate::store::{
-    AccountType, ImportAccount, ImportCounts, ImportOutcome, NewTransaction, TransactionStatus,
-    TransactionType,
+    AccountType, ImportAccount, ImportCounts, ImportOutcome, NewTransaction, StoreError,
+    TransactionStatus, TransactionType,
 };
 
 pub(crate) const ROUTES: &[Route] = &[
@@ -468,6 +469,17 @@ impl From<ImportError> for ApiError {
             ImportError::AccountNotFound => {
                 ApiError::new(ErrorCode::NotFound, "Account not found.")
             }
+            ImportError::TooManyAccounts { count } => ApiError::field(
+                "file",
+                "too_many_accounts",
+                format!(
+                    "The file names {count} accounts; an import may name at most \
+                     {MAX_ACCOUNTS_PER_IMPORT}. Nothing was written."
+                ),
+            ),
+            ImportError::Store(StoreError::AccountLimit { limit }) => {
+                ApiError::field("file", "account_limit", account_limit_detail(limit))
+            }
             ImportError::Work(error) => error.into(),
             ImportError::Store(error) => error.into(),
         }
@@ -632,7 +644,7 @@ fn preview_accounts(imported: &Imported, accounts: &[ImportAccount]) -> Vec<Prev
 }
 
 /// `POST /api/v1/imports`
-async fn import(state: &App, User(claims): User, upload: Upload) -> ApiResult {
+async fn import(state: &App, User(claims): User, _slot: ImportSlot, upload: Upload) -> ApiResult {
     let request = import_request(upload)?;
     tracing::debug!(
         format = request.format.as_str(),

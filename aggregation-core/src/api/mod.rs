@@ -73,6 +73,7 @@ pub(crate) mod openapi;
 pub(crate) mod providers;
 pub(crate) mod router;
 pub(crate) mod routes;
+pub(crate) mod running;
 pub(crate) mod sessions;
 pub(crate) mod snapshots;
 pub(crate) mod supported_providers;
@@ -162,6 +163,14 @@ pub(crate) fn no_content() -> ApiResult {
 /// the store every second, so a retry after that may find it back.
 pub(crate) const STORE_RETRY_AFTER_SECONDS: u64 = 1;
 
+/// What a write refused by the user's account cap answers.
+pub(crate) fn account_limit_detail(limit: u64) -> String {
+    format!(
+        "This would leave you with more than {limit} accounts, the most one user may hold; \
+         nothing was written. Disconnect what you no longer need first."
+    )
+}
+
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
@@ -175,6 +184,9 @@ impl From<StoreError> for ApiError {
             ),
             StoreError::Conflict(_) => {
                 ApiError::new(ErrorCode::Conflict, "The resource already exists.")
+            }
+            StoreError::AccountLimit { limit } => {
+                ApiError::new(ErrorCode::ValidationFailed, account_limit_detail(limit))
             }
             StoreError::Other(_) => ApiError::internal(),
         }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::extract::{Query, User};
 use super::routes::{Route, limited, route};
+use super::running::HeavyRead;
 use super::validate::{AllValid as _, Validate, query};
 use super::{ApiResult, json};
 use crate::app::App;
@@ -274,6 +275,7 @@ async fn net_worth(
     state: &App,
     User(claims): User,
     Query(points): Query<NetWorthQuery>,
+    _slot: HeavyRead,
 ) -> ApiResult {
     let worth = state.records.net_worth(claims.sub, &points).await?;
     json(
@@ -286,7 +288,7 @@ async fn net_worth(
 }
 
 /// `GET /api/v1/portfolio`
-async fn portfolio(state: &App, User(claims): User) -> ApiResult {
+async fn portfolio(state: &App, User(claims): User, _slot: HeavyRead) -> ApiResult {
     let portfolio = state.records.portfolio(claims.sub).await?;
     json(
         StatusCode::OK,

@@ -367,6 +367,7 @@ pub(crate) fn import_batch(file: &ParsedFile, defaults: &Defaults<'_>) -> Result
                 connection_id: None,
                 accounts,
             }],
+            account_limit: None,
         },
         warnings,
     })

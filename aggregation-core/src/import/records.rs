@@ -139,6 +139,7 @@ pub(crate) fn into_existing(
             connection_id: Some(record.connection_id),
             accounts: vec![only],
         }],
+        account_limit: batch.account_limit,
     })
 }
 
@@ -529,6 +530,7 @@ pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<Impo
             connection_id: None,
             accounts,
         }],
+        account_limit: None,
     })
 }
 

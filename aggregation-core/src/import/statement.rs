@@ -27,6 +27,11 @@ use crate::work::{WorkError, WorkGate};
 /// Files at least this large are parsed on the parsing gate's threads rather than inline.
 const INLINE_PARSE_LIMIT: usize = 64 * 1024;
 
+/// The most accounts one file may name. Real statements name a handful; a file naming
+/// thousands is generated, and each account multiplies the cost of every later read (the net
+/// worth history is accounts × points).
+pub(crate) const MAX_ACCOUNTS_PER_IMPORT: usize = 1_000;
+
 /// Why a file was not imported.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ImportError {
@@ -56,6 +61,12 @@ pub(crate) enum ImportError {
     /// `account_id` names no account of the user.
     #[error("the account to import into does not exist")]
     AccountNotFound,
+    /// The file names more than [`MAX_ACCOUNTS_PER_IMPORT`] accounts.
+    #[error("the file names {count} accounts, more than {MAX_ACCOUNTS_PER_IMPORT}")]
+    TooManyAccounts {
+        /// How many the file names.
+        count: usize,
+    },
     /// The parsing gate is saturated, or parsing failed to run.
     #[error(transparent)]
     Work(#[from] WorkError),
@@ -199,6 +210,8 @@ pub(crate) struct Imports {
     events: Events,
     /// Bounds parsing of large uploads (its own worker threads).
     parsing: WorkGate,
+    /// The most accounts a user may hold after an import.
+    account_limit: Option<u64>,
 }
 
 impl Imports {
@@ -207,7 +220,17 @@ impl Imports {
             store,
             events,
             parsing,
+            account_limit: None,
         }
+    }
+
+    /// Refuses imports that would leave a user with more than `limit` accounts
+    /// ([`Config::max_accounts_per_user`](crate::Config::max_accounts_per_user)); none by
+    /// default.
+    #[must_use]
+    pub(crate) fn with_account_limit(mut self, limit: u64) -> Self {
+        self.account_limit = Some(limit);
+        self
     }
 
     /// Imports the file for the user: into their `file_import` connection(s), or into the
@@ -249,8 +272,17 @@ impl Imports {
         existing: Option<&AccountRecord>,
     ) -> Result<Imported, ImportError> {
         let at = now();
-        let (batch, warnings) =
+        let (mut batch, warnings) =
             batch_for(parsed, request, existing, at).map_err(ImportError::Refused)?;
+        let count = batch
+            .institutions
+            .iter()
+            .map(|institution| institution.accounts.len())
+            .sum();
+        if count > MAX_ACCOUNTS_PER_IMPORT {
+            return Err(ImportError::TooManyAccounts { count });
+        }
+        batch.account_limit = self.account_limit;
         let institutions = batch
             .institutions
             .iter()

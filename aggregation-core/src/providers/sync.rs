@@ -350,6 +350,7 @@ impl Connections {
                 accounts: fetched.items,
                 per_account,
                 mark_synced: true,
+                account_limit: Some(self.config.max_accounts_per_user()),
             };
             let counts = self.apply_sync(connection, &batch).await?;
             let report = SyncReport {
@@ -455,6 +456,7 @@ impl Connections {
                 accounts: Vec::new(),
                 per_account,
                 mark_synced: true,
+                account_limit: None,
             };
             let counts = self.apply_sync(connection, &batch).await?;
             let report = SyncReport {
@@ -502,6 +504,7 @@ impl Connections {
                     snapshot: Some(snapshot),
                 }],
                 mark_synced: true,
+                account_limit: None,
             };
             let counts = self.apply_sync(connection, &batch).await?;
             let report = SyncReport {
@@ -579,6 +582,7 @@ impl Connections {
                 accounts: accounts.items,
                 per_account,
                 mark_synced: true,
+                account_limit: Some(self.config.max_accounts_per_user()),
             };
             let counts = self.apply_sync(connection, &batch).await?;
             let report = ConnectionSyncReport {
@@ -661,6 +665,11 @@ impl Connections {
                     done.skipped += 1;
                     // Debug: a pass may meet the same connection every minute until its budget frees.
                     tracing::debug!(connection_id = %connection.id, provider = %connection.provider_slug, retry_after_secs, "scheduled connection sync skipped: the provider's request budget is spent");
+                }
+                // The user's account cap refuses this connection only; the pass goes on.
+                Err(ConnectionError::Store(error @ StoreError::AccountLimit { .. })) => {
+                    done.failed += 1;
+                    tracing::warn!(connection_id = %connection.id, error = %error, "scheduled connection sync refused: the user's account limit");
                 }
                 Err(ConnectionError::Store(error)) => return Err(error),
                 Err(error) => {

@@ -25,6 +25,19 @@ pub(crate) enum RecordError {
     /// No connection of the user has this id.
     #[error("Connection not found.")]
     ConnectionNotFound,
+    /// A net worth history over this many accounts and points would cost more than
+    /// [`MAX_ACCOUNT_POINTS`](worth::MAX_ACCOUNT_POINTS) balance look-ups.
+    #[error(
+        "The history over {accounts} accounts at {points} points is more than {} account \
+         points; move from closer to to, or choose a longer interval.",
+        worth::MAX_ACCOUNT_POINTS
+    )]
+    HistoryTooCostly {
+        /// The active accounts.
+        accounts: usize,
+        /// The points asked for.
+        points: usize,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

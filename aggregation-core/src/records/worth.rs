@@ -30,6 +30,11 @@ use crate::store::{AccountFilter, AssetType, HoldingFilter, HoldingRecord};
 /// The most history points one request may ask for.
 pub(crate) const MAX_POINTS: usize = 1_000;
 
+/// The most active accounts × points one history may cost: each is one balance look-up, so
+/// this bounds the query's time (about a second) whatever the user holds. 250 accounts get
+/// the full 1,000 daily points; 10,000 accounts get 25 (two years by month).
+pub(crate) const MAX_ACCOUNT_POINTS: usize = 250_000;
+
 /// How many positions the portfolio lists per currency.
 pub(crate) const TOP_HOLDINGS: usize = 10;
 
@@ -217,6 +222,12 @@ impl Records {
             ..AccountFilter::default()
         };
         let accounts = self.store.accounts_for_user(user_id, &filter).await?;
+        if accounts.len().saturating_mul(dates.len()) > MAX_ACCOUNT_POINTS {
+            return Err(RecordError::HistoryTooCostly {
+                accounts: accounts.len(),
+                points: dates.len(),
+            });
+        }
         let mut by_currency: BTreeMap<&str, (Worth, BTreeMap<&'static str, Decimal>)> =
             BTreeMap::new();
         for account in &accounts {

@@ -104,6 +104,7 @@ fn batch(alias: &str, account_id: &str, transactions: Vec<NewTransaction>) -> Im
                 }],
             }],
         }],
+        account_limit: None,
     }
 }
 

@@ -134,6 +134,14 @@ pub enum StoreError {
     /// A uniqueness rule was broken (for example, an email already registered).
     #[error("conflict: {0}")]
     Conflict(String),
+    /// The write would leave the user with more accounts than its batch allows
+    /// ([`ImportBatch::account_limit`], [`SyncBatch::account_limit`]); nothing was written
+    /// (answered as 422).
+    #[error("the user would hold more than {limit} accounts")]
+    AccountLimit {
+        /// The most accounts the user may hold.
+        limit: u64,
+    },
     /// Anything else (answered as 500, never shown to clients).
     #[error("store failure: {0}")]
     Other(String),

@@ -1328,6 +1328,7 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
             },
         ],
         mark_synced: true,
+        account_limit: None,
     };
     let counts = store
         .apply_sync(
@@ -1395,6 +1396,7 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
             }),
         }],
         mark_synced: false,
+        account_limit: None,
     };
     let counts = store
         .apply_sync(
@@ -1543,6 +1545,7 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
             },
         ],
         mark_synced: true,
+        account_limit: None,
     };
     assert!(is_other(
         &store

@@ -37,6 +37,11 @@ pub const FILE_IMPORT_PROVIDER: &str = "file_import";
 pub struct ImportBatch {
     /// One entry per institution, in file order.
     pub institutions: Vec<ImportInstitution>,
+    /// The most accounts the user may hold once the batch is written; `None` for no limit.
+    /// A batch that creates accounts beyond it fails with [`StoreError::AccountLimit`] and
+    /// writes nothing (checked inside the transaction, so concurrent writes of the same user
+    /// cannot pass it together).
+    pub account_limit: Option<u64>,
 }
 
 /// The accounts of one institution; they go into the user's `file_import` connection whose

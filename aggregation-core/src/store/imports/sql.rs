@@ -13,7 +13,7 @@ use crate::store::events::sql::insert_events;
 use crate::store::records::sql::connections::{find_or_create_connection_in, mark_synced};
 use crate::store::records::sql::insert_snapshot_in;
 use crate::store::records::sql::upserts::{
-    account_in, upsert_in, upsert_one, upsert_transactions_in,
+    account_in, check_account_limit, upsert_in, upsert_one, upsert_transactions_in,
 };
 use crate::store::sql::{OptionalDec, Upserted};
 use crate::store::{
@@ -187,6 +187,11 @@ async fn write_batch<B: Backend>(
         if file_import {
             mark_synced(tx, connection_id, now).await?;
         }
+    }
+    if let Some(limit) = batch.account_limit
+        && counts.accounts_created > 0
+    {
+        check_account_limit(tx, user_id, limit).await?;
     }
     Ok(counts)
 }

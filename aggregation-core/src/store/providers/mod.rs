@@ -308,6 +308,10 @@ pub struct SyncBatch {
     pub per_account: Vec<SyncAccountData>,
     /// Whether to set the connection's `last_sync_at` to `now`.
     pub mark_synced: bool,
+    /// The most accounts the connection's user may hold once the batch is written; `None`
+    /// for no limit. A batch that creates accounts beyond it fails with
+    /// [`StoreError::AccountLimit`] and writes nothing.
+    pub account_limit: Option<u64>,
 }
 
 /// What a sync batch did.

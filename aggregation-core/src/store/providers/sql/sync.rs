@@ -9,7 +9,7 @@ use crate::store::backend::{Backend, SqlStore, Tx, query_scalar};
 use crate::store::events::sql::insert_events;
 use crate::store::records::sql::connections::mark_synced;
 use crate::store::records::sql::upserts::{
-    account_in, delete_missing_pending_in, upsert_in, upsert_transactions_in,
+    account_in, check_account_limit, delete_missing_pending_in, upsert_in, upsert_transactions_in,
 };
 use crate::store::records::sql::{deactivate_missing_holdings_in, insert_snapshot_in};
 use crate::store::sql::tally;
@@ -89,14 +89,19 @@ impl<B: Backend> SyncStore for SqlStore<B> {
         .bind(connection_id)
         .fetch_optional(&mut *tx)
         .await?;
-        if owner.is_none() {
+        let Some(user_id) = owner else {
             return Err(StoreError::Other(format!(
                 "unknown connection {connection_id}"
             )));
-        }
+        };
         let mut counts = SyncCounts::default();
         let accounts = upsert_in(&mut tx, connection_id, &batch.accounts, now).await?;
         tally(&mut counts.accounts, accounts);
+        if let Some(limit) = batch.account_limit
+            && counts.accounts.created > 0
+        {
+            check_account_limit(&mut tx, user_id, limit).await?;
+        }
         for item in &batch.per_account {
             sync_account(&mut tx, connection_id, item, now, &mut counts).await?;
         }

@@ -8,7 +8,9 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::store::backend::{Backend, QueryBuilder, Separated, SqlRow, Tx, query, query_as};
+use crate::store::backend::{
+    Backend, QueryBuilder, Separated, SqlRow, Tx, query, query_as, query_scalar,
+};
 use crate::store::records::sql::{SELECT_ACCOUNT, SELECT_HOLDING, SELECT_TRANSACTION};
 use crate::store::sql::{Upserted, currency, optional_text, text};
 use crate::store::{
@@ -443,4 +445,30 @@ pub(in crate::store) async fn account_in<B: Backend>(
         .bind(provider_account_id)
         .fetch_optional(&mut **tx)
         .await?)
+}
+
+/// Fails with [`StoreError::AccountLimit`] when the user holds more than `limit` accounts, as
+/// the transaction sees them. Locks the user's row first (PostgreSQL; SQLite's `BEGIN
+/// IMMEDIATE` serializes writers already), so two writes of one user that each stay within the
+/// limit cannot pass it together. Called after a write created accounts, before its commit.
+pub(in crate::store) async fn check_account_limit<B: Backend>(
+    tx: &mut Tx<B>,
+    user_id: Uuid,
+    limit: u64,
+) -> Result<(), StoreError> {
+    query::<B>("UPDATE users SET updated_at = updated_at WHERE id = $1")
+        .bind(user_id)
+        .execute(&mut **tx)
+        .await?;
+    let held: i64 = query_scalar::<B, _>(
+        "SELECT COUNT(*) FROM accounts a JOIN connections c ON c.id = a.connection_id \
+         WHERE c.user_id = $1",
+    )
+    .bind(user_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    if u64::try_from(held).unwrap_or(0) > limit {
+        return Err(StoreError::AccountLimit { limit });
+    }
+    Ok(())
 }
