@@ -49,6 +49,7 @@
 //! The quirks handled, each with its fixture and test, are listed in `csv/QUIRKS.md`.
 
 mod headers;
+mod shape;
 mod text;
 mod values;
 
@@ -252,6 +253,8 @@ struct Columns {
     status: Option<usize>,
     /// The currency a header unit names (`Betrag (EUR)`).
     unit_currency: Option<String>,
+    /// A header names a card (`Card No.`, `Card Member`): a card account's export.
+    card: bool,
 }
 
 /// How the file is laid out.
@@ -266,6 +269,9 @@ struct Layout {
     /// Whether a header row names the columns (else rows before the first date are skipped).
     has_header: bool,
     columns: Columns,
+    /// What the detection decided that the user should hear about (a headerless file's
+    /// columns).
+    note: Option<String>,
 }
 
 impl Layout {
@@ -321,7 +327,9 @@ fn find_auto_header(records: &[Record], skip: usize) -> Result<(usize, Columns),
                 .iter()
                 .position(|n| headers::role_of(&n.name) == Some(role))
         };
-        let date = first(Role::Date);
+        // A file with only a value date (`Date de valeur`) books on it.
+        let booking = first(Role::Date);
+        let date = booking.or(first(Role::ValueDate));
         let amount = first(Role::Amount);
         let debit = first(Role::Debit);
         let credit = first(Role::Credit);
@@ -335,7 +343,7 @@ fn find_auto_header(records: &[Record], skip: usize) -> Result<(usize, Columns),
                 let columns = Columns {
                     date,
                     date_name: record.get(date).trim().to_owned(),
-                    value_date: first(Role::ValueDate),
+                    value_date: booking.and(first(Role::ValueDate)),
                     amount,
                     amount_name: amount
                         .or(debit)
@@ -355,6 +363,7 @@ fn find_auto_header(records: &[Record], skip: usize) -> Result<(usize, Columns),
                     code: first(Role::Code),
                     status: first(Role::Status),
                     unit_currency,
+                    card: record.fields.iter().any(|f| headers::names_a_card(f)),
                 };
                 return Ok((index, columns));
             }
@@ -593,10 +602,28 @@ fn layout(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Layout, CsvError
                     first_data,
                     has_header,
                     columns,
+                    note: None,
                 });
             }
             Err(error) => {
                 first_error.get_or_insert(error);
+            }
+        }
+    }
+    // No header row: the first record may already be a transaction.
+    if mapping.is_none() {
+        for (delimiter, records) in &candidates {
+            if let Some((columns, note)) = shape::headerless_columns(records, skip) {
+                return Ok(Layout {
+                    encoding,
+                    start,
+                    first_line,
+                    delimiter: *delimiter,
+                    first_data: skip,
+                    has_header: false,
+                    columns,
+                    note: Some(note),
+                });
             }
         }
     }
@@ -620,6 +647,14 @@ impl Warnings {
         } else {
             self.dropped += 1;
         }
+    }
+
+    /// A warning about the whole file (a detection's choice).
+    fn push_file(&mut self, message: impl Into<String>) {
+        self.list.push(ParseWarning {
+            item: "file".to_owned(),
+            message: message.into(),
+        });
     }
 
     fn finish(mut self) -> Vec<ParseWarning> {
@@ -674,6 +709,14 @@ fn walk(
             // The header or preamble of a file read through an index mapping.
             continue;
         }
+        if headers::is_pending_date(date_cell) {
+            // Order histories write `pending` where the date of a charge not yet made goes.
+            warnings.push(
+                record.line,
+                "a row dated \"pending\" is not booked yet and is skipped",
+            );
+            continue;
+        }
         let amount_like = [columns.amount, columns.debit, columns.credit]
             .into_iter()
             .flatten()
@@ -726,6 +769,112 @@ struct Evidence {
     order: OrderEvidence,
     dot: usize,
     comma: usize,
+    /// Filled cells of the transaction type column, and how many of them are `debit` or
+    /// `credit` words.
+    code_cells: usize,
+    code_directions: usize,
+    /// Amount cells written positive and negative (zeros left out).
+    positive: usize,
+    negative: usize,
+    /// Rows whose transaction type (`Sale`, `Payment`) agrees with the written sign (a
+    /// charge negative, a payment positive), and rows where it does not.
+    type_agrees: usize,
+    type_disagrees: usize,
+}
+
+impl Evidence {
+    /// Takes the amount cell and the transaction type of one row into account.
+    fn observe_sign(&mut self, amount: &values::RawAmount, code: Option<&str>) {
+        if !amount.body.chars().any(|c| c.is_ascii_digit() && c != '0') {
+            return;
+        }
+        if amount.negative {
+            self.negative += 1;
+        } else {
+            self.positive += 1;
+        }
+        match code.and_then(headers::card_type) {
+            Some(headers::CardType::Charge) if amount.negative => self.type_agrees += 1,
+            Some(headers::CardType::Payment) if !amount.negative => self.type_agrees += 1,
+            Some(_) => self.type_disagrees += 1,
+            None => {}
+        }
+    }
+}
+
+/// How the written sign of the amount column becomes the entry's sign.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SignRule {
+    /// As written (or set by a direction column).
+    AsWritten,
+    /// Negated: the export writes money out as positive.
+    Invert,
+    /// Set by the transaction type column, whose cells are all `debit` or `credit`.
+    TypeIsDirection,
+}
+
+/// Decides the sign rule: the mapping's `invert_sign` when it gives one; else a type column of
+/// `debit`/`credit` words; else what a card export's transaction types (`Sale`, `Payment`)
+/// say against the written signs; else a card export (a header naming a card) whose amounts
+/// are mostly positive lists charges as positive. A warning says what was decided; types that
+/// contradict each other are a 422 asking for `mapping.invert_sign`.
+fn sign_rule(
+    mapping: Option<&CsvMapping>,
+    columns: &Columns,
+    evidence: &Evidence,
+    amount_name: &str,
+) -> Result<(SignRule, Option<String>), CsvError> {
+    if let Some(invert) = mapping.and_then(|m| m.invert_sign) {
+        return Ok((
+            if invert {
+                SignRule::Invert
+            } else {
+                SignRule::AsWritten
+            },
+            None,
+        ));
+    }
+    if columns.amount.is_none() || columns.direction.is_some() {
+        return Ok((SignRule::AsWritten, None));
+    }
+    if evidence.code_cells > 0 && evidence.code_directions == evidence.code_cells {
+        return Ok((SignRule::TypeIsDirection, None));
+    }
+    let (agree, disagree) = (evidence.type_agrees, evidence.type_disagrees);
+    const INVERTED: &str = "give mapping.invert_sign (true or false) to say how to read them";
+    if agree + disagree > 0 {
+        if disagree.saturating_mul(10) <= agree {
+            return Ok((SignRule::AsWritten, None));
+        }
+        if agree.saturating_mul(10) <= disagree {
+            return Ok((
+                SignRule::Invert,
+                Some(format!(
+                    "the transaction types say charges are written positive and payments \
+                     negative: every amount of column {amount_name} is negated; give \
+                     mapping.invert_sign false to keep the signs as written"
+                )),
+            ));
+        }
+        return Err(mapping_error(
+            "mapping.invert_sign",
+            format!(
+                "the transaction types of column {amount_name} agree with the written signs \
+                 on {agree} rows and contradict them on {disagree}; {INVERTED}"
+            ),
+        ));
+    }
+    if columns.card && evidence.positive > evidence.negative {
+        return Ok((
+            SignRule::Invert,
+            Some(format!(
+                "a card export whose amounts are mostly positive lists charges as positive: \
+                 every amount of column {amount_name} is negated; give mapping.invert_sign \
+                 false to keep the signs as written"
+            )),
+        ));
+    }
+    Ok((SignRule::AsWritten, None))
 }
 
 /// The separators amounts are read with.
@@ -777,8 +926,15 @@ fn number_format(
     Ok(NumberFormat { decimal, thousands })
 }
 
-fn date_order(evidence: &OrderEvidence, columns: &Columns) -> Result<Option<DateOrder>, CsvError> {
-    match (evidence.day_first, evidence.month_first) {
+/// The file's day/month order, and a warning when nothing in the file decided it: then a
+/// file of `;`-separated or decimal-comma amounts (European) is read day first, any other
+/// month first.
+fn date_order(
+    evidence: &OrderEvidence,
+    columns: &Columns,
+    european: bool,
+) -> Result<(Option<DateOrder>, Option<String>), CsvError> {
+    let decided = match (evidence.day_first, evidence.month_first) {
         (true, true) => Err(mapping_error(
             columns.date_name.clone(),
             "the dates put the day first on some rows and the month first on others; give \
@@ -786,13 +942,24 @@ fn date_order(evidence: &OrderEvidence, columns: &Columns) -> Result<Option<Date
         )),
         (true, false) => Ok(Some(DateOrder::DayFirst)),
         (false, true) => Ok(Some(DateOrder::MonthFirst)),
-        (false, false) if evidence.ambiguous && evidence.undotted => Err(mapping_error(
-            columns.date_name.clone(),
-            "no date in the file shows whether the day or the month comes first; give \
-             date_format",
-        )),
+        (false, false) if evidence.ambiguous && evidence.undotted => {
+            let (order, spelled) = if european {
+                (DateOrder::DayFirst, "day/month")
+            } else {
+                (DateOrder::MonthFirst, "month/day")
+            };
+            return Ok((
+                Some(order),
+                Some(format!(
+                    "no date in column {} shows whether the day or the month comes first: they \
+                     are read as {spelled}; give mapping.date_format to read them otherwise",
+                    columns.date_name
+                )),
+            ));
+        }
         (false, false) => Ok(None),
-    }
+    };
+    decided.map(|order| (order, None))
 }
 
 fn read_amount(cell: &str, format: NumberFormat) -> Option<Decimal> {
@@ -879,6 +1046,16 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
                     }
                 }
             }
+            let code = non_empty(record, columns.code);
+            if let Some(code) = code {
+                evidence.code_cells += 1;
+                if headers::direction_is_out(code).is_some() {
+                    evidence.code_directions += 1;
+                }
+            }
+            if let Some(raw) = non_empty(record, columns.amount).and_then(values::raw_amount) {
+                evidence.observe_sign(&raw, code);
+            }
             for column in [
                 columns.amount,
                 columns.debit,
@@ -896,16 +1073,35 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
             Ok(())
         },
     )?;
+    let numbers = number_format(mapping, &evidence, layout.delimiter)?;
+    if let Some(note) = &layout.note {
+        warnings.push_file(note.clone());
+    }
     let order = match format {
         Some(_) => None,
-        None => date_order(&evidence.order, columns)?,
+        None => {
+            let european = layout.delimiter == ';' || numbers.decimal == ',';
+            let (order, note) = date_order(&evidence.order, columns, european)?;
+            if let Some(note) = note {
+                warnings.push_file(note);
+            }
+            order
+        }
     };
-    let numbers = number_format(mapping, &evidence, layout.delimiter)?;
-    let invert = mapping.and_then(|m| m.invert_sign).unwrap_or(false);
     let amount_name = if columns.amount_name.is_empty() {
         "amount".to_owned()
     } else {
         columns.amount_name.clone()
+    };
+    let (sign, note) = sign_rule(mapping, columns, &evidence, &amount_name)?;
+    if let Some(note) = note {
+        warnings.push_file(note);
+    }
+    let invert = sign == SignRule::Invert;
+    let direction_column = if sign == SignRule::TypeIsDirection {
+        columns.code
+    } else {
+        columns.direction
     };
 
     // Second pass: the entries.
@@ -946,7 +1142,7 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
         let mut amount = match non_empty(record, columns.amount) {
             Some(cell) => {
                 let value = parse_cell(cell, &amount_name)?;
-                match non_empty(record, columns.direction) {
+                match non_empty(record, direction_column) {
                     Some(direction) => match headers::direction_is_out(direction) {
                         Some(true) => -value.abs(),
                         Some(false) => value.abs(),

@@ -120,9 +120,9 @@ fn headerless_records(text: &str) -> bool {
     let Some(first) = lines.next() else {
         return false;
     };
-    if !first
+    if first
         .strip_prefix('D')
-        .is_some_and(|date| RawDate::scan(date).is_some())
+        .is_none_or(|date| RawDate::scan(date).is_none())
     {
         return false;
     }
