@@ -61,7 +61,7 @@ use rust_decimal::Decimal;
 
 use self::headers::{HeaderName, Role};
 use self::text::{Chars, Encoding, Record, Records};
-use self::values::{DateOrder, DecimalHint, OrderEvidence};
+use self::values::{DateFormat, DateOrder, DecimalHint, OrderEvidence};
 use super::model::{
     EntryStatus, ParseError, ParseWarning, ParsedAccount, ParsedBalance, ParsedEntry, ParsedFile,
     ParsedStatement,
@@ -292,16 +292,27 @@ fn head(
     delimiter: char,
 ) -> Vec<Record> {
     Records::new(Chars::new(bytes, start, encoding), delimiter, line)
+        .sniffing()
         .take(HEAD_RECORDS)
         .map_while(Result::ok)
         .collect()
 }
 
 /// How evenly `delimiter` splits the first records: rows sharing the most common field count
-/// (at least 2) times that count.
-fn split_score(records: &[Record]) -> usize {
+/// (at least 2) times that count. The records are read one at a time and not kept.
+fn split_score(
+    bytes: &[u8],
+    start: usize,
+    line: usize,
+    encoding: Encoding,
+    delimiter: char,
+) -> usize {
     let mut counts: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
-    for record in records.iter().filter(|r| !r.is_blank()) {
+    let records = Records::new(Chars::new(bytes, start, encoding), delimiter, line)
+        .sniffing()
+        .take(HEAD_RECORDS)
+        .map_while(Result::ok);
+    for record in records.filter(|r| !r.is_blank()) {
         *counts.entry(record.fields.len()).or_default() += 1;
     }
     counts
@@ -570,22 +581,22 @@ fn layout(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Layout, CsvError
         None => sep,
     };
     let skip = mapping.and_then(|m| m.skip_rows).unwrap_or(0);
-    let candidates: Vec<(char, Vec<Record>)> = match explicit {
-        Some(d) => vec![(d, head(bytes, start, first_line, encoding, d))],
+    // One delimiter candidate at a time: scored while streaming, then its head read for the
+    // header only when it is tried; never four heads held at once.
+    let candidates: Vec<char> = match explicit {
+        Some(d) => vec![d],
         None => {
-            let mut scored: Vec<(usize, char, Vec<Record>)> = DELIMITERS
+            let mut scored: Vec<(usize, char)> = DELIMITERS
                 .iter()
-                .map(|&d| {
-                    let records = head(bytes, start, first_line, encoding, d);
-                    (split_score(&records), d, records)
-                })
+                .map(|&d| (split_score(bytes, start, first_line, encoding, d), d))
                 .collect();
             scored.sort_by_key(|scored| std::cmp::Reverse(scored.0));
-            scored.into_iter().map(|(_, d, r)| (d, r)).collect()
+            scored.into_iter().map(|(_, d)| d).collect()
         }
     };
     let mut first_error = None;
-    for (delimiter, records) in &candidates {
+    for delimiter in &candidates {
+        let records = &head(bytes, start, first_line, encoding, *delimiter);
         let found = match mapping {
             Some(mapping) => mapped_layout(mapping, records, skip),
             None => {
@@ -612,8 +623,9 @@ fn layout(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Layout, CsvError
     }
     // No header row: the first record may already be a transaction.
     if mapping.is_none() {
-        for (delimiter, records) in &candidates {
-            if let Some((columns, note)) = shape::headerless_columns(records, skip) {
+        for delimiter in &candidates {
+            let records = head(bytes, start, first_line, encoding, *delimiter);
+            if let Some((columns, note)) = shape::headerless_columns(&records, skip) {
                 return Ok(Layout {
                     encoding,
                     start,
@@ -669,9 +681,8 @@ impl Warnings {
 }
 
 /// Whether a date cell starts a transaction row.
-fn is_dated(cell: &str, format: Option<&str>) -> bool {
-    values::date_parts(cell).is_some()
-        || format.is_some_and(|f| values::parse_with_format(cell, f).is_some())
+fn is_dated(cell: &str, format: Option<&DateFormat>) -> bool {
+    values::date_parts(cell).is_some() || format.is_some_and(|f| f.parse(cell).is_some())
 }
 
 /// Walks the data rows: skips blank rows, the preamble, and rows below the last transaction
@@ -679,7 +690,7 @@ fn is_dated(cell: &str, format: Option<&str>) -> bool {
 fn walk(
     bytes: &[u8],
     layout: &Layout,
-    format: Option<&str>,
+    format: Option<&DateFormat>,
     warnings: &mut Warnings,
     mut on_row: impl FnMut(&Record, &mut Warnings) -> Result<(), CsvError>,
 ) -> Result<(), CsvError> {
@@ -1018,12 +1029,16 @@ impl Closing {
 
 /// Reads a CSV statement.
 pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<ParsedFile, CsvError> {
+    // The format is read once here, not once per row.
+    let date_format = mapping
+        .and_then(|m| m.date_format.as_deref())
+        .map(|written| {
+            DateFormat::new(written).map_err(|reason| mapping_error("mapping.date_format", reason))
+        })
+        .transpose()?;
+    let format = date_format.as_ref();
     let layout = layout(bytes, mapping)?;
     let columns = &layout.columns;
-    let chrono_format = mapping
-        .and_then(|m| m.date_format.as_deref())
-        .map(values::chrono_format);
-    let format = chrono_format.as_deref();
     let mut warnings = Warnings::default();
 
     // First pass: the evidence for date order and decimal separator.
@@ -1038,7 +1053,7 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
             let date_cell = record.get(columns.date);
             match format {
                 Some(format) => {
-                    matched_format |= values::parse_with_format(date_cell, format).is_some();
+                    matched_format |= format.parse(date_cell).is_some();
                 }
                 None => {
                     if let Some(parts) = values::date_parts(date_cell) {
@@ -1112,7 +1127,7 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
         let line = record.line;
         let date_cell = values::clean(record.get(columns.date));
         let date = match format {
-            Some(format) => values::parse_with_format(date_cell, format).ok_or_else(|| {
+            Some(format) => format.parse(date_cell).ok_or_else(|| {
                 mapping_error(
                     columns.date_name.clone(),
                     format!(
@@ -1128,7 +1143,7 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
                 })?,
         };
         let value_date = non_empty(record, columns.value_date).and_then(|cell| match format {
-            Some(format) => values::parse_with_format(cell, format),
+            Some(format) => format.parse(cell),
             None => values::date_parts(cell).and_then(|p| values::resolve(p, order)),
         });
         let parse_cell = |cell: &str, name: &str| {

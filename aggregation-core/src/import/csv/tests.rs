@@ -540,6 +540,36 @@ fn a_card_export_of_positive_charges_is_inverted_with_a_warning() {
 }
 
 #[test]
+fn date_format_is_bounded_and_of_known_specifiers() {
+    let bytes = fixture("ambiguous.csv");
+    let refused = |format: &str| {
+        let json = serde_json::json!({
+            "date_format": format,
+            "columns": {"date": "Date", "amount": "Amount"}
+        });
+        let m: CsvMapping = serde_json::from_value(json).expect("mapping");
+        match parse(&bytes, Some(&m)) {
+            Err(CsvError::Mapping { column, reason }) => {
+                assert_eq!(column, "mapping.date_format");
+                reason
+            }
+            other => panic!("{format:?}: {other:?}"),
+        }
+    };
+    let long = format!("%Y-%m-%d{}", "%t".repeat(8000));
+    assert!(refused(&long).contains("64"));
+    assert!(refused("%m/%d/%Y%Q").contains("specifier"));
+    assert!(refused("%").contains("specifier"));
+    // 64 characters of known specifiers are read.
+    let padded = format!("%m/%d/%Y{}", " ".repeat(56));
+    assert_eq!(padded.chars().count(), 64);
+    let json = serde_json::json!({"date_format": "%m/%d/%Y", "columns": {"date": "Date", "amount": "Amount"}});
+    let m: CsvMapping = serde_json::from_value(json).expect("mapping");
+    assert!(parse(&bytes, Some(&m)).is_ok());
+    assert!(values::DateFormat::new(&padded).is_ok());
+}
+
+#[test]
 fn mapping_by_name_with_separators_invert_sign_and_id() {
     let text =
         "Info line\nWhen|What|Sum|Ref\n2024-05-01|Card|1.234,50|R1\n2024-05-02|Refund|-10,00|R2\n";
