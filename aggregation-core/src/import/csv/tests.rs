@@ -816,6 +816,29 @@ mod properties {
         }
 
         #[test]
+        fn headerless_and_card_rows_never_panic(
+            rows in proptest::collection::vec(
+                (
+                    prop_oneof![Just("3/02/21"), Just("2021-03-02"), Just("13/01/2021"), Just("pending"), Just("")],
+                    "[A-Za-z ]{0,6}",
+                    prop_oneof![Just("-1.50"), Just("2,000.00"), Just("7"), Just("x"), Just("")],
+                    prop_oneof![Just("debit"), Just("credit"), Just("Sale"), Just("Payment"), Just("?"), Just("")],
+                ),
+                0..12,
+            ),
+            header in proptest::option::of(prop_oneof![
+                Just("Date,Card No.,Amount,Type"), Just("Date,Description,Amount,Transaction Type"),
+                Just("Date de valeur,Libellé,Total Charged,Type"),
+            ]),
+        ) {
+            let mut text = header.map(|h| format!("{h}\n")).unwrap_or_default();
+            for (date, text_cell, amount, kind) in &rows {
+                text.push_str(&format!("{date},{text_cell},\"{amount}\",{kind}\n"));
+            }
+            check(text.as_bytes(), None);
+        }
+
+        #[test]
         fn mutated_fixtures_never_panic(
             which in 0usize..NAMES.len(),
             edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
