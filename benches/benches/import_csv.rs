@@ -5,7 +5,8 @@
 //! use (CSV without a mapping: everything detected).
 //!
 //! `cargo bench -p aggregation-benches --bench import_csv`. Reported in bytes/s and
-//! entries/s.
+//! entries/s. The `import_csv_size` group parses the CSV file and one twice its size: the
+//! second should take about twice the time.
 
 use std::time::Duration;
 
@@ -55,14 +56,14 @@ fn start() -> DateTime<Utc> {
     DateTime::<Utc>::from_timestamp(1_735_776_000, 0).expect("2025-01-02")
 }
 
-/// The CSV file and how many entries it holds.
-fn csv_file() -> (Vec<u8>, usize) {
-    let mut out = String::with_capacity(TARGET_BYTES + 4096);
+/// The CSV file of about `target` bytes and how many entries it holds.
+fn csv_file(target: usize) -> (Vec<u8>, usize) {
+    let mut out = String::with_capacity(target + 4096);
     out.push_str("\"Girokonto\";\"DE00 1234 5678 9012 3456 78\"\n\"\"\n");
     out.push_str("\"Buchungstag\";\"Wertstellung\";\"Auftraggeber/Empfänger\";\"Verwendungszweck\";\"Betrag (EUR)\";\"Saldo (EUR)\"\n");
     let mut balance: i64 = 0;
     let mut i = 0;
-    while out.len() < TARGET_BYTES {
+    while out.len() < target {
         let e = entry(i);
         i += 1;
         balance += e.cents;
@@ -94,7 +95,7 @@ fn ofx_file(count: usize) -> Vec<u8> {
 }
 
 fn parse(c: &mut Criterion) {
-    let (csv, entries) = csv_file();
+    let (csv, entries) = csv_file(TARGET_BYTES);
     let ofx = ofx_file(entries);
     assert!(fuzz::parse("csv", &csv), "the generated CSV file parses");
     assert!(fuzz::parse("ofx", &ofx), "the generated OFX file parses");
@@ -115,5 +116,27 @@ fn parse(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, parse);
+/// The cost of a file twice as large: the ratio of the two times should be about 2 (linear
+/// parsing, decisions.md "One user's work never hurts another's").
+fn twice_the_size(c: &mut Criterion) {
+    let mut group = c.benchmark_group("import_csv_size");
+    group.sample_size(10);
+    group.sampling_mode(SamplingMode::Flat);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(4));
+    for (name, target) in [("1x", TARGET_BYTES), ("2x", 2 * TARGET_BYTES)] {
+        let (csv, entries) = csv_file(target);
+        assert!(fuzz::parse("csv", &csv), "the generated CSV file parses");
+        group.throughput(Throughput::ElementsAndBytes {
+            elements: entries as u64,
+            bytes: csv.len() as u64,
+        });
+        group.bench_function(name, |b| {
+            b.iter(|| fuzz::parse("csv", std::hint::black_box(&csv)));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, parse, twice_the_size);
 criterion_main!(benches);

@@ -3,7 +3,8 @@
 //! (written by `aggregation_benches::bank_statement_ofx1`, as the CSV and MT940 benches do).
 //!
 //! `cargo bench -p aggregation-benches --bench import_qif`. Throughput is reported in bytes/s
-//! (criterion's MB/s) and entries/s for both files.
+//! (criterion's MB/s) and entries/s for both files. The `import_qif_size` group parses the QIF
+//! file and one twice its size: the second should take about twice the time.
 
 use std::time::Duration;
 
@@ -24,11 +25,11 @@ struct Entry {
     memo: &'static str,
 }
 
-fn entries() -> Vec<Entry> {
+fn entries(target: usize) -> Vec<Entry> {
     let mut out = Vec::new();
     let mut size = 0;
     let mut n = 0usize;
-    while size < TARGET_BYTES {
+    while size < target {
         let entry = Entry {
             month: n / 28 % 12 + 1,
             day: n % 28 + 1,
@@ -102,7 +103,7 @@ fn ofx(entries: &[Entry]) -> Vec<u8> {
 }
 
 fn parse(c: &mut Criterion) {
-    let entries = entries();
+    let entries = entries(TARGET_BYTES);
     let files = [("qif", qif(&entries).into_bytes()), ("ofx", ofx(&entries))];
     for (format, bytes) in &files {
         assert!(fuzz::parse(format, bytes), "{format} parses");
@@ -124,5 +125,28 @@ fn parse(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, parse);
+/// The cost of a file twice as large: the ratio of the two times should be about 2 (linear
+/// parsing, decisions.md "One user's work never hurts another's").
+fn twice_the_size(c: &mut Criterion) {
+    let mut group = c.benchmark_group("import_qif_size");
+    group.sample_size(10);
+    group.sampling_mode(SamplingMode::Flat);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(4));
+    for (name, target) in [("1x", TARGET_BYTES), ("2x", 2 * TARGET_BYTES)] {
+        let entries = entries(target);
+        let bytes = qif(&entries).into_bytes();
+        assert!(fuzz::parse("qif", &bytes), "the generated QIF file parses");
+        group.throughput(Throughput::ElementsAndBytes {
+            elements: entries.len() as u64,
+            bytes: bytes.len() as u64,
+        });
+        group.bench_function(name, |b| {
+            b.iter(|| fuzz::parse("qif", std::hint::black_box(&bytes)));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, parse, twice_the_size);
 criterion_main!(benches);

@@ -16,7 +16,9 @@ conformance!(
     footer_lines_are_warnings,
     id_column_is_the_reference,
     mapping_reads_a_headerless_file,
-    undecidable_dates_are_422_naming_the_column,
+    undecidable_dates_are_read_with_a_warning,
+    a_bad_date_format_is_422_naming_it,
+    card_export_signs_are_checked_against_transaction_types,
     a_broken_row_is_400_naming_the_line,
     encodings_and_layouts_are_detected,
 );
@@ -34,6 +36,10 @@ const UTF16: &[u8] =
     include_bytes!("../../aggregation-core/src/import/csv/fixtures/utf16le_bom_tab.csv");
 const WIN1252: &[u8] =
     include_bytes!("../../aggregation-core/src/import/csv/fixtures/windows1252.csv");
+const CARD_INVERTED: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/csv/fixtures/card_types_inverted.csv");
+const CARD_CONFLICT: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/csv/fixtures/card_types_conflict.csv");
 const AF_BIJ: &[u8] = include_bytes!("../../aggregation-core/src/import/csv/fixtures/af_bij.csv");
 
 async fn import(
@@ -177,20 +183,21 @@ async fn mapping_reads_a_headerless_file(app: TestApp) {
     assert_eq!(account["currency"], "EUR", "{account}");
 }
 
-async fn undecidable_dates_are_422_naming_the_column(app: TestApp) {
+async fn undecidable_dates_are_read_with_a_warning(app: TestApp) {
     let token = access(&app, "csv-dates@example.com").await;
-    let problem = upload_with(
+    // No date shows the order: read month first, and the warning says so.
+    let body = upload_with(
         &app,
         Some("dates.csv"),
         AMBIGUOUS,
-        &[("account_name", "Checking")],
+        &[("account_name", "Checking"), ("dry_run", "true")],
         &token,
     )
     .await
-    .expect_problem(422, "validation_failed");
-    let text = problem.to_string();
-    assert!(text.contains("mapping"), "{problem}");
-    assert!(text.contains("Date"), "{problem}");
+    .expect(200);
+    let warnings = body["warnings"].to_string();
+    assert!(warnings.contains("month/day"), "{body}");
+    assert!(warnings.contains("date_format"), "{body}");
     // A mapping that names a column the file lacks is 422 naming it.
     let problem = upload_with(
         &app,
@@ -241,4 +248,60 @@ async fn encodings_and_layouts_are_detected(app: TestApp) {
         assert_eq!(body["format"], "csv", "{name}: {body}");
         assert_eq!(body["transactions_created"], created, "{name}: {body}");
     }
+}
+
+async fn a_bad_date_format_is_422_naming_it(app: TestApp) {
+    let token = access(&app, "csv-date-format@example.com").await;
+    let long = format!(
+        r#"{{"date_format": "%Y-%m-%d{}", "columns": {{"date": "Date", "amount": "Amount"}}}}"#,
+        "%t".repeat(8000)
+    );
+    for mapping in [
+        long.as_str(),
+        r#"{"date_format": "%m/%d/%Y%Q", "columns": {"date": "Date", "amount": "Amount"}}"#,
+    ] {
+        let problem = upload_with(
+            &app,
+            Some("dates.csv"),
+            AMBIGUOUS,
+            &[("account_name", "Checking"), ("mapping", mapping)],
+            &token,
+        )
+        .await
+        .expect_problem(422, "validation_failed");
+        assert_eq!(
+            problem["errors"][0]["field"], "mapping.date_format",
+            "{problem}"
+        );
+    }
+    let accounts = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
+    assert_eq!(accounts["total_count"], 0, "nothing written");
+}
+
+async fn card_export_signs_are_checked_against_transaction_types(app: TestApp) {
+    let token = access(&app, "csv-card-signs@example.com").await;
+    // Charges written positive, payments negative: read as money out, with a warning.
+    let body = import(&app, &token, "card.csv", CARD_INVERTED, &[]).await;
+    assert!(body["warnings"].to_string().contains("negated"), "{body}");
+    let account = only_account(&app, &token).await;
+    assert_eq!(
+        amounts(&app, &token, id_of(&account)).await,
+        ["-25.00", "-61.30", "10.00", "200.00"]
+    );
+    // Types that contradict each other: 422 asking for mapping.invert_sign, nothing written.
+    let problem = upload_with(
+        &app,
+        Some("card2.csv"),
+        CARD_CONFLICT,
+        &[("account_name", "Other card")],
+        &token,
+    )
+    .await
+    .expect_problem(422, "validation_failed");
+    assert_eq!(
+        problem["errors"][0]["field"], "mapping.invert_sign",
+        "{problem}"
+    );
+    let list = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
+    assert_eq!(list["total_count"], 1, "{list}");
 }

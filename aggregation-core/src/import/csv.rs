@@ -49,6 +49,7 @@
 //! The quirks handled, each with its fixture and test, are listed in `csv/QUIRKS.md`.
 
 mod headers;
+mod shape;
 mod text;
 mod values;
 
@@ -60,7 +61,7 @@ use rust_decimal::Decimal;
 
 use self::headers::{HeaderName, Role};
 use self::text::{Chars, Encoding, Record, Records};
-use self::values::{DateOrder, DecimalHint, OrderEvidence};
+use self::values::{DateFormat, DateOrder, DecimalHint, OrderEvidence};
 use super::model::{
     EntryStatus, ParseError, ParseWarning, ParsedAccount, ParsedBalance, ParsedEntry, ParsedFile,
     ParsedStatement,
@@ -252,6 +253,8 @@ struct Columns {
     status: Option<usize>,
     /// The currency a header unit names (`Betrag (EUR)`).
     unit_currency: Option<String>,
+    /// A header names a card (`Card No.`, `Card Member`): a card account's export.
+    card: bool,
 }
 
 /// How the file is laid out.
@@ -266,6 +269,9 @@ struct Layout {
     /// Whether a header row names the columns (else rows before the first date are skipped).
     has_header: bool,
     columns: Columns,
+    /// What the detection decided that the user should hear about (a headerless file's
+    /// columns).
+    note: Option<String>,
 }
 
 impl Layout {
@@ -286,16 +292,27 @@ fn head(
     delimiter: char,
 ) -> Vec<Record> {
     Records::new(Chars::new(bytes, start, encoding), delimiter, line)
+        .sniffing()
         .take(HEAD_RECORDS)
         .map_while(Result::ok)
         .collect()
 }
 
 /// How evenly `delimiter` splits the first records: rows sharing the most common field count
-/// (at least 2) times that count.
-fn split_score(records: &[Record]) -> usize {
+/// (at least 2) times that count. The records are read one at a time and not kept.
+fn split_score(
+    bytes: &[u8],
+    start: usize,
+    line: usize,
+    encoding: Encoding,
+    delimiter: char,
+) -> usize {
     let mut counts: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
-    for record in records.iter().filter(|r| !r.is_blank()) {
+    let records = Records::new(Chars::new(bytes, start, encoding), delimiter, line)
+        .sniffing()
+        .take(HEAD_RECORDS)
+        .map_while(Result::ok);
+    for record in records.filter(|r| !r.is_blank()) {
         *counts.entry(record.fields.len()).or_default() += 1;
     }
     counts
@@ -321,7 +338,9 @@ fn find_auto_header(records: &[Record], skip: usize) -> Result<(usize, Columns),
                 .iter()
                 .position(|n| headers::role_of(&n.name) == Some(role))
         };
-        let date = first(Role::Date);
+        // A file with only a value date (`Date de valeur`) books on it.
+        let booking = first(Role::Date);
+        let date = booking.or(first(Role::ValueDate));
         let amount = first(Role::Amount);
         let debit = first(Role::Debit);
         let credit = first(Role::Credit);
@@ -335,7 +354,7 @@ fn find_auto_header(records: &[Record], skip: usize) -> Result<(usize, Columns),
                 let columns = Columns {
                     date,
                     date_name: record.get(date).trim().to_owned(),
-                    value_date: first(Role::ValueDate),
+                    value_date: booking.and(first(Role::ValueDate)),
                     amount,
                     amount_name: amount
                         .or(debit)
@@ -355,6 +374,7 @@ fn find_auto_header(records: &[Record], skip: usize) -> Result<(usize, Columns),
                     code: first(Role::Code),
                     status: first(Role::Status),
                     unit_currency,
+                    card: record.fields.iter().any(|f| headers::names_a_card(f)),
                 };
                 return Ok((index, columns));
             }
@@ -561,22 +581,22 @@ fn layout(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Layout, CsvError
         None => sep,
     };
     let skip = mapping.and_then(|m| m.skip_rows).unwrap_or(0);
-    let candidates: Vec<(char, Vec<Record>)> = match explicit {
-        Some(d) => vec![(d, head(bytes, start, first_line, encoding, d))],
+    // One delimiter candidate at a time: scored while streaming, then its head read for the
+    // header only when it is tried; never four heads held at once.
+    let candidates: Vec<char> = match explicit {
+        Some(d) => vec![d],
         None => {
-            let mut scored: Vec<(usize, char, Vec<Record>)> = DELIMITERS
+            let mut scored: Vec<(usize, char)> = DELIMITERS
                 .iter()
-                .map(|&d| {
-                    let records = head(bytes, start, first_line, encoding, d);
-                    (split_score(&records), d, records)
-                })
+                .map(|&d| (split_score(bytes, start, first_line, encoding, d), d))
                 .collect();
             scored.sort_by_key(|scored| std::cmp::Reverse(scored.0));
-            scored.into_iter().map(|(_, d, r)| (d, r)).collect()
+            scored.into_iter().map(|(_, d)| d).collect()
         }
     };
     let mut first_error = None;
-    for (delimiter, records) in &candidates {
+    for delimiter in &candidates {
+        let records = &head(bytes, start, first_line, encoding, *delimiter);
         let found = match mapping {
             Some(mapping) => mapped_layout(mapping, records, skip),
             None => {
@@ -593,10 +613,29 @@ fn layout(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Layout, CsvError
                     first_data,
                     has_header,
                     columns,
+                    note: None,
                 });
             }
             Err(error) => {
                 first_error.get_or_insert(error);
+            }
+        }
+    }
+    // No header row: the first record may already be a transaction.
+    if mapping.is_none() {
+        for delimiter in &candidates {
+            let records = head(bytes, start, first_line, encoding, *delimiter);
+            if let Some((columns, note)) = shape::headerless_columns(&records, skip) {
+                return Ok(Layout {
+                    encoding,
+                    start,
+                    first_line,
+                    delimiter: *delimiter,
+                    first_data: skip,
+                    has_header: false,
+                    columns,
+                    note: Some(note),
+                });
             }
         }
     }
@@ -622,6 +661,14 @@ impl Warnings {
         }
     }
 
+    /// A warning about the whole file (a detection's choice).
+    fn push_file(&mut self, message: impl Into<String>) {
+        self.list.push(ParseWarning {
+            item: "file".to_owned(),
+            message: message.into(),
+        });
+    }
+
     fn finish(mut self) -> Vec<ParseWarning> {
         if self.dropped > 0 {
             self.list.push(ParseWarning {
@@ -634,9 +681,8 @@ impl Warnings {
 }
 
 /// Whether a date cell starts a transaction row.
-fn is_dated(cell: &str, format: Option<&str>) -> bool {
-    values::date_parts(cell).is_some()
-        || format.is_some_and(|f| values::parse_with_format(cell, f).is_some())
+fn is_dated(cell: &str, format: Option<&DateFormat>) -> bool {
+    values::date_parts(cell).is_some() || format.is_some_and(|f| f.parse(cell).is_some())
 }
 
 /// Walks the data rows: skips blank rows, the preamble, and rows below the last transaction
@@ -644,7 +690,7 @@ fn is_dated(cell: &str, format: Option<&str>) -> bool {
 fn walk(
     bytes: &[u8],
     layout: &Layout,
-    format: Option<&str>,
+    format: Option<&DateFormat>,
     warnings: &mut Warnings,
     mut on_row: impl FnMut(&Record, &mut Warnings) -> Result<(), CsvError>,
 ) -> Result<(), CsvError> {
@@ -672,6 +718,14 @@ fn walk(
         }
         if !seen_data && !layout.has_header {
             // The header or preamble of a file read through an index mapping.
+            continue;
+        }
+        if headers::is_pending_date(date_cell) {
+            // Order histories write `pending` where the date of a charge not yet made goes.
+            warnings.push(
+                record.line,
+                "a row dated \"pending\" is not booked yet and is skipped",
+            );
             continue;
         }
         let amount_like = [columns.amount, columns.debit, columns.credit]
@@ -726,6 +780,112 @@ struct Evidence {
     order: OrderEvidence,
     dot: usize,
     comma: usize,
+    /// Filled cells of the transaction type column, and how many of them are `debit` or
+    /// `credit` words.
+    code_cells: usize,
+    code_directions: usize,
+    /// Amount cells written positive and negative (zeros left out).
+    positive: usize,
+    negative: usize,
+    /// Rows whose transaction type (`Sale`, `Payment`) agrees with the written sign (a
+    /// charge negative, a payment positive), and rows where it does not.
+    type_agrees: usize,
+    type_disagrees: usize,
+}
+
+impl Evidence {
+    /// Takes the amount cell and the transaction type of one row into account.
+    fn observe_sign(&mut self, amount: &values::RawAmount, code: Option<&str>) {
+        if !amount.body.chars().any(|c| c.is_ascii_digit() && c != '0') {
+            return;
+        }
+        if amount.negative {
+            self.negative += 1;
+        } else {
+            self.positive += 1;
+        }
+        match code.and_then(headers::card_type) {
+            Some(headers::CardType::Charge) if amount.negative => self.type_agrees += 1,
+            Some(headers::CardType::Payment) if !amount.negative => self.type_agrees += 1,
+            Some(_) => self.type_disagrees += 1,
+            None => {}
+        }
+    }
+}
+
+/// How the written sign of the amount column becomes the entry's sign.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SignRule {
+    /// As written (or set by a direction column).
+    AsWritten,
+    /// Negated: the export writes money out as positive.
+    Invert,
+    /// Set by the transaction type column, whose cells are all `debit` or `credit`.
+    TypeIsDirection,
+}
+
+/// Decides the sign rule: the mapping's `invert_sign` when it gives one; else a type column of
+/// `debit`/`credit` words; else what a card export's transaction types (`Sale`, `Payment`)
+/// say against the written signs; else a card export (a header naming a card) whose amounts
+/// are mostly positive lists charges as positive. A warning says what was decided; types that
+/// contradict each other are a 422 asking for `mapping.invert_sign`.
+fn sign_rule(
+    mapping: Option<&CsvMapping>,
+    columns: &Columns,
+    evidence: &Evidence,
+    amount_name: &str,
+) -> Result<(SignRule, Option<String>), CsvError> {
+    if let Some(invert) = mapping.and_then(|m| m.invert_sign) {
+        return Ok((
+            if invert {
+                SignRule::Invert
+            } else {
+                SignRule::AsWritten
+            },
+            None,
+        ));
+    }
+    if columns.amount.is_none() || columns.direction.is_some() {
+        return Ok((SignRule::AsWritten, None));
+    }
+    if evidence.code_cells > 0 && evidence.code_directions == evidence.code_cells {
+        return Ok((SignRule::TypeIsDirection, None));
+    }
+    let (agree, disagree) = (evidence.type_agrees, evidence.type_disagrees);
+    const INVERTED: &str = "give mapping.invert_sign (true or false) to say how to read them";
+    if agree + disagree > 0 {
+        if disagree.saturating_mul(10) <= agree {
+            return Ok((SignRule::AsWritten, None));
+        }
+        if agree.saturating_mul(10) <= disagree {
+            return Ok((
+                SignRule::Invert,
+                Some(format!(
+                    "the transaction types say charges are written positive and payments \
+                     negative: every amount of column {amount_name} is negated; give \
+                     mapping.invert_sign false to keep the signs as written"
+                )),
+            ));
+        }
+        return Err(mapping_error(
+            "mapping.invert_sign",
+            format!(
+                "the transaction types of column {amount_name} agree with the written signs \
+                 on {agree} rows and contradict them on {disagree}; {INVERTED}"
+            ),
+        ));
+    }
+    if columns.card && evidence.positive > evidence.negative {
+        return Ok((
+            SignRule::Invert,
+            Some(format!(
+                "a card export whose amounts are mostly positive lists charges as positive: \
+                 every amount of column {amount_name} is negated; give mapping.invert_sign \
+                 false to keep the signs as written"
+            )),
+        ));
+    }
+    Ok((SignRule::AsWritten, None))
 }
 
 /// The separators amounts are read with.
@@ -777,8 +937,15 @@ fn number_format(
     Ok(NumberFormat { decimal, thousands })
 }
 
-fn date_order(evidence: &OrderEvidence, columns: &Columns) -> Result<Option<DateOrder>, CsvError> {
-    match (evidence.day_first, evidence.month_first) {
+/// The file's day/month order, and a warning when nothing in the file decided it: then a
+/// file of `;`-separated or decimal-comma amounts (European) is read day first, any other
+/// month first.
+fn date_order(
+    evidence: &OrderEvidence,
+    columns: &Columns,
+    european: bool,
+) -> Result<(Option<DateOrder>, Option<String>), CsvError> {
+    let decided = match (evidence.day_first, evidence.month_first) {
         (true, true) => Err(mapping_error(
             columns.date_name.clone(),
             "the dates put the day first on some rows and the month first on others; give \
@@ -786,13 +953,24 @@ fn date_order(evidence: &OrderEvidence, columns: &Columns) -> Result<Option<Date
         )),
         (true, false) => Ok(Some(DateOrder::DayFirst)),
         (false, true) => Ok(Some(DateOrder::MonthFirst)),
-        (false, false) if evidence.ambiguous && evidence.undotted => Err(mapping_error(
-            columns.date_name.clone(),
-            "no date in the file shows whether the day or the month comes first; give \
-             date_format",
-        )),
+        (false, false) if evidence.ambiguous && evidence.undotted => {
+            let (order, spelled) = if european {
+                (DateOrder::DayFirst, "day/month")
+            } else {
+                (DateOrder::MonthFirst, "month/day")
+            };
+            return Ok((
+                Some(order),
+                Some(format!(
+                    "no date in column {} shows whether the day or the month comes first: they \
+                     are read as {spelled}; give mapping.date_format to read them otherwise",
+                    columns.date_name
+                )),
+            ));
+        }
         (false, false) => Ok(None),
-    }
+    };
+    decided.map(|order| (order, None))
 }
 
 fn read_amount(cell: &str, format: NumberFormat) -> Option<Decimal> {
@@ -851,12 +1029,16 @@ impl Closing {
 
 /// Reads a CSV statement.
 pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<ParsedFile, CsvError> {
+    // The format is read once here, not once per row.
+    let date_format = mapping
+        .and_then(|m| m.date_format.as_deref())
+        .map(|written| {
+            DateFormat::new(written).map_err(|reason| mapping_error("mapping.date_format", reason))
+        })
+        .transpose()?;
+    let format = date_format.as_ref();
     let layout = layout(bytes, mapping)?;
     let columns = &layout.columns;
-    let chrono_format = mapping
-        .and_then(|m| m.date_format.as_deref())
-        .map(values::chrono_format);
-    let format = chrono_format.as_deref();
     let mut warnings = Warnings::default();
 
     // First pass: the evidence for date order and decimal separator.
@@ -871,13 +1053,23 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
             let date_cell = record.get(columns.date);
             match format {
                 Some(format) => {
-                    matched_format |= values::parse_with_format(date_cell, format).is_some();
+                    matched_format |= format.parse(date_cell).is_some();
                 }
                 None => {
                     if let Some(parts) = values::date_parts(date_cell) {
                         evidence.order.add(parts);
                     }
                 }
+            }
+            let code = non_empty(record, columns.code);
+            if let Some(code) = code {
+                evidence.code_cells += 1;
+                if headers::direction_is_out(code).is_some() {
+                    evidence.code_directions += 1;
+                }
+            }
+            if let Some(raw) = non_empty(record, columns.amount).and_then(values::raw_amount) {
+                evidence.observe_sign(&raw, code);
             }
             for column in [
                 columns.amount,
@@ -896,16 +1088,35 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
             Ok(())
         },
     )?;
+    let numbers = number_format(mapping, &evidence, layout.delimiter)?;
+    if let Some(note) = &layout.note {
+        warnings.push_file(note.clone());
+    }
     let order = match format {
         Some(_) => None,
-        None => date_order(&evidence.order, columns)?,
+        None => {
+            let european = layout.delimiter == ';' || numbers.decimal == ',';
+            let (order, note) = date_order(&evidence.order, columns, european)?;
+            if let Some(note) = note {
+                warnings.push_file(note);
+            }
+            order
+        }
     };
-    let numbers = number_format(mapping, &evidence, layout.delimiter)?;
-    let invert = mapping.and_then(|m| m.invert_sign).unwrap_or(false);
     let amount_name = if columns.amount_name.is_empty() {
         "amount".to_owned()
     } else {
         columns.amount_name.clone()
+    };
+    let (sign, note) = sign_rule(mapping, columns, &evidence, &amount_name)?;
+    if let Some(note) = note {
+        warnings.push_file(note);
+    }
+    let invert = sign == SignRule::Invert;
+    let direction_column = if sign == SignRule::TypeIsDirection {
+        columns.code
+    } else {
+        columns.direction
     };
 
     // Second pass: the entries.
@@ -916,7 +1127,7 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
         let line = record.line;
         let date_cell = values::clean(record.get(columns.date));
         let date = match format {
-            Some(format) => values::parse_with_format(date_cell, format).ok_or_else(|| {
+            Some(format) => format.parse(date_cell).ok_or_else(|| {
                 mapping_error(
                     columns.date_name.clone(),
                     format!(
@@ -932,7 +1143,7 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
                 })?,
         };
         let value_date = non_empty(record, columns.value_date).and_then(|cell| match format {
-            Some(format) => values::parse_with_format(cell, format),
+            Some(format) => format.parse(cell),
             None => values::date_parts(cell).and_then(|p| values::resolve(p, order)),
         });
         let parse_cell = |cell: &str, name: &str| {
@@ -946,7 +1157,7 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
         let mut amount = match non_empty(record, columns.amount) {
             Some(cell) => {
                 let value = parse_cell(cell, &amount_name)?;
-                match non_empty(record, columns.direction) {
+                match non_empty(record, direction_column) {
                     Some(direction) => match headers::direction_is_out(direction) {
                         Some(true) => -value.abs(),
                         Some(false) => value.abs(),

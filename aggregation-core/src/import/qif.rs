@@ -2,7 +2,8 @@
 //! of banks' "download for Quicken" buttons.
 //!
 //! [`sniff`] recognises a file whose first non-blank line is a `!Type:`, `!Account`,
-//! `!Option:` or `!Clear:` header; [`parse`] reads it into a [`ParsedFile`].
+//! `!Option:` or `!Clear:` header, or which opens with a bank record (`D` date, a `T` amount,
+//! `^`) and no header; [`parse`] reads it into a [`ParsedFile`].
 //!
 //! # What is read
 //!
@@ -13,14 +14,17 @@
 //! - `!Account` blocks (`N` name; `T` type and `D` description are read past): outside an
 //!   `!Option:AutoSwitch` … `!Clear:AutoSwitch` list, the block names the account of the
 //!   sections that follow it; inside the list it is only a list entry and changes nothing,
-//!   unless a `!Type:` section follows it directly (a list never cleared).
+//!   unless a `!Type:` section follows it directly (a list never cleared). Records right after
+//!   a block, with no `!Type:` header, are a section of the block's `T` type (with a warning).
+//! - Records before any header are a `!Type:Bank` section (with a warning).
 //! - Lists `!Type:Cat`, `Class`, `Memorized`, `Prices`, `Budget`, `Invitem`, `Template`,
 //!   `Bill`, `Invoice`, `Tax` are skipped; `!Type:Security` is read only to turn a security's
 //!   name (`N`) into its symbol (`S`). An unknown `!Type:` is skipped with a warning.
 //! - Bank-like records: `D` date, `T` amount (`U` when there is no `T`), `P` payee (the
 //!   counterparty), `M` memo (the text), `N` number (the code), `C` cleared status (`*`, `c`,
 //!   `X`, `R`, …; every record is booked), `L` category (`[Account]` makes the entry a
-//!   transfer), splits `S`/`E`/`$`, and `^` ending the record. Other codes (`A` address, `F`,
+//!   transfer), splits `S`/`E`/`$` (or `£`; an `=` before a split amount is read past), and
+//!   `^` ending the record. Other codes (`A` address, `F`,
 //!   `X`, `%`, …) are read past.
 //! - Investment records: `N` action, `Y` security, `I` price, `Q` quantity, `O` commission,
 //!   `T` total (`U` when there is no `T`; quantity × price ± commission when there is
@@ -33,8 +37,8 @@
 //!   `12 May 2025` and `May 12, 2025`. The order of day and month is decided over the whole
 //!   file: a first number above 12 anywhere means day first; else a second number above 12
 //!   means month first; else dotted dates are day first and the others month first. Two-digit
-//!   years below 50 are 20xx and the others 19xx, except after Quicken's apostrophe, which it
-//!   writes for the years from 2000 on (`12/31'05` and `12/31'99` are 2005 and 2099).
+//!   years below 50 are 20xx and the others 19xx, after a slash or Quicken's apostrophe alike
+//!   (`12/31'05` is 2005, `8/25'93` is 1993).
 //! - **Amounts**: `,` groups thousands and `.` is the decimal point, unless the file needs a
 //!   decimal comma (an amount such as `12,5` or `1.234,56`, and none such as `12.5` or
 //!   `1,234.56`); spaces and apostrophes group thousands; the doubled `--` of some exporters
@@ -65,7 +69,7 @@
 //!   Lines end in CRLF, LF or a lone CR. Blank lines, leading spaces and
 //!   trailing spaces are ignored; a missing final `^` ends the last record anyway, as does a
 //!   header; a second `D` line in a record starts a new record, with a warning.
-//! - **Errors** (`400` naming the line): a record before any header, a record with no date or
+//! - **Errors** (`400` naming the line): a record with no date or
 //!   no amount, a date or amount that cannot be read, a date that does not exist in the
 //!   file's day/month order, and numbers too large to add up. An empty file is an error at
 //!   line 0.
@@ -103,6 +107,38 @@ pub(crate) fn sniff(bytes: &[u8]) -> bool {
                 .iter()
                 .any(|h| lower.starts_with(h))
         })
+        || headerless_records(&text)
+}
+
+/// Whether the text opens with bank records and no header: a first line `D` and a date, the
+/// record's lines all of the form `X value`, a `T` or `U` amount among them and a `^` ending
+/// the record within the first lines.
+fn headerless_records(text: &str) -> bool {
+    let mut lines = values::lines(text)
+        .map(|(_, line)| clean(line))
+        .filter(|line| !line.is_empty());
+    let Some(first) = lines.next() else {
+        return false;
+    };
+    if first
+        .strip_prefix('D')
+        .is_none_or(|date| RawDate::scan(date).is_none())
+    {
+        return false;
+    }
+    let mut amount = false;
+    for line in lines.take(20) {
+        if line == "^" {
+            return amount;
+        }
+        let mut chars = line.chars();
+        match chars.next() {
+            Some('T' | 'U') => amount |= NumberStyle::default().amount(chars.as_str()).is_some(),
+            Some(code) if code.is_ascii_uppercase() || "$%".contains(code) => {}
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// Reads a QIF file: see the module documentation.
@@ -190,7 +226,7 @@ const SKIPPED_LISTS: [&str; 10] = [
 ];
 
 /// Codes whose values are numbers.
-const NUMBER_CODES: [char; 6] = ['T', 'U', '$', 'I', 'Q', 'O'];
+const NUMBER_CODES: [char; 7] = ['T', 'U', '$', '£', 'I', 'Q', 'O'];
 
 fn section_kind(name: &str) -> Option<AccountKind> {
     Some(match name.to_ascii_lowercase().as_str() {
@@ -215,6 +251,8 @@ struct Builder<'a> {
     current_name: Option<String>,
     /// The name of the last record of the `!Account` block being read.
     block_name: Option<String>,
+    /// The type (`T`) of that record, when it names a transaction section.
+    block_kind: Option<AccountKind>,
     dates: DateStyle,
     numbers: NumberStyle,
     /// Security name → symbol, from `!Type:Security`.
@@ -234,6 +272,7 @@ impl<'a> Builder<'a> {
             account_list: false,
             current_name: None,
             block_name: None,
+            block_kind: None,
             dates: DateStyle::default(),
             numbers: NumberStyle::default(),
             securities: HashMap::new(),
@@ -254,10 +293,25 @@ impl<'a> Builder<'a> {
                 '!' => self.header(line, number)?,
                 '^' => self.end_record()?,
                 _ if self.mode == Mode::Start => {
-                    return Err(ParseError::new(
+                    self.implicit_section(
+                        AccountKind::Checking,
                         number,
-                        "a record line before any !Type or !Account header",
-                    ));
+                        "records before any !Type header are read as !Type:Bank",
+                    );
+                    self.push_field(code, chars.as_str(), number);
+                }
+                // Records after an `!Account` block without a `!Type:` header: the block's
+                // own type (`TBank`, `TCCard`, …) tells the section.
+                'D' if self.mode == Mode::Accounts && self.record.is_none() => {
+                    let kind = self.block_kind.unwrap_or(AccountKind::Checking);
+                    self.current_name = self.block_name.clone().or(self.current_name.take());
+                    self.implicit_section(
+                        kind,
+                        number,
+                        "records after an !Account block without a !Type header are read in the \
+                         block's account type",
+                    );
+                    self.push_field(code, chars.as_str(), number);
                 }
                 'D' if self.mode == Mode::Transactions
                     && self
@@ -280,23 +334,36 @@ impl<'a> Builder<'a> {
                         }],
                     });
                 }
-                _ => self
-                    .record
-                    .get_or_insert_with(|| Record {
-                        line: number,
-                        fields: Vec::new(),
-                    })
-                    .fields
-                    .push(Field {
-                        code,
-                        value: chars.as_str().trim(),
-                        line: number,
-                    }),
+                _ => self.push_field(code, chars.as_str(), number),
             }
         }
         // A missing final `^` ends the last record anyway.
         self.end_record()?;
         self.end_section()
+    }
+
+    /// Adds one `X value` line to the record being read (starting one when none is).
+    fn push_field(&mut self, code: char, value: &'a str, line: usize) {
+        self.record
+            .get_or_insert_with(|| Record {
+                line,
+                fields: Vec::new(),
+            })
+            .fields
+            .push(Field {
+                code,
+                value: value.trim(),
+                line,
+            });
+    }
+
+    /// Starts a transaction section no header opened, with a warning saying how it is read.
+    fn implicit_section(&mut self, kind: AccountKind, line: usize, message: &str) {
+        self.warn(line, message.to_owned());
+        if self.pass == Pass::Build {
+            self.section = Some(SectionState::new(kind, self.current_name.clone()));
+        }
+        self.mode = Mode::Transactions;
     }
 
     fn end_record(&mut self) -> Result<(), ParseError> {
@@ -335,6 +402,7 @@ impl<'a> Builder<'a> {
                         self.current_name = Some(name.to_owned());
                     }
                     self.block_name = Some(name.to_owned());
+                    self.block_kind = value_of(&record, 'T').and_then(section_kind);
                 }
             }
             (Mode::Securities, Pass::Scan) => {
@@ -393,6 +461,7 @@ impl<'a> Builder<'a> {
         } else if lower.trim_end() == "!account" {
             if self.mode != Mode::Accounts {
                 self.block_name = None;
+                self.block_kind = None;
             }
             self.mode = Mode::Accounts;
         } else if lower.starts_with("!option:autoswitch") {
@@ -536,7 +605,7 @@ impl Reader<'_> {
                         ..Split::default()
                     }),
                 },
-                '$' if !invest => {
+                '$' | '£' if !invest => {
                     let amount = self.amount(field)?;
                     match out.splits.last_mut() {
                         Some(split) if split.amount.is_none() => split.amount = amount,

@@ -74,6 +74,16 @@ const NAMES: &[(Role, &[&str])] = &[
             "transactiedatum",
             "boekdatum",
             "boekingsdatum",
+            "journaldate",
+            "journal date",
+            "created",
+            "created date",
+            "date created",
+            "order date",
+            "date de transaction",
+            "date de la transaction",
+            "fecha de la transacción",
+            "fecha transacción",
         ],
     ),
     (
@@ -107,6 +117,12 @@ const NAMES: &[(Role, &[&str])] = &[
             "importo",
             "bedrag",
             "transactiebedrag",
+            "netamount",
+            "net amount",
+            "net",
+            "total amount",
+            "montant net",
+            "importe neto",
         ],
     ),
     (
@@ -130,6 +146,16 @@ const NAMES: &[(Role, &[&str])] = &[
             "addebito",
             "uscite",
             "debet",
+            "total charged",
+            "charged",
+            "total",
+            "order total",
+            "lastschrift",
+            "belastung",
+            "ausgang",
+            "débito",
+            "retrait",
+            "retraits",
         ],
     ),
     (
@@ -151,6 +177,11 @@ const NAMES: &[(Role, &[&str])] = &[
             "accrediti",
             "accredito",
             "entrate",
+            "gutschrift",
+            "eingang",
+            "crédito",
+            "dépôt",
+            "versement",
         ],
     ),
     (
@@ -193,6 +224,10 @@ const NAMES: &[(Role, &[&str])] = &[
             "descrizione operazione",
             "causale",
             "omschrijving",
+            "description 1",
+            "original description",
+            "avisierungstext",
+            "texte de notification",
         ],
     ),
     (
@@ -260,6 +295,8 @@ const NAMES: &[(Role, &[&str])] = &[
             "unique id",
             "transaktions-id",
             "transactie-id",
+            "n° de transaction",
+            "no de transaction",
         ],
     ),
     (
@@ -275,6 +312,7 @@ const NAMES: &[(Role, &[&str])] = &[
             "saldo na mutatie",
             "saldo contable",
             "saldo contabile",
+            "runningbalance",
         ],
     ),
     (
@@ -291,6 +329,8 @@ const NAMES: &[(Role, &[&str])] = &[
             "divisa",
             "munt",
             "muntsoort",
+            "monn.",
+            "monn",
         ],
     ),
     (
@@ -344,13 +384,55 @@ pub(super) fn normalize(cell: &str) -> HeaderName {
             name.truncate(open);
         }
     }
-    let name = name
+    let mut name = name
         .trim()
         .trim_end_matches(':')
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
+    // A unit written after the name: `Gutschrift in CHF`, `Crédit en CHF`, `Débit euros`,
+    // `Montant en euros`.
+    if unit.is_none()
+        && let Some((head, tail)) = name.rsplit_once(' ')
+    {
+        let (head, currency) = match head.rsplit_once(' ') {
+            Some((before, "in" | "en")) => (before, tail),
+            _ => (head, tail),
+        };
+        let currency = match currency {
+            "euros" | "euro" => Some("EUR".to_owned()),
+            c if is_currency_code(c) => Some(c.to_uppercase()),
+            _ => None,
+        };
+        if let Some(currency) = currency
+            && !head.is_empty()
+        {
+            unit = Some(currency);
+            name = head.to_owned();
+        }
+    }
     HeaderName { name, unit }
+}
+
+/// The currency codes a header names after its column's name (`Betrag EUR`, `Saldo in CHF`):
+/// only common ones, so that a name's last word (`net`, `out`) is never taken for one.
+fn is_currency_code(code: &str) -> bool {
+    matches!(
+        code,
+        "eur"
+            | "chf"
+            | "usd"
+            | "gbp"
+            | "cad"
+            | "aud"
+            | "sek"
+            | "nok"
+            | "dkk"
+            | "pln"
+            | "czk"
+            | "huf"
+            | "jpy"
+    )
 }
 
 /// The role a normalized header name has, if any.
@@ -379,6 +461,49 @@ pub(super) fn direction_is_out(cell: &str) -> Option<bool> {
         "bij" | "c" | "cr" | "credit" | "h" | "haben" | "+" | "crédit" | "in" => Some(false),
         _ => None,
     }
+}
+
+/// What a card export's transaction type says about the sign its amount should have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CardType {
+    /// A purchase, fee or interest: money out of the card account.
+    Charge,
+    /// A payment, refund or return: money into the card account.
+    Payment,
+}
+
+/// The [`CardType`] of a transaction type cell (`Sale`, `Payment`, `Return`, …), if it is one.
+pub(super) fn card_type(cell: &str) -> Option<CardType> {
+    match super::values::clean(cell).to_lowercase().as_str() {
+        "sale" | "purchase" | "charge" | "fee" | "fees" | "interest" | "cash advance"
+        | "purchases" | "achat" | "compra" | "einkauf" | "kauf" => Some(CardType::Charge),
+        "payment" | "return" | "refund" | "payment/credit" | "payments" | "returns"
+        | "paiement" | "remboursement" | "pago" | "devolución" | "zahlung" | "gutschrift" => {
+            Some(CardType::Payment)
+        }
+        _ => None,
+    }
+}
+
+/// Whether a header cell names a card (`Card No.`, `Card Member`, `Card Used For
+/// Transaction`, `Kreditkarte`, `Carte`): the export is a card account's.
+pub(super) fn names_a_card(cell: &str) -> bool {
+    let name = normalize(cell).name;
+    name.split(|c: char| !c.is_alphanumeric()).any(|word| {
+        matches!(
+            word,
+            "card" | "cardmember" | "cardholder" | "carte" | "tarjeta"
+        )
+    }) || name.contains("kreditkarte")
+        || name.contains("kartennummer")
+}
+
+/// Whether a date cell says the row has no date yet because it is not booked (`pending`).
+pub(super) fn is_pending_date(cell: &str) -> bool {
+    matches!(
+        super::values::clean(cell).to_lowercase().as_str(),
+        "pending" | "ausstehend" | "vorgemerkt" | "en attente" | "pendiente" | "in attesa"
+    )
 }
 
 /// Whether a status cell says the row is not booked yet.

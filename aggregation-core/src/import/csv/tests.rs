@@ -365,12 +365,18 @@ fn english_month_names() {
 }
 
 #[test]
-fn ambiguous_dates_need_a_date_format() {
+fn ambiguous_dates_are_read_month_first_with_a_warning() {
     let bytes = fixture("ambiguous.csv");
-    match parse(&bytes, None) {
-        Err(CsvError::Mapping { column, .. }) => assert_eq!(column, "Date"),
-        other => panic!("{other:?}"),
-    }
+    let file = parse(&bytes, None).expect("read in a chosen order");
+    assert_eq!(file.statements[0].entries[0].date, date("2025-01-02"));
+    assert_eq!(file.warnings.len(), 1, "{:?}", file.warnings);
+    assert!(file.warnings[0].message.contains("month/day"));
+    assert!(file.warnings[0].message.contains("Date"));
+    // A `;` file of decimal commas is read day first.
+    let text = "Datum;Text;Betrag\n01/02/2025;Eins;-1,00\n03/04/2025;Zwei;-2,00\n";
+    let file = parse(text.as_bytes(), None).expect("read in a chosen order");
+    assert_eq!(file.statements[0].entries[0].date, date("2025-02-01"));
+    assert!(file.warnings[0].message.contains("day/month"));
     let m =
         mapping(r#"{"date_format": "%m/%d/%Y", "columns": {"date": "Date", "amount": "Amount"}}"#);
     let file = parse(&bytes, Some(&m)).expect("parses with a format");
@@ -407,11 +413,160 @@ fn headerless_file_by_index_mapping() {
     assert_eq!(amounts(s), [dec("-12.80"), dec("-50.00")]);
     assert_eq!(s.entries[0].date, date("2024-08-06"));
     assert_eq!(s.closing.as_ref().expect("closing").amount, dec("-133.96"));
-    // Without the mapping no header names the columns.
-    match parse(&bytes, None) {
-        Err(CsvError::Mapping { column, .. }) => assert_eq!(column, "date"),
+    // Without the mapping the shapes of the cells name the columns, with a warning.
+    let file = parse(&bytes, None).expect("parses");
+    assert_eq!(amounts(&file.statements[0]), [dec("-12.80"), dec("-50.00")]);
+    assert!(
+        file.warnings[0].message.contains("no header row"),
+        "{:?}",
+        file.warnings
+    );
+}
+
+/// The whole file's warnings and its only statement.
+fn read_with_warnings(name: &str) -> (ParsedStatement, Vec<String>) {
+    let file = parse(&fixture(name), None).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let warnings = file.warnings.iter().map(|w| w.message.clone()).collect();
+    let statement = file.statements.into_iter().next().expect("one statement");
+    (statement, warnings)
+}
+
+#[test]
+fn headerless_file_by_the_shapes_of_its_cells() {
+    let (s, warnings) = read_with_warnings("headerless_shapes.csv");
+    assert_eq!(
+        amounts(&s),
+        [dec("-1204.10"), dec("2500.00"), dec("-84.12")]
+    );
+    assert_eq!(s.entries[2].date, date("2021-03-15"));
+    assert_eq!(texts(&s)[0], Some("Corner Grocery"));
+    assert!(warnings[0].contains("no header row"), "{warnings:?}");
+    assert!(
+        warnings[0].contains("column 3 as debit/credit"),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn total_charged_is_money_out_and_pending_rows_are_skipped() {
+    let (s, warnings) = read_with_warnings("total_charged.csv");
+    assert_eq!(amounts(&s), [dec("-12.99"), dec("-8.45"), dec("-6.10")]);
+    assert!(
+        warnings.iter().any(|w| w.contains("pending")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn net_amount_and_journal_date_headers() {
+    let s = read("net_amount.csv");
+    assert_eq!(amounts(&s), [dec("-450.00"), dec("450.00"), dec("-450.00")]);
+    assert_eq!(s.entries[0].date, date("2019-02-04"));
+}
+
+#[test]
+fn credit_amount_and_debit_amount_columns() {
+    let s = read("credit_debit_amount.csv");
+    assert_eq!(amounts(&s), [dec("300.00"), dec("-4.50"), dec("-200")]);
+    assert_eq!(s.entries[0].reference.as_deref(), Some("T-900"));
+    assert_eq!(s.closing.as_ref().expect("closing").amount, dec("95.50"));
+}
+
+#[test]
+fn swiss_french_and_german_headers() {
+    let s = read("ch_fr.csv");
+    assert_eq!(amounts(&s), [dec("-5.00"), dec("5000.00")]);
+    assert_eq!(s.entries[0].date, date("2020-06-30"));
+    assert_eq!(s.entries[0].reference.as_deref(), Some("TX20200630A"));
+    assert_eq!(s.account.currency.as_deref(), Some("CHF"));
+    assert_eq!(s.closing.as_ref().expect("closing").amount, dec("4995.00"));
+    let s = read("ch_de_postfinance.csv");
+    assert_eq!(amounts(&s), [dec("-45.20"), dec("2000.00")]);
+    assert_eq!(s.account.currency.as_deref(), Some("CHF"));
+}
+
+#[test]
+fn a_type_column_of_debit_and_credit_signs_the_amount() {
+    let s = read("type_column.csv");
+    assert_eq!(amounts(&s), [dec("-12.40"), dec("1500.00"), dec("-30.00")]);
+}
+
+#[test]
+fn card_types_written_against_the_sign_invert_it_with_a_warning() {
+    let (s, warnings) = read_with_warnings("card_types_inverted.csv");
+    assert_eq!(
+        amounts(&s),
+        [dec("-25.00"), dec("200.00"), dec("-61.30"), dec("10.00")]
+    );
+    assert!(
+        warnings.iter().any(|w| w.contains("negated")),
+        "{warnings:?}"
+    );
+    // The mapping's `invert_sign: false` keeps them as written.
+    let m = mapping(
+        r#"{"invert_sign": false, "columns": {"date": "Transaction Date", "amount": "Amount"}}"#,
+    );
+    let file = parse(&fixture("card_types_inverted.csv"), Some(&m)).expect("parses");
+    assert_eq!(file.statements[0].entries[0].amount, dec("25.00"));
+}
+
+#[test]
+fn card_types_that_contradict_each_other_ask_for_invert_sign() {
+    match parse(&fixture("card_types_conflict.csv"), None) {
+        Err(CsvError::Mapping { column, reason }) => {
+            assert_eq!(column, "mapping.invert_sign");
+            assert!(reason.contains("invert_sign"), "{reason}");
+        }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_card_export_of_positive_charges_is_inverted_with_a_warning() {
+    let (s, warnings) = read_with_warnings("card_header.csv");
+    assert_eq!(amounts(&s), [dec("-18.20"), dec("-54.75"), dec("72.95")]);
+    assert!(
+        warnings.iter().any(|w| w.contains("card export")),
+        "{warnings:?}"
+    );
+    // A card export whose amounts are mostly negative is read as written.
+    let text = "Date,Card No.,Description,Amount\n2024-01-02,1234,Shop,-5.00\n2024-01-03,1234,Cafe,-3.00\n2024-01-09,1234,Payment,8.00\n";
+    let file = parse(text.as_bytes(), None).expect("parses");
+    assert_eq!(
+        amounts(&file.statements[0]),
+        [dec("-5.00"), dec("-3.00"), dec("8.00")]
+    );
+    assert!(file.warnings.is_empty(), "{:?}", file.warnings);
+}
+
+#[test]
+fn date_format_is_bounded_and_of_known_specifiers() {
+    let bytes = fixture("ambiguous.csv");
+    let refused = |format: &str| {
+        let json = serde_json::json!({
+            "date_format": format,
+            "columns": {"date": "Date", "amount": "Amount"}
+        });
+        let m: CsvMapping = serde_json::from_value(json).expect("mapping");
+        match parse(&bytes, Some(&m)) {
+            Err(CsvError::Mapping { column, reason }) => {
+                assert_eq!(column, "mapping.date_format");
+                reason
+            }
+            other => panic!("{format:?}: {other:?}"),
+        }
+    };
+    let long = format!("%Y-%m-%d{}", "%t".repeat(8000));
+    assert!(refused(&long).contains("64"));
+    assert!(refused("%m/%d/%Y%Q").contains("specifier"));
+    assert!(refused("%").contains("specifier"));
+    // 64 characters of known specifiers are read.
+    let padded = format!("%m/%d/%Y{}", " ".repeat(56));
+    assert_eq!(padded.chars().count(), 64);
+    let json = serde_json::json!({"date_format": "%m/%d/%Y", "columns": {"date": "Date", "amount": "Amount"}});
+    let m: CsvMapping = serde_json::from_value(json).expect("mapping");
+    assert!(parse(&bytes, Some(&m)).is_ok());
+    assert!(values::DateFormat::new(&padded).is_ok());
 }
 
 #[test]
@@ -658,6 +813,29 @@ mod properties {
             let with_header = format!("Date;Description;Amount;Balance\n{text}");
             check(with_header.as_bytes(), mapping.as_ref());
             check(text.as_bytes(), mapping.as_ref());
+        }
+
+        #[test]
+        fn headerless_and_card_rows_never_panic(
+            rows in proptest::collection::vec(
+                (
+                    prop_oneof![Just("3/02/21"), Just("2021-03-02"), Just("13/01/2021"), Just("pending"), Just("")],
+                    "[A-Za-z ]{0,6}",
+                    prop_oneof![Just("-1.50"), Just("2,000.00"), Just("7"), Just("x"), Just("")],
+                    prop_oneof![Just("debit"), Just("credit"), Just("Sale"), Just("Payment"), Just("?"), Just("")],
+                ),
+                0..12,
+            ),
+            header in proptest::option::of(prop_oneof![
+                Just("Date,Card No.,Amount,Type"), Just("Date,Description,Amount,Transaction Type"),
+                Just("Date de valeur,Libellé,Total Charged,Type"),
+            ]),
+        ) {
+            let mut text = header.map(|h| format!("{h}\n")).unwrap_or_default();
+            for (date, text_cell, amount, kind) in &rows {
+                text.push_str(&format!("{date},{text_cell},\"{amount}\",{kind}\n"));
+            }
+            check(text.as_bytes(), None);
         }
 
         #[test]

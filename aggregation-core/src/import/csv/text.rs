@@ -257,7 +257,14 @@ pub(super) struct Records<'a> {
     delimiter: char,
     line: usize,
     done: bool,
+    /// Characters kept per field and per record (the rest is read past), when sniffing.
+    caps: Option<(usize, usize)>,
 }
+
+/// Characters of a field kept while sniffing: enough for any header name or cell.
+pub(super) const SNIFF_FIELD_CHARS: usize = 1_024;
+/// Characters of a record kept while sniffing: a 10 MiB line must not be held whole.
+pub(super) const SNIFF_RECORD_CHARS: usize = 64 * 1_024;
 
 impl<'a> Records<'a> {
     /// Records of `chars` split on `delimiter`; the first one is on line `line`.
@@ -267,7 +274,15 @@ impl<'a> Records<'a> {
             delimiter,
             line,
             done: false,
+            caps: None,
         }
+    }
+
+    /// The same records with each field cut at [`SNIFF_FIELD_CHARS`] and each record at
+    /// [`SNIFF_RECORD_CHARS`]: for the look at the head of the file, never for the entries.
+    pub(super) fn sniffing(mut self) -> Self {
+        self.caps = Some((SNIFF_FIELD_CHARS, SNIFF_RECORD_CHARS));
+        self
     }
 
     /// Consumes a line end whose first character `c` was read.
@@ -293,6 +308,18 @@ impl Iterator for Records<'_> {
         // Whether the current field started with a quote and is still inside it.
         let mut in_quotes = false;
         let mut at_field_start = true;
+        // Characters kept in this record so far (only counted when sniffing).
+        let mut kept = 0usize;
+        let caps = self.caps;
+        let mut push = |field: &mut String, c: char| match caps {
+            None => field.push(c),
+            Some((field_cap, record_cap)) => {
+                if kept < record_cap && field.len() < field_cap {
+                    kept += 1;
+                    field.push(c);
+                }
+            }
+        };
         loop {
             let Some(c) = self.chars.next() else {
                 if in_quotes {
@@ -309,7 +336,7 @@ impl Iterator for Records<'_> {
                 if c == '"' {
                     if self.chars.peek() == Some(&'"') {
                         self.chars.next();
-                        field.push('"');
+                        push(&mut field, '"');
                     } else {
                         in_quotes = false;
                     }
@@ -317,7 +344,7 @@ impl Iterator for Records<'_> {
                     if c == '\n' || (c == '\r' && self.chars.peek() != Some(&'\n')) {
                         self.line += 1;
                     }
-                    field.push(c);
+                    push(&mut field, c);
                 }
                 continue;
             }
@@ -346,7 +373,7 @@ impl Iterator for Records<'_> {
             if at_field_start && c != ' ' {
                 at_field_start = false;
             }
-            field.push(c);
+            push(&mut field, c);
         }
     }
 }

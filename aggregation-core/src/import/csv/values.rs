@@ -2,6 +2,7 @@
 //! whole file.
 
 use chrono::NaiveDate;
+use chrono::format::{self, Item, Parsed, StrftimeItems};
 use rust_decimal::Decimal;
 use std::str::FromStr;
 
@@ -479,15 +480,43 @@ pub(super) fn chrono_format(format: &str) -> String {
     out
 }
 
-/// A date read with an explicit chrono format (a time part after the date is ignored).
-pub(super) fn parse_with_format(cell: &str, format: &str) -> Option<NaiveDate> {
-    let cell = clean(cell);
-    if let Ok(date) = NaiveDate::parse_from_str(cell, format) {
-        return Some(date);
+/// The longest `date_format` a mapping may give, in characters.
+pub(super) const MAX_DATE_FORMAT: usize = 64;
+
+/// A mapping's `date_format`, read once per file into chrono's items.
+#[derive(Debug, Clone)]
+pub(super) struct DateFormat {
+    items: Vec<Item<'static>>,
+}
+
+impl DateFormat {
+    /// Reads a `date_format` (chrono's `%d.%m.%Y` or `DD.MM.YYYY`-style): at most
+    /// [`MAX_DATE_FORMAT`] characters of known chrono specifiers, else the reason it is refused.
+    pub(super) fn new(format: &str) -> Result<Self, String> {
+        if format.chars().count() > MAX_DATE_FORMAT {
+            return Err(format!("is longer than {MAX_DATE_FORMAT} characters"));
+        }
+        let chrono = chrono_format(format);
+        let items = StrftimeItems::new(&chrono)
+            .parse_to_owned()
+            .map_err(|_| format!("{format:?} holds a specifier chrono does not know"))?;
+        Ok(Self { items })
     }
-    // A time after the date: chrono accepts trailing input only through parse_and_remainder.
-    NaiveDate::parse_and_remainder(cell, format)
-        .ok()
-        .filter(|(_, rest)| rest.starts_with(char::is_whitespace) || rest.starts_with('T'))
-        .map(|(date, _)| date)
+
+    /// A date read with the format (a time part after the date is ignored).
+    pub(super) fn parse(&self, cell: &str) -> Option<NaiveDate> {
+        let cell = clean(cell);
+        let mut parsed = Parsed::new();
+        if format::parse(&mut parsed, cell, self.items.iter()).is_ok() {
+            return parsed.to_naive_date().ok();
+        }
+        // A time after the date: the rest must start with a blank or `T`.
+        let mut parsed = Parsed::new();
+        let rest = format::parse_and_remainder(&mut parsed, cell, self.items.iter()).ok()?;
+        if rest.starts_with(char::is_whitespace) || rest.starts_with('T') {
+            parsed.to_naive_date().ok()
+        } else {
+            None
+        }
+    }
 }

@@ -9,7 +9,8 @@ use super::*;
 use crate::import::model::EntryStatus;
 
 /// Every fixture, by name.
-const FIXTURES: [&str; 28] = [
+const FIXTURES: [&str; 33] = [
+    "accounts_switch.qif",
     "amex_blank_lines.qif",
     "autoswitch.qif",
     "autoswitch_uncleared.qif",
@@ -19,6 +20,7 @@ const FIXTURES: [&str; 28] = [
     "cp1250.qif",
     "cp1252.qif",
     "day_first.qif",
+    "day_first_other_account.qif",
     "decimal_comma.qif",
     "dotted_dates.qif",
     "double_minus.qif",
@@ -30,13 +32,16 @@ const FIXTURES: [&str; 28] = [
     "lone_cr.qif",
     "missing_caret_between.qif",
     "no_final_caret.qif",
+    "no_header.qif",
     "opening_balance_named.qif",
     "opening_balance_no_name.qif",
     "oth_s_and_unknown.qif",
     "quicken_apostrophe.qif",
     "space_grouping.qif",
+    "split_equals.qif",
     "splits.qif",
     "thousands.qif",
+    "two_digit_apostrophe.qif",
     "two_digit_years.qif",
 ];
 
@@ -513,12 +518,95 @@ fn other_sections_and_unknown_types() {
     assert_eq!(file.warnings[0].item, "line 6");
 }
 
+/// Quirk 27: records before any `!Type:` header are a bank section, with a warning.
+#[test]
+fn records_before_any_header_are_a_bank_section() {
+    let file = read("no_header.qif");
+    assert_eq!(file.statements.len(), 1);
+    let s = &file.statements[0];
+    assert_eq!(s.account.kind, Some(AccountKind::Checking));
+    assert_eq!(
+        amounts(s),
+        vec![dec("-23.50"), dec("1200.00"), dec("-9.99")]
+    );
+    assert_eq!(dates(s)[2], day(2021, 3, 16));
+    assert_eq!(file.warnings.len(), 1, "{:?}", file.warnings);
+    assert_eq!(file.warnings[0].item, "line 1");
+}
+
+/// Quirk 28: split amounts written `$=746.36`.
+#[test]
+fn split_amounts_with_an_equals_sign() {
+    let file = read("split_equals.qif");
+    let s = &file.statements[0];
+    assert_eq!(
+        amounts(s),
+        vec![dec("-1050.00"), dec("746.36"), dec("-20.00")]
+    );
+    assert!(file.warnings.is_empty(), "{:?}", file.warnings);
+    let text = s.entries[0].text.as_deref().unwrap_or_default();
+    assert!(text.contains("Housing:Rent -1000.00"), "{text}");
+}
+
+/// Quirk 29: `!Account` blocks switch between accounts, one account coming back later, and
+/// records after a block with no `!Type:` header read in the block's type.
+#[test]
+fn account_blocks_switch_accounts() {
+    let file = read("accounts_switch.qif");
+    let names: Vec<_> = file
+        .statements
+        .iter()
+        .map(|s| (s.account.name.as_deref(), s.account.kind, s.entries.len()))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            (Some("Everyday Checking"), Some(AccountKind::Checking), 2),
+            (Some("Travel Card"), Some(AccountKind::CreditCard), 2),
+            (Some("Holiday Savings"), Some(AccountKind::Checking), 1),
+            (Some("Everyday Checking"), Some(AccountKind::Checking), 1),
+        ]
+    );
+    assert_eq!(
+        amounts(&file.statements[1]),
+        vec![dec("-310.00"), dec("310.00")]
+    );
+    assert_eq!(file.warnings.len(), 1, "{:?}", file.warnings);
+}
+
+/// Quirk 30: two-digit years after an apostrophe or a slash (`8/25'93`, `8/26/93`, `1/ 4' 2`).
+#[test]
+fn two_digit_years_after_an_apostrophe() {
+    let s = only("two_digit_apostrophe.qif");
+    assert_eq!(
+        dates(&s),
+        vec![
+            day(1993, 8, 25),
+            day(1993, 8, 26),
+            day(2002, 1, 4),
+            day(1999, 12, 31)
+        ]
+    );
+}
+
+/// Quirk 31: the day/month order is decided by the whole file, across accounts.
+#[test]
+fn day_first_decided_in_another_account() {
+    let file = read("day_first_other_account.qif");
+    assert_eq!(
+        dates(&file.statements[0]),
+        vec![day(2023, 5, 4), day(2023, 7, 6)]
+    );
+    assert_eq!(dates(&file.statements[1]), vec![day(2023, 8, 28)]);
+}
+
 #[test]
 fn errors_name_the_line_and_the_reason() {
     let e = error("");
     assert_eq!(e.line, 0);
+    // A record before any header is read as a bank record: its date is what is wrong here.
     let e = error("DT1/1/2024\n");
-    assert_eq!((e.line, e.reason.contains("before any")), (1, true));
+    assert_eq!((e.line, e.reason.contains("date")), (1, true), "{e}");
     let e = error("!Type:Bank\nD1/1/2024\nT-1.00\n^\nD13/45/2024\nT1\n^\n");
     assert_eq!(e.line, 5, "{e}");
     let e = error("!Type:Bank\nDyesterday\nT1\n^\n");

@@ -125,15 +125,11 @@ fn full_year(value: u32, digits: usize) -> Option<i32> {
     }
 }
 
-/// The full year of a year written after an apostrophe (`12/31'05`): Quicken writes the
-/// apostrophe for the years from 2000 on, so two digits are 20xx.
+/// The full year of a year written after an apostrophe (`12/31'05`, `8/25'93`): Quicken
+/// writes the apostrophe for the years from 2000 on, but other exporters write it for every
+/// year, so two digits follow the same window as after a slash (below 50 are 20xx).
 fn apostrophe_year(value: u32, digits: usize) -> Option<i32> {
-    let value = i32::try_from(value).ok()?;
-    match digits {
-        1 | 2 => Some(2000 + value),
-        4 => Some(value),
-        _ => None,
-    }
+    full_year(value, digits)
 }
 
 impl RawDate {
@@ -265,10 +261,16 @@ fn without_spaces(s: &str) -> String {
         .collect()
 }
 
+/// Drops the `=` some exporters write before a split's amount (`$=746.36`).
+fn without_equals(s: &str) -> &str {
+    let s = s.trim_start();
+    s.strip_prefix('=').unwrap_or(s)
+}
+
 impl NumberStyle {
     /// Takes one amount of the file into account.
     pub(super) fn observe(&mut self, s: &str) {
-        let s = without_spaces(s);
+        let s = without_spaces(without_equals(s));
         let last_dot = s.rfind('.');
         let last_comma = s.rfind(',');
         match (last_dot, last_comma) {
@@ -309,7 +311,7 @@ impl NumberStyle {
     /// apostrophes group thousands; a leading `+`, `-` or the doubled `--` of some exporters
     /// (read as one minus) sign it. `None` when it is not a number.
     pub(super) fn amount(self, s: &str) -> Option<Decimal> {
-        let s = without_spaces(s);
+        let s = without_spaces(without_equals(s));
         let (negative, digits) = if let Some(rest) = s.strip_prefix("--") {
             (true, rest)
         } else if let Some(rest) = s.strip_prefix('-') {
@@ -365,7 +367,8 @@ mod tests {
     #[test]
     fn every_spelling_of_a_date() {
         let us = DateStyle::default();
-        assert_eq!(date(us, "12/31'99"), ymd(2099, 12, 31));
+        assert_eq!(date(us, "12/31'99"), ymd(1999, 12, 31));
+        assert_eq!(date(us, "8/25'93"), ymd(1993, 8, 25));
         assert_eq!(date(us, "12/31'05"), ymd(2005, 12, 31));
         assert_eq!(date(us, "1/ 2' 8"), ymd(2008, 1, 2));
         assert_eq!(date(us, "12/31/99"), ymd(1999, 12, 31));
