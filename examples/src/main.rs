@@ -33,6 +33,12 @@ mod log_output;
 mod log_time;
 mod serve;
 
+/// jemalloc rather than the system's malloc: its background thread hands the pages an import
+/// freed back to the system within about ten seconds, where glibc's arenas keep most of them
+/// (measured by `benches/load/import-memory.sh`).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Where generated secrets and the default database live.
 const DATA_DIR: &str = "data";
 

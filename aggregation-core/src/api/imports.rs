@@ -178,13 +178,15 @@ fn multipart_error(error: &multer::Error, limit: usize) -> ApiError {
     }
 }
 
-/// Reads a part into memory, at most `limit` bytes (`Err(None)` beyond it).
+/// Reads a part into memory, at most `limit` bytes (`Err(None)` beyond it), into a buffer that
+/// starts with room for `expected` bytes.
 async fn read_part(
     field: &mut multer::Field<'_>,
     limit: usize,
     stream_limit: usize,
+    expected: usize,
 ) -> Result<BytesMut, Option<ApiError>> {
-    let mut bytes = BytesMut::new();
+    let mut bytes = BytesMut::with_capacity(expected.min(limit));
     while let Some(chunk) = field
         .chunk()
         .await
@@ -234,7 +236,10 @@ pub(crate) async fn read_upload(
         let name = field.name().unwrap_or_default().to_owned();
         if name == "file" && file.is_none() {
             let file_name = field.file_name().map(str::to_owned);
-            let bytes = read_part(&mut field, limit, limit)
+            // The body's declared length bounds the file's: reserved at once, the buffer is
+            // never regrown (a regrowth holds the old and the new copy at the same time).
+            let expected = declared.unwrap_or_default();
+            let bytes = read_part(&mut field, limit, limit, expected)
                 .await
                 .map_err(|error| error.unwrap_or_else(|| too_large(limit)))?;
             if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -249,7 +254,7 @@ pub(crate) async fn read_upload(
         let Some(known) = PARTS.iter().copied().find(|part| *part == name) else {
             continue;
         };
-        let bytes = read_part(&mut field, MAX_PART_BYTES, limit)
+        let bytes = read_part(&mut field, MAX_PART_BYTES, limit, 0)
             .await
             .map_err(|error| {
                 error.unwrap_or_else(|| {

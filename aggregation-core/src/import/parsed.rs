@@ -47,7 +47,7 @@ use sha2::{Digest as _, Sha256};
 use super::model::{
     AccountKind, EntryKind, EntryStatus, ParsedEntry, ParsedFile, ParsedPosition, ParsedStatement,
 };
-use super::records::{ImportWarning, Refusal, clean, clean_opt, type_label};
+use super::records::{ImportWarning, Refusal, clean, clean_opt, keep_last_by_id, type_label};
 use crate::store::{
     AccountType, AssetType, ImportAccount, ImportBatch, ImportInstitution, ImportSnapshot,
     NewAccount, NewHolding, NewTransaction, TransactionStatus, TransactionType,
@@ -76,7 +76,6 @@ pub(crate) struct Mapped {
 struct Pending {
     account: NewAccount,
     transactions: Vec<NewTransaction>,
-    by_id: HashMap<String, usize>,
     holdings: Vec<NewHolding>,
     /// Closing balances as (date, balance, available), file order.
     closings: Vec<(NaiveDate, Decimal, Option<Decimal>)>,
@@ -145,8 +144,9 @@ fn description(entry: &ParsedEntry) -> Option<String> {
     }
 }
 
-/// The digest part of a derived transaction id.
-fn digest(account: &str, entry: &ParsedEntry) -> String {
+/// The digest part of a derived transaction id: the first half of a SHA-256 (32 hex digits in
+/// the id), kept as bytes while ids are counted so that counting allocates nothing per row.
+fn digest(account: &str, entry: &ParsedEntry) -> [u8; 16] {
     let mut hasher = Sha256::new();
     for part in [
         account,
@@ -158,13 +158,15 @@ fn digest(account: &str, entry: &ParsedEntry) -> String {
         hasher.update(part.as_bytes());
         hasher.update([0x1f]);
     }
-    hex::encode(hasher.finalize()).chars().take(32).collect()
+    let mut half = [0; 16];
+    half.copy_from_slice(&hasher.finalize()[..16]);
+    half
 }
 
 /// The transactions of a statement, each with its id.
 fn transactions(statement: &ParsedStatement, currency: &str) -> Vec<NewTransaction> {
     let account = identifier_key(statement.account.identifier.as_deref()).unwrap_or_default();
-    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut seen: HashMap<[u8; 16], usize> = HashMap::new();
     statement
         .entries
         .iter()
@@ -173,8 +175,8 @@ fn transactions(statement: &ParsedStatement, currency: &str) -> Vec<NewTransacti
                 Some(reference) => reference,
                 None => {
                     let digest = digest(&account, entry);
-                    let ordinal = seen.entry(digest.clone()).or_default();
-                    let id = format!("h:{digest}:{ordinal}");
+                    let ordinal = seen.entry(digest).or_default();
+                    let id = format!("h:{}:{ordinal}", hex::encode(digest));
                     *ordinal += 1;
                     id
                 }
@@ -313,7 +315,6 @@ pub(crate) fn import_batch(file: &ParsedFile, defaults: &Defaults<'_>) -> Result
                         is_active: true,
                     },
                     transactions: Vec::new(),
-                    by_id: HashMap::new(),
                     holdings: Vec::new(),
                     closings: Vec::new(),
                 });
@@ -323,21 +324,11 @@ pub(crate) fn import_batch(file: &ParsedFile, defaults: &Defaults<'_>) -> Result
         let Some(pending) = accounts.get_mut(at) else {
             continue;
         };
-        for item in transactions(statement, &pending.account.currency) {
-            match pending.by_id.get(&item.provider_transaction_id) {
-                Some(&existing) => {
-                    if let Some(slot) = pending.transactions.get_mut(existing) {
-                        *slot = item;
-                    }
-                }
-                None => {
-                    pending.by_id.insert(
-                        item.provider_transaction_id.clone(),
-                        pending.transactions.len(),
-                    );
-                    pending.transactions.push(item);
-                }
-            }
+        let read = transactions(statement, &pending.account.currency);
+        if pending.transactions.is_empty() {
+            pending.transactions = read;
+        } else {
+            pending.transactions.extend(read);
         }
         let holdings: Vec<NewHolding> = statement
             .positions
@@ -374,7 +365,8 @@ pub(crate) fn import_batch(file: &ParsedFile, defaults: &Defaults<'_>) -> Result
 }
 
 /// The account with its balance (the latest closing) and one snapshot per closing date.
-fn finish(pending: Pending) -> ImportAccount {
+fn finish(mut pending: Pending) -> ImportAccount {
+    keep_last_by_id(&mut pending.transactions);
     let mut account = pending.account;
     let mut by_date: Vec<(NaiveDate, Decimal, Option<Decimal>)> = Vec::new();
     for closing in pending.closings {

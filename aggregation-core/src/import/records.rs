@@ -37,6 +37,7 @@
 //! - NUL characters are removed from text (PostgreSQL refuses them).
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
@@ -404,11 +405,45 @@ fn balances(statement: &Statement, holdings: &[NewHolding]) -> Option<Balances> 
     }
 }
 
+/// Keeps one transaction per provider id: the last one read, in the place of the first (a later
+/// statement of an account restates an earlier one). One pass over the account's rows with a
+/// map that borrows their ids, rather than a map of copied ids kept while the file is read.
+pub(crate) fn keep_last_by_id(transactions: &mut Vec<NewTransaction>) {
+    let mut restated: Vec<(usize, usize)> = Vec::new();
+    let mut first: HashMap<&str, usize> = HashMap::with_capacity(transactions.len());
+    for (at, item) in transactions.iter().enumerate() {
+        match first.entry(item.provider_transaction_id.as_str()) {
+            Entry::Occupied(earlier) => restated.push((*earlier.get(), at)),
+            Entry::Vacant(slot) => {
+                slot.insert(at);
+            }
+        }
+    }
+    drop(first);
+    if restated.is_empty() {
+        return;
+    }
+    let mut dropped = vec![false; transactions.len()];
+    // In reading order, so the first place ends up with the last version.
+    for (earlier, later) in restated {
+        transactions.swap(earlier, later);
+        if let Some(flag) = dropped.get_mut(later) {
+            *flag = true;
+        }
+    }
+    let mut at = 0;
+    transactions.retain(|_| {
+        let keep = !dropped.get(at).copied().unwrap_or_default();
+        at += 1;
+        keep
+    });
+}
+
 /// One account being assembled from the file's statements.
 struct Pending {
     account: NewAccount,
+    /// In reading order, restated ids included (see [`keep_last_by_id`]).
     transactions: Vec<NewTransaction>,
-    by_fit_id: HashMap<String, usize>,
     holdings: Vec<NewHolding>,
     balances: Option<Balances>,
 }
@@ -463,7 +498,6 @@ pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<Impo
                         is_active: true,
                     },
                     transactions: Vec::new(),
-                    by_fit_id: HashMap::new(),
                     holdings: Vec::new(),
                     balances: None,
                 });
@@ -473,25 +507,14 @@ pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<Impo
         let Some(pending) = accounts.get_mut(at) else {
             continue;
         };
-        for line in &statement.transactions {
-            let Some(item) = transaction(line, &currency) else {
-                continue;
-            };
-            match pending.by_fit_id.get(&item.provider_transaction_id) {
-                Some(&existing) => {
-                    if let Some(slot) = pending.transactions.get_mut(existing) {
-                        *slot = item;
-                    }
-                }
-                None => {
-                    pending.by_fit_id.insert(
-                        item.provider_transaction_id.clone(),
-                        pending.transactions.len(),
-                    );
-                    pending.transactions.push(item);
-                }
-            }
-        }
+        // Reserved at once: a regrown vector briefly holds its old and its new copy.
+        pending.transactions.reserve(statement.transactions.len());
+        pending.transactions.extend(
+            statement
+                .transactions
+                .iter()
+                .filter_map(|line| transaction(line, &currency)),
+        );
         let statement_holdings = holdings(statement);
         if let Some(found) = balances(statement, &statement_holdings) {
             pending.balances = Some(found);
@@ -502,7 +525,8 @@ pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<Impo
     }
     let accounts = accounts
         .into_iter()
-        .map(|pending| {
+        .map(|mut pending| {
+            keep_last_by_id(&mut pending.transactions);
             let mut account = pending.account;
             let snapshot = pending.balances.as_ref().map(|b| {
                 account.balance_amount = b.balance;
@@ -555,6 +579,39 @@ mod tests {
 
     fn dec(text: &str) -> Decimal {
         text.parse().expect("decimal")
+    }
+
+    #[test]
+    fn a_restated_id_keeps_its_first_place_and_its_last_version() {
+        let doc = parse_ofx(BANK.as_bytes()).expect("parses");
+        let batch = import_batch(&doc, Utc::now()).expect("importable");
+        let row = batch.institutions[0].accounts[0].transactions[0].clone();
+        let version = |id: &str, cents: i64| NewTransaction {
+            provider_transaction_id: id.to_owned(),
+            amount: Decimal::new(cents, 2),
+            ..row.clone()
+        };
+        let mut rows = vec![
+            version("a", 1),
+            version("b", 2),
+            version("a", 3),
+            version("c", 4),
+            version("a", 5),
+            version("b", 6),
+        ];
+        keep_last_by_id(&mut rows);
+        let kept: Vec<(&str, Decimal)> = rows
+            .iter()
+            .map(|row| (row.provider_transaction_id.as_str(), row.amount))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                ("a", Decimal::new(5, 2)),
+                ("b", Decimal::new(6, 2)),
+                ("c", Decimal::new(4, 2))
+            ]
+        );
     }
 
     #[test]

@@ -238,7 +238,7 @@ impl Imports {
     pub(crate) async fn import(
         &self,
         user_id: Uuid,
-        request: ImportRequest,
+        mut request: ImportRequest,
     ) -> Result<Imported, ImportError> {
         let existing = match request.account_id {
             Some(account_id) => Some(
@@ -250,30 +250,35 @@ impl Imports {
             None => None,
         };
         let format = request.format;
-        let parsed = if request.bytes.len() < INLINE_PARSE_LIMIT {
-            parse(format, &request.bytes, request.mapping.as_ref())?
+        // The upload is the request's only reference to the file: taken out here, it is freed
+        // as soon as it is parsed (the parsing thread drops it with its closure), so that the
+        // mapping and the store write never hold the file beside its records.
+        let bytes = std::mem::take(&mut request.bytes);
+        let parsed = if bytes.len() < INLINE_PARSE_LIMIT {
+            parse(format, &bytes, request.mapping.as_ref())?
         } else {
-            let bytes = request.bytes.clone();
             let mapping = request.mapping.clone();
             self.parsing
                 .run(move || parse(format, &bytes, mapping.as_ref()))
                 .await??
         };
-        self.write(user_id, &request, &parsed, existing.as_ref())
+        self.write(user_id, &request, parsed, existing.as_ref())
             .await
     }
 
-    /// Maps a parsed file and writes (or previews) it.
+    /// Maps a parsed file and writes (or previews) it. The parsed file is dropped once mapped,
+    /// before the store write: the write holds the records alone.
     async fn write(
         &self,
         user_id: Uuid,
         request: &ImportRequest,
-        parsed: &Parsed,
+        parsed: Parsed,
         existing: Option<&AccountRecord>,
     ) -> Result<Imported, ImportError> {
         let at = now();
         let (mut batch, warnings) =
-            batch_for(parsed, request, existing, at).map_err(ImportError::Refused)?;
+            batch_for(&parsed, request, existing, at).map_err(ImportError::Refused)?;
+        drop(parsed);
         let count = batch
             .institutions
             .iter()
@@ -351,7 +356,7 @@ impl Imports {
             ),
             None => None,
         };
-        self.write(user_id, &request, &Parsed::File(file), existing.as_ref())
+        self.write(user_id, &request, Parsed::File(file), existing.as_ref())
             .await
     }
 }
