@@ -121,10 +121,11 @@ pub(crate) enum CamtMessage {
     Notification,
 }
 
-/// The message named by a namespace such as `urn:iso:std:iso:20022:tech:xsd:camt.053.001.08`,
-/// found anywhere in `text`.
+/// The message named by a namespace that holds `camt.05x.001.NN` (`urn:iso:std:iso:20022:tech:
+/// xsd:camt.053.001.08`, the early SWIFT form `urn:swift:xsd:camt.053.001.01`, any version
+/// `NN`), found anywhere in `text`.
 fn namespace_message(text: &str) -> Option<CamtMessage> {
-    const PREFIX: &str = "urn:iso:std:iso:20022:tech:xsd:camt.05";
+    const PREFIX: &str = "camt.05";
     let mut rest = text;
     while let Some(at) = rest.find(PREFIX) {
         let tail = &rest[at + PREFIX.len()..];
@@ -135,20 +136,22 @@ fn namespace_message(text: &str) -> Option<CamtMessage> {
             Some(b'4') => Some(CamtMessage::Notification),
             _ => None,
         };
+        let in_namespace = rest[..at].ends_with(":xsd:") || rest[..at].ends_with(":xsd:$");
         if let Some(message) = message
+            && in_namespace
             && tail.get(1..6) == Some(".001.")
             && bytes.get(6).is_some_and(u8::is_ascii_digit)
         {
             return Some(message);
         }
-        rest = &rest[at + PREFIX.len()..];
+        rest = tail;
     }
     None
 }
 
 /// Whether `bytes` is a CAMT.052/053/054 document, and which: an XML document (after an optional
-/// byte-order mark and whitespace, it starts with `<`) that names a
-/// `urn:iso:std:iso:20022:tech:xsd:camt.05x.001.NN` namespace in its first 8 KiB.
+/// byte-order mark and whitespace, it starts with `<`) that names a `…:xsd:camt.05x.001.NN`
+/// namespace in its first 8 KiB.
 pub(crate) fn sniff(bytes: &[u8]) -> Option<CamtMessage> {
     let head = bytes.get(..SNIFF_BYTES).unwrap_or(bytes);
     let text = text::decode(head);

@@ -100,10 +100,13 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashMap;
+
 use self::fields::Details;
 use self::lex::{Field, Item};
 use super::model::{
     AccountKind, EntryStatus, ParseError, ParseWarning, ParsedEntry, ParsedFile, ParsedStatement,
+    check_statement_sums,
 };
 
 /// The two SWIFT statement messages.
@@ -175,7 +178,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<ParsedFile, ParseError> {
     for item in items {
         match item {
             Item::MessageStart { sender, message } => {
-                reader.finish();
+                reader.finish()?;
                 if reader.file.institution.is_none() {
                     reader.file.institution = sender;
                 }
@@ -191,14 +194,15 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<ParsedFile, ParseError> {
                     reader.message = message;
                 }
             }
-            Item::End => reader.end(),
+            Item::End => reader.end()?,
             Item::Field(field) => {
                 fields += 1;
                 reader.field(&field)?;
             }
         }
     }
-    reader.finish();
+    reader.finish()?;
+    reader.fill_accounts();
     if reader.file.statements.is_empty() {
         let reason = if fields == 0 {
             "no MT940/MT942 field (`:20:`, `:25:`, `:61:`…) in the file"
@@ -217,6 +221,8 @@ struct Current {
     /// The line the statement starts on.
     line: usize,
     has_account: bool,
+    /// `:20:` seen.
+    has_reference: bool,
     /// `:34F:`, `:13D:`, `:90D:`/`:90C:` seen.
     interim_tags: bool,
     /// The currency of `:34F:`/`:90x:`.
@@ -245,6 +251,8 @@ struct Reader {
     /// The message type of the current SWIFT message or plain file header.
     message: Option<MtMessage>,
     current: Option<Current>,
+    /// Each kept statement's index and first line, for [`Reader::fill_accounts`].
+    statement_lines: Vec<(usize, usize)>,
 }
 
 impl Reader {
@@ -257,16 +265,16 @@ impl Reader {
 
     /// A `-` line: the statement ends, unless nothing but an opening balance came yet (some
     /// Sparkassen write a `-` between `:60M:` and the first `:61:`).
-    fn end(&mut self) {
+    fn end(&mut self) -> Result<(), ParseError> {
         if let Some(c) = &self.current {
             let only_opening = c.statement.entries.is_empty()
                 && c.statement.closing.is_none()
                 && c.statement.opening.is_some();
             if only_opening {
-                return;
+                return Ok(());
             }
         }
-        self.finish();
+        self.finish()
     }
 
     fn warn(&mut self, line: usize, message: String) {
@@ -285,14 +293,29 @@ impl Reader {
         }
         match tag {
             "20" => {
-                self.finish();
-                self.current(f.line);
-            }
-            "25" => {
-                if self.current.as_ref().is_some_and(|c| c.has_account) {
-                    self.finish();
+                // A `:25:` written before the `:20:` belongs to the statement it starts.
+                let account_only = self.current.as_ref().is_some_and(|c| {
+                    !c.has_reference
+                        && c.statement.entries.is_empty()
+                        && c.statement.opening.is_none()
+                        && c.statement.closing.is_none()
+                });
+                if !account_only {
+                    self.finish()?;
                 }
-                let (id, currency) = fields::account(&join(f));
+                self.current(f.line).has_reference = true;
+            }
+            "25" | "25P" => {
+                if self.current.as_ref().is_some_and(|c| c.has_account) {
+                    self.finish()?;
+                }
+                // `:25P:` puts the account's BIC on a second line.
+                let value = if tag == "25P" {
+                    f.first.to_owned()
+                } else {
+                    join(f)
+                };
+                let (id, currency) = fields::account(&value);
                 let c = self.current(f.line);
                 c.has_account = true;
                 c.statement.account.identifier = id;
@@ -363,6 +386,16 @@ impl Reader {
     fn entry(&mut self, f: &Field<'_>) -> Result<(), ParseError> {
         let parsed = fields::statement_line(f.first, &f.more)
             .map_err(|reason| ParseError::new(f.line, reason))?;
+        if let Some(written) = &parsed.moved_value_date {
+            self.warn(
+                f.line,
+                format!(
+                    "the value date `{written}` is not a date: read as {}, the last day of its \
+                     month",
+                    parsed.value_date
+                ),
+            );
+        }
         if parsed.bad_entry_date {
             self.warn(
                 f.line,
@@ -397,13 +430,14 @@ impl Reader {
         Ok(())
     }
 
-    /// Ends the current statement and keeps it when it says anything.
-    fn finish(&mut self) {
+    /// Ends the current statement and keeps it when it says anything; its amounts must add up
+    /// without overflow.
+    fn finish(&mut self) -> Result<(), ParseError> {
         let Some(c) = self.current.take() else {
-            return;
+            return Ok(());
         };
         if c.is_empty() {
-            return;
+            return Ok(());
         }
         let Current {
             mut statement,
@@ -436,13 +470,73 @@ impl Reader {
                 entry.status = EntryStatus::Pending;
             }
         }
-        if statement.account.identifier.is_none() {
-            self.file.warnings.push(ParseWarning {
-                item: format!("line {line}"),
-                message: "the statement names no account (`:25:`)".to_owned(),
-            });
-        }
+        check_statement_sums(&statement)?;
+        self.statement_lines
+            .push((self.file.statements.len(), line));
         self.file.statements.push(statement);
+        Ok(())
+    }
+
+    /// Gives every statement an account and a currency the file states: a statement without
+    /// `:25:` is a further page of the statement before it (its account, with a warning), and
+    /// one without any currency takes that of another statement of the same account, so no
+    /// statement of a file that names its accounts is imported into an unnamed one.
+    fn fill_accounts(&mut self) {
+        let lines = std::mem::take(&mut self.statement_lines);
+        let mut previous: Option<String> = None;
+        for (index, line) in lines {
+            let Some(statement) = self.file.statements.get_mut(index) else {
+                continue;
+            };
+            let account = &mut statement.account;
+            if account.identifier.is_none() {
+                let message = match &previous {
+                    Some(identifier) => {
+                        account.identifier = Some(identifier.clone());
+                        format!(
+                            "the statement names no account (`:25:`): read as a page of the \
+                             statement before it, account {identifier}"
+                        )
+                    }
+                    None => "the statement names no account (`:25:`)".to_owned(),
+                };
+                self.file.warnings.push(ParseWarning {
+                    item: format!("line {line}"),
+                    message,
+                });
+            }
+            if account.identifier.is_some() {
+                previous.clone_from(&account.identifier);
+            }
+        }
+        // A statement without a balance takes the currency of another statement of the same
+        // account (the first one that states one).
+        let mut currencies: HashMap<String, String> = HashMap::new();
+        for statement in &self.file.statements {
+            if let (Some(identifier), Some(currency)) =
+                (&statement.account.identifier, &statement.account.currency)
+            {
+                currencies
+                    .entry(identifier.clone())
+                    .or_insert_with(|| currency.clone());
+            }
+        }
+        for statement in &mut self.file.statements {
+            if statement.account.currency.is_none()
+                && let Some(currency) = statement
+                    .account
+                    .identifier
+                    .as_ref()
+                    .and_then(|identifier| currencies.get(identifier))
+            {
+                statement.account.currency = Some(currency.clone());
+                for entry in &mut statement.entries {
+                    if entry.currency.is_none() {
+                        entry.currency = Some(currency.clone());
+                    }
+                }
+            }
+        }
     }
 }
 

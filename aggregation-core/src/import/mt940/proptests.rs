@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 
-use super::tests::{DE_SAVINGS_BANK, NL_BANK_SWIFT, PL_BANK_942};
+use super::tests::{DE_SAVINGS_BANK, MULTI_ACCOUNT, NL_BANK_SWIFT, OTHER_BANKS_61, PL_BANK_942};
 use super::*;
 
 /// Checks one answer: an error has a reason and a line within the file.
@@ -47,7 +47,13 @@ fn plausible() -> impl Strategy<Value = Vec<u8>> {
 
 /// A valid fixture with some bytes replaced, inserted or removed.
 fn mutated() -> impl Strategy<Value = Vec<u8>> {
-    let base = proptest::sample::select(vec![DE_SAVINGS_BANK, NL_BANK_SWIFT, PL_BANK_942]);
+    let base = proptest::sample::select(vec![
+        DE_SAVINGS_BANK,
+        NL_BANK_SWIFT,
+        PL_BANK_942,
+        OTHER_BANKS_61,
+        MULTI_ACCOUNT,
+    ]);
     (
         base,
         proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 1..12),
@@ -74,7 +80,13 @@ fn mutated() -> impl Strategy<Value = Vec<u8>> {
 
 /// A valid fixture cut at any point.
 fn truncated() -> impl Strategy<Value = Vec<u8>> {
-    let base = proptest::sample::select(vec![DE_SAVINGS_BANK, NL_BANK_SWIFT, PL_BANK_942]);
+    let base = proptest::sample::select(vec![
+        DE_SAVINGS_BANK,
+        NL_BANK_SWIFT,
+        PL_BANK_942,
+        OTHER_BANKS_61,
+        MULTI_ACCOUNT,
+    ]);
     (base, any::<prop::sample::Index>()).prop_map(|(b, at)| b[..at.index(b.len() + 1)].to_vec())
 }
 
