@@ -1,6 +1,7 @@
 //! ISO 20022 cash-management statements: CAMT.052 (Bank to Customer Account Report), CAMT.053
 //! (Bank to Customer Statement) and CAMT.054 (Bank to Customer Debit/Credit Notification), every
-//! version `camt.05x.001.NN` (001.02 through 001.13 and any later `NN`).
+//! version `camt.05x.001.NN` (001.01 through 001.13 and any later `NN`), in the ISO
+//! (`urn:iso:std:iso:20022:tech:xsd:`) or SWIFT (`urn:swift:xsd:`) namespace form.
 //!
 //! [`sniff`] recognises a file by its namespace within its first 8 KiB; [`parse`] reads it into
 //! a [`ParsedFile`].
@@ -84,6 +85,12 @@
 //!   another ISO-8859-x or Windows-125x as Windows-1252; the bytes of an undeclared file that
 //!   are not valid UTF-8 in the code page they read best in (see `import::codepage`). Values are trimmed and runs of whitespace (line breaks inside `Ustrd`)
 //!   become one space.
+//! - **001.01**: the message element carries the version (`BkToCstmrAcctRptV01`,
+//!   `BkToCstmrStmtV01`, `BkToCstmrDbtCdtNtfctnV01`), an account without IBAN is
+//!   `Id/PrtryAcct/Id`, `Id/BBAN` or `Id/UPIC`, and a balance's type may be `Tp/Cd`.
+//! - **Sums are checked**: a batch's details, and a statement's opening balance plus its
+//!   entries, that add up past the largest decimal are an error naming the line where the sum
+//!   overflows. Joining a batch's texts and dropping repeated references use sets (one pass).
 //! - The document element must be `Document` (or the message element itself); its namespace
 //!   must be a `camt.052`, `camt.053` or `camt.054` one, or absent. Unknown elements (`Chrgs`,
 //!   `Intrst`, `SplmtryData`, proprietary extensions) are skipped. A file without any statement

@@ -19,7 +19,8 @@
 //! # Choices
 //!
 //! - An entry's date is its booking (entry) date when the `:61:` line states one, else its
-//!   value date; `value_date` is set when the two differ.
+//!   value date; `value_date` is set when the two differ. A value date past its month's end
+//!   (`160230`) is the month's last day, with a warning.
 //! - Its reference is the bank reference after `//` when present and not `NONREF`, else the
 //!   customer reference unless `NONREF`, else `None` (the importer then derives an identity).
 //! - Its currency is the statement's: the opening balance's, else the closing balance's, else
@@ -92,6 +93,19 @@
 //!     letters of the language (`ą ł ż ó`) rather than symbols and box drawing; a tie (German
 //!     umlauts read the same in Windows-1250 and Windows-1252) stays Windows-1252. See
 //!     `import::codepage`.
+//! 24. `statement_lines_of_other_banks`: transaction types of any letter and three letters,
+//!     digits or blanks (`NOV `, `S   ` before the reference `X`, `N024`, `MCI0`), an entry
+//!     date of four blanks, a funds-code letter after the mark (`DD212,39`), a blank before the
+//!     amount, a value date past its month's end (`160230`: the month's last day, with a
+//!     warning), balances zero-padded past 15 characters.
+//! 25. `several_statements_and_accounts_in_one_file`: `:25:` before `:20:`, `:25P:` (the BIC
+//!     on its second line), a page without `:25:` (the account of the statement before it,
+//!     with a warning), a statement without balances (the currency of the same account's other
+//!     statements), Dutch dotted account numbers with a currency suffix (`1234.56.789EUR`).
+//!
+//! Amounts are added with checked arithmetic (opening balance plus entries, in file order): a
+//! sum past the largest decimal is an error naming the entry's line. An entry's `:86:` lines
+//! are read once, when its last one is in, so many `:86:` fields cost linear time.
 
 mod fields;
 mod lex;
@@ -231,11 +245,33 @@ struct Current {
     account_currency: Option<String>,
     /// Whether `:86:` lines now belong to the last entry.
     entry_open: bool,
-    /// The last entry's raw `:86:` lines, re-read when a second `:86:` comes.
+    /// The last entry's raw `:86:` lines, read when the entry's details are complete.
     details: Vec<String>,
 }
 
 impl Current {
+    /// Reads the last entry's `:86:` lines into its text and counterparty. Called once, when
+    /// the entry's details are complete (the next other field, or the statement's end): a
+    /// further `:86:` of the same entry is appended to the lines, so reading them at every
+    /// `:86:` would cost the square of their number.
+    fn close_details(&mut self) {
+        if self.details.is_empty() {
+            return;
+        }
+        let lines = std::mem::take(&mut self.details);
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let Details { text, counterparty } = match refs.split_first() {
+            Some((first, more)) => fields::details(first, more),
+            None => Details::default(),
+        };
+        if let Some(entry) = self.statement.entries.last_mut() {
+            if text.is_some() {
+                entry.text = text;
+            }
+            entry.counterparty = counterparty;
+        }
+    }
+
     fn is_empty(&self) -> bool {
         !self.has_account
             && self.statement.entries.is_empty()
@@ -290,6 +326,7 @@ impl Reader {
             && let Some(c) = self.current.as_mut()
         {
             c.entry_open = false;
+            c.close_details();
         }
         match tag {
             "20" => {
@@ -365,18 +402,8 @@ impl Reader {
                 if bare {
                     c.details.clear();
                 }
+                // Read once the entry's last `:86:` is in (`Current::close_details`).
                 c.details.extend(lines);
-                let refs: Vec<&str> = c.details.iter().map(String::as_str).collect();
-                let Details { text, counterparty } = match refs.split_first() {
-                    Some((first, more)) => fields::details(first, more),
-                    None => Details::default(),
-                };
-                if let Some(entry) = c.statement.entries.last_mut() {
-                    if text.is_some() {
-                        entry.text = text;
-                    }
-                    entry.counterparty = counterparty;
-                }
             }
             _ => {}
         }
@@ -433,9 +460,10 @@ impl Reader {
     /// Ends the current statement and keeps it when it says anything; its amounts must add up
     /// without overflow.
     fn finish(&mut self) -> Result<(), ParseError> {
-        let Some(c) = self.current.take() else {
+        let Some(mut c) = self.current.take() else {
             return Ok(());
         };
+        c.close_details();
         if c.is_empty() {
             return Ok(());
         }

@@ -767,3 +767,19 @@ fn sums_past_the_largest_amount_are_an_error_naming_the_line() {
     assert_eq!(error.line, 5);
     assert!(error.reason.contains("largest amount"), "{error}");
 }
+
+#[test]
+fn many_86_lines_for_one_entry_are_read_once() {
+    // Rabobank writes one `:86:` per line of details; all of them are the entry's text.
+    let mut text = String::from(":20:A\n:25:1\n:61:250102C1,00NTRFX\n");
+    for n in 0..2000 {
+        text.push_str(&format!(":86:part {n}\n"));
+    }
+    text.push_str(":61:250102C1,00NTRFY\n:86:other\n");
+    let file = ok(&text);
+    let e = &file.statements[0].entries;
+    let first = e[0].text.clone().unwrap_or_default();
+    assert!(first.starts_with("part 0 part 1 part 2"), "{first}");
+    assert!(first.ends_with("part 1999"), "{first}");
+    assert_eq!(e[1].text.as_deref(), Some("other"));
+}
