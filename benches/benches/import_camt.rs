@@ -5,6 +5,11 @@
 //!
 //! `cargo bench -p aggregation-benches --bench import_camt`; throughput is reported in bytes/s
 //! for each format.
+//!
+//! `import_camt_scaling` parses a statement and one of twice as many entries, one entry with
+//! 10,000 transaction details and one with 20,000 (their texts joined into one row), and a
+//! statement whose entries repeat references (dropped as duplicates) at both sizes: the time of
+//! each pair should be about double (no step is quadratic).
 
 use aggregation_core::import::fuzz;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -26,11 +31,21 @@ fn money(cents: i64) -> String {
 
 /// A camt.053.001.08 statement with `count` entries.
 fn camt(count: usize) -> String {
+    camt_with_references(count, None)
+}
+
+/// A camt.053.001.08 statement with `count` entries, their references repeating every
+/// `repeat` entries when given (else each its own).
+fn camt_with_references(count: usize, repeat: Option<usize>) -> String {
     let mut entries = String::with_capacity(count * 1_000);
     for i in 0..count {
         let (cents, credit) = entry(i);
         let amount = money(cents);
         let cdi = if credit { "CRDT" } else { "DBIT" };
+        let reference = match repeat {
+            Some(every) => format!("R{}", i % every),
+            None => format!("GEN{i}"),
+        };
         let details = if i.is_multiple_of(10) {
             format!(
                 "<NtryDtls><TxDtls><Refs><TxId>G{i}-1</TxId></Refs><Amt Ccy=\"EUR\">{amount}</Amt>\
@@ -51,7 +66,7 @@ fn camt(count: usize) -> String {
         entries.push_str(&format!(
             "\n<Ntry><Amt Ccy=\"EUR\">{amount}</Amt><CdtDbtInd>{cdi}</CdtDbtInd><Sts><Cd>BOOK</Cd>\
              </Sts><BookgDt><Dt>2024-01-31</Dt></BookgDt><ValDt><Dt>2024-01-31</Dt></ValDt>\
-             <AcctSvcrRef>GEN{i}</AcctSvcrRef><BkTxCd><Domn><Cd>PMNT</Cd><Fmly><Cd>RCDT</Cd>\
+             <AcctSvcrRef>{reference}</AcctSvcrRef><BkTxCd><Domn><Cd>PMNT</Cd><Fmly><Cd>RCDT</Cd>\
              <SubFmlyCd>ESCT</SubFmlyCd></Fmly></Domn></BkTxCd>{details}</Ntry>"
         ));
     }
@@ -110,5 +125,53 @@ fn parse(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, parse);
+/// A statement of one entry with `count` transaction details whose amounts are not given
+/// (so the entry stays one row and every detail's text is joined into it).
+fn one_entry_with_details(count: usize) -> String {
+    let mut details = String::with_capacity(count * 100);
+    for i in 0..count {
+        details.push_str(&format!(
+            "<TxDtls><Refs><TxId>D{i}</TxId></Refs><RmtInf><Ustrd>Detail {i} of the batch\
+             </Ustrd></RmtInf></TxDtls>\n"
+        ));
+    }
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Document xmlns=\"urn:iso:std:iso:20022:\
+         tech:xsd:camt.053.001.08\"><BkToCstmrStmt><GrpHdr><MsgId>B</MsgId><CreDtTm>\
+         2024-01-31T20:00:00</CreDtTm></GrpHdr><Stmt><Id>B-1</Id><Acct><Id><IBAN>\
+         DE89370400440532013000</IBAN></Id><Ccy>EUR</Ccy></Acct><Ntry><Amt Ccy=\"EUR\">1.00\
+         </Amt><CdtDbtInd>CRDT</CdtDbtInd><Sts><Cd>BOOK</Cd></Sts><BookgDt><Dt>2024-01-31</Dt>\
+         </BookgDt><NtryDtls>\n{details}</NtryDtls></Ntry></Stmt></BkToCstmrStmt></Document>\n"
+    )
+}
+
+/// Sizes side by side: each file and one twice its size.
+fn scaling(c: &mut Criterion) {
+    let mut group = c.benchmark_group("import_camt_scaling");
+    group.sample_size(10);
+    let files = [
+        ("statement_1100_entries", camt(ENTRIES)),
+        ("statement_2200_entries", camt(2 * ENTRIES)),
+        ("one_entry_10k_details", one_entry_with_details(10_000)),
+        ("one_entry_20k_details", one_entry_with_details(20_000)),
+        (
+            "repeated_references_1100",
+            camt_with_references(ENTRIES, Some(100)),
+        ),
+        (
+            "repeated_references_2200",
+            camt_with_references(2 * ENTRIES, Some(100)),
+        ),
+    ];
+    for (name, file) in &files {
+        assert!(fuzz::parse("camt.053", file.as_bytes()), "{name} reads");
+        group.throughput(Throughput::Bytes(file.len() as u64));
+        group.bench_function(*name, |b| {
+            b.iter(|| fuzz::parse("camt.053", std::hint::black_box(file.as_bytes())));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, parse, scaling);
 criterion_main!(benches);

@@ -5,6 +5,10 @@
 //!
 //! `cargo bench -p aggregation-benches --bench import_mt940`. Reported in bytes/s and
 //! entries/s.
+//!
+//! `import_mt940_scaling` parses a file and one twice its size, and an entry with many `:86:`
+//! lines and one with twice as many: the time of each pair should be about double (parsing is
+//! linear in the file's size).
 
 use std::time::Duration;
 
@@ -42,13 +46,13 @@ fn amount(cents: i64) -> String {
     format!("{},{:02}", c / 100, c % 100)
 }
 
-/// The MT940 file and how many entries it holds.
-fn mt940_file() -> (Vec<u8>, usize) {
-    let mut out = String::with_capacity(TARGET_BYTES + 64 * 1024);
+/// An MT940 file of about `target` bytes and how many entries it holds.
+fn mt940_file(target: usize) -> (Vec<u8>, usize) {
+    let mut out = String::with_capacity(target + 64 * 1024);
     let mut balance: i64 = 0;
     let mut i = 0;
     let mut page = 0;
-    while out.len() < TARGET_BYTES {
+    while out.len() < target {
         page += 1;
         let mark = |b: i64| if b < 0 { 'D' } else { 'C' };
         out.push_str(&format!(
@@ -109,7 +113,7 @@ fn ofx_file(count: usize) -> Vec<u8> {
 }
 
 fn parse(c: &mut Criterion) {
-    let (mt940, entries) = mt940_file();
+    let (mt940, entries) = mt940_file(TARGET_BYTES);
     let ofx = ofx_file(entries);
     assert!(
         fuzz::parse("mt940", &mt940),
@@ -134,5 +138,39 @@ fn parse(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, parse);
+/// One entry whose details run over `lines` `:86:` lines (one per line, as Rabobank writes).
+fn many_86_lines(lines: usize) -> Vec<u8> {
+    let mut out = String::from(":20:A\r\n:25:NL91ABNA0417164300\r\n:60F:C250101EUR0,00\r\n");
+    out.push_str(":61:250102C1,00NTRFNONREF\r\n");
+    for n in 0..lines {
+        out.push_str(&format!(":86:detail line {n} of the entry\r\n"));
+    }
+    out.push_str(":62F:C250102EUR1,00\r\n-\r\n");
+    out.into_bytes()
+}
+
+/// Sizes side by side: a file and one twice its size.
+fn scaling(c: &mut Criterion) {
+    let mut group = c.benchmark_group("import_mt940_scaling");
+    group.sample_size(10);
+    group.sampling_mode(SamplingMode::Flat);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(3));
+    let files = [
+        ("statements_512kib", mt940_file(TARGET_BYTES / 2).0),
+        ("statements_1mib", mt940_file(TARGET_BYTES).0),
+        ("one_entry_10k_86_lines", many_86_lines(10_000)),
+        ("one_entry_20k_86_lines", many_86_lines(20_000)),
+    ];
+    for (name, bytes) in &files {
+        assert!(fuzz::parse("mt940", bytes), "{name} parses");
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        group.bench_function(*name, |b| {
+            b.iter(|| fuzz::parse("mt940", std::hint::black_box(bytes)));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, parse, scaling);
 criterion_main!(benches);

@@ -16,6 +16,8 @@ const V08_REPORT: &str =
 const V04_NOTIFICATION: &str =
     include_str!("../../aggregation-core/src/import/camt/fixtures/v04_notification.xml");
 const REVERSAL: &str = include_str!("../../aggregation-core/src/import/camt/fixtures/reversal.xml");
+const V01_REPORT: &str =
+    include_str!("../../aggregation-core/src/import/camt/fixtures/v01_report.xml");
 
 conformance!(
     camt053_reads_back_accounts_rows_and_balances,
@@ -28,6 +30,8 @@ conformance!(
     a_statement_that_does_not_balance_is_imported_with_a_warning,
     a_broken_camt_file_is_400_naming_line_and_reason,
     a_camt_dry_run_writes_nothing,
+    amounts_adding_past_the_largest_decimal_are_400_naming_the_line,
+    a_version_01_report_imports,
 );
 
 fn amount(value: &Value) -> Decimal {
@@ -322,4 +326,62 @@ async fn a_camt_dry_run_writes_nothing(app: TestApp) {
     assert_eq!(body["format"], "camt.053", "{body}");
     assert_eq!(body["transactions_created"], 3, "{body}");
     assert!(accounts(&app, &token).await.is_empty());
+}
+
+/// The largest decimal there is: two of them overflow any sum.
+const LARGEST: &str = "79228162514264337593543950335";
+
+async fn amounts_adding_past_the_largest_decimal_are_400_naming_the_line(app: TestApp) {
+    let token = access(&app, "overflow@example.com").await;
+    // An entry whose two transaction details add past the largest decimal.
+    let details = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+         <Document xmlns=\"urn:iso:std:iso:20022:tech:xsd:camt.053.001.08\">\n\
+         <BkToCstmrStmt><GrpHdr><MsgId>M</MsgId><CreDtTm>2024-01-31T20:00:00</CreDtTm></GrpHdr>\n\
+         <Stmt><Id>S</Id><Acct><Id><IBAN>DE44500105175407324931</IBAN></Id></Acct>\n\
+         <Ntry><Amt Ccy=\"EUR\">{LARGEST}</Amt><CdtDbtInd>CRDT</CdtDbtInd><Sts>BOOK</Sts>\
+         <BookgDt><Dt>2024-01-31</Dt></BookgDt><NtryDtls>\n\
+         <TxDtls><Amt Ccy=\"EUR\">{LARGEST}</Amt></TxDtls>\n\
+         <TxDtls><Amt Ccy=\"EUR\">{LARGEST}</Amt></TxDtls>\n\
+         </NtryDtls></Ntry></Stmt></BkToCstmrStmt></Document>\n"
+    );
+    // Both sizes: inline parsing and the parsing threads (64 KiB and more).
+    let padded = details.replace(
+        "<Id>S</Id>",
+        &format!("<Id>S</Id><!--{}-->", "x".repeat(70_000)),
+    );
+    for file in [&details, &padded] {
+        let problem = upload(&app, "overflow.xml", file, &token)
+            .await
+            .expect_problem(400, "command_validation_failed");
+        let detail = problem["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains("line 7"), "{problem}");
+        assert!(detail.contains("largest amount"), "{problem}");
+    }
+    // An opening balance at the largest decimal plus one entry.
+    let opening = statement(LARGEST, LARGEST, "2024-01-31", &[("1.00", "CRDT", "R1")]);
+    let problem = upload(&app, "opening.xml", &opening, &token)
+        .await
+        .expect_problem(400, "command_validation_failed");
+    let detail = problem["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("line 7"), "{problem}");
+    assert!(accounts(&app, &token).await.is_empty(), "nothing written");
+}
+
+async fn a_version_01_report_imports(app: TestApp) {
+    let token = access(&app, "camt-v01@example.com").await;
+    let body = upload(&app, "report.xml", V01_REPORT, &token)
+        .await
+        .expect(201);
+    assert_eq!(body["format"], "camt.052", "{body}");
+    assert_eq!(body["transactions_created"], 3, "{body}");
+    assert!(warnings(&body).is_empty(), "{body}");
+    let accounts = accounts(&app, &token).await;
+    assert_eq!(accounts.len(), 1);
+    assert_eq!(accounts[0]["provider_account_id"], "0012-8844-01");
+    assert_eq!(accounts[0]["currency"], "EUR");
+    assert_eq!(accounts[0]["balance_amount"], "2319.55");
+    let id = accounts[0]["id"].as_str().expect("id");
+    let rows = rows(&app, &token, id).await;
+    assert_eq!(sum(&rows), dec("-135.45"));
 }

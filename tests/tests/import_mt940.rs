@@ -6,6 +6,7 @@ use aggregation_tests::imports::{
     access, accounts, count, rows, sorted_amounts as amounts, sorted_field,
 };
 use aggregation_tests::{TestApp, conformance, upload_with};
+use rust_decimal::Decimal;
 use serde_json::Value;
 
 conformance!(
@@ -19,6 +20,8 @@ conformance!(
     a_broken_statement_line_is_400_naming_it,
     a_dry_run_writes_nothing,
     polish_code_pages_read_as_written,
+    several_accounts_in_one_file_each_get_their_own,
+    statement_lines_of_other_banks_import_with_a_warning,
 );
 
 const DE_SAVINGS_BANK: &[u8] =
@@ -31,6 +34,10 @@ const PL_BANK_CP1250: &[u8] =
     include_bytes!("../../aggregation-core/src/import/mt940/fixtures/pl_bank_cp1250.sta");
 const PL_BANK_CP852: &[u8] =
     include_bytes!("../../aggregation-core/src/import/mt940/fixtures/pl_bank_cp852.sta");
+const MULTI_ACCOUNT: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/mt940/fixtures/multi_account.sta");
+const OTHER_BANKS_61: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/mt940/fixtures/other_banks_61.sta");
 
 async fn send(app: &TestApp, name: &str, bytes: &[u8], token: &str) -> Value {
     upload_with(app, Some(name), bytes, &[], token)
@@ -245,4 +252,88 @@ async fn polish_code_pages_read_as_written(app: TestApp) {
         sorted_field(&rows(&app, &token, id).await, "description"),
         expected
     );
+}
+
+async fn several_accounts_in_one_file_each_get_their_own(app: TestApp) {
+    let token = access(&app, "mt940-multi@example.com").await;
+    let body = send(&app, "konten.sta", MULTI_ACCOUNT, &token).await;
+    assert_eq!(body["format"], "mt940", "{body}");
+    assert_eq!(count(&body, "accounts_created"), 3, "{body}");
+    assert_eq!(count(&body, "transactions_created"), 5, "{body}");
+    let accounts = accounts(&app, &token).await;
+    // Balances compared as numbers: SQLite keeps `0.00` as `0`.
+    let mut named: Vec<(String, String, Decimal)> = accounts
+        .iter()
+        .map(|a| {
+            (
+                a["provider_account_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                a["currency"].as_str().unwrap_or_default().to_owned(),
+                a["balance_amount"]
+                    .as_str()
+                    .and_then(|b| b.parse().ok())
+                    .unwrap_or(Decimal::MAX),
+            )
+        })
+        .collect();
+    named.sort();
+    assert_eq!(
+        named,
+        [
+            ("1234.56.789".to_owned(), "EUR".to_owned(), Decimal::ZERO),
+            (
+                "CH9300762011623852957".to_owned(),
+                "CHF".to_owned(),
+                Decimal::new(4250, 2)
+            ),
+            (
+                "DE44500105175407324931".to_owned(),
+                "EUR".to_owned(),
+                Decimal::new(80, 0)
+            ),
+        ],
+        "no statement lands in an unnamed account"
+    );
+    for account in &accounts {
+        let id = account["id"].as_str().expect("id");
+        let rows = rows(&app, &token, id).await;
+        let expected: &[&str] = match account["currency"].as_str() {
+            Some("CHF") => &["-7.50"],
+            _ if account["provider_account_id"] == "1234.56.789" => &["-2.00", "10.00"],
+            _ => &["-25.00", "5.00"],
+        };
+        assert_eq!(amounts(&rows), expected, "{account}");
+    }
+    // Reading the same file again creates nothing.
+    let body = send(&app, "konten.sta", MULTI_ACCOUNT, &token).await;
+    assert_eq!(count(&body, "accounts_created"), 0, "{body}");
+    assert_eq!(count(&body, "transactions_created"), 0, "{body}");
+}
+
+async fn statement_lines_of_other_banks_import_with_a_warning(app: TestApp) {
+    let token = access(&app, "mt940-other@example.com").await;
+    let body = send(&app, "februar.sta", OTHER_BANKS_61, &token).await;
+    assert_eq!(count(&body, "transactions_created"), 5, "{body}");
+    let warnings = body["warnings"].as_array().cloned().unwrap_or_default();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w["message"].as_str().is_some_and(|m| m.contains("160230"))),
+        "{body}"
+    );
+    let accounts = accounts(&app, &token).await;
+    assert_eq!(accounts[0]["balance_amount"], "2298.50");
+    let id = accounts[0]["id"].as_str().expect("id");
+    let rows = rows(&app, &token, id).await;
+    assert_eq!(
+        amounts(&rows),
+        ["-212.39", "-3.00", "0.50", "12.50", "1500.00"]
+    );
+    let rent = rows
+        .iter()
+        .find(|r| r["amount"] == "-212.39")
+        .expect("the rent");
+    assert_eq!(rent["transaction_date"], "2016-03-01");
 }

@@ -27,6 +27,7 @@ conformance!(
     non_multipart_body_is_422,
     evening_postings_keep_the_files_calendar_date,
     formats_are_public_and_list_every_format,
+    holdings_adding_past_the_largest_decimal_are_400,
 );
 
 fn small_uploads() -> Setup {
@@ -934,4 +935,31 @@ mod streaming {
         )
         .await;
     }
+}
+
+async fn holdings_adding_past_the_largest_decimal_are_400(app: TestApp) {
+    let token = access(&app, "ofx-overflow@example.com").await;
+    // One security held in two sub-accounts, each at the largest decimal there is.
+    let position = "<POSSTOCK><INVPOS><SECID><UNIQUEID>123456789<UNIQUEIDTYPE>CUSIP</SECID>\
+                    <HELDINACCT>CASH<POSTYPE>LONG<UNITS>1<UNITPRICE>1\
+                    <MKTVAL>79228162514264337593543950335<DTPRICEASOF>20240131</INVPOS></POSSTOCK>\n";
+    let file = format!(
+        "OFXHEADER:100\nDATA:OFXSGML\nVERSION:102\n\n<OFX>\n<SIGNONMSGSRSV1><SONRS><STATUS>\
+         <CODE>0<SEVERITY>INFO</STATUS><DTSERVER>20240131<LANGUAGE>ENG<FI><ORG>Broker</FI>\
+         </SONRS></SIGNONMSGSRSV1>\n<INVSTMTMSGSRSV1><INVSTMTTRNRS><TRNUID>1<STATUS><CODE>0\
+         <SEVERITY>INFO</STATUS><INVSTMTRS><DTASOF>20240131<CURDEF>USD<INVACCTFROM><BROKERID>\
+         broker.example<ACCTID>INV-1</INVACCTFROM>\n<INVPOSLIST>\n{position}{position}\
+         </INVPOSLIST>\n</INVSTMTRS></INVSTMTTRNRS></INVSTMTMSGSRSV1></OFX>\n"
+    );
+    let body = upload(&app, "broker.ofx", &file, &token)
+        .await
+        .expect_problem(400, "command_validation_failed");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("largest amount") && d.contains("123456789")),
+        "{body}"
+    );
+    let accounts = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
+    assert_eq!(accounts["total_count"], 0, "nothing written: {accounts}");
 }

@@ -1,6 +1,7 @@
 //! ISO 20022 cash-management statements: CAMT.052 (Bank to Customer Account Report), CAMT.053
 //! (Bank to Customer Statement) and CAMT.054 (Bank to Customer Debit/Credit Notification), every
-//! version `camt.05x.001.NN` (001.02 through 001.13 and any later `NN`).
+//! version `camt.05x.001.NN` (001.01 through 001.13 and any later `NN`), in the ISO
+//! (`urn:iso:std:iso:20022:tech:xsd:`) or SWIFT (`urn:swift:xsd:`) namespace form.
 //!
 //! [`sniff`] recognises a file by its namespace within its first 8 KiB; [`parse`] reads it into
 //! a [`ParsedFile`].
@@ -84,6 +85,12 @@
 //!   another ISO-8859-x or Windows-125x as Windows-1252; the bytes of an undeclared file that
 //!   are not valid UTF-8 in the code page they read best in (see `import::codepage`). Values are trimmed and runs of whitespace (line breaks inside `Ustrd`)
 //!   become one space.
+//! - **001.01**: the message element carries the version (`BkToCstmrAcctRptV01`,
+//!   `BkToCstmrStmtV01`, `BkToCstmrDbtCdtNtfctnV01`), an account without IBAN is
+//!   `Id/PrtryAcct/Id`, `Id/BBAN` or `Id/UPIC`, and a balance's type may be `Tp/Cd`.
+//! - **Sums are checked**: a batch's details, and a statement's opening balance plus its
+//!   entries, that add up past the largest decimal are an error naming the line where the sum
+//!   overflows. Joining a batch's texts and dropping repeated references use sets (one pass).
 //! - The document element must be `Document` (or the message element itself); its namespace
 //!   must be a `camt.052`, `camt.053` or `camt.054` one, or absent. Unknown elements (`Chrgs`,
 //!   `Intrst`, `SplmtryData`, proprietary extensions) are skipped. A file without any statement
@@ -121,10 +128,11 @@ pub(crate) enum CamtMessage {
     Notification,
 }
 
-/// The message named by a namespace such as `urn:iso:std:iso:20022:tech:xsd:camt.053.001.08`,
-/// found anywhere in `text`.
+/// The message named by a namespace that holds `camt.05x.001.NN` (`urn:iso:std:iso:20022:tech:
+/// xsd:camt.053.001.08`, the early SWIFT form `urn:swift:xsd:camt.053.001.01`, any version
+/// `NN`), found anywhere in `text`.
 fn namespace_message(text: &str) -> Option<CamtMessage> {
-    const PREFIX: &str = "urn:iso:std:iso:20022:tech:xsd:camt.05";
+    const PREFIX: &str = "camt.05";
     let mut rest = text;
     while let Some(at) = rest.find(PREFIX) {
         let tail = &rest[at + PREFIX.len()..];
@@ -135,20 +143,22 @@ fn namespace_message(text: &str) -> Option<CamtMessage> {
             Some(b'4') => Some(CamtMessage::Notification),
             _ => None,
         };
+        let in_namespace = rest[..at].ends_with(":xsd:") || rest[..at].ends_with(":xsd:$");
         if let Some(message) = message
+            && in_namespace
             && tail.get(1..6) == Some(".001.")
             && bytes.get(6).is_some_and(u8::is_ascii_digit)
         {
             return Some(message);
         }
-        rest = &rest[at + PREFIX.len()..];
+        rest = tail;
     }
     None
 }
 
 /// Whether `bytes` is a CAMT.052/053/054 document, and which: an XML document (after an optional
-/// byte-order mark and whitespace, it starts with `<`) that names a
-/// `urn:iso:std:iso:20022:tech:xsd:camt.05x.001.NN` namespace in its first 8 KiB.
+/// byte-order mark and whitespace, it starts with `<`) that names a `…:xsd:camt.05x.001.NN`
+/// namespace in its first 8 KiB.
 pub(crate) fn sniff(bytes: &[u8]) -> Option<CamtMessage> {
     let head = bytes.get(..SNIFF_BYTES).unwrap_or(bytes);
     let text = text::decode(head);

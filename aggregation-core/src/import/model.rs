@@ -191,3 +191,35 @@ impl ParseError {
         }
     }
 }
+
+/// Adds `amount` to `total`, or the error an overflow is: the file's amounts add up past the
+/// largest amount there is (`79228162514264337593543950335`), at `line`.
+pub(crate) fn checked_sum(
+    total: Decimal,
+    amount: Decimal,
+    line: usize,
+) -> Result<Decimal, ParseError> {
+    total.checked_add(amount).ok_or_else(|| {
+        ParseError::new(
+            line,
+            format!(
+                "the amounts add up past the largest amount that can be held ({}) here",
+                Decimal::MAX
+            ),
+        )
+    })
+}
+
+/// Checks that the statement's amounts can be added up: its opening balance (zero when it has
+/// none) plus every entry, in file order, as the balance check and every later sum add them.
+/// The error names the line of the entry where the sum overflows.
+pub(crate) fn check_statement_sums(statement: &ParsedStatement) -> Result<(), ParseError> {
+    let mut total = statement
+        .opening
+        .as_ref()
+        .map_or(Decimal::ZERO, |opening| opening.amount);
+    for entry in &statement.entries {
+        total = checked_sum(total, entry.amount, entry.line)?;
+    }
+    Ok(())
+}

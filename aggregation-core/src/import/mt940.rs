@@ -19,7 +19,8 @@
 //! # Choices
 //!
 //! - An entry's date is its booking (entry) date when the `:61:` line states one, else its
-//!   value date; `value_date` is set when the two differ.
+//!   value date; `value_date` is set when the two differ. A value date past its month's end
+//!   (`160230`) is the month's last day, with a warning.
 //! - Its reference is the bank reference after `//` when present and not `NONREF`, else the
 //!   customer reference unless `NONREF`, else `None` (the importer then derives an identity).
 //! - Its currency is the statement's: the opening balance's, else the closing balance's, else
@@ -92,6 +93,19 @@
 //!     letters of the language (`ą ł ż ó`) rather than symbols and box drawing; a tie (German
 //!     umlauts read the same in Windows-1250 and Windows-1252) stays Windows-1252. See
 //!     `import::codepage`.
+//! 24. `statement_lines_of_other_banks`: transaction types of any letter and three letters,
+//!     digits or blanks (`NOV `, `S   ` before the reference `X`, `N024`, `MCI0`), an entry
+//!     date of four blanks, a funds-code letter after the mark (`DD212,39`), a blank before the
+//!     amount, a value date past its month's end (`160230`: the month's last day, with a
+//!     warning), balances zero-padded past 15 characters.
+//! 25. `several_statements_and_accounts_in_one_file`: `:25:` before `:20:`, `:25P:` (the BIC
+//!     on its second line), a page without `:25:` (the account of the statement before it,
+//!     with a warning), a statement without balances (the currency of the same account's other
+//!     statements), Dutch dotted account numbers with a currency suffix (`1234.56.789EUR`).
+//!
+//! Amounts are added with checked arithmetic (opening balance plus entries, in file order): a
+//! sum past the largest decimal is an error naming the entry's line. An entry's `:86:` lines
+//! are read once, when its last one is in, so many `:86:` fields cost linear time.
 
 mod fields;
 mod lex;
@@ -100,10 +114,13 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashMap;
+
 use self::fields::Details;
 use self::lex::{Field, Item};
 use super::model::{
     AccountKind, EntryStatus, ParseError, ParseWarning, ParsedEntry, ParsedFile, ParsedStatement,
+    check_statement_sums,
 };
 
 /// The two SWIFT statement messages.
@@ -175,7 +192,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<ParsedFile, ParseError> {
     for item in items {
         match item {
             Item::MessageStart { sender, message } => {
-                reader.finish();
+                reader.finish()?;
                 if reader.file.institution.is_none() {
                     reader.file.institution = sender;
                 }
@@ -191,14 +208,15 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<ParsedFile, ParseError> {
                     reader.message = message;
                 }
             }
-            Item::End => reader.end(),
+            Item::End => reader.end()?,
             Item::Field(field) => {
                 fields += 1;
                 reader.field(&field)?;
             }
         }
     }
-    reader.finish();
+    reader.finish()?;
+    reader.fill_accounts();
     if reader.file.statements.is_empty() {
         let reason = if fields == 0 {
             "no MT940/MT942 field (`:20:`, `:25:`, `:61:`…) in the file"
@@ -217,6 +235,8 @@ struct Current {
     /// The line the statement starts on.
     line: usize,
     has_account: bool,
+    /// `:20:` seen.
+    has_reference: bool,
     /// `:34F:`, `:13D:`, `:90D:`/`:90C:` seen.
     interim_tags: bool,
     /// The currency of `:34F:`/`:90x:`.
@@ -225,11 +245,33 @@ struct Current {
     account_currency: Option<String>,
     /// Whether `:86:` lines now belong to the last entry.
     entry_open: bool,
-    /// The last entry's raw `:86:` lines, re-read when a second `:86:` comes.
+    /// The last entry's raw `:86:` lines, read when the entry's details are complete.
     details: Vec<String>,
 }
 
 impl Current {
+    /// Reads the last entry's `:86:` lines into its text and counterparty. Called once, when
+    /// the entry's details are complete (the next other field, or the statement's end): a
+    /// further `:86:` of the same entry is appended to the lines, so reading them at every
+    /// `:86:` would cost the square of their number.
+    fn close_details(&mut self) {
+        if self.details.is_empty() {
+            return;
+        }
+        let lines = std::mem::take(&mut self.details);
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let Details { text, counterparty } = match refs.split_first() {
+            Some((first, more)) => fields::details(first, more),
+            None => Details::default(),
+        };
+        if let Some(entry) = self.statement.entries.last_mut() {
+            if text.is_some() {
+                entry.text = text;
+            }
+            entry.counterparty = counterparty;
+        }
+    }
+
     fn is_empty(&self) -> bool {
         !self.has_account
             && self.statement.entries.is_empty()
@@ -245,6 +287,8 @@ struct Reader {
     /// The message type of the current SWIFT message or plain file header.
     message: Option<MtMessage>,
     current: Option<Current>,
+    /// Each kept statement's index and first line, for [`Reader::fill_accounts`].
+    statement_lines: Vec<(usize, usize)>,
 }
 
 impl Reader {
@@ -257,16 +301,16 @@ impl Reader {
 
     /// A `-` line: the statement ends, unless nothing but an opening balance came yet (some
     /// Sparkassen write a `-` between `:60M:` and the first `:61:`).
-    fn end(&mut self) {
+    fn end(&mut self) -> Result<(), ParseError> {
         if let Some(c) = &self.current {
             let only_opening = c.statement.entries.is_empty()
                 && c.statement.closing.is_none()
                 && c.statement.opening.is_some();
             if only_opening {
-                return;
+                return Ok(());
             }
         }
-        self.finish();
+        self.finish()
     }
 
     fn warn(&mut self, line: usize, message: String) {
@@ -282,17 +326,33 @@ impl Reader {
             && let Some(c) = self.current.as_mut()
         {
             c.entry_open = false;
+            c.close_details();
         }
         match tag {
             "20" => {
-                self.finish();
-                self.current(f.line);
-            }
-            "25" => {
-                if self.current.as_ref().is_some_and(|c| c.has_account) {
-                    self.finish();
+                // A `:25:` written before the `:20:` belongs to the statement it starts.
+                let account_only = self.current.as_ref().is_some_and(|c| {
+                    !c.has_reference
+                        && c.statement.entries.is_empty()
+                        && c.statement.opening.is_none()
+                        && c.statement.closing.is_none()
+                });
+                if !account_only {
+                    self.finish()?;
                 }
-                let (id, currency) = fields::account(&join(f));
+                self.current(f.line).has_reference = true;
+            }
+            "25" | "25P" => {
+                if self.current.as_ref().is_some_and(|c| c.has_account) {
+                    self.finish()?;
+                }
+                // `:25P:` puts the account's BIC on a second line.
+                let value = if tag == "25P" {
+                    f.first.to_owned()
+                } else {
+                    join(f)
+                };
+                let (id, currency) = fields::account(&value);
                 let c = self.current(f.line);
                 c.has_account = true;
                 c.statement.account.identifier = id;
@@ -342,18 +402,8 @@ impl Reader {
                 if bare {
                     c.details.clear();
                 }
+                // Read once the entry's last `:86:` is in (`Current::close_details`).
                 c.details.extend(lines);
-                let refs: Vec<&str> = c.details.iter().map(String::as_str).collect();
-                let Details { text, counterparty } = match refs.split_first() {
-                    Some((first, more)) => fields::details(first, more),
-                    None => Details::default(),
-                };
-                if let Some(entry) = c.statement.entries.last_mut() {
-                    if text.is_some() {
-                        entry.text = text;
-                    }
-                    entry.counterparty = counterparty;
-                }
             }
             _ => {}
         }
@@ -363,6 +413,16 @@ impl Reader {
     fn entry(&mut self, f: &Field<'_>) -> Result<(), ParseError> {
         let parsed = fields::statement_line(f.first, &f.more)
             .map_err(|reason| ParseError::new(f.line, reason))?;
+        if let Some(written) = &parsed.moved_value_date {
+            self.warn(
+                f.line,
+                format!(
+                    "the value date `{written}` is not a date: read as {}, the last day of its \
+                     month",
+                    parsed.value_date
+                ),
+            );
+        }
         if parsed.bad_entry_date {
             self.warn(
                 f.line,
@@ -397,13 +457,15 @@ impl Reader {
         Ok(())
     }
 
-    /// Ends the current statement and keeps it when it says anything.
-    fn finish(&mut self) {
-        let Some(c) = self.current.take() else {
-            return;
+    /// Ends the current statement and keeps it when it says anything; its amounts must add up
+    /// without overflow.
+    fn finish(&mut self) -> Result<(), ParseError> {
+        let Some(mut c) = self.current.take() else {
+            return Ok(());
         };
+        c.close_details();
         if c.is_empty() {
-            return;
+            return Ok(());
         }
         let Current {
             mut statement,
@@ -436,13 +498,73 @@ impl Reader {
                 entry.status = EntryStatus::Pending;
             }
         }
-        if statement.account.identifier.is_none() {
-            self.file.warnings.push(ParseWarning {
-                item: format!("line {line}"),
-                message: "the statement names no account (`:25:`)".to_owned(),
-            });
-        }
+        check_statement_sums(&statement)?;
+        self.statement_lines
+            .push((self.file.statements.len(), line));
         self.file.statements.push(statement);
+        Ok(())
+    }
+
+    /// Gives every statement an account and a currency the file states: a statement without
+    /// `:25:` is a further page of the statement before it (its account, with a warning), and
+    /// one without any currency takes that of another statement of the same account, so no
+    /// statement of a file that names its accounts is imported into an unnamed one.
+    fn fill_accounts(&mut self) {
+        let lines = std::mem::take(&mut self.statement_lines);
+        let mut previous: Option<String> = None;
+        for (index, line) in lines {
+            let Some(statement) = self.file.statements.get_mut(index) else {
+                continue;
+            };
+            let account = &mut statement.account;
+            if account.identifier.is_none() {
+                let message = match &previous {
+                    Some(identifier) => {
+                        account.identifier = Some(identifier.clone());
+                        format!(
+                            "the statement names no account (`:25:`): read as a page of the \
+                             statement before it, account {identifier}"
+                        )
+                    }
+                    None => "the statement names no account (`:25:`)".to_owned(),
+                };
+                self.file.warnings.push(ParseWarning {
+                    item: format!("line {line}"),
+                    message,
+                });
+            }
+            if account.identifier.is_some() {
+                previous.clone_from(&account.identifier);
+            }
+        }
+        // A statement without a balance takes the currency of another statement of the same
+        // account (the first one that states one).
+        let mut currencies: HashMap<String, String> = HashMap::new();
+        for statement in &self.file.statements {
+            if let (Some(identifier), Some(currency)) =
+                (&statement.account.identifier, &statement.account.currency)
+            {
+                currencies
+                    .entry(identifier.clone())
+                    .or_insert_with(|| currency.clone());
+            }
+        }
+        for statement in &mut self.file.statements {
+            if statement.account.currency.is_none()
+                && let Some(currency) = statement
+                    .account
+                    .identifier
+                    .as_ref()
+                    .and_then(|identifier| currencies.get(identifier))
+            {
+                statement.account.currency = Some(currency.clone());
+                for entry in &mut statement.entries {
+                    if entry.currency.is_none() {
+                        entry.currency = Some(currency.clone());
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -68,6 +68,18 @@ pub(crate) enum Refusal {
         /// How many accounts the file names.
         count: usize,
     },
+    /// Amounts of the file add up past the largest amount there is
+    /// (`79228162514264337593543950335`).
+    #[error("the {what} add up past the largest amount that can be held")]
+    Overflow {
+        /// Which amounts, and where (`market values of security 123456789`).
+        what: String,
+    },
+}
+
+/// The refusal an overflow in `what` is.
+fn overflow(what: impl Into<String>) -> Refusal {
+    Refusal::Overflow { what: what.into() }
 }
 
 /// Something an import read but doubts: reported in the answer's `warnings`.
@@ -296,16 +308,18 @@ fn asset_type(kind: PositionKind) -> AssetType {
     }
 }
 
-fn market_value(position: &Position) -> Decimal {
-    let value = position
-        .market_value
-        .or_else(|| {
-            position
-                .unit_price
-                .and_then(|price| price.checked_mul(position.units))
-        })
-        .unwrap_or_default();
-    owner_signed(position, value)
+fn market_value(position: &Position) -> Result<Decimal, Refusal> {
+    let value = match (position.market_value, position.unit_price) {
+        (Some(value), _) => value,
+        (None, Some(price)) => price.checked_mul(position.units).ok_or_else(|| {
+            overflow(format!(
+                "units and unit price of security {}",
+                position.security_id.unique_id
+            ))
+        })?,
+        (None, None) => Decimal::ZERO,
+    };
+    Ok(owner_signed(position, value))
 }
 
 /// Whether the position is a short one (`POSTYPE` `SHORT`): owed by the account's owner.
@@ -326,21 +340,25 @@ fn owner_signed(position: &Position, amount: Decimal) -> Decimal {
     }
 }
 
-/// The holdings of one statement, one per security (sub-account positions added up).
-fn holdings(statement: &Statement) -> Vec<NewHolding> {
+/// The holdings of one statement, one per security (sub-account positions added up, checked).
+fn holdings(statement: &Statement) -> Result<Vec<NewHolding>, Refusal> {
     let mut merged: Vec<NewHolding> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for position in &statement.positions {
         let Some(key) = clean(&position.security_id.unique_id) else {
             continue;
         };
-        let value = market_value(position);
+        let value = market_value(position)?;
         if let Some(&at) = index.get(&key) {
             if let Some(holding) = merged.get_mut(at) {
                 holding.quantity = holding
                     .quantity
-                    .saturating_add(owner_signed(position, position.units));
-                holding.market_value = holding.market_value.saturating_add(value);
+                    .checked_add(owner_signed(position, position.units))
+                    .ok_or_else(|| overflow(format!("units of security {key}")))?;
+                holding.market_value = holding
+                    .market_value
+                    .checked_add(value)
+                    .ok_or_else(|| overflow(format!("market values of security {key}")))?;
             }
             continue;
         }
@@ -359,7 +377,7 @@ fn holdings(statement: &Statement) -> Vec<NewHolding> {
             unrealized_gain_loss: None,
         });
     }
-    merged
+    Ok(merged)
 }
 
 /// The balances a statement reports: (balance, available, holdings value, cash, as of).
@@ -371,17 +389,19 @@ struct Balances {
     as_of: Option<DateTime<Utc>>,
 }
 
-fn balances(statement: &Statement, holdings: &[NewHolding]) -> Option<Balances> {
+fn balances(statement: &Statement, holdings: &[NewHolding]) -> Result<Option<Balances>, Refusal> {
     match statement.kind {
         StatementKind::Bank | StatementKind::CreditCard => {
-            let ledger = statement.ledger_balance.as_ref()?;
-            Some(Balances {
+            let Some(ledger) = statement.ledger_balance.as_ref() else {
+                return Ok(None);
+            };
+            Ok(Some(Balances {
                 balance: ledger.amount,
                 available: statement.available_balance.as_ref().map(|b| b.amount),
                 holdings_value: None,
                 cash: None,
                 as_of: ledger.as_of.or(statement.end),
-            })
+            }))
         }
         StatementKind::Investment => {
             let cash = statement
@@ -389,18 +409,22 @@ fn balances(statement: &Statement, holdings: &[NewHolding]) -> Option<Balances> 
                 .as_ref()
                 .and_then(|b| b.available_cash);
             if cash.is_none() && holdings.is_empty() {
-                return None;
+                return Ok(None);
             }
             let holdings_value = holdings
                 .iter()
-                .fold(Decimal::ZERO, |sum, h| sum.saturating_add(h.market_value));
-            Some(Balances {
-                balance: holdings_value.saturating_add(cash.unwrap_or_default()),
+                .try_fold(Decimal::ZERO, |sum, h| sum.checked_add(h.market_value))
+                .ok_or_else(|| overflow("market values of the statement's holdings"))?;
+            let balance = holdings_value
+                .checked_add(cash.unwrap_or_default())
+                .ok_or_else(|| overflow("holdings' value and the cash balance"))?;
+            Ok(Some(Balances {
+                balance,
                 available: cash,
                 holdings_value: (!holdings.is_empty()).then_some(holdings_value),
                 cash,
                 as_of: statement.as_of.or(statement.end),
-            })
+            }))
         }
     }
 }
@@ -509,14 +533,27 @@ pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<Impo
         };
         // Reserved at once: a regrown vector briefly holds its old and its new copy.
         pending.transactions.reserve(statement.transactions.len());
-        pending.transactions.extend(
-            statement
-                .transactions
-                .iter()
-                .filter_map(|line| transaction(line, &currency)),
-        );
-        let statement_holdings = holdings(statement);
-        if let Some(found) = balances(statement, &statement_holdings) {
+        for line in &statement.transactions {
+            let Some(item) = transaction(line, &currency) else {
+                continue;
+            };
+            match pending.by_fit_id.get(&item.provider_transaction_id) {
+                Some(&existing) => {
+                    if let Some(slot) = pending.transactions.get_mut(existing) {
+                        *slot = item;
+                    }
+                }
+                None => {
+                    pending.by_fit_id.insert(
+                        item.provider_transaction_id.clone(),
+                        pending.transactions.len(),
+                    );
+                    pending.transactions.push(item);
+                }
+            }
+        }
+        let statement_holdings = holdings(statement)?;
+        if let Some(found) = balances(statement, &statement_holdings)? {
             pending.balances = Some(found);
         }
         if !statement_holdings.is_empty() {
@@ -576,6 +613,62 @@ mod tests {
 <LEDGERBAL><BALAMT>1000.00<DTASOF>20240131</LEDGERBAL>
 <AVAILBAL><BALAMT>900.00<DTASOF>20240131</AVAILBAL>
 </STMTRS></STMTTRNRS></BANKMSGSRSV1></OFX>";
+
+    /// An investment statement with the given positions (`units`, `price`, `value` of one
+    /// security each) and cash.
+    fn investment(positions: &[(&str, &str, &str, &str)], cash: &str) -> String {
+        let mut list = String::new();
+        for (id, units, price, value) in positions {
+            list.push_str(&format!(
+                "<POSSTOCK><INVPOS><SECID><UNIQUEID>{id}<UNIQUEIDTYPE>CUSIP</SECID>\
+                 <HELDINACCT>CASH<POSTYPE>LONG<UNITS>{units}<UNITPRICE>{price}{value}\
+                 <DTPRICEASOF>20240131</INVPOS></POSSTOCK>\n"
+            ));
+        }
+        format!(
+            "OFXHEADER:100\nDATA:OFXSGML\nVERSION:102\n\n<OFX>\n<SIGNONMSGSRSV1><SONRS><STATUS>\
+             <CODE>0<SEVERITY>INFO</STATUS><DTSERVER>20240131<LANGUAGE>ENG<FI><ORG>Broker</FI>\
+             </SONRS></SIGNONMSGSRSV1>\n<INVSTMTMSGSRSV1><INVSTMTTRNRS><TRNUID>1<STATUS><CODE>0\
+             <SEVERITY>INFO</STATUS><INVSTMTRS><DTASOF>20240131<CURDEF>USD<INVACCTFROM><BROKERID>\
+             broker.example<ACCTID>INV-1</INVACCTFROM>\n<INVPOSLIST>\n{list}</INVPOSLIST>\n\
+             <INVBAL><AVAILCASH>{cash}<MARGINBALANCE>0<SHORTBALANCE>0</INVBAL></INVSTMTRS>\
+             </INVSTMTTRNRS></INVSTMTMSGSRSV1></OFX>\n"
+        )
+    }
+
+    #[test]
+    fn sums_past_the_largest_amount_are_refused() {
+        let max = Decimal::MAX.to_string();
+        let value = format!("<MKTVAL>{max}");
+        let refusal = |text: String| {
+            let doc = parse_ofx(text.as_bytes()).expect("parses");
+            import_batch(&doc, Utc::now()).err()
+        };
+        // The same security in two sub-accounts: market values added up.
+        let two = investment(&[("1", "1", "1", &value), ("1", "1", "1", &value)], "0");
+        assert_eq!(refusal(two), Some(overflow("market values of security 1")));
+        // Units times price without a market value.
+        let product = investment(&[("2", &max, "2", "")], "0");
+        assert_eq!(
+            refusal(product),
+            Some(overflow("units and unit price of security 2"))
+        );
+        // Holdings' value plus cash.
+        let cash = investment(&[("3", "1", "1", &value)], "1");
+        assert_eq!(
+            refusal(cash),
+            Some(overflow("holdings' value and the cash balance"))
+        );
+        // Two securities whose values add past it.
+        let both = investment(&[("4", "1", "1", &value), ("5", "1", "1", &value)], "0");
+        assert_eq!(
+            refusal(both),
+            Some(overflow("market values of the statement's holdings"))
+        );
+        // A value near the largest amount is still fine alone.
+        let one = investment(&[("6", "1", "1", &value)], "0");
+        assert_eq!(refusal(one), None);
+    }
 
     fn dec(text: &str) -> Decimal {
         text.parse().expect("decimal")

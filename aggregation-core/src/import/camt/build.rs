@@ -1,7 +1,7 @@
 //! Building statements from the element events: one statement, balance, entry and transaction
 //! detail at a time, each finished when its end tag is read.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
@@ -11,7 +11,7 @@ use super::text::tidy;
 use super::values;
 use crate::import::model::{
     AccountKind, EntryKind, EntryStatus, ParseError, ParseWarning, ParsedAccount, ParsedBalance,
-    ParsedEntry, ParsedFile, ParsedStatement,
+    ParsedEntry, ParsedFile, ParsedStatement, check_statement_sums, checked_sum,
 };
 
 /// References that identify nothing.
@@ -371,7 +371,10 @@ impl Builder {
             if !value.is_empty() {
                 let value = tidy(value);
                 match &stack[balance.depth + 1..] {
-                    [Tag::Tp, Tag::CdOrPrtry, Tag::Cd] => balance.code = Some(value),
+                    // 001.01 writes the code without `CdOrPrtry`.
+                    [Tag::Tp, Tag::CdOrPrtry, Tag::Cd] | [Tag::Tp, Tag::Cd] => {
+                        balance.code = Some(value);
+                    }
                     [Tag::Tp, Tag::CdOrPrtry, Tag::Prtry] => balance.proprietary = Some(value),
                     [Tag::Amt] => {
                         balance.amount = Some(value);
@@ -386,8 +389,7 @@ impl Builder {
         }
         if let Some(statement) = &mut self.statement {
             if depth == statement.depth {
-                self.finish_statement();
-                return Ok(());
+                return self.finish_statement();
             }
             if !value.is_empty() {
                 let value = tidy(value);
@@ -395,7 +397,10 @@ impl Builder {
                     [Tag::Acct, Tag::Id, Tag::Iban] => {
                         statement.iban = Some(value.replace(' ', "").to_ascii_uppercase());
                     }
-                    [Tag::Acct, Tag::Id, Tag::Othr, Tag::Id] => statement.other_id = Some(value),
+                    [Tag::Acct, Tag::Id, Tag::Othr | Tag::PrtryAcct, Tag::Id]
+                    | [Tag::Acct, Tag::Id, Tag::Bban | Tag::Upic] => {
+                        statement.other_id = Some(value)
+                    }
                     [Tag::Acct, Tag::Ccy] => statement.currency = Some(value.to_ascii_uppercase()),
                     [Tag::Acct, Tag::Nm] => statement.name = Some(value),
                     [Tag::Acct, Tag::Tp, Tag::Cd] => statement.kind = Some(value),
@@ -625,8 +630,19 @@ impl Builder {
                 .iter()
                 .map(|d| d.signed_amount(sign, currency.as_deref()))
                 .collect();
-            match amounts {
-                Some(amounts) if amounts.iter().sum::<Decimal>() == signed => {
+            // The details' sum, checked: amounts near the largest decimal must not overflow.
+            let total = match &amounts {
+                Some(amounts) => {
+                    let mut total = Decimal::ZERO;
+                    for (detail, amount) in details.iter().zip(amounts) {
+                        total = checked_sum(total, *amount, detail.line)?;
+                    }
+                    Some(total)
+                }
+                None => None,
+            };
+            match (amounts, total) {
+                (Some(amounts), Some(total)) if total == signed => {
                     let mut rows = Vec::with_capacity(details.len());
                     for (index, (detail, amount)) in details.iter().zip(amounts).enumerate() {
                         let row_sign = detail.sign.unwrap_or(sign);
@@ -666,16 +682,15 @@ impl Builder {
                     statement.rows.extend(rows);
                     return Ok(());
                 }
-                Some(amounts) => self.file.warnings.push(warning(
+                (Some(_), Some(total)) => self.file.warnings.push(warning(
                     line,
                     format!(
-                        "the amounts of the entry's {} transaction details add up to {}, not \
-                         to its amount {signed}: kept as one row",
+                        "the amounts of the entry's {} transaction details add up to {total}, \
+                         not to its amount {signed}: kept as one row",
                         details.len(),
-                        amounts.iter().sum::<Decimal>()
                     ),
                 )),
-                None => self.file.warnings.push(warning(
+                _ => self.file.warnings.push(warning(
                     line,
                     format!(
                         "the entry's {} transaction details do not all have an amount in the \
@@ -703,15 +718,21 @@ impl Builder {
                 None
             }
         };
-        let mut remittances: Vec<String> = Vec::new();
-        for detail in details {
-            if let Some(text) = detail.remittance()
-                && !remittances.contains(&text)
-            {
-                remittances.push(text);
+        // Each distinct text once, in file order; a set keeps this linear in the number of
+        // details (a batch can have tens of thousands).
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut remittance = String::new();
+        for text in details.iter().filter_map(DetailState::remittance) {
+            if text.is_empty() || seen.contains(&text) {
+                continue;
             }
+            if !remittance.is_empty() {
+                remittance.push_str(" / ");
+            }
+            remittance.push_str(&text);
+            seen.insert(text);
         }
-        let remittance = join_text(remittances.iter().map(|s| Some(s.as_str())));
+        let remittance = (!remittance.is_empty()).then_some(remittance);
         let code = match single {
             Some(detail) if !detail.code.is_empty() => detail.code.clone(),
             _ => entry.code.clone(),
@@ -735,33 +756,33 @@ impl Builder {
         Ok(())
     }
 
-    fn finish_statement(&mut self) {
+    fn finish_statement(&mut self) -> Result<(), ParseError> {
         let Some(mut statement) = self.statement.take() else {
-            return;
+            return Ok(());
         };
         let number = self.file.statements.len() + 1;
         let item = format!("statement {number}");
         if let (Some(opening), Some(closing)) = (&statement.opening, &statement.closing) {
-            let booked = |flip: bool| -> Decimal {
-                statement
+            // Opening plus the booked entries, checked: an overflow names the entry's line.
+            let balance = |flip: bool| -> Result<Decimal, ParseError> {
+                let mut total = opening.balance.amount;
+                for row in statement
                     .rows
                     .iter()
                     .filter(|r| r.entry.status == EntryStatus::Booked)
-                    .map(|r| {
-                        if flip && r.reversal {
-                            -r.entry.amount
-                        } else {
-                            r.entry.amount
-                        }
-                    })
-                    .sum()
+                {
+                    let amount = if flip && row.reversal {
+                        -row.entry.amount
+                    } else {
+                        row.entry.amount
+                    };
+                    total = checked_sum(total, amount, row.entry.line)?;
+                }
+                Ok(total)
             };
-            let opening = opening.balance.amount;
             let closing = closing.balance.amount;
-            if opening + booked(false) != closing
-                && statement.rows.iter().any(|r| r.reversal)
-                && opening + booked(true) == closing
-            {
+            let reversals = statement.rows.iter().any(|r| r.reversal);
+            if balance(false)? != closing && reversals && balance(true)? == closing {
                 for row in statement.rows.iter_mut().filter(|r| r.reversal) {
                     row.entry.amount = -row.entry.amount;
                 }
@@ -785,12 +806,19 @@ impl Builder {
             .map(|(r, n)| (r.to_owned(), n))
             .collect();
         repeated.sort();
-        for (reference, times) in &repeated {
-            for row in &mut statement.rows {
-                if row.entry.reference.as_deref() == Some(reference.as_str()) {
-                    row.entry.reference = None;
-                }
+        // One pass over the rows whatever the number of repeated references.
+        let dropped: HashSet<&str> = repeated.iter().map(|(r, _)| r.as_str()).collect();
+        for row in &mut statement.rows {
+            if row
+                .entry
+                .reference
+                .as_deref()
+                .is_some_and(|r| dropped.contains(r))
+            {
+                row.entry.reference = None;
             }
+        }
+        for (reference, times) in &repeated {
             self.file.warnings.push(ParseWarning {
                 item: item.clone(),
                 message: format!(
@@ -811,7 +839,7 @@ impl Builder {
             _ => AccountKind::Checking,
         };
         let currency = statement.currency.take().or(statement.seen_currency.take());
-        self.file.statements.push(ParsedStatement {
+        let parsed = ParsedStatement {
             account: ParsedAccount {
                 identifier: statement.iban.take().or(statement.other_id.take()),
                 name: statement.name.take(),
@@ -823,7 +851,10 @@ impl Builder {
             available: statement.available.take().map(|b| b.balance),
             entries: statement.rows.into_iter().map(|r| r.entry).collect(),
             positions: Vec::new(),
-        });
+        };
+        check_statement_sums(&parsed)?;
+        self.file.statements.push(parsed);
+        Ok(())
     }
 
     /// The file, once the document has been read.

@@ -5,11 +5,12 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 
 use super::tests::{
-    REVERSAL, V02_STATEMENT, V04_NOTIFICATION, V08_REPORT, V08_STATEMENT, V13_PREFIXED,
+    REVERSAL, V01_REPORT, V02_STATEMENT, V04_NOTIFICATION, V08_REPORT, V08_STATEMENT, V13_PREFIXED,
 };
 use super::*;
 
-const FIXTURES: [&str; 6] = [
+const FIXTURES: [&str; 7] = [
+    V01_REPORT,
     V02_STATEMENT,
     V08_STATEMENT,
     V08_REPORT,
@@ -129,6 +130,39 @@ proptest! {
         let text = format!(
             "<Document xmlns=\"urn:iso:std:iso:20022:tech:xsd:camt.053.001.08\">\
              <BkToCstmrStmt><Stmt>{tail}"
+        );
+        check(text.as_bytes());
+    }
+
+    /// Amounts anywhere up to the largest decimal, in balances, entries and batch details:
+    /// sums past it are an error naming a line, never a panic.
+    #[test]
+    fn amounts_near_the_largest_decimal_never_panic(
+        opening in "[0-9]{1,29}",
+        entries in vec(("[0-9]{1,29}", any::<bool>(), vec("[0-9]{1,29}", 0..4)), 1..6),
+    ) {
+        let mut body = format!(
+            "<Bal><Tp><CdOrPrtry><Cd>OPBD</Cd></CdOrPrtry></Tp><Amt Ccy=\"EUR\">{opening}</Amt>\
+             <CdtDbtInd>CRDT</CdtDbtInd><Dt><Dt>2024-01-31</Dt></Dt></Bal>\n\
+             <Bal><Tp><CdOrPrtry><Cd>CLBD</Cd></CdOrPrtry></Tp><Amt Ccy=\"EUR\">{opening}</Amt>\
+             <CdtDbtInd>CRDT</CdtDbtInd><Dt><Dt>2024-01-31</Dt></Dt></Bal>\n"
+        );
+        for (amount, credit, details) in &entries {
+            let cdi = if *credit { "CRDT" } else { "DBIT" };
+            let details: String = details
+                .iter()
+                .map(|d| format!("<TxDtls><Amt Ccy=\"EUR\">{d}</Amt></TxDtls>\n"))
+                .collect();
+            body.push_str(&format!(
+                "<Ntry><Amt Ccy=\"EUR\">{amount}</Amt><CdtDbtInd>{cdi}</CdtDbtInd>\
+                 <Sts>BOOK</Sts><BookgDt><Dt>2024-01-31</Dt></BookgDt><RvslInd>true</RvslInd>\
+                 <NtryDtls>\n{details}</NtryDtls></Ntry>\n"
+            ));
+        }
+        let text = format!(
+            "<Document xmlns=\"urn:iso:std:iso:20022:tech:xsd:camt.053.001.08\">\
+             <BkToCstmrStmt><GrpHdr><MsgId>M</MsgId></GrpHdr><Stmt><Acct><Id><IBAN>X</IBAN>\
+             </Id></Acct>\n{body}</Stmt></BkToCstmrStmt></Document>"
         );
         check(text.as_bytes());
     }

@@ -12,7 +12,8 @@ use crate::import::model::{ParseError, ParsedFile};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Tag {
     Document,
-    /// `BkToCstmrAcctRpt`, `BkToCstmrStmt` or `BkToCstmrDbtCdtNtfctn`.
+    /// `BkToCstmrAcctRpt`, `BkToCstmrStmt` or `BkToCstmrDbtCdtNtfctn`, also with the version
+    /// suffix of the 001.01 messages (`BkToCstmrStmtV01`).
     Message,
     /// `Rpt`, `Stmt` or `Ntfctn`.
     Statement,
@@ -23,6 +24,8 @@ pub(super) enum Tag {
     Amt,
     AmtDtls,
     Bal,
+    /// `BBAN` (001.01 account identification).
+    Bban,
     Bic,
     BkTxCd,
     BookgDt,
@@ -47,6 +50,8 @@ pub(super) enum Tag {
     NtryDtls,
     Othr,
     Prtry,
+    /// `PrtryAcct` (001.01: a proprietary account identification).
+    PrtryAcct,
     Pty,
     Ref,
     Refs,
@@ -62,6 +67,8 @@ pub(super) enum Tag {
     TxAmt,
     TxDtls,
     TxId,
+    /// `UPIC` (001.01 account identification).
+    Upic,
     Ustrd,
     ValDt,
     Other,
@@ -71,7 +78,7 @@ impl Tag {
     fn from_local(name: &str) -> Tag {
         match name {
             "Document" => Tag::Document,
-            "BkToCstmrAcctRpt" | "BkToCstmrStmt" | "BkToCstmrDbtCdtNtfctn" => Tag::Message,
+            _ if is_message_name(name) => Tag::Message,
             "Rpt" | "Stmt" | "Ntfctn" => Tag::Statement,
             "Acct" => Tag::Acct,
             "AcctSvcrRef" => Tag::AcctSvcrRef,
@@ -80,6 +87,7 @@ impl Tag {
             "Amt" => Tag::Amt,
             "AmtDtls" => Tag::AmtDtls,
             "Bal" => Tag::Bal,
+            "BBAN" => Tag::Bban,
             "BIC" | "BICFI" => Tag::Bic,
             "BkTxCd" => Tag::BkTxCd,
             "BookgDt" => Tag::BookgDt,
@@ -104,6 +112,7 @@ impl Tag {
             "NtryDtls" => Tag::NtryDtls,
             "Othr" => Tag::Othr,
             "Prtry" => Tag::Prtry,
+            "PrtryAcct" => Tag::PrtryAcct,
             "Pty" => Tag::Pty,
             "Ref" => Tag::Ref,
             "Refs" => Tag::Refs,
@@ -119,11 +128,28 @@ impl Tag {
             "TxAmt" => Tag::TxAmt,
             "TxDtls" => Tag::TxDtls,
             "TxId" => Tag::TxId,
+            "UPIC" => Tag::Upic,
             "Ustrd" => Tag::Ustrd,
             "ValDt" => Tag::ValDt,
             _ => Tag::Other,
         }
     }
+}
+
+/// The message element: `BkToCstmrAcctRpt`, `BkToCstmrStmt` or `BkToCstmrDbtCdtNtfctn`, bare
+/// (001.02 on) or with the version suffix the 001.01 schemas give it (`BkToCstmrAcctRptV01`,
+/// `BkToCstmrStmtV01`, `BkToCstmrDbtCdtNtfctnV01`; any `V` and digits).
+fn is_message_name(name: &str) -> bool {
+    ["BkToCstmrAcctRpt", "BkToCstmrStmt", "BkToCstmrDbtCdtNtfctn"]
+        .iter()
+        .any(|message| {
+            name.strip_prefix(message).is_some_and(|suffix| {
+                suffix.is_empty()
+                    || suffix.strip_prefix('V').is_some_and(|digits| {
+                        !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+                    })
+            })
+        })
 }
 
 /// The local part of a possibly prefixed name (`camt:Stmt` is `Stmt`).
@@ -160,18 +186,6 @@ fn check_root(start: &BytesStart<'_>, tag: Tag, line: usize) -> Result<(), Parse
         let key: &str = attribute.key.as_ref();
         if (key == "xmlns" || key.starts_with("xmlns:"))
             && attribute.value.contains(":xsd:")
-            && !attribute.value.contains(":xsd:camt.05")
-        {
-            return Err(ParseError::new(
-                line,
-                format!(
-                    "the namespace {} is not a camt.052, camt.053 or camt.054 one",
-                    attribute.value
-                ),
-            ));
-        }
-        if (key == "xmlns" || key.starts_with("xmlns:"))
-            && attribute.value.contains(":xsd:camt.05")
             && namespace_message(&attribute.value).is_none()
         {
             return Err(ParseError::new(

@@ -17,6 +17,7 @@ pub(super) const V08_REPORT: &str = include_str!("fixtures/v08_report.xml");
 pub(super) const V04_NOTIFICATION: &str = include_str!("fixtures/v04_notification.xml");
 pub(super) const V13_PREFIXED: &str = include_str!("fixtures/v13_prefixed.xml");
 pub(super) const REVERSAL: &str = include_str!("fixtures/reversal.xml");
+pub(super) const V01_REPORT: &str = include_str!("fixtures/v01_report.xml");
 
 fn dec(s: &str) -> Decimal {
     Decimal::from_str(s).unwrap()
@@ -808,4 +809,148 @@ fn measure_10_mib() {
          before parsing, {after:?} KiB after",
         mb / elapsed.as_secs_f64()
     );
+}
+
+#[test]
+fn quirk_version_01_message_names_accounts_and_balance_types() {
+    assert_eq!(sniff(V01_REPORT.as_bytes()), Some(CamtMessage::Report));
+    let file = ok(V01_REPORT);
+    assert_eq!(file.institution.as_deref(), Some("EXMPDEFFXXX"));
+    let s = only(&file);
+    assert_eq!(s.account.identifier.as_deref(), Some("0012-8844-01"));
+    assert_eq!(s.account.currency.as_deref(), Some("EUR"));
+    // `Tp/Cd` without `CdOrPrtry`.
+    assert_eq!(s.opening.as_ref().map(|b| b.amount), Some(dec("2500.00")));
+    assert_eq!(s.closing.as_ref().map(|b| b.amount), Some(dec("2319.55")));
+    assert_eq!(
+        amounts(s),
+        vec![dec("-120.45"), dec("-60.00"), dec("45.00")]
+    );
+    assert_eq!(
+        references(s),
+        vec![Some("2012110500017/1"), Some("2012110500017/2"), None]
+    );
+    assert_eq!(
+        s.entries[0].counterparty.as_deref(),
+        Some("Energieversorger Nord")
+    );
+    assert_eq!(s.entries[2].status, EntryStatus::Pending);
+    assert!(file.warnings.is_empty(), "{:?}", file.warnings);
+}
+
+#[test]
+fn version_01_roots_of_the_three_messages_and_the_swift_namespace() {
+    for (namespace, root, statement, message) in [
+        (
+            "urn:iso:std:iso:20022:tech:xsd:camt.053.001.01",
+            "BkToCstmrStmtV01",
+            "Stmt",
+            CamtMessage::Statement,
+        ),
+        (
+            "urn:swift:xsd:camt.053.001.01",
+            "BkToCstmrStmtV01",
+            "Stmt",
+            CamtMessage::Statement,
+        ),
+        (
+            "urn:iso:std:iso:20022:tech:xsd:camt.054.001.01",
+            "BkToCstmrDbtCdtNtfctnV01",
+            "Ntfctn",
+            CamtMessage::Notification,
+        ),
+        (
+            "urn:iso:std:iso:20022:tech:xsd:camt.052.001.01",
+            "BkToCstmrAcctRptV01",
+            "Rpt",
+            CamtMessage::Report,
+        ),
+    ] {
+        let text = format!(
+            "<?xml version=\"1.0\"?><Document xmlns=\"{namespace}\"><{root}><GrpHdr><MsgId>M</MsgId>\
+             <CreDtTm>2010-01-01T00:00:00</CreDtTm></GrpHdr><{statement}><Acct><Id><BBAN>12345678\
+             </BBAN></Id></Acct>{}</{statement}></{root}></Document>",
+            ntry("5.00", "CRDT", "R1", "")
+        );
+        assert_eq!(sniff(text.as_bytes()), Some(message), "{root}");
+        let file = ok(&text);
+        let s = only(&file);
+        assert_eq!(s.account.identifier.as_deref(), Some("12345678"), "{root}");
+        assert_eq!(amounts(s), vec![dec("5.00")], "{root}");
+    }
+    // A versioned root with letters after the `V` is no message element.
+    let text = "<Document xmlns=\"urn:iso:std:iso:20022:tech:xsd:camt.053.001.01\">\
+                <BkToCstmrStmtVX/></Document>";
+    assert!(parse(text.as_bytes()).is_err());
+    // Another message's namespace stays refused.
+    let text = "<Document xmlns=\"urn:iso:std:iso:20022:tech:xsd:pain.001.001.03\"/>";
+    assert!(parse(text.as_bytes()).is_err());
+}
+
+#[test]
+fn details_adding_past_the_largest_amount_are_an_error_naming_the_line() {
+    let max = Decimal::MAX.to_string();
+    let detail = |n: usize| {
+        format!("<TxDtls><Refs><TxId>T{n}</TxId></Refs><Amt Ccy=\"EUR\">{max}</Amt></TxDtls>\n")
+    };
+    let body = format!(
+        "<Ntry><Amt Ccy=\"EUR\">{max}</Amt><CdtDbtInd>CRDT</CdtDbtInd><Sts>BOOK</Sts>\
+         <BookgDt><Dt>2024-01-31</Dt></BookgDt><NtryDtls>\n{}{}</NtryDtls></Ntry>",
+        detail(1),
+        detail(2)
+    );
+    let error = err(&doc("08", &body));
+    // The second detail is where the sum overflows.
+    assert_eq!(error.line, 10, "{error}");
+    assert!(error.reason.contains("largest amount"), "{error}");
+}
+
+#[test]
+fn an_opening_balance_at_the_maximum_plus_one_entry_is_an_error_naming_the_line() {
+    let max = Decimal::MAX.to_string();
+    let body = format!(
+        "{}\n{}\n{}",
+        bal("OPBD", &max, "CRDT", "2024-01-31"),
+        bal("CLBD", &max, "CRDT", "2024-01-31"),
+        ntry("1.00", "CRDT", "R1", "")
+    );
+    let error = err(&doc("08", &body));
+    // The body starts on line 8: the entry is on line 10.
+    assert_eq!(error.line, 10, "{error}");
+    assert!(error.reason.contains("largest amount"), "{error}");
+    // Without balances, two entries of the maximum overflow as well.
+    let body = format!(
+        "{}\n{}",
+        ntry(&max, "DBIT", "R1", ""),
+        ntry(&max, "DBIT", "R2", "")
+    );
+    assert_eq!(err(&doc("08", &body)).line, 9);
+}
+
+#[test]
+fn many_details_and_repeated_references_stay_one_pass() {
+    // 3,000 details with 1,000 distinct texts: each text once, in file order.
+    let details: String = (0..3000)
+        .map(|n| {
+            format!(
+                "<TxDtls><RmtInf><Ustrd>text {}</Ustrd></RmtInf></TxDtls>",
+                n % 1000
+            )
+        })
+        .collect();
+    let body = format!(
+        "<Ntry><Amt Ccy=\"EUR\">1.00</Amt><CdtDbtInd>CRDT</CdtDbtInd><Sts>BOOK</Sts>\
+         <BookgDt><Dt>2024-01-31</Dt></BookgDt><NtryDtls>{details}</NtryDtls></Ntry>"
+    );
+    let file = ok(&doc("08", &body));
+    let text = only(&file).entries[0].text.clone().unwrap_or_default();
+    assert_eq!(text.matches(" / ").count(), 999);
+    assert!(text.starts_with("text 0 / text 1 / text 2"));
+    // 2,000 entries sharing 500 references: every repeated one dropped, one warning each.
+    let entries: String = (0..2000)
+        .map(|n| ntry("1.00", "CRDT", &format!("R{}", n % 500), ""))
+        .collect();
+    let file = ok(&doc("08", &entries));
+    assert!(only(&file).entries.iter().all(|e| e.reference.is_none()));
+    assert_eq!(file.warnings.len(), 500);
 }

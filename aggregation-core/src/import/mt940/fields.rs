@@ -9,6 +9,15 @@ use crate::import::model::{EntryKind, ParsedBalance};
 
 /// `YYMMDD`; years 80–99 are 19xx, the others 20xx.
 pub(super) fn date6(s: &str) -> Option<NaiveDate> {
+    match date6_lenient(s)? {
+        (date, false) => Some(date),
+        (_, true) => None,
+    }
+}
+
+/// `YYMMDD` as [`date6`], except that a day past the end of its month (`160230`, a February
+/// 30th some banks write) is read as the month's last day; `true` when it was moved.
+pub(super) fn date6_lenient(s: &str) -> Option<(NaiveDate, bool)> {
     if s.len() != 6 || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -16,7 +25,19 @@ pub(super) fn date6(s: &str) -> Option<NaiveDate> {
     let month: u32 = s[2..4].parse().ok()?;
     let day: u32 = s[4..].parse().ok()?;
     let year = if yy >= 80 { 1900 + yy } else { 2000 + yy };
-    NaiveDate::from_ymd_opt(year, month, day)
+    if let Some(date) = NaiveDate::from_ymd_opt(year, month, day) {
+        return Some((date, false));
+    }
+    if !(1..=31).contains(&day) {
+        return None;
+    }
+    // The last day of the month: the day before the first of the next one.
+    let next = if month == 12 {
+        NaiveDate::from_ymd_opt(year + 1, 1, 1)
+    } else {
+        NaiveDate::from_ymd_opt(year, month + 1, 1)
+    }?;
+    Some((next.pred_opt()?, true))
 }
 
 /// An entry date `MMDD` next to its value date: the year of the three around the value
@@ -32,9 +53,11 @@ pub(super) fn entry_date(mmdd: &str, value: NaiveDate) -> Option<NaiveDate> {
 }
 
 /// A SWIFT amount: digits with a decimal comma (`1234,56`, `1000,`, `,50`); a decimal point is
-/// tolerated when there is no comma. At most 15 characters.
+/// tolerated when there is no comma. At most 15 characters, not counting the leading zeros
+/// some banks pad it with (`0000000001000,89`).
 pub(super) fn amount(s: &str) -> Option<Decimal> {
-    if s.is_empty() || s.len() > 15 {
+    let significant = s.trim_start_matches('0');
+    if s.is_empty() || significant.len() > 15 {
         return None;
     }
     let sep = if s.contains(',') { ',' } else { '.' };
@@ -45,6 +68,7 @@ pub(super) fn amount(s: &str) -> Option<Decimal> {
     {
         return None;
     }
+    let int = int.trim_start_matches('0');
     let int = if int.is_empty() { "0" } else { int };
     let text = if frac.is_empty() {
         int.to_owned()
@@ -108,9 +132,10 @@ pub(super) fn account(value: &str) -> (Option<String>, Option<String>) {
         let (head, tail) = compact.split_at(n - 3);
         let suffix_ok = tail.bytes().all(|b| b.is_ascii_uppercase())
             && head.bytes().last().is_some_and(|b| b.is_ascii_digit());
+        // Local account numbers: `BLZ/Konto`, `0067-00763`, Dutch `1291.99.348`.
         let local = head
             .bytes()
-            .all(|b| b.is_ascii_digit() || b == b'/' || b == b'-');
+            .all(|b| b.is_ascii_digit() || matches!(b, b'/' | b'-' | b'.'));
         if suffix_ok && (is_iban(head) || local) {
             return (Some(head.to_owned()), Some(tail.to_owned()));
         }
@@ -178,6 +203,9 @@ impl Mark {
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct StatementLine {
     pub(super) value_date: NaiveDate,
+    /// The value date as written when it is no date (`160230`) and was read as the month's
+    /// last day.
+    pub(super) moved_value_date: Option<String>,
     /// The entry (booking) date when stated and readable.
     pub(super) entry_date: Option<NaiveDate>,
     /// Whether an entry date was stated but could not be read.
@@ -251,10 +279,11 @@ fn join_details(lines: &[&str]) -> Option<String> {
 }
 
 fn statement_line_1(s: &str) -> Result<StatementLine, String> {
-    let value_date = s
+    let (value_date, moved) = s
         .get(..6)
-        .and_then(date6)
+        .and_then(date6_lenient)
         .ok_or_else(|| format!("statement line `{s}` has no valid YYMMDD value date"))?;
+    let moved_value_date = moved.then(|| s[..6].to_owned());
     let mut rest = &s[6..];
     let mut entry = None;
     let mut bad_entry_date = false;
@@ -265,6 +294,9 @@ fn statement_line_1(s: &str) -> Result<StatementLine, String> {
         entry = entry_date(mmdd, value_date);
         bad_entry_date = entry.is_none();
         rest = &rest[4..];
+    } else if let Some(after) = rest.strip_prefix("    ") {
+        // An entry date of four blanks (some banks): none stated.
+        rest = after;
     }
     let (mark, after) = if let Some(r) = rest.strip_prefix("RC") {
         (Mark::ReversalCredit, r)
@@ -284,10 +316,13 @@ fn statement_line_1(s: &str) -> Result<StatementLine, String> {
         ));
     };
     rest = after;
-    // The funds code: the third letter of the currency (`CR` for EUR in German files).
+    // The funds code: the third letter of the currency (`CR` for EUR in German files,
+    // `DD212,39`).
     if rest.as_bytes().first().is_some_and(u8::is_ascii_alphabetic) {
         rest = &rest[1..];
     }
+    // A blank before the amount (Cuscal).
+    rest = rest.strip_prefix(' ').unwrap_or(rest);
     let figure_len = rest
         .bytes()
         .take_while(|b| b.is_ascii_digit() || *b == b',' || *b == b'.')
@@ -296,20 +331,19 @@ fn statement_line_1(s: &str) -> Result<StatementLine, String> {
     let amount = amount(figure)
         .ok_or_else(|| format!("statement line `{s}` has no valid amount (`{figure}`)"))?;
     rest = &rest[figure_len..];
-    // Transaction type: N, F or S and three characters (`NTRF`, `N062`, `S020`).
+    // Transaction type: a letter and three letters, digits or blanks. SWIFT says `N`, `F` or
+    // `S` and three characters (`NTRF`, `N062`, `S020`); banks also write `S   `, `NOV `,
+    // `MCI0`. Kept trimmed and upper case.
     let mut code = None;
     let b = rest.as_bytes();
     if b.len() >= 4
-        && matches!(b[0], b'N' | b'F' | b'S' | b'n' | b'f' | b's')
-        && b[1..4].iter().all(u8::is_ascii_alphanumeric)
+        && b[0].is_ascii_alphabetic()
+        && b[1..4]
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || *c == b' ')
     {
-        code = Some(rest[..4].to_ascii_uppercase());
+        code = Some(rest[..4].trim_end().to_ascii_uppercase());
         rest = &rest[4..];
-    } else if !rest.trim().is_empty() && b.first().is_some_and(u8::is_ascii_alphabetic) {
-        // A type that is not four characters: keep what there is up to the reference.
-        return Err(format!(
-            "statement line `{s}` has no transaction type (N, F or S and three characters)"
-        ));
     }
     let (customer, bank) = match rest.split_once("//") {
         Some((c, b)) => (c, Some(b)),
@@ -321,6 +355,7 @@ fn statement_line_1(s: &str) -> Result<StatementLine, String> {
     };
     Ok(StatementLine {
         value_date,
+        moved_value_date,
         entry_date: entry,
         bad_entry_date,
         mark,

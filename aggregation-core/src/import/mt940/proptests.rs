@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 
-use super::tests::{DE_SAVINGS_BANK, NL_BANK_SWIFT, PL_BANK_942};
+use super::tests::{DE_SAVINGS_BANK, MULTI_ACCOUNT, NL_BANK_SWIFT, OTHER_BANKS_61, PL_BANK_942};
 use super::*;
 
 /// Checks one answer: an error has a reason and a line within the file.
@@ -28,10 +28,61 @@ fn check(bytes: &[u8]) {
 
 /// Pieces that make up MT940 files, to build plausible garbage from.
 const PIECES: &[&str] = &[
-    ":20:", ":25:", ":28C:", ":60F:", ":60M:", ":61:", ":86:", ":62F:", ":62M:", ":64:", ":65:",
-    ":34F:", ":13D:", ":90D:", "-", "-}", "{1:F01", "{2:I940", "{4:", "}", "?20", "?3", "~32",
-    "/NAME/", "/REMI/", "C", "D", "RC", "RD", "EC", "250101", "0101", "1231", "EUR", "1,00", ",",
-    "NTRF", "NONREF", "//", "\n", "\r\n", "\r", ":", "\u{e9}", "\u{80}",
+    ":20:",
+    ":25:",
+    ":28C:",
+    ":60F:",
+    ":60M:",
+    ":61:",
+    ":86:",
+    ":62F:",
+    ":62M:",
+    ":64:",
+    ":65:",
+    ":34F:",
+    ":13D:",
+    ":90D:",
+    "-",
+    "-}",
+    "{1:F01",
+    "{2:I940",
+    "{4:",
+    "}",
+    "?20",
+    "?3",
+    "~32",
+    "/NAME/",
+    "/REMI/",
+    "C",
+    "D",
+    "RC",
+    "RD",
+    "EC",
+    "250101",
+    "0101",
+    "1231",
+    "EUR",
+    "1,00",
+    ",",
+    "NTRF",
+    "NONREF",
+    "//",
+    "\n",
+    "\r\n",
+    "\r",
+    ":",
+    "\u{e9}",
+    "\u{80}",
+    "    ",
+    "S   ",
+    "NOV ",
+    "MCI0",
+    "160230",
+    "991231",
+    ":25P:",
+    "DD",
+    "999999999999999,99",
+    "000000000000000000001,",
 ];
 
 fn plausible() -> impl Strategy<Value = Vec<u8>> {
@@ -47,7 +98,13 @@ fn plausible() -> impl Strategy<Value = Vec<u8>> {
 
 /// A valid fixture with some bytes replaced, inserted or removed.
 fn mutated() -> impl Strategy<Value = Vec<u8>> {
-    let base = proptest::sample::select(vec![DE_SAVINGS_BANK, NL_BANK_SWIFT, PL_BANK_942]);
+    let base = proptest::sample::select(vec![
+        DE_SAVINGS_BANK,
+        NL_BANK_SWIFT,
+        PL_BANK_942,
+        OTHER_BANKS_61,
+        MULTI_ACCOUNT,
+    ]);
     (
         base,
         proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 1..12),
@@ -74,7 +131,13 @@ fn mutated() -> impl Strategy<Value = Vec<u8>> {
 
 /// A valid fixture cut at any point.
 fn truncated() -> impl Strategy<Value = Vec<u8>> {
-    let base = proptest::sample::select(vec![DE_SAVINGS_BANK, NL_BANK_SWIFT, PL_BANK_942]);
+    let base = proptest::sample::select(vec![
+        DE_SAVINGS_BANK,
+        NL_BANK_SWIFT,
+        PL_BANK_942,
+        OTHER_BANKS_61,
+        MULTI_ACCOUNT,
+    ]);
     (base, any::<prop::sample::Index>()).prop_map(|(b, at)| b[..at.index(b.len() + 1)].to_vec())
 }
 

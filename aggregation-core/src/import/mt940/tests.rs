@@ -623,3 +623,163 @@ fn polish_code_pages() {
     assert_eq!(e.text.as_deref(), Some("Gebühr Überweisung"));
     assert_eq!(e.counterparty.as_deref(), Some("Straße"));
 }
+
+pub(super) const OTHER_BANKS_61: &[u8] = include_bytes!("fixtures/other_banks_61.sta");
+pub(super) const MULTI_ACCOUNT: &[u8] = include_bytes!("fixtures/multi_account.sta");
+
+// 24
+#[test]
+fn statement_lines_of_other_banks() {
+    let file = parse(OTHER_BANKS_61).expect("parses");
+    assert_balanced(&file);
+    let st = &file.statements[0];
+    // A balance zero-padded past 15 characters is still read.
+    assert_eq!(st.opening.as_ref().map(|b| b.amount), Some(dec("1000.89")));
+    let e = &st.entries;
+    assert_eq!(e.len(), 5);
+    // `DD212,39`: debit with the funds code `D`; `NOV ` is a type code with a blank; the
+    // value date 160230 is read as the last day of February, with a warning.
+    assert_eq!(e[0].amount, dec("-212.39"));
+    assert_eq!(e[0].code.as_deref(), Some("NOV"));
+    assert_eq!(e[0].date, d(2016, 3, 1));
+    assert_eq!(e[0].value_date, Some(d(2016, 2, 29)));
+    assert!(
+        file.warnings
+            .iter()
+            .any(|w| w.item == "line 5" && w.message.contains("160230")),
+        "{:?}",
+        file.warnings
+    );
+    assert_eq!(
+        e[0].counterparty.as_deref(),
+        Some("Hausverwaltung Sonnenhof")
+    );
+    assert_eq!(e[0].text.as_deref(), Some("Nebenkosten Februar 2016"));
+    // An entry date of four blanks, the type code `S   ` and the customer reference after it.
+    assert_eq!(e[1].amount, dec("1500.00"));
+    assert_eq!(e[1].date, d(2016, 2, 29));
+    assert_eq!(e[1].code.as_deref(), Some("S"));
+    assert_eq!(e[1].reference.as_deref(), Some("XSALARY-02"));
+    assert_eq!(e[1].text.as_deref(), Some("Gehalt Februar"));
+    assert_eq!(e[1].counterparty.as_deref(), Some("Beispiel Werke AG"));
+    // Reversals: `RD` money in, `RC` money out; a type code of another shape (`MCI0`).
+    assert_eq!(e[2].amount, dec("12.50"));
+    assert_eq!(e[2].code.as_deref(), Some("N024"));
+    assert_eq!(e[3].amount, dec("-3.00"));
+    assert_eq!(e[3].code.as_deref(), Some("MCI0"));
+    assert_eq!(e[3].reference.as_deref(), Some("B6022900002"));
+    // A blank between the mark and the amount.
+    assert_eq!(e[4].amount, dec("0.50"));
+}
+
+#[test]
+fn impossible_value_dates_are_the_months_last_day() {
+    assert_eq!(
+        fields::date6_lenient("160230"),
+        Some((d(2016, 2, 29), true))
+    );
+    assert_eq!(
+        fields::date6_lenient("150230"),
+        Some((d(2015, 2, 28), true))
+    );
+    assert_eq!(
+        fields::date6_lenient("250431"),
+        Some((d(2025, 4, 30), true))
+    );
+    assert_eq!(
+        fields::date6_lenient("251231"),
+        Some((d(2025, 12, 31), false))
+    );
+    assert_eq!(fields::date6_lenient("251332"), None);
+    assert_eq!(fields::date6_lenient("251300"), None);
+    assert_eq!(fields::date6("160230"), None);
+    // Balances keep the strict reading: a balance dated February 30th is a warning.
+    let file = ok(":20:A\n:25:1\n:60F:C160230EUR1,00\n:61:160230C1,00NTRFX\n");
+    assert!(file.statements[0].opening.is_none());
+    assert_eq!(file.statements[0].entries[0].date, d(2016, 2, 29));
+}
+
+// 25
+#[test]
+fn several_statements_and_accounts_in_one_file() {
+    let file = parse(MULTI_ACCOUNT).expect("parses");
+    assert_eq!(file.statements.len(), 5);
+    assert_balanced(&file);
+    let accounts: Vec<(Option<&str>, Option<&str>)> = file
+        .statements
+        .iter()
+        .map(|s| {
+            (
+                s.account.identifier.as_deref(),
+                s.account.currency.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        accounts,
+        vec![
+            // `:25:` before `:20:` belongs to the statement.
+            (Some("DE44500105175407324931"), Some("EUR")),
+            // A page without `:25:` is the account of the page before it.
+            (Some("DE44500105175407324931"), Some("EUR")),
+            // A Dutch dotted account number with its currency suffix.
+            (Some("1234.56.789"), Some("EUR")),
+            // No balance: the currency of the same account's other statement.
+            (Some("1234.56.789"), Some("EUR")),
+            (Some("CH9300762011623852957"), Some("CHF")),
+        ]
+    );
+    let st = &file.statements[1];
+    assert_eq!(st.opening.as_ref().map(|b| b.amount), Some(dec("75.00")));
+    assert_eq!(
+        file.statements[3].entries[0].currency.as_deref(),
+        Some("EUR")
+    );
+    assert_eq!(
+        file.statements[2].opening.as_ref().map(|b| b.amount),
+        Some(dec("-10.00"))
+    );
+    assert_eq!(
+        file.statements[2].entries[0].counterparty.as_deref(),
+        Some("J. de Vries")
+    );
+    assert!(
+        file.warnings
+            .iter()
+            .any(|w| w.message.contains("page of the statement before it")),
+        "{:?}",
+        file.warnings
+    );
+}
+
+#[test]
+fn sums_past_the_largest_amount_are_an_error_naming_the_line() {
+    // MT940 amounts have at most 15 digits, so only a file of absurd length could overflow;
+    // the check is the same one CAMT uses, driven here through the shared helper.
+    let mut statement = ok(SIMPLE).statements.remove(0);
+    statement.opening = Some(ParsedBalance {
+        amount: Decimal::MAX,
+        date: d(2025, 1, 1),
+        currency: None,
+    });
+    statement.entries[0].amount = Decimal::ONE;
+    let error = crate::import::model::check_statement_sums(&statement).expect_err("overflow");
+    assert_eq!(error.line, 5);
+    assert!(error.reason.contains("largest amount"), "{error}");
+}
+
+#[test]
+fn many_86_lines_for_one_entry_are_read_once() {
+    // Rabobank writes one `:86:` per line of details; all of them are the entry's text.
+    let mut text = String::from(":20:A\n:25:1\n:61:250102C1,00NTRFX\n");
+    for n in 0..2000 {
+        text.push_str(&format!(":86:part {n}\n"));
+    }
+    text.push_str(":61:250102C1,00NTRFY\n:86:other\n");
+    let file = ok(&text);
+    let e = &file.statements[0].entries;
+    let first = e[0].text.clone().unwrap_or_default();
+    assert!(first.starts_with("part 0 part 1 part 2"), "{first}");
+    assert!(first.ends_with("part 1999"), "{first}");
+    assert_eq!(e[1].text.as_deref(), Some("other"));
+}
