@@ -70,27 +70,49 @@ fn large_bank_qfx(count: usize) -> String {
 }
 
 async fn large_uploads_beyond_the_parse_queue_get_503(app: TestApp) {
-    let token = access(&app, "bulk@example.com").await;
+    // Three users, two uploads each: within the per-user import limit, so only the parse
+    // gate (shared by every user) refuses.
+    let mut tokens = Vec::new();
+    for n in 0..3 {
+        tokens.push(access(&app, &format!("bulk-{n}@example.com")).await);
+    }
     let file = large_bank_qfx(3_000);
     assert!(file.len() > 128 * 1024, "parsed on the blocking pool");
-    let uploads = (0..6).map(|_| upload(&app, "big.qfx", &file, &token));
+    let uploads = (0..6).map(|n| upload(&app, "big.qfx", &file, &tokens[n % 3]));
     let answers = futures_util::future::join_all(uploads).await;
     let mut busy = 0;
-    for answer in &answers {
+    let mut imported = [false; 3];
+    for (n, answer) in answers.iter().enumerate() {
         if answer.status.as_u16() == 503 {
             busy += 1;
             answer.expect_problem(503, "service_unavailable");
             assert_eq!(answer.header("retry-after"), Some("1"));
         } else {
             answer.expect(201);
+            imported[n % 3] = true;
         }
     }
     assert!(busy > 0, "six large parses at once overflow one slot");
     assert!(busy < 6, "the parse holding the slot completes");
     // The store holds what the successful uploads wrote, nothing half-done.
-    let account = only_account(&app, &token).await;
-    let page = transactions(&app, &token, account["id"].as_str().expect("id")).await;
-    assert_eq!(page["total_count"], 3_003);
+    for (token, imported) in tokens.iter().zip(imported) {
+        if !imported {
+            assert_eq!(
+                accounts(&app, token).await,
+                0,
+                "a refused upload writes nothing"
+            );
+            continue;
+        }
+        let account = only_account(&app, token).await;
+        let page = transactions(&app, token, account["id"].as_str().expect("id")).await;
+        assert_eq!(page["total_count"], 3_003);
+    }
+}
+
+async fn accounts(app: &TestApp, token: &str) -> u64 {
+    let list = app.get("/api/v1/accounts", Some(token)).await.expect(200);
+    list["total_count"].as_u64().unwrap_or_default()
 }
 
 mod limited {
