@@ -533,25 +533,12 @@ pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<Impo
         };
         // Reserved at once: a regrown vector briefly holds its old and its new copy.
         pending.transactions.reserve(statement.transactions.len());
-        for line in &statement.transactions {
-            let Some(item) = transaction(line, &currency) else {
-                continue;
-            };
-            match pending.by_fit_id.get(&item.provider_transaction_id) {
-                Some(&existing) => {
-                    if let Some(slot) = pending.transactions.get_mut(existing) {
-                        *slot = item;
-                    }
-                }
-                None => {
-                    pending.by_fit_id.insert(
-                        item.provider_transaction_id.clone(),
-                        pending.transactions.len(),
-                    );
-                    pending.transactions.push(item);
-                }
-            }
-        }
+        pending.transactions.extend(
+            statement
+                .transactions
+                .iter()
+                .filter_map(|line| transaction(line, &currency)),
+        );
         let statement_holdings = holdings(statement)?;
         if let Some(found) = balances(statement, &statement_holdings)? {
             pending.balances = Some(found);
