@@ -980,6 +980,32 @@ pub async fn eventually(mut done: impl FnMut() -> bool) {
 }
 
 impl TestApp {
+    /// Writes an active connection of the user straight into the store (no provider is
+    /// asked): what tests that seed records need before their accounts.
+    pub async fn active_connection(
+        &self,
+        user_id: uuid::Uuid,
+        provider_slug: &str,
+        alias: Option<&str>,
+    ) -> aggregation_core::store::ConnectionRecord {
+        self.store
+            .create_connection(&aggregation_core::store::NewConnection {
+                id: uuid::Uuid::now_v7(),
+                user_id,
+                provider_slug: provider_slug.to_owned(),
+                alias: alias.map(str::to_owned),
+                status: aggregation_core::store::ConnectionStatus::Active,
+                encrypted_credentials: None,
+                credentials_key_id: None,
+                credentials_expires_at: None,
+                created_at: aggregation_core::store::now(),
+            })
+            .await
+            .expect("connection")
+    }
+}
+
+impl TestApp {
     /// Starts connecting the sandbox provider for the user with this access token and
     /// authorizes at the sandbox: the callback's query (`?code=…&state=…`).
     pub async fn authorized_callback_query(&self, bearer: &str, alias: Option<&str>) -> String {

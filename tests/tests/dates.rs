@@ -2,8 +2,8 @@
 //! naming the field otherwise), and no date-like input, however odd, is a server error.
 
 use aggregation_core::store::{
-    AccountType, ConnectionStatus, NewAccount, NewConnection, NewSnapshot, NewTransaction,
-    SnapshotSource, TransactionStatus, TransactionType, now,
+    AccountType, NewAccount, NewSnapshot, NewTransaction, SnapshotSource, TransactionStatus,
+    TransactionType, now,
 };
 use aggregation_tests::{Backend, Setup, Target, TestApp, conformance};
 use bytes::Bytes;
@@ -125,20 +125,12 @@ struct Seeded {
 async fn seed(app: &TestApp, email: &str) -> Seeded {
     let (user_id, access, _) = app.user(email).await;
     let connection = app
-        .store
-        .create_connection(&NewConnection {
-            id: Uuid::now_v7(),
-            user_id: user_id.parse().expect("user id"),
-            provider_slug: "file_import".to_owned(),
-            alias: Some("Imported".to_owned()),
-            status: ConnectionStatus::Active,
-            encrypted_credentials: None,
-            credentials_key_id: None,
-            credentials_expires_at: None,
-            created_at: now(),
-        })
-        .await
-        .expect("connection");
+        .active_connection(
+            user_id.parse().expect("user id"),
+            "file_import",
+            Some("Imported"),
+        )
+        .await;
     let account_id = app
         .store
         .upsert_accounts(

@@ -3,8 +3,7 @@
 //! convention (money owed is negative) of each source, through sync and import.
 
 use aggregation_core::store::{
-    AccountType, AssetType, ConnectionStatus, NewAccount, NewConnection, NewHolding, NewSnapshot,
-    SnapshotSource, now,
+    AccountType, AssetType, NewAccount, NewHolding, NewSnapshot, SnapshotSource, now,
 };
 use aggregation_tests::{TestApp, conformance, upload, upload_with};
 use chrono::{DateTime, Utc};
@@ -41,21 +40,7 @@ async fn user(app: &TestApp, email: &str) -> (Uuid, String) {
 
 /// A connection of the user; its id.
 async fn connection(app: &TestApp, user_id: Uuid) -> Uuid {
-    app.store
-        .create_connection(&NewConnection {
-            id: Uuid::now_v7(),
-            user_id,
-            provider_slug: "schwab".to_owned(),
-            alias: None,
-            status: ConnectionStatus::Active,
-            encrypted_credentials: None,
-            credentials_key_id: None,
-            credentials_expires_at: None,
-            created_at: now(),
-        })
-        .await
-        .expect("connection")
-        .id
+    app.active_connection(user_id, "schwab", None).await.id
 }
 
 fn account(

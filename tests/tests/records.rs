@@ -3,8 +3,8 @@
 //! store.
 
 use aggregation_core::store::{
-    AccountType, AssetType, ConnectionRecord, ConnectionStatus, NewAccount, NewConnection,
-    NewHolding, NewSnapshot, NewTransaction, SnapshotSource, TransactionQuery, TransactionStatus,
+    AccountType, AssetType, ConnectionRecord, ConnectionStatus, NewAccount, NewHolding,
+    NewSnapshot, NewTransaction, SnapshotSource, TransactionQuery, TransactionStatus,
     TransactionType, now, provider_id,
 };
 use aggregation_tests::{TestApp, conformance};
@@ -50,20 +50,8 @@ async fn user(app: &TestApp, email: &str) -> (Uuid, String) {
 }
 
 async fn connection(app: &TestApp, user_id: Uuid, slug: &str) -> ConnectionRecord {
-    app.store
-        .create_connection(&NewConnection {
-            id: Uuid::now_v7(),
-            user_id,
-            provider_slug: slug.to_owned(),
-            alias: Some(format!("{slug} alias")),
-            status: ConnectionStatus::Active,
-            encrypted_credentials: None,
-            credentials_key_id: None,
-            credentials_expires_at: None,
-            created_at: now(),
-        })
+    app.active_connection(user_id, slug, Some(&format!("{slug} alias")))
         .await
-        .expect("connection")
 }
 
 fn account(

@@ -10,9 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aggregation_core::store::{
-    AccountType, ConnectionStatus, NewAccount, NewConnection, StoreError, now,
-};
+use aggregation_core::store::{AccountType, NewAccount, StoreError, now};
 use aggregation_core::testing::SlowStore;
 use aggregation_tests::{PASSWORD, Setup, TestApp, TestResponse, conformance};
 use uuid::Uuid;
@@ -51,21 +49,7 @@ const HISTORY: &str = "/api/v1/net-worth?from=2024-01-01&to=2024-03-01&interval=
 async fn heavy_user(app: &TestApp) -> String {
     let (id, access, _) = app.user("heavy@example.com").await;
     let user_id: Uuid = id.parse().expect("user id");
-    let connection = app
-        .store
-        .create_connection(&NewConnection {
-            id: Uuid::now_v7(),
-            user_id,
-            provider_slug: "schwab".to_owned(),
-            alias: None,
-            status: ConnectionStatus::Active,
-            encrypted_credentials: None,
-            credentials_key_id: None,
-            credentials_expires_at: None,
-            created_at: now(),
-        })
-        .await
-        .expect("connection");
+    let connection = app.active_connection(user_id, "schwab", None).await;
     app.store
         .upsert_accounts(
             connection.id,
