@@ -467,11 +467,8 @@ impl From<ImportError> for ApiError {
                     format!("The file could not be read as {format}: {error}.")
                 },
             ),
-            // A mapping field at fault (`mapping.date_format`) is the error's field; a column
-            // is named in the message of the `mapping` field.
-            ImportError::Mapping { column, reason } if column.starts_with("mapping.") => {
-                let message = format!("{column}: {reason}.");
-                ApiError::field(column, "invalid", message)
+            ImportError::MappingField { field, reason } => {
+                ApiError::field(field, "invalid", format!("{field}: {reason}."))
             }
             ImportError::Mapping { column, reason } => {
                 ApiError::field("mapping", "column", format!("Column {column}: {reason}."))

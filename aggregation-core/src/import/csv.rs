@@ -156,6 +156,15 @@ pub(crate) enum CsvError {
         /// What is wrong.
         reason: String,
     },
+    /// A field of the `mapping` itself is wrong for this file (422 naming that field, such
+    /// as `mapping.date_format`).
+    #[error("{field}: {reason}")]
+    MappingField {
+        /// The mapping field, as the request names it.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 fn mapping_error(column: impl Into<String>, reason: impl Into<String>) -> CsvError {
@@ -867,13 +876,13 @@ fn sign_rule(
                 )),
             ));
         }
-        return Err(mapping_error(
-            "mapping.invert_sign",
-            format!(
+        return Err(CsvError::MappingField {
+            field: "mapping.invert_sign",
+            reason: format!(
                 "the transaction types of column {amount_name} agree with the written signs \
                  on {agree} rows and contradict them on {disagree}; {INVERTED}"
             ),
-        ));
+        });
     }
     if columns.card && evidence.positive > evidence.negative {
         return Ok((
@@ -1033,7 +1042,10 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
     let date_format = mapping
         .and_then(|m| m.date_format.as_deref())
         .map(|written| {
-            DateFormat::new(written).map_err(|reason| mapping_error("mapping.date_format", reason))
+            DateFormat::new(written).map_err(|reason| CsvError::MappingField {
+                field: "mapping.date_format",
+                reason,
+            })
         })
         .transpose()?;
     let format = date_format.as_ref();

@@ -54,6 +54,14 @@ pub(crate) enum ImportError {
         /// What is wrong.
         reason: String,
     },
+    /// A field of the CSV `mapping` is wrong for this file (`mapping.date_format`).
+    #[error("{field}: {reason}")]
+    MappingField {
+        /// The mapping field, as the request names it.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
     /// The file was read but cannot be imported (failed sign-on, no statement, several
     /// accounts for one `account_id`).
     #[error(transparent)]
@@ -135,6 +143,9 @@ fn parse(
             Err(CsvError::Unreadable(error)) => Err(ImportError::Parse { format, error }),
             Err(CsvError::Mapping { column, reason }) => {
                 Err(ImportError::Mapping { column, reason })
+            }
+            Err(CsvError::MappingField { field, reason }) => {
+                Err(ImportError::MappingField { field, reason })
             }
         },
         Format::Camt052 | Format::Camt053 | Format::Camt054 => read(camt::parse(bytes)),

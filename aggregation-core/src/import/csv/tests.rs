@@ -513,7 +513,10 @@ fn card_types_written_against_the_sign_invert_it_with_a_warning() {
 #[test]
 fn card_types_that_contradict_each_other_ask_for_invert_sign() {
     match parse(&fixture("card_types_conflict.csv"), None) {
-        Err(CsvError::Mapping { column, reason }) => {
+        Err(CsvError::MappingField {
+            field: column,
+            reason,
+        }) => {
             assert_eq!(column, "mapping.invert_sign");
             assert!(reason.contains("invert_sign"), "{reason}");
         }
@@ -549,7 +552,10 @@ fn date_format_is_bounded_and_of_known_specifiers() {
         });
         let m: CsvMapping = serde_json::from_value(json).expect("mapping");
         match parse(&bytes, Some(&m)) {
-            Err(CsvError::Mapping { column, reason }) => {
+            Err(CsvError::MappingField {
+                field: column,
+                reason,
+            }) => {
                 assert_eq!(column, "mapping.date_format");
                 reason
             }
@@ -777,6 +783,9 @@ mod properties {
             Err(CsvError::Unreadable(e)) => assert!(!e.reason.is_empty()),
             Err(CsvError::Mapping { column, reason }) => {
                 assert!(!column.is_empty() || !reason.is_empty());
+            }
+            Err(CsvError::MappingField { field, reason }) => {
+                assert!(field.starts_with("mapping.") && !reason.is_empty());
             }
         }
     }
