@@ -46,18 +46,18 @@ async fn a_bank_file_reads_back_with_its_balances(app: TestApp) {
     .expect(201);
     assert_eq!(body["format"], "qif", "{body}");
     assert_eq!(count(&body, "accounts_created"), 1, "{body}");
-    assert_eq!(count(&body, "transactions_created"), 2, "{body}");
+    assert_eq!(count(&body, "transactions_created"), 3, "{body}");
     assert_eq!(body["warnings"], serde_json::json!([]), "{body}");
     let list = accounts(&app, &token).await;
     assert_eq!(list.len(), 1);
     let account = &list[0];
-    // The opening balance record names the account; it is no transaction.
+    // The opening balance record names the account and is its first transaction.
     assert_eq!(account["name"], "Everyday Checking");
     assert_eq!(account["account_type"], "checking");
     assert_eq!(account["currency"], "USD");
     assert_eq!(account["balance_amount"], "1350.25");
     let rows = transactions(&app, &token, account).await;
-    assert_eq!(amounts(&rows), vec!["-200.00", "50.25"]);
+    assert_eq!(amounts(&rows), vec!["-200.00", "1500.00", "50.25"]);
     let id = account["id"].as_str().expect("id");
     let snapshots = app
         .get(

@@ -1,4 +1,5 @@
-//! CSV statements: one account's rows in a bank's own layout.
+//! CSV statements: one account's rows in a bank's own layout (or several accounts' rows, told
+//! apart by an `Account` column).
 //!
 //! # What it reads
 //!
@@ -264,6 +265,9 @@ struct Columns {
     unit_currency: Option<String>,
     /// A header names a card (`Card No.`, `Card Member`): a card account's export.
     card: bool,
+    /// The column naming each row's account (`Account`, `Account Name`) in an export of several
+    /// accounts (Mint, budgeting apps); found by its header only.
+    account: Option<usize>,
 }
 
 /// How the file is laid out.
@@ -383,7 +387,15 @@ fn find_auto_header(records: &[Record], skip: usize) -> Result<(usize, Columns),
                     code: first(Role::Code),
                     status: first(Role::Status),
                     unit_currency,
-                    card: record.fields.iter().any(|f| headers::names_a_card(f)),
+                    card: record.fields.iter().any(|f| headers::names_a_card(f))
+                        && !record
+                            .fields
+                            .iter()
+                            .any(|f| headers::names_merchant_side(f)),
+                    account: record
+                        .fields
+                        .iter()
+                        .position(|f| headers::names_an_account(f)),
                 };
                 return Ok((index, columns));
             }
@@ -1133,8 +1145,7 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
 
     // Second pass: the entries.
     let mut entries = Vec::new();
-    let mut closing = Closing::default();
-    let mut currencies: Option<Option<String>> = None;
+    let mut rows: Vec<RowAccount> = Vec::new();
     walk(bytes, &layout, format, &mut warnings, |record, warnings| {
         let line = record.line;
         let date_cell = values::clean(record.get(columns.date));
@@ -1217,13 +1228,11 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
             }
             None => None,
         };
-        closing.add(date, balance);
         let currency = non_empty(record, columns.currency).map(str::to_uppercase);
-        match &currencies {
-            None => currencies = Some(currency.clone()),
-            Some(seen) if *seen != currency => currencies = Some(None),
-            Some(_) => {}
-        }
+        rows.push(RowAccount {
+            account: non_empty(record, columns.account).map(str::to_owned),
+            balance,
+        });
         let payee = non_empty(record, columns.payee);
         let payer = non_empty(record, columns.payer);
         let counterparty = if amount.is_sign_negative() {
@@ -1264,22 +1273,84 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
             "no date in the file matches date_format",
         ));
     }
-    let currency = currencies
-        .flatten()
-        .filter(|c| c.len() == 3 && c.chars().all(|ch| ch.is_ascii_alphabetic()))
-        .or_else(|| columns.unit_currency.clone());
-    let statement = ParsedStatement {
-        account: ParsedAccount {
-            currency: currency.clone(),
-            ..ParsedAccount::default()
-        },
-        closing: closing.balance(currency),
-        entries,
-        ..ParsedStatement::default()
-    };
+    let statements = statements_by_account(entries, rows, columns.unit_currency.as_ref());
+    if statements.len() > 1 {
+        warnings.push_file(format!(
+            "the account column names {} accounts: each is imported as its own account",
+            statements.len()
+        ));
+    }
     Ok(ParsedFile {
         institution: None,
-        statements: vec![statement],
+        statements,
         warnings: warnings.finish(),
     })
+}
+
+/// What a row says of its account beside its entry.
+struct RowAccount {
+    /// The account column's cell, when the file has one.
+    account: Option<String>,
+    /// The running balance after the row.
+    balance: Option<Decimal>,
+}
+
+/// The entries as statements: one, or one per account when an account column names two or
+/// more (in the order they first appear). Each statement's currency is its rows' one currency,
+/// else the header's unit; its closing balance is its own rows' latest.
+fn statements_by_account(
+    entries: Vec<ParsedEntry>,
+    rows: Vec<RowAccount>,
+    unit_currency: Option<&String>,
+) -> Vec<ParsedStatement> {
+    let mut names: Vec<Option<String>> = Vec::new();
+    let mut index: std::collections::HashMap<Option<String>, usize> =
+        std::collections::HashMap::new();
+    let mut groups: Vec<(Vec<ParsedEntry>, Closing, Option<Option<String>>)> = Vec::new();
+    let split = {
+        let mut distinct = rows.iter().filter_map(|r| r.account.as_deref());
+        distinct
+            .next()
+            .is_some_and(|first| distinct.any(|other| other != first))
+    };
+    for (entry, row) in entries.into_iter().zip(rows) {
+        let key = if split { row.account } else { None };
+        let at = *index.entry(key.clone()).or_insert_with(|| {
+            names.push(key);
+            groups.push((Vec::new(), Closing::default(), None));
+            groups.len() - 1
+        });
+        let (entries, closing, currencies) = &mut groups[at];
+        closing.add(entry.date, row.balance);
+        match currencies {
+            None => *currencies = Some(entry.currency.clone()),
+            Some(seen) if *seen != entry.currency => *currencies = Some(None),
+            Some(_) => {}
+        }
+        entries.push(entry);
+    }
+    if groups.is_empty() {
+        groups.push((Vec::new(), Closing::default(), None));
+        names.push(None);
+    }
+    names
+        .into_iter()
+        .zip(groups)
+        .map(|(name, (entries, closing, currencies))| {
+            let currency = currencies
+                .flatten()
+                .filter(|c| c.len() == 3 && c.chars().all(|ch| ch.is_ascii_alphabetic()))
+                .or_else(|| unit_currency.cloned());
+            ParsedStatement {
+                account: ParsedAccount {
+                    name,
+                    currency: currency.clone(),
+                    ..ParsedAccount::default()
+                },
+                closing: closing.balance(currency),
+                entries,
+                ..ParsedStatement::default()
+            }
+        })
+        .collect()
 }

@@ -47,11 +47,11 @@
 //!   there is no `T`); its parts are kept in the text (`category amount memo; …`); a blank
 //!   part (empty `S` and zero `$`) is dropped; parts that do not add up to `T` are a warning.
 //! - **Opening balance**: a first record whose payee is `Opening Balance` (Quicken writes one
-//!   at the top of an account's export) is no entry: it is the statement's opening balance,
-//!   dated the day before its own date. Its `L[Name]` names the account when no `!Account`
-//!   did. A statement with an opening balance gets a closing balance computed from the
-//!   entries, dated on the last entry; a statement without one gets no balances (QIF files
-//!   state none).
+//!   at the top of an account's export) is the account's first entry, as Quicken's register
+//!   and other readers (GnuCash, quiffen) show it; the statement opens at zero the day before.
+//!   Its `L[Name]` names the account when no `!Account` did. A statement with an opening
+//!   balance record gets a closing balance computed from the entries, dated on the last entry;
+//!   a statement without one gets no balances (QIF files state none).
 //! - **Investment signs** are set by the action, whatever the sign written: buys (`Buy`,
 //!   `BuyX`, `CvrShrt`, every `Reinv…`) are negative cash amounts and add units; sells
 //!   (`Sell`, `SellX`, `ShtSell`) are positive and remove units; income (`Div`, `IntInc`,
@@ -100,7 +100,7 @@ pub(crate) fn sniff(bytes: &[u8]) -> bool {
     let text = values::decode(head);
     values::lines(&text)
         .map(|(_, line)| clean(line))
-        .find(|line| !line.is_empty())
+        .find(|line| !line.is_empty() && !line.starts_with('#'))
         .is_some_and(|line| {
             let lower = line.to_ascii_lowercase();
             ["!type:", "!account", "!option:", "!clear:"]
@@ -116,7 +116,7 @@ pub(crate) fn sniff(bytes: &[u8]) -> bool {
 fn headerless_records(text: &str) -> bool {
     let mut lines = values::lines(text)
         .map(|(_, line)| clean(line))
-        .filter(|line| !line.is_empty());
+        .filter(|line| !line.is_empty() && !line.starts_with('#'));
     let Some(first) = lines.next() else {
         return false;
     };
@@ -290,6 +290,8 @@ impl<'a> Builder<'a> {
                 continue;
             };
             match code {
+                // No field code is `#`: files written by hand or by scripts carry comment lines.
+                '#' => continue,
                 '!' => self.header(line, number)?,
                 '^' => self.end_record()?,
                 _ if self.mode == Mode::Start => {
@@ -314,10 +316,10 @@ impl<'a> Builder<'a> {
                     self.push_field(code, chars.as_str(), number);
                 }
                 'D' if self.mode == Mode::Transactions
-                    && self
-                        .record
-                        .as_ref()
-                        .is_some_and(|r| r.fields.iter().any(|f| f.code == 'D')) =>
+                    && self.record.as_ref().is_some_and(|r| {
+                        r.fields.iter().any(|f| f.code == 'D')
+                            && r.fields.last().is_none_or(|f| f.code != 'S')
+                    }) =>
                 {
                     // A second date: the `^` between two records is missing.
                     self.warn(
@@ -575,9 +577,15 @@ impl Reader<'_> {
 
     fn fields<'a>(&self, record: &Record<'a>, invest: bool) -> Result<Fields<'a>, ParseError> {
         let mut out = Fields::default();
+        let mut previous = None;
         for field in &record.fields {
             let value = field.value;
+            let after_split = previous == Some('S');
+            previous = Some(field.code);
             match field.code {
+                // A date right after a split's category is that split's own date (Quicken
+                // writes one for a part paid on another day): the record keeps its own.
+                'D' if after_split => {}
                 'D' if !value.is_empty() => {
                     out.date.get_or_insert(self.date(field)?);
                 }
@@ -850,9 +858,10 @@ impl SectionState {
                 .payee
                 .is_some_and(|p| p.eq_ignore_ascii_case("opening balance"))
         {
-            let amount = bank_amount(&fields, record.line)?;
+            // The record is the account's first transaction, as Quicken's register, GnuCash
+            // and other readers show it; before it the account held nothing.
             self.opening = Some(ParsedBalance {
-                amount,
+                amount: Decimal::ZERO,
                 date: date.pred_opt().unwrap_or(date),
                 currency: None,
             });
@@ -864,7 +873,6 @@ impl SectionState {
                     .and_then(|c| non_empty(c.trim()))
                     .map(str::to_owned);
             }
-            return Ok(());
         }
         let entry = if invest {
             reader.investment_entry(record, date, &fields, &mut self.holdings, warnings)?

@@ -498,6 +498,32 @@ pub(super) fn names_a_card(cell: &str) -> bool {
         || name.contains("kartennummer")
 }
 
+/// Whether a header cell names the account of each row (`Account`, `Account Name`): an export
+/// of several accounts in one file (Mint and other budgeting apps).
+pub(super) fn names_an_account(cell: &str) -> bool {
+    matches!(
+        normalize(cell).name.as_str(),
+        "account" | "account name" | "accountname" | "account_name"
+    )
+}
+
+/// Whether a header cell belongs to a merchant's export of the payments it received (Stripe,
+/// Square, PayPal: `fee`, `customer_email`, `amount_refunded`, `captured`). Such a file names
+/// the paying customer's card (`card_id`), not a card account of the user's, and its positive
+/// amounts are money in.
+pub(super) fn names_merchant_side(cell: &str) -> bool {
+    let name = normalize(cell).name;
+    let words: Vec<&str> = name
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    matches!(
+        words.as_slice(),
+        ["fee"] | ["fees"] | ["captured"] | ["seller", "message"] | ["payout"] | ["payout", "id"]
+    ) || (words.first() == Some(&"customer") && words.len() > 1)
+        || words.windows(2).any(|w| w == ["amount", "refunded"])
+}
+
 /// Whether a date cell says the row has no date yet because it is not booked (`pending`).
 pub(super) fn is_pending_date(cell: &str) -> bool {
     matches!(

@@ -459,9 +459,15 @@ fn total_charged_is_money_out_and_pending_rows_are_skipped() {
 
 #[test]
 fn net_amount_and_journal_date_headers() {
-    let s = read("net_amount.csv");
-    assert_eq!(amounts(&s), [dec("-450.00"), dec("450.00"), dec("-450.00")]);
-    assert_eq!(s.entries[0].date, date("2019-02-04"));
+    // An accounting journal: each ledger account of `AccountName` is its own account.
+    let file = parse(&fixture("net_amount.csv"), None).expect("parses");
+    let [sales, receivables] = file.statements.as_slice() else {
+        panic!("{:?}", file.statements);
+    };
+    assert_eq!(sales.account.name.as_deref(), Some("Sales"));
+    assert_eq!(amounts(sales), [dec("-450.00")]);
+    assert_eq!(amounts(receivables), [dec("450.00"), dec("-450.00")]);
+    assert_eq!(sales.entries[0].date, date("2019-02-04"));
 }
 
 #[test]
@@ -540,6 +546,57 @@ fn a_card_export_of_positive_charges_is_inverted_with_a_warning() {
         [dec("-5.00"), dec("-3.00"), dec("8.00")]
     );
     assert!(file.warnings.is_empty(), "{:?}", file.warnings);
+}
+
+#[test]
+fn a_merchants_payments_export_naming_the_payers_card_keeps_its_signs() {
+    // A payment processor's export of the charges a shop received: the card is the paying
+    // customer's, and its positive amounts are money in.
+    let text = "id,created,amount,fee,currency,card_id,customer_email\n\
+                ch_a1,2024-03-04 10:15,40.00,1.46,eur,pm_x1,a@example.com\n\
+                ch_a2,2024-03-05 11:20,12.50,0.66,eur,pm_x2,b@example.com\n";
+    let file = parse(text.as_bytes(), None).expect("parses");
+    assert_eq!(amounts(&file.statements[0]), [dec("40.00"), dec("12.50")]);
+    assert!(file.warnings.is_empty(), "{:?}", file.warnings);
+}
+
+#[test]
+fn an_account_column_of_several_accounts_gives_one_statement_each() {
+    // A budgeting app's export of every account at once.
+    let text = "Date,Description,Amount,Account Name,Balance\n\
+                2024-05-01,Salary,2500.00,Everyday,2600.00\n\
+                2024-05-02,Move to savings,-400.00,Everyday,2200.00\n\
+                2024-05-02,Move from everyday,400.00,Rainy Day,1400.00\n\
+                2024-05-03,Groceries,-62.40,Everyday,2137.60\n";
+    let file = parse(text.as_bytes(), None).expect("parses");
+    assert_eq!(file.statements.len(), 2);
+    let names: Vec<_> = file
+        .statements
+        .iter()
+        .map(|s| s.account.name.as_deref())
+        .collect();
+    assert_eq!(names, [Some("Everyday"), Some("Rainy Day")]);
+    assert_eq!(
+        amounts(&file.statements[0]),
+        [dec("2500.00"), dec("-400.00"), dec("-62.40")]
+    );
+    assert_eq!(amounts(&file.statements[1]), [dec("400.00")]);
+    let closing = |i: usize| file.statements[i].closing.as_ref().map(|b| b.amount);
+    assert_eq!(closing(0), Some(dec("2137.60")));
+    assert_eq!(closing(1), Some(dec("1400.00")));
+    assert!(
+        file.warnings
+            .iter()
+            .any(|w| w.message.contains("2 accounts")),
+        "{:?}",
+        file.warnings
+    );
+    // One account named on every row is read as before: one statement, no name from the file.
+    let text =
+        "Date,Account,Amount\n2024-05-01,12-34-56 7890,-5.00\n2024-05-02,12-34-56 7890,-7.00\n";
+    let file = parse(text.as_bytes(), None).expect("parses");
+    assert_eq!(file.statements.len(), 1);
+    assert_eq!(file.statements[0].account.name, None);
 }
 
 #[test]

@@ -129,15 +129,16 @@ fn header_in_any_case_with_trailing_spaces() {
     assert_eq!(s.closing, None);
 }
 
-/// Quirk 2: a header with a leading space, and an opening balance naming no account.
+/// Quirk 2: a header with a leading space, and an opening balance naming no account: the
+/// opening balance record is the first entry, after a zero opening the day before.
 #[test]
 fn leading_space_and_opening_balance_without_account_name() {
     let s = only("opening_balance_no_name.qif");
     assert_eq!(s.account.name, None);
     let opening = s.opening.clone().expect("opening");
-    assert_eq!(opening.amount, dec("4706.57"));
+    assert_eq!(opening.amount, Decimal::ZERO);
     assert_eq!(opening.date, day(1995, 12, 2));
-    assert_eq!(amounts(&s), vec![dec("-6.57")]);
+    assert_eq!(amounts(&s), vec![dec("4706.57"), dec("-6.57")]);
     let closing = s.closing.expect("closing");
     assert_eq!(closing.amount, dec("4700.00"));
     assert_eq!(closing.date, day(1995, 12, 4));
@@ -483,7 +484,7 @@ fn opening_balance_names_the_account() {
     assert_eq!(
         s.opening,
         Some(ParsedBalance {
-            amount: dec("1500.00"),
+            amount: Decimal::ZERO,
             date: day(2023, 12, 31),
             currency: None
         })
@@ -496,8 +497,9 @@ fn opening_balance_names_the_account() {
             currency: None
         })
     );
-    assert_eq!(s.entries.len(), 2);
-    assert_eq!(s.entries[0].code.as_deref(), Some("1001"));
+    assert_eq!(s.entries.len(), 3);
+    assert_eq!(s.entries[0].amount, dec("1500.00"));
+    assert_eq!(s.entries[1].code.as_deref(), Some("1001"));
 }
 
 /// Quirk 25: the German `Oth S`, `Oth L`, transfers, and an unknown section skipped with a
@@ -831,7 +833,9 @@ fn a_generated_megabyte_reads_back() {
         .entries
         .iter()
         .fold(Decimal::ZERO, |sum, e| sum + e.amount);
-    assert_eq!(closing.amount, dec("1000.00") + sum);
+    // The opening balance record (1000.00) is the first entry.
+    assert_eq!(statement.entries[0].amount, dec("1000.00"));
+    assert_eq!(closing.amount, sum);
     assert!(statement.entries.len() > 10_000);
 }
 
@@ -851,4 +855,30 @@ fn parse_ten_mib() {
 fn generate_ten_mib_only() {
     let text = generated(10 << 20);
     assert!(text.len() >= 10 << 20);
+}
+
+/// Quirk 32: comment lines starting with `#` (hand-written and script-written files), before the
+/// first header and between records, are skipped; the file is still recognised as QIF.
+#[test]
+fn comment_lines_are_skipped() {
+    let bytes = fixture("comment_lines.qif");
+    assert!(sniff(&bytes));
+    let file = read("comment_lines.qif");
+    assert_eq!(file.statements.len(), 1);
+    assert_eq!(
+        amounts(&file.statements[0]),
+        vec![dec("-64.10"), dec("-950.00")]
+    );
+    assert!(file.warnings.is_empty(), "{:?}", file.warnings);
+}
+
+/// Quirk 33: a `D` line right after a split's `S` line is the split's own date, not the start of
+/// a new record: the record keeps its date and total, and no warning is raised.
+#[test]
+fn a_date_inside_a_split_belongs_to_the_split() {
+    let file = read("split_dates.qif");
+    let s = &file.statements[0];
+    assert_eq!(amounts(s), vec![dec("-80.00"), dec("1500.00")]);
+    assert_eq!(dates(s)[0], day(2022, 3, 5));
+    assert!(file.warnings.is_empty(), "{:?}", file.warnings);
 }
