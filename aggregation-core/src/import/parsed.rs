@@ -21,7 +21,9 @@
 //!   value: `12.5` = `12.50`), the counterparty and the text; the id is `h:` + 32 hex digits +
 //!   `:` + the row's ordinal among identical rows of its statement. Two identical coffees on
 //!   one day stay two; the same rows in an overlapping statement get the same ids. Entries
-//!   with the same id in one file are one transaction (the later one wins).
+//!   with the same id, date and amount in one file are one transaction (the later one wins); a
+//!   reference reused with another date or amount is another transaction, its id suffixed
+//!   `#2`, `#3`, … (banks reuse references: counterparty numbers, `EREF`, constant FITIDs).
 //! - **Transaction fields**: status `pending` for pending entries (CAMT `PDNG`, MT942), else
 //!   `settled`; description `counterparty - text` (either alone when the other is missing or
 //!   the same); subtype = the bank's code or QIF action; settlement date = the value date;
@@ -515,14 +517,17 @@ mod tests {
         let mut first = entry("2024-03-01", "-10", "Rent");
         first.reference = Some(" REF1 ".to_owned());
         let mut booked = first.clone();
-        booked.amount = dec("-11");
+        booked.text = Some("Rent March".to_owned());
+        // The same reference on another day is another transaction.
+        let mut reused = entry("2024-03-05", "-11", "Rent garage");
+        reused.reference = Some("REF1".to_owned());
         let mut pending = entry("2024-03-02", "-1", "Card");
         pending.status = EntryStatus::Pending;
         let file = ParsedFile {
             institution: Some("Example Bank".to_owned()),
             statements: vec![
                 statement(Some("DE89 3704 0044 0532 0130 00"), vec![first, pending]),
-                statement(Some("DE89370400440532013000"), vec![booked]),
+                statement(Some("DE89370400440532013000"), vec![booked, reused]),
             ],
             ..ParsedFile::default()
         };
@@ -535,10 +540,16 @@ mod tests {
         );
         assert_eq!(account.account.name, "Example Bank Checking ****3000");
         assert_eq!(account.account.currency, "USD", "nothing says otherwise");
-        assert_eq!(account.transactions.len(), 2);
+        assert_eq!(account.transactions.len(), 3);
         assert_eq!(account.transactions[0].provider_transaction_id, "REF1");
-        assert_eq!(account.transactions[0].amount, dec("-11"), "the later wins");
+        assert_eq!(
+            account.transactions[0].description.as_deref(),
+            Some("Rent March"),
+            "the later wins"
+        );
         assert_eq!(account.transactions[1].status, TransactionStatus::Pending);
+        assert_eq!(account.transactions[2].provider_transaction_id, "REF1#2");
+        assert_eq!(account.transactions[2].amount, dec("-11"));
     }
 
     #[test]

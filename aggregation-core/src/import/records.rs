@@ -430,9 +430,14 @@ fn balances(statement: &Statement, holdings: &[NewHolding]) -> Result<Option<Bal
 }
 
 /// Keeps one transaction per provider id: the last one read, in the place of the first (a later
-/// statement of an account restates an earlier one). One pass over the account's rows with a
-/// map that borrows their ids, rather than a map of copied ids kept while the file is read.
+/// statement of an account restates an earlier one). A row whose id repeats with another date
+/// or amount is another transaction, not a restatement (banks reuse references: MT940 customer
+/// references naming the counterparty, `EREF`, constant OFX FITIDs): it keeps its place under
+/// the id suffixed `#2`, `#3`, … in reading order, so nothing read is dropped and a re-import
+/// gives the same ids. One pass over the account's rows with maps that borrow their ids, rather
+/// than maps of copied ids kept while the file is read.
 pub(crate) fn keep_last_by_id(transactions: &mut Vec<NewTransaction>) {
+    tell_reused_ids_apart(transactions);
     let mut restated: Vec<(usize, usize)> = Vec::new();
     let mut first: HashMap<&str, usize> = HashMap::with_capacity(transactions.len());
     for (at, item) in transactions.iter().enumerate() {
@@ -461,6 +466,41 @@ pub(crate) fn keep_last_by_id(transactions: &mut Vec<NewTransaction>) {
         at += 1;
         keep
     });
+}
+
+/// Suffixes the id of every row whose id an earlier row carries with another date or amount:
+/// `#n` for the n-th distinct (date, amount) of that id.
+fn tell_reused_ids_apart(transactions: &mut [NewTransaction]) {
+    let mut renamed: Vec<(usize, usize)> = Vec::new();
+    let mut versions: HashMap<&str, Vec<(chrono::NaiveDate, Decimal)>> =
+        HashMap::with_capacity(transactions.len());
+    for (at, item) in transactions.iter().enumerate() {
+        let version = (item.transaction_date, item.amount);
+        match versions.entry(item.provider_transaction_id.as_str()) {
+            Entry::Vacant(slot) => {
+                slot.insert(vec![version]);
+            }
+            Entry::Occupied(mut seen) => {
+                let seen = seen.get_mut();
+                let ordinal = match seen.iter().position(|v| *v == version) {
+                    Some(index) => index + 1,
+                    None => {
+                        seen.push(version);
+                        seen.len()
+                    }
+                };
+                if ordinal > 1 {
+                    renamed.push((at, ordinal));
+                }
+            }
+        }
+    }
+    drop(versions);
+    for (at, ordinal) in renamed {
+        if let Some(item) = transactions.get_mut(at) {
+            item.provider_transaction_id = format!("{}#{ordinal}", item.provider_transaction_id);
+        }
+    }
 }
 
 /// One account being assembled from the file's statements.
@@ -595,7 +635,7 @@ mod tests {
 <BANKTRANLIST><DTSTART>20240101<DTEND>20240131
 <STMTTRN><TRNTYPE>DEBIT<DTPOSTED>20240105<TRNAMT>-12.50<FITID>A1<NAME>Coffee<MEMO>Card 1234</STMTTRN>
 <STMTTRN><TRNTYPE>INT<DTPOSTED>20240131<TRNAMT>0.42<FITID>A2<NAME>Interest</STMTTRN>
-<STMTTRN><TRNTYPE>INT<DTPOSTED>20240131<TRNAMT>0.43<FITID>A2<NAME>Interest</STMTTRN>
+<STMTTRN><TRNTYPE>INT<DTPOSTED>20240131<TRNAMT>0.42<FITID>A2<NAME>Interest January</STMTTRN>
 </BANKTRANLIST>
 <LEDGERBAL><BALAMT>1000.00<DTASOF>20240131</LEDGERBAL>
 <AVAILBAL><BALAMT>900.00<DTASOF>20240131</AVAILBAL>
@@ -666,30 +706,73 @@ mod tests {
         let doc = parse_ofx(BANK.as_bytes()).expect("parses");
         let batch = import_batch(&doc, Utc::now()).expect("importable");
         let row = batch.institutions[0].accounts[0].transactions[0].clone();
-        let version = |id: &str, cents: i64| NewTransaction {
+        // A restatement has the same date and amount; its text or status may have changed.
+        let version = |id: &str, cents: i64, text: &str| NewTransaction {
             provider_transaction_id: id.to_owned(),
             amount: Decimal::new(cents, 2),
+            description: Some(text.to_owned()),
             ..row.clone()
         };
         let mut rows = vec![
-            version("a", 1),
-            version("b", 2),
-            version("a", 3),
-            version("c", 4),
-            version("a", 5),
-            version("b", 6),
+            version("a", 1, "a first"),
+            version("b", 2, "b first"),
+            version("a", 1, "a second"),
+            version("c", 4, "c"),
+            version("a", 1, "a last"),
+            version("b", 2, "b last"),
         ];
         keep_last_by_id(&mut rows);
-        let kept: Vec<(&str, Decimal)> = rows
+        let kept: Vec<(&str, Option<&str>)> = rows
             .iter()
-            .map(|row| (row.provider_transaction_id.as_str(), row.amount))
+            .map(|row| {
+                (
+                    row.provider_transaction_id.as_str(),
+                    row.description.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kept,
+            [("a", Some("a last")), ("b", Some("b last")), ("c", Some("c"))]
+        );
+    }
+
+    #[test]
+    fn a_reused_id_with_another_amount_or_date_is_another_transaction() {
+        let doc = parse_ofx(BANK.as_bytes()).expect("parses");
+        let batch = import_batch(&doc, Utc::now()).expect("importable");
+        let row = batch.institutions[0].accounts[0].transactions[0].clone();
+        let day = row.transaction_date;
+        let next = day.succ_opt().expect("a next day");
+        let version = |cents: i64, date: chrono::NaiveDate, text: &str| NewTransaction {
+            provider_transaction_id: "0987654321".to_owned(),
+            amount: Decimal::new(cents, 2),
+            transaction_date: date,
+            description: Some(text.to_owned()),
+            ..row.clone()
+        };
+        let mut rows = vec![
+            version(-2000, day, "first payment"),
+            version(-500, next, "second payment"),
+            version(-2000, day, "first payment, restated"),
+            version(-2000, next, "third payment"),
+        ];
+        keep_last_by_id(&mut rows);
+        let kept: Vec<(&str, Option<&str>)> = rows
+            .iter()
+            .map(|row| {
+                (
+                    row.provider_transaction_id.as_str(),
+                    row.description.as_deref(),
+                )
+            })
             .collect();
         assert_eq!(
             kept,
             [
-                ("a", Decimal::new(5, 2)),
-                ("b", Decimal::new(6, 2)),
-                ("c", Decimal::new(4, 2))
+                ("0987654321", Some("first payment, restated")),
+                ("0987654321#2", Some("second payment")),
+                ("0987654321#3", Some("third payment")),
             ]
         );
     }
@@ -718,7 +801,11 @@ mod tests {
         assert_eq!(coffee.transaction_type, TransactionType::Other);
         assert_eq!(coffee.subtype.as_deref(), Some("DEBIT"));
         assert_eq!(coffee.description.as_deref(), Some("Coffee - Card 1234"));
-        assert_eq!(account.transactions[1].amount, dec("0.43"));
+        // The restatement (same date and amount) wins, in the first one's place.
+        assert_eq!(
+            account.transactions[1].description.as_deref(),
+            Some("Interest January")
+        );
         assert_eq!(
             account.transactions[1].transaction_type,
             TransactionType::Income
