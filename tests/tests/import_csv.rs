@@ -21,6 +21,8 @@ conformance!(
     card_export_signs_are_checked_against_transaction_types,
     a_broken_row_is_400_naming_the_line,
     encodings_and_layouts_are_detected,
+    an_export_of_several_accounts_makes_one_account_each,
+    a_merchants_payments_export_keeps_its_signs,
 );
 
 const DE_PREAMBLE: &[u8] =
@@ -304,4 +306,56 @@ async fn card_export_signs_are_checked_against_transaction_types(app: TestApp) {
     );
     let list = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
     assert_eq!(list["total_count"], 1, "{list}");
+}
+
+async fn an_export_of_several_accounts_makes_one_account_each(app: TestApp) {
+    let token = access(&app, "csv-several@example.com").await;
+    let file = "Date,Description,Amount,Account Name\n\
+                2024-05-01,Salary,2500.00,Everyday\n\
+                2024-05-02,Move to savings,-400.00,Everyday\n\
+                2024-05-02,Move from everyday,400.00,Rainy Day\n";
+    let body = import(&app, &token, "budget.csv", file.as_bytes(), &[]).await;
+    assert_eq!(body["accounts_created"], 2, "{body}");
+    assert_eq!(body["transactions_created"], 3, "{body}");
+    let list = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
+    let mut names: Vec<(String, String)> = Vec::new();
+    for account in list["accounts"].as_array().cloned().unwrap_or_default() {
+        let name = account["name"].as_str().unwrap_or_default().to_owned();
+        let rows = amounts(&app, &token, id_of(&account)).await.join(" ");
+        names.push((name, rows));
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ("Everyday".to_owned(), "-400.00 2500.00".to_owned()),
+            ("Rainy Day".to_owned(), "400.00".to_owned())
+        ]
+    );
+    // Into one existing account: refused, naming account_id; nothing written.
+    let account = list["accounts"][0]["id"].as_str().expect("id").to_owned();
+    let refused = upload_with(
+        &app,
+        Some("budget.csv"),
+        file.as_bytes(),
+        &[("account_id", account.as_str())],
+        &token,
+    )
+    .await
+    .expect_problem(422, "validation_failed");
+    assert!(refused.to_string().contains("account_id"), "{refused}");
+}
+
+async fn a_merchants_payments_export_keeps_its_signs(app: TestApp) {
+    let token = access(&app, "csv-merchant@example.com").await;
+    let file = "id,created,amount,fee,currency,card_id,customer_email\n\
+                ch_a1,2024-03-04 10:15,40.00,1.46,eur,pm_x1,a@example.com\n\
+                ch_a2,2024-03-05 11:20,12.50,0.66,eur,pm_x2,b@example.com\n";
+    let body = import(&app, &token, "payments.csv", file.as_bytes(), &[]).await;
+    assert_eq!(body["warnings"], serde_json::json!([]), "{body}");
+    let account = only_account(&app, &token).await;
+    assert_eq!(
+        amounts(&app, &token, id_of(&account)).await,
+        ["12.50", "40.00"]
+    );
 }

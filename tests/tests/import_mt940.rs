@@ -15,6 +15,7 @@ conformance!(
     overlapping_statements_never_duplicate,
     two_identical_rows_on_one_day_stay_two,
     bank_references_identify_rows,
+    a_reference_reused_for_other_payments_keeps_every_row,
     mt942_lines_are_pending,
     a_balance_that_does_not_add_up_is_a_warning,
     a_broken_statement_line_is_400_naming_it,
@@ -152,6 +153,29 @@ async fn bank_references_identify_rows(app: TestApp) {
         String::from_utf8_lossy(NL_BANK_SWIFT).replace("Factuur 2025-887", "Factuur 2025-888");
     let body = send(&app, "mt940.swi", changed.as_bytes(), &token).await;
     assert_eq!(count(&body, "transactions_created"), 0, "{body}");
+}
+
+async fn a_reference_reused_for_other_payments_keeps_every_row(app: TestApp) {
+    let token = access(&app, "mt940-reused@example.com").await;
+    // The customer reference is the counterparty's account number, the same on every payment
+    // to it: three payments (two on one day), not one restated three times.
+    let file = ":20:B\r\n:25:NL02ABNA0123456789\r\n:60F:C250401EUR500,00\r\n\
+:61:2504020402D20,00NIOB0987654321\r\n:86:0987654321 J. Jansen huur\r\n\
+:61:2504020402D5,00NIOB0987654321\r\n:86:0987654321 J. Jansen borg\r\n\
+:61:2504090409D20,00NIOB0987654321\r\n:86:0987654321 J. Jansen huur\r\n\
+:62F:C250409EUR455,00\r\n-\r\n";
+    let body = send(&app, "reused.sta", file.as_bytes(), &token).await;
+    assert_eq!(count(&body, "transactions_created"), 3, "{body}");
+    assert_eq!(body["warnings"], serde_json::json!([]), "{body}");
+    let list = accounts(&app, &token).await;
+    let id = list[0]["id"].as_str().expect("id");
+    assert_eq!(
+        amounts(&rows(&app, &token, id).await),
+        ["-20.00", "-20.00", "-5.00"]
+    );
+    let body = send(&app, "reused.sta", file.as_bytes(), &token).await;
+    assert_eq!(count(&body, "transactions_created"), 0, "{body}");
+    assert_eq!(count(&body, "transactions_skipped"), 3, "{body}");
 }
 
 async fn mt942_lines_are_pending(app: TestApp) {

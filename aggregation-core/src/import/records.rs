@@ -733,7 +733,11 @@ mod tests {
             .collect();
         assert_eq!(
             kept,
-            [("a", Some("a last")), ("b", Some("b last")), ("c", Some("c"))]
+            [
+                ("a", Some("a last")),
+                ("b", Some("b last")),
+                ("c", Some("c"))
+            ]
         );
     }
 
