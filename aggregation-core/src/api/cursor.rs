@@ -84,7 +84,32 @@ pub(crate) fn split_page<T>(
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Whatever a client sends as a cursor is a position of its own listing or a 422,
+        /// never a panic; and every issued cursor reads back as its id.
+        #[test]
+        fn any_cursor_is_a_position_or_422(
+            raw in "[A-Za-z0-9_=+/ -]{0,40}|\\PC{0,30}",
+            bytes in proptest::collection::vec(any::<u8>(), 16),
+        ) {
+            for listing in [Listing::Holdings, Listing::BalanceHistory] {
+                if let Ok(Some(id)) = parameter(listing, Some(raw.clone())) {
+                    prop_assert_eq!(encode(listing, id), raw.trim());
+                }
+                let id = Uuid::from_slice(&bytes).unwrap_or_default();
+                prop_assert_eq!(
+                    parameter(listing, Some(encode(listing, id))).ok(),
+                    Some(Some(id))
+                );
+            }
+        }
+    }
 
     #[test]
     fn a_cursor_names_its_row_in_its_own_listing_only() {
