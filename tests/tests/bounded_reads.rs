@@ -20,6 +20,7 @@ conformance!(
     account_holdings_page_by_cursor,
     balance_history_pages_by_cursor,
     page_parameters_out_of_shape_are_422,
+    the_document_states_the_page_bounds,
     portfolio_past_its_holding_cap_is_400,
 );
 
@@ -479,4 +480,31 @@ async fn portfolio_past_its_holding_cap_is_400(app: TestApp) {
     app.get("/api/v1/holdings?limit=1", Some(&access))
         .await
         .expect(200);
+}
+
+async fn the_document_states_the_page_bounds(app: TestApp) {
+    let document = app.get("/api/v1/openapi.json", None).await.expect(200);
+    for path in [
+        "/api/v1/holdings",
+        "/api/v1/accounts/{id}/holdings",
+        "/api/v1/accounts/{id}/balance-history",
+    ] {
+        let parameters = document["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{path} has parameters"));
+        let schema = |name: &str| {
+            parameters
+                .iter()
+                .find(|parameter| parameter["name"] == name)
+                .map(|parameter| parameter["schema"].clone())
+                .unwrap_or_else(|| panic!("{path} has no parameter {name}"))
+        };
+        let limit = schema("limit");
+        assert_eq!(
+            (limit["minimum"].clone(), limit["maximum"].clone()),
+            (1.into(), 1000.into()),
+            "{path}"
+        );
+        assert_eq!(schema("cursor")["pattern"], "^[A-Za-z0-9_-]{23}$", "{path}");
+    }
 }
