@@ -4,6 +4,9 @@
 //! `AGG_BENCH_DATABASE_URL` names a PostgreSQL server, into a database created for the run and
 //! dropped after it.
 //!
+//! `import_ofx_size` parses a statement of 25,000 transactions and one of 50,000, in each
+//! syntax: the time of each pair should be about double (no step is quadratic).
+//!
 //! `cargo bench -p aggregation-benches --bench import`. Parse throughput is reported in bytes/s
 //! and transactions/s; the import in transactions/s. Each import iteration goes to a new
 //! institution (its `ORG` is changed outside the timing), so every iteration creates a
@@ -132,6 +135,43 @@ fn parse(c: &mut Criterion) {
     group.finish();
 }
 
+/// Transactions of the smaller file of [`twice_the_size`] (about 5 MiB of OFX 1.x).
+const SCALING_TRANSACTIONS: usize = 25_000;
+
+/// The cost of a file twice as large, in both OFX syntaxes: the ratio of each pair of times
+/// should be about 2 (linear parsing, decisions.md "One user's work never hurts another's").
+fn twice_the_size(c: &mut Criterion) {
+    let mut group = c.benchmark_group("import_ofx_size");
+    group.sample_size(10);
+    group.sampling_mode(SamplingMode::Flat);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(4));
+    for (size, count) in [
+        ("1x", SCALING_TRANSACTIONS),
+        ("2x", 2 * SCALING_TRANSACTIONS),
+    ] {
+        let document = statement_document(count);
+        for (syntax, text) in [
+            ("ofx1_sgml", write_ofx1(&document)),
+            ("ofx2_xml", write_ofx2(&document)),
+        ] {
+            let parsed = parse_ofx(text.as_bytes()).expect("the written file parses");
+            assert_eq!(
+                parsed.statements.first().map(|s| s.transactions.len()),
+                Some(count)
+            );
+            group.throughput(Throughput::ElementsAndBytes {
+                elements: count as u64,
+                bytes: text.len() as u64,
+            });
+            group.bench_function(format!("{syntax}_{size}"), |b| {
+                b.iter(|| parse_ofx(std::hint::black_box(text.as_bytes())).expect("parses"));
+            });
+        }
+    }
+    group.finish();
+}
+
 /// The multipart body of an upload of `file` as `statement.qfx`.
 fn multipart(file: &str) -> Bytes {
     let mut body = Vec::with_capacity(file.len() + 256);
@@ -243,5 +283,5 @@ fn end_to_end(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, parse, end_to_end);
+criterion_group!(benches, parse, twice_the_size, end_to_end);
 criterion_main!(benches);

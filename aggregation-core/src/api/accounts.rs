@@ -121,6 +121,9 @@ impl From<RecordError> for ApiError {
                     error.to_string(),
                 )])
             }
+            RecordError::PortfolioTooCostly { .. } => {
+                ApiError::new(ErrorCode::CommandValidationFailed, error.to_string())
+            }
             RecordError::Store(store) => store.into(),
         }
     }

@@ -7,15 +7,17 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::accounts::sum_by_currency;
+use super::cursor::{self, Listing};
 use super::extract::{PathId, Query, User};
+use super::openapi::schemas;
 use super::routes::{Route, limited, route};
-use super::validate::{AllValid as _, Validate, query};
+use super::validate::{AllValid as _, ParameterSchema, Validate, query};
 use super::{ApiResult, json};
 use crate::app::App;
 use crate::config::Config;
 use crate::problem::ApiError;
 use crate::rate_limit::policy::API_READ;
-use crate::store::{AssetType, HoldingFilter, HoldingRecord};
+use crate::store::{AssetType, HoldingFilter, HoldingPage, HoldingRecord, PageAfter};
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/holdings" => list, limited(API_READ),
@@ -24,8 +26,13 @@ pub(crate) const ROUTES: &[Route] = &[
         "List the holdings of one of the caller's accounts", [200: HoldingList<'static>]),
 ];
 
-/// The `active_only` (default true) and `asset_type` filters, and `symbol` (matched
-/// case-insensitively) across accounts.
+/// The most holdings one page lists, and the default page size: a user's holdings are not
+/// bounded (every import and holdings sync may add positions), the cost of one answer is.
+const MAX_LIMIT: i64 = 1_000;
+const DEFAULT_LIMIT: u32 = 1_000;
+
+/// The `active_only` (default true) and `asset_type` filters, `symbol` (matched
+/// case-insensitively) across accounts, and the page.
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct FilterQuery {
     #[param(value_type = Option<bool>)]
@@ -33,13 +40,23 @@ pub(crate) struct FilterQuery {
     #[param(value_type = Option<AssetType>, inline)]
     asset_type: Option<String>,
     symbol: Option<String>,
+    /// Page size, 1 to 1,000 (default 1,000); `has_more` and `next_cursor` name the next page.
+    #[param(value_type = Option<i64>)]
+    limit: Option<String>,
+    /// The `next_cursor` of the previous page (with the same filters): the page after it.
+    #[param(value_type = Option<String>, pattern = "^[A-Za-z0-9_-]{23}$",
+        example = "SAGS86QREX2OnwARIjNEVWY")]
+    cursor: Option<String>,
 }
 
 impl Validate for FilterQuery {
-    type Valid = HoldingFilter;
+    type Valid = (HoldingFilter, PageAfter);
+
+    const PARAMETER_SCHEMAS: &'static [ParameterSchema] =
+        &[("limit", || schemas::query_integer(1, Some(MAX_LIMIT)))];
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        let (active_only, asset_type) = (
+        let (active_only, asset_type, limit, after) = (
             query::flag("active_only", self.active_only, true),
             query::choice(
                 "asset_type",
@@ -47,14 +64,17 @@ impl Validate for FilterQuery {
                 AssetType::ALL,
                 AssetType::as_str,
             ),
+            query::integer("limit", self.limit, 1, MAX_LIMIT, DEFAULT_LIMIT),
+            cursor::parameter(Listing::Holdings, self.cursor),
         )
             .all_valid()?;
-        Ok(HoldingFilter {
+        let filter = HoldingFilter {
             account_id: None,
             active_only,
             asset_type,
             symbol: query::string(self.symbol),
-        })
+        };
+        Ok((filter, PageAfter { limit, after }))
     }
 }
 
@@ -112,32 +132,47 @@ fn holding_json(holding: &HoldingRecord) -> HoldingJson<'_> {
 #[derive(Serialize, utoipa::ToSchema)]
 struct HoldingList<'a> {
     holdings: Vec<HoldingJson<'a>>,
-    total_count: usize,
-    active_count: usize,
-    /// Sum of `market_value` of the listed holdings per currency, as decimal strings.
+    /// Every matching holding, not only this page.
+    total_count: u64,
+    /// The active ones among every matching holding.
+    active_count: u64,
+    /// Sum of `market_value` of the listed holdings (this page) per currency, as decimal
+    /// strings.
     total_market_value_by_currency: std::collections::BTreeMap<&'a str, String>,
+    /// Whether another page follows.
+    has_more: bool,
+    /// The `cursor` of the next page; null on the last.
+    next_cursor: Option<String>,
 }
 
-fn holding_list(holdings: &[HoldingRecord]) -> ApiResult {
+fn holding_list(page: HoldingPage, limit: u32) -> ApiResult {
+    let (holdings, next_cursor) =
+        cursor::split_page(Listing::Holdings, page.items, limit, |holding| holding.id);
     json(
         StatusCode::OK,
         &HoldingList {
             holdings: holdings.iter().map(holding_json).collect(),
-            total_count: holdings.len(),
-            active_count: holdings.iter().filter(|holding| holding.is_active).count(),
+            total_count: page.total_count,
+            active_count: page.active_count,
             total_market_value_by_currency: sum_by_currency(
                 holdings
                     .iter()
                     .map(|holding| (holding.currency.as_str(), holding.market_value)),
             ),
+            has_more: next_cursor.is_some(),
+            next_cursor,
         },
     )
 }
 
 /// `GET /api/v1/holdings`
-async fn list(state: &App, User(claims): User, Query(filter): Query<FilterQuery>) -> ApiResult {
-    let holdings = state.records.holdings(claims.sub, &filter).await?;
-    holding_list(&holdings)
+async fn list(
+    state: &App,
+    User(claims): User,
+    Query((filter, page)): Query<FilterQuery>,
+) -> ApiResult {
+    let holdings = state.records.holdings(claims.sub, &filter, page).await?;
+    holding_list(holdings, page.limit)
 }
 
 /// `GET /api/v1/accounts/{id}/holdings`
@@ -145,7 +180,7 @@ async fn list_for_account(
     state: &App,
     User(claims): User,
     PathId(account_id): PathId,
-    Query(filter): Query<FilterQuery>,
+    Query((filter, page)): Query<FilterQuery>,
 ) -> ApiResult {
     // The account's listing takes no symbol filter.
     let filter = HoldingFilter {
@@ -154,7 +189,7 @@ async fn list_for_account(
     };
     let holdings = state
         .records
-        .holdings_of_account(claims.sub, account_id, filter)
+        .holdings_of_account(claims.sub, account_id, filter, page)
         .await?;
-    holding_list(&holdings)
+    holding_list(holdings, page.limit)
 }

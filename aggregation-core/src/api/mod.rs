@@ -63,6 +63,7 @@ pub(crate) mod accounts;
 pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod body;
+pub(crate) mod cursor;
 pub(crate) mod events;
 pub(crate) mod extract;
 pub(crate) mod handler;

@@ -7,6 +7,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::cursor::{self, Listing};
 use super::extract::{PathId, Query, User};
 use super::openapi::schemas;
 use super::routes::{Route, limited, route};
@@ -16,13 +17,13 @@ use crate::app::App;
 use crate::config::Config;
 use crate::problem::{ApiError, FieldError};
 use crate::rate_limit::policy::API_READ;
-use crate::store::{SnapshotRecord, SnapshotSource};
+use crate::store::{PageAfter, SnapshotRecord, SnapshotSource};
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/balance-snapshots" => latest, limited(API_READ),
         "The latest balance snapshot of each of the caller's accounts", [200: SnapshotList<'static>]),
     route!(GET "/api/v1/accounts/{id}/balance-history" => history, limited(API_READ),
-        "The balance snapshots of an account over a period", [200: SnapshotList<'static>]),
+        "The balance snapshots of an account over a period", [200: SnapshotHistory<'static>]),
     route!(GET "/api/v1/accounts/{id}/balance-snapshots" => list_for_account, limited(API_READ),
         "The newest balance snapshots of an account", [200: SnapshotList<'static>]),
 ];
@@ -30,6 +31,10 @@ pub(crate) const ROUTES: &[Route] = &[
 /// Bounds and default of the per-account listing.
 const MAX_LIMIT: i64 = 100;
 const DEFAULT_LIMIT: u32 = 30;
+/// The most snapshots one page of the history lists, and its default page size: every sync
+/// and import adds one per account, so a long range is not bounded, the cost of one answer is.
+const MAX_HISTORY_LIMIT: i64 = 1_000;
+const DEFAULT_HISTORY_LIMIT: u32 = 1_000;
 
 /// `start_date`, `end_date` (both required) and `source` of the balance history.
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -42,12 +47,32 @@ pub(crate) struct HistoryQuery {
     end_date: Option<String>,
     #[param(value_type = Option<SnapshotSource>, inline)]
     source: Option<String>,
+    /// Page size, 1 to 1,000 (default 1,000); `has_more` and `next_cursor` name the next page.
+    #[param(value_type = Option<i64>)]
+    limit: Option<String>,
+    /// The `next_cursor` of the previous page (with the same range and source): the page
+    /// after it.
+    #[param(value_type = Option<String>, pattern = "^[A-Za-z0-9_-]{23}$",
+        example = "UwGS86QREX2OnwARIjNEVWY")]
+    cursor: Option<String>,
+}
+
+/// What the balance history asks for.
+pub(crate) struct HistoryRange {
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    source: Option<SnapshotSource>,
+    page: PageAfter,
 }
 
 impl Validate for HistoryQuery {
-    type Valid = (DateTime<Utc>, DateTime<Utc>, Option<SnapshotSource>);
+    type Valid = HistoryRange;
 
     const REQUIRED_PARAMETERS: &'static [&'static str] = &["start_date", "end_date"];
+
+    const PARAMETER_SCHEMAS: &'static [ParameterSchema] = &[("limit", || {
+        schemas::query_integer(1, Some(MAX_HISTORY_LIMIT))
+    })];
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
         let start = query::required_datetime("start_date", self.start_date, false);
@@ -61,8 +86,27 @@ impl Validate for HistoryQuery {
             )),
             _ => Ok(()),
         };
-        let (start, end, source, ()) = (start, end, source, ordered).all_valid()?;
-        Ok((start, end, source))
+        let (start, end, source, (), limit, after) = (
+            start,
+            end,
+            source,
+            ordered,
+            query::integer(
+                "limit",
+                self.limit,
+                1,
+                MAX_HISTORY_LIMIT,
+                DEFAULT_HISTORY_LIMIT,
+            ),
+            cursor::parameter(Listing::BalanceHistory, self.cursor),
+        )
+            .all_valid()?;
+        Ok(HistoryRange {
+            start,
+            end,
+            source,
+            page: PageAfter { limit, after },
+        })
     }
 }
 
@@ -129,6 +173,18 @@ struct SnapshotList<'a> {
     total_count: u64,
 }
 
+/// A page of an account's balance history.
+#[derive(Serialize, utoipa::ToSchema)]
+struct SnapshotHistory<'a> {
+    snapshots: Vec<SnapshotJson<'a>>,
+    /// Every snapshot of the range, not only this page.
+    total_count: u64,
+    /// Whether another page follows.
+    has_more: bool,
+    /// The `cursor` of the next page; null on the last.
+    next_cursor: Option<String>,
+}
+
 fn snapshot_list(snapshots: &[SnapshotRecord], total_count: u64) -> ApiResult {
     json(
         StatusCode::OK,
@@ -157,13 +213,33 @@ async fn history(
     state: &App,
     User(claims): User,
     PathId(account_id): PathId,
-    Query((start, end, source)): Query<HistoryQuery>,
+    Query(range): Query<HistoryQuery>,
 ) -> ApiResult {
-    let snapshots = state
+    let page = state
         .records
-        .balance_history(claims.sub, account_id, start, end, source)
+        .balance_history(
+            claims.sub,
+            account_id,
+            (range.start, range.end),
+            range.source,
+            range.page,
+        )
         .await?;
-    snapshot_list(&snapshots, snapshots.len() as u64)
+    let (snapshots, next_cursor) = cursor::split_page(
+        Listing::BalanceHistory,
+        page.items,
+        range.page.limit,
+        |snapshot| snapshot.id,
+    );
+    json(
+        StatusCode::OK,
+        &SnapshotHistory {
+            snapshots: snapshots.iter().map(snapshot_json).collect(),
+            total_count: page.total_count,
+            has_more: next_cursor.is_some(),
+            next_cursor,
+        },
+    )
 }
 
 /// `GET /api/v1/accounts/{id}/balance-snapshots`

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::store::{
-    AccountFilter, AccountRecord, HoldingFilter, HoldingRecord, Page, SnapshotRecord,
+    AccountFilter, AccountRecord, HoldingFilter, HoldingPage, Page, PageAfter, SnapshotRecord,
     SnapshotSource, Store, StoreError, TransactionQuery, TransactionRecord,
 };
 
@@ -37,6 +37,17 @@ pub(crate) enum RecordError {
         accounts: usize,
         /// The points asked for.
         points: usize,
+    },
+    /// The portfolio would add up more than
+    /// [`MAX_PORTFOLIO_HOLDINGS`](worth::MAX_PORTFOLIO_HOLDINGS) active holdings.
+    #[error(
+        "The portfolio would add up {holdings} active holdings, more than {}; list them with \
+         GET /api/v1/holdings, page by page.",
+        worth::MAX_PORTFOLIO_HOLDINGS
+    )]
+    PortfolioTooCostly {
+        /// The user's active holdings.
+        holdings: u64,
     },
     /// The store failed.
     #[error(transparent)]
@@ -120,13 +131,14 @@ impl Records {
             .await?)
     }
 
-    /// The user's holdings matching the filter.
+    /// A page of the user's holdings matching the filter.
     pub(crate) async fn holdings(
         &self,
         user_id: Uuid,
         filter: &HoldingFilter,
-    ) -> Result<Vec<HoldingRecord>, RecordError> {
-        Ok(self.store.holdings_for_user(user_id, filter).await?)
+        page: PageAfter,
+    ) -> Result<HoldingPage, RecordError> {
+        Ok(self.store.holdings_for_user(user_id, filter, page).await?)
     }
 
     /// The holdings of one of the user's accounts matching the filter (whose own `account_id`
@@ -136,13 +148,14 @@ impl Records {
         user_id: Uuid,
         account_id: Uuid,
         filter: HoldingFilter,
-    ) -> Result<Vec<HoldingRecord>, RecordError> {
+        page: PageAfter,
+    ) -> Result<HoldingPage, RecordError> {
         self.account(user_id, account_id).await?;
         let filter = HoldingFilter {
             account_id: Some(account_id),
             ..filter
         };
-        self.holdings(user_id, &filter).await
+        self.holdings(user_id, &filter, page).await
     }
 
     /// The latest snapshot of each of the user's accounts.
@@ -153,19 +166,19 @@ impl Records {
         Ok(self.store.latest_snapshots_for_user(user_id).await?)
     }
 
-    /// The snapshots of one of the user's accounts captured from `start` to `end`.
+    /// A page of the snapshots of one of the user's accounts captured from `start` to `end`.
     pub(crate) async fn balance_history(
         &self,
         user_id: Uuid,
         account_id: Uuid,
-        start: DateTime<Utc>,
-        end: DateTime<Utc>,
+        (start, end): (DateTime<Utc>, DateTime<Utc>),
         source: Option<SnapshotSource>,
-    ) -> Result<Vec<SnapshotRecord>, RecordError> {
+        page: PageAfter,
+    ) -> Result<Page<SnapshotRecord>, RecordError> {
         self.account(user_id, account_id).await?;
         Ok(self
             .store
-            .balance_history(user_id, account_id, start, end, source)
+            .balance_history(user_id, account_id, start, end, source, page)
             .await?)
     }
 

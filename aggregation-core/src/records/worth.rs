@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 use super::{RecordError, Records};
 use crate::enums::string_enum;
-use crate::store::{AccountFilter, AssetType, HoldingFilter, HoldingRecord};
+use crate::store::{AccountFilter, AssetType, HoldingFilter, HoldingRecord, PageAfter};
 
 /// The most history points one request may ask for.
 pub(crate) const MAX_POINTS: usize = 1_000;
@@ -34,6 +34,10 @@ pub(crate) const MAX_POINTS: usize = 1_000;
 /// this bounds the query's time (about a second) whatever the user holds. 250 accounts get
 /// the full 1,000 daily points; 10,000 accounts get 25 (two years by month).
 pub(crate) const MAX_ACCOUNT_POINTS: usize = 250_000;
+
+/// The most active holdings one portfolio adds up (all held at once while it is computed);
+/// beyond, it is refused rather than read.
+pub(crate) const MAX_PORTFOLIO_HOLDINGS: u32 = 10_000;
 
 /// How many positions the portfolio lists per currency.
 pub(crate) const TOP_HOLDINGS: usize = 10;
@@ -278,10 +282,20 @@ impl Records {
             active_only: true,
             ..HoldingFilter::default()
         };
-        let holdings = self
+        let page = self
             .store
-            .holdings_for_user(user_id, &holding_filter)
+            .holdings_for_user(
+                user_id,
+                &holding_filter,
+                PageAfter::first(MAX_PORTFOLIO_HOLDINGS),
+            )
             .await?;
+        if page.total_count > u64::from(MAX_PORTFOLIO_HOLDINGS) {
+            return Err(RecordError::PortfolioTooCostly {
+                holdings: page.total_count,
+            });
+        }
+        let holdings = page.items;
         let mut by_currency: BTreeMap<&str, Vec<&HoldingRecord>> = BTreeMap::new();
         for holding in holdings
             .iter()

@@ -505,7 +505,11 @@ macro_rules! for_each_store_trait {
                 keep_provider_ids: &[String],
                 now: DateTime<Utc>
             ) -> u64;
-            fn holdings_for_user(user_id: Uuid, filter: &HoldingFilter) -> Vec<HoldingRecord>;
+            fn holdings_for_user(
+                user_id: Uuid,
+                filter: &HoldingFilter,
+                page: PageAfter
+            ) -> HoldingPage;
         }}
         $apply! { SnapshotStore {
             fn insert_snapshot(snapshot: &NewSnapshot) -> SnapshotRecord;
@@ -515,8 +519,9 @@ macro_rules! for_each_store_trait {
                 account_id: Uuid,
                 start: DateTime<Utc>,
                 end: DateTime<Utc>,
-                source: Option<SnapshotSource>
-            ) -> Vec<SnapshotRecord>;
+                source: Option<SnapshotSource>,
+                page: PageAfter
+            ) -> Page<SnapshotRecord>;
             fn snapshots_for_account(
                 user_id: Uuid,
                 account_id: Uuid,

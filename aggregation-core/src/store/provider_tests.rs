@@ -1461,9 +1461,11 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
                 account_id: Some(account_a.id),
                 ..HoldingFilter::default()
             },
+            PageAfter::first(100),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .items;
     let active: Vec<_> = holdings
         .iter()
         .map(|h| (h.symbol.as_str(), h.is_active))
@@ -1568,9 +1570,10 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
     );
     assert!(
         store
-            .holdings_for_user(user_id, &HoldingFilter::default())
+            .holdings_for_user(user_id, &HoldingFilter::default(), PageAfter::first(100))
             .await
             .unwrap()
+            .items
             .is_empty()
     );
     assert!(

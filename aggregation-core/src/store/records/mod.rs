@@ -466,6 +466,35 @@ pub struct Page<T> {
     pub total_count: u64,
 }
 
+/// Which page of a keyset-paged listing to read: the rows after the one with id `after` (the
+/// last row of the previous page; the first page when `None`), at most `limit` of them. A
+/// store returns up to `limit + 1` rows, the extra one telling the caller another page follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageAfter {
+    /// The page size.
+    pub limit: u32,
+    /// The id of the row the page starts after.
+    pub after: Option<Uuid>,
+}
+
+impl PageAfter {
+    /// The first `limit` rows.
+    pub fn first(limit: u32) -> Self {
+        Self { limit, after: None }
+    }
+}
+
+/// A page of holdings and the counts of every matching holding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HoldingPage {
+    /// The rows of the page (up to the page size plus one, see [`PageAfter`]).
+    pub items: Vec<HoldingRecord>,
+    /// Every matching holding, not only this page.
+    pub total_count: u64,
+    /// The active ones among them.
+    pub active_count: u64,
+}
+
 /// What a batch upsert did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UpsertCounts {
@@ -783,12 +812,16 @@ pub trait HoldingStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<u64, StoreError>;
 
-    /// The user's holdings matching the filter, by symbol then id. Not paged.
+    /// The user's holdings matching the filter, by symbol then id: the page `page` asks for
+    /// (the holding named by `page.after` is found by id among the user's, in the filter's
+    /// account when it names one, at its symbol as stored now; an unknown one gives no rows),
+    /// with the counts of every matching holding.
     async fn holdings_for_user(
         &self,
         user_id: Uuid,
         filter: &HoldingFilter,
-    ) -> Result<Vec<HoldingRecord>, StoreError>;
+        page: PageAfter,
+    ) -> Result<HoldingPage, StoreError>;
 }
 
 /// Balance snapshots.
@@ -805,7 +838,9 @@ pub trait SnapshotStore: Send + Sync {
     ) -> Result<Vec<SnapshotRecord>, StoreError>;
 
     /// Snapshots of one of the user's accounts captured within `start..=end`, optionally of one
-    /// source, oldest first. Empty for an unknown or foreign account.
+    /// source, oldest first (by `captured_at`, then id): the page `page` asks for (the snapshot
+    /// named by `page.after` is found in the account by id; an unknown one gives no rows), with
+    /// the count of every snapshot in the range. Empty for an unknown or foreign account.
     async fn balance_history(
         &self,
         user_id: Uuid,
@@ -813,7 +848,8 @@ pub trait SnapshotStore: Send + Sync {
         start: DateTime<Utc>,
         end: DateTime<Utc>,
         source: Option<SnapshotSource>,
-    ) -> Result<Vec<SnapshotRecord>, StoreError>;
+        page: PageAfter,
+    ) -> Result<Page<SnapshotRecord>, StoreError>;
 
     /// The newest `limit` snapshots of one of the user's accounts, optionally of one source,
     /// newest first, with the count of every matching snapshot. Empty for an unknown or

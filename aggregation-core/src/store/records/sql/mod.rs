@@ -15,9 +15,9 @@ use crate::store::backend::{Backend, Executor, QueryBuilder, SqlStore, Tx, query
 use crate::store::records::sql::upserts::{upsert_in, upsert_transactions_in};
 use crate::store::sql::{count, counted, currency, currency as currency_code, optional_text, text};
 use crate::store::{
-    AccountFilter, AccountRecord, AccountStore, HoldingFilter, HoldingRecord, HoldingStore,
-    NewAccount, NewHolding, NewSnapshot, NewTransaction, Page, PointBalance, SnapshotRecord,
-    SnapshotSource, SnapshotStore, StoreError, TransactionQuery, TransactionRecord,
+    AccountFilter, AccountRecord, AccountStore, HoldingFilter, HoldingPage, HoldingStore,
+    NewAccount, NewHolding, NewSnapshot, NewTransaction, Page, PageAfter, PointBalance,
+    SnapshotRecord, SnapshotSource, SnapshotStore, StoreError, TransactionQuery, TransactionRecord,
     TransactionStore, UpsertCounts,
 };
 
@@ -240,27 +240,72 @@ impl<B: Backend> HoldingStore for SqlStore<B> {
         &self,
         user_id: Uuid,
         filter: &HoldingFilter,
-    ) -> Result<Vec<HoldingRecord>, StoreError> {
-        let mut query = user_accounts(SELECT_HOLDING, user_id);
-        query.push(" JOIN holdings h ON h.account_id = a.id WHERE 1 = 1");
-        if let Some(account_id) = filter.account_id {
-            query.push(" AND a.id = ").push_bind(account_id);
-        }
-        if filter.active_only {
-            query.push(" AND h.is_active = ").push_bind(true);
-        }
-        if let Some(asset_type) = filter.asset_type {
+        page: PageAfter,
+    ) -> Result<HoldingPage, StoreError> {
+        let scoped = |select: &str| {
+            let mut query = user_accounts(select, user_id);
+            query.push(" JOIN holdings h ON h.account_id = a.id WHERE 1 = 1");
+            if let Some(account_id) = filter.account_id {
+                query.push(" AND a.id = ").push_bind(account_id);
+            }
+            if filter.active_only {
+                query.push(" AND h.is_active = ").push_bind(true);
+            }
+            if let Some(asset_type) = filter.asset_type {
+                query
+                    .push(" AND h.asset_type = ")
+                    .push_bind(asset_type.as_str());
+            }
+            if let Some(symbol) = &filter.symbol {
+                query
+                    .push(" AND UPPER(h.symbol) = ")
+                    .push_bind(symbol.trim().to_uppercase());
+            }
             query
-                .push(" AND h.asset_type = ")
-                .push_bind(asset_type.as_str());
+        };
+        let (total, active): (i64, i64) =
+            scoped("SELECT COUNT(*), COALESCE(SUM(CASE WHEN h.is_active THEN 1 ELSE 0 END), 0)")
+                .build_query_as()
+                .fetch_one(&self.pool)
+                .await?;
+        let counted_page = |items| HoldingPage {
+            items,
+            total_count: count(total),
+            active_count: count(active),
+        };
+        let mut lister = scoped(SELECT_HOLDING);
+        if let Some(after) = page.after {
+            // The position is the holding's symbol as stored now, found among the user's own
+            // (in the filter's account, when it names one).
+            let mut position = user_accounts("SELECT h.symbol", user_id);
+            position
+                .push(" JOIN holdings h ON h.account_id = a.id WHERE h.id = ")
+                .push_bind(after);
+            if let Some(account_id) = filter.account_id {
+                position.push(" AND a.id = ").push_bind(account_id);
+            }
+            let symbol: Option<String> = position
+                .build_query_scalar()
+                .fetch_optional(&self.pool)
+                .await?;
+            let Some(symbol) = symbol else {
+                return Ok(counted_page(Vec::new()));
+            };
+            lister
+                .push(" AND (h.symbol > ")
+                .push_bind(symbol.clone())
+                .push(" OR (h.symbol = ")
+                .push_bind(symbol)
+                .push(" AND h.id > ")
+                .push_bind(after)
+                .push("))");
         }
-        if let Some(symbol) = &filter.symbol {
-            query
-                .push(" AND UPPER(h.symbol) = ")
-                .push_bind(symbol.trim().to_uppercase());
-        }
-        query.push(" ORDER BY h.symbol, h.id");
-        Ok(query.build_query_as().fetch_all(&self.pool).await?)
+        lister
+            .push(" ORDER BY h.symbol, h.id LIMIT ")
+            .push_bind(i64::from(page.limit) + 1);
+        Ok(counted_page(
+            lister.build_query_as().fetch_all(&self.pool).await?,
+        ))
     }
 }
 
@@ -294,20 +339,61 @@ impl<B: Backend> SnapshotStore for SqlStore<B> {
         start: DateTime<Utc>,
         end: DateTime<Utc>,
         source: Option<SnapshotSource>,
-    ) -> Result<Vec<SnapshotRecord>, StoreError> {
-        let mut query = user_accounts(SELECT_SNAPSHOT, user_id);
-        query
-            .push(" JOIN balance_snapshots s ON s.account_id = a.id WHERE a.id = ")
-            .push_bind(account_id)
-            .push(" AND s.captured_at >= ")
-            .push_bind(start)
-            .push(" AND s.captured_at <= ")
-            .push_bind(end);
-        if let Some(source) = source {
-            query.push(" AND s.source = ").push_bind(source.as_str());
+        page: PageAfter,
+    ) -> Result<Page<SnapshotRecord>, StoreError> {
+        let scoped = |select: &str| {
+            let mut query = user_accounts(select, user_id);
+            query
+                .push(" JOIN balance_snapshots s ON s.account_id = a.id WHERE a.id = ")
+                .push_bind(account_id)
+                .push(" AND s.captured_at >= ")
+                .push_bind(start)
+                .push(" AND s.captured_at <= ")
+                .push_bind(end);
+            if let Some(source) = source {
+                query.push(" AND s.source = ").push_bind(source.as_str());
+            }
+            query
+        };
+        let total: i64 = scoped("SELECT COUNT(*)")
+            .build_query_scalar()
+            .fetch_one(&self.pool)
+            .await?;
+        let mut lister = scoped(SELECT_SNAPSHOT);
+        if let Some(after) = page.after {
+            let mut position = user_accounts("SELECT s.captured_at", user_id);
+            position
+                .push(" JOIN balance_snapshots s ON s.account_id = a.id WHERE a.id = ")
+                .push_bind(account_id)
+                .push(" AND s.id = ")
+                .push_bind(after);
+            let captured_at: Option<DateTime<Utc>> = position
+                .build_query_scalar()
+                .fetch_optional(&self.pool)
+                .await?;
+            let Some(captured_at) = captured_at else {
+                return Ok(Page {
+                    items: Vec::new(),
+                    total_count: count(total),
+                });
+            };
+            // Spelled out rather than as a row comparison, like the transactions' pages.
+            lister
+                .push(" AND (s.captured_at > ")
+                .push_bind(captured_at)
+                .push(" OR (s.captured_at = ")
+                .push_bind(captured_at)
+                .push(" AND s.id > ")
+                .push_bind(after)
+                .push("))");
         }
-        query.push(" ORDER BY s.captured_at, s.id");
-        Ok(query.build_query_as().fetch_all(&self.pool).await?)
+        lister
+            .push(" ORDER BY s.captured_at, s.id LIMIT ")
+            .push_bind(i64::from(page.limit) + 1);
+        Ok(Page {
+            items: lister.build_query_as().fetch_all(&self.pool).await?,
+            total_count: count(total),
+        })
     }
 
     async fn snapshots_for_account(
