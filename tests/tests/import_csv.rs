@@ -23,6 +23,7 @@ conformance!(
     encodings_and_layouts_are_detected,
     an_export_of_several_accounts_makes_one_account_each,
     a_merchants_payments_export_keeps_its_signs,
+    other_code_pages_read_as_written,
 );
 
 const DE_PREAMBLE: &[u8] =
@@ -43,6 +44,10 @@ const CARD_INVERTED: &[u8] =
 const CARD_CONFLICT: &[u8] =
     include_bytes!("../../aggregation-core/src/import/csv/fixtures/card_types_conflict.csv");
 const AF_BIJ: &[u8] = include_bytes!("../../aggregation-core/src/import/csv/fixtures/af_bij.csv");
+const RU_CP1251: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/csv/fixtures/ru_cp1251.csv");
+const CZ_CP1250: &[u8] =
+    include_bytes!("../../aggregation-core/src/import/csv/fixtures/cz_cp1250.csv");
 
 async fn import(
     app: &TestApp,
@@ -357,5 +362,49 @@ async fn a_merchants_payments_export_keeps_its_signs(app: TestApp) {
     assert_eq!(
         amounts(&app, &token, id_of(&account)).await,
         ["12.50", "40.00"]
+/// Files in single-byte code pages beyond Windows-1252 and the Central European ones: the
+/// Cyrillic header names a mapping gives are found, and the text reads as written.
+async fn other_code_pages_read_as_written(app: TestApp) {
+    let token = access(&app, "csv-code-pages@example.com").await;
+    let mapping = r#"{"columns": {"date": "Дата", "amount": "Сумма", "description": "Описание"}}"#;
+    let body = import(
+        &app,
+        &token,
+        "vypiska.csv",
+        RU_CP1251,
+        &[("mapping", mapping)],
+    )
+    .await;
+    assert_eq!(body["transactions_created"], 3, "{body}");
+    let account = only_account(&app, &token).await;
+    let russian_rows = rows(&app, &token, id_of(&account)).await;
+    let salary = russian_rows
+        .iter()
+        .find(|r| r["amount"] == "85000.00")
+        .expect("the salary");
+    assert_eq!(
+        salary["description"], "Зарплата за декабрь, ООО «Ромашка»",
+        "{salary}"
+    );
+    let body = upload_with(
+        &app,
+        Some("vypis.csv"),
+        CZ_CP1250,
+        &[("account_name", "Běžný účet")],
+        &token,
+    )
+    .await
+    .expect(201);
+    assert_eq!(body["transactions_created"], 3, "{body}");
+    let list = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
+    let czech = list["accounts"]
+        .as_array()
+        .and_then(|all| all.iter().find(|a| a["name"] == "Běžný účet"))
+        .expect("the Czech account");
+    let rows = rows(&app, &token, id_of(czech)).await;
+    assert!(
+        rows.iter()
+            .any(|r| r["description"] == "Příchozí úhrada nájem Jiří Dvořák"),
+        "{rows:?}"
     );
 }

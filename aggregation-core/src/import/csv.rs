@@ -179,7 +179,7 @@ fn mapping_error(column: impl Into<String>, reason: impl Into<String>) -> CsvErr
 const HEAD_RECORDS: usize = 100;
 /// How many warnings are reported at most (one more says how many were left out).
 const MAX_WARNINGS: usize = 50;
-const DELIMITERS: [char; 4] = [',', ';', '\t', '|'];
+const DELIMITERS: [u8; 4] = [b',', b';', b'\t', b'|'];
 
 /// True when `bytes` look like a CSV statement: a delimiter splits the first lines evenly and
 /// a header names a date and an amount, or the rows hold dates and amounts. Looks only at the
@@ -191,10 +191,11 @@ pub(crate) fn sniff(bytes: &[u8]) -> bool {
     if matches!(first, None | Some('<' | '{' | '[' | '!' | ':')) {
         return false;
     }
-    let (start, line, sep) = sep_line(head, bom, encoding);
-    let candidates: Vec<char> = sep.map_or_else(|| DELIMITERS.to_vec(), |d| vec![d]);
+    let (start, sep) = sep_line(head, bom, encoding);
+    let candidates: Vec<u8> = sep.map_or_else(|| DELIMITERS.to_vec(), |d| vec![d]);
     candidates.into_iter().any(|delimiter| {
-        let records: Vec<Record> = Records::new(Chars::new(head, start, encoding), delimiter, line)
+        let records: Vec<Record> = start
+            .records(head, delimiter)
             .take(50)
             .map_while(Result::ok)
             .collect();
@@ -212,22 +213,42 @@ pub(crate) fn sniff(bytes: &[u8]) -> bool {
     })
 }
 
-/// An Excel `sep=;` first line: where the records start, on which line, and the delimiter.
-fn sep_line(bytes: &[u8], bom: usize, encoding: Encoding) -> (usize, usize, Option<char>) {
-    let mut chars = Chars::new(bytes, bom, encoding);
+/// Where the records of a file start: after its byte-order mark and, when it has one, Excel's
+/// `sep=;` first line.
+#[derive(Debug, Clone, Copy)]
+struct Start {
+    bom: usize,
+    encoding: Encoding,
+    sep_line: bool,
+}
+
+impl Start {
+    /// The records of `bytes` split on `delimiter`.
+    fn records<'a>(&self, bytes: &'a [u8], delimiter: u8) -> Records<'a> {
+        let records = Records::new(bytes, self.bom, self.encoding, delimiter);
+        if self.sep_line {
+            records.after_first_line()
+        } else {
+            records
+        }
+    }
+}
+
+/// An Excel `sep=;` first line: where the records start, and the delimiter it names (when
+/// that is an ASCII character, the only ones records are split on).
+fn sep_line(bytes: &[u8], bom: usize, encoding: Encoding) -> (Start, Option<u8>) {
     let mut line = String::new();
-    for c in chars.by_ref() {
+    for c in Chars::new(bytes, bom, encoding) {
         if c == '\n' || c == '\r' || line.chars().count() > 8 {
-            if c == '\r' {
-                let mut peek = chars.clone();
-                if peek.next() == Some('\n') {
-                    chars = peek;
-                }
-            }
             break;
         }
         line.push(c);
     }
+    let mut start = Start {
+        bom,
+        encoding,
+        sep_line: false,
+    };
     let trimmed = line.trim().trim_matches('"');
     if let Some(rest) = trimmed
         .strip_prefix("sep=")
@@ -235,10 +256,11 @@ fn sep_line(bytes: &[u8], bom: usize, encoding: Encoding) -> (usize, usize, Opti
     {
         let mut rest = rest.chars();
         if let (Some(delimiter), None) = (rest.next(), rest.next()) {
-            return (chars.position(), 2, Some(delimiter));
+            start.sep_line = true;
+            return (start, u8::try_from(delimiter).ok().filter(u8::is_ascii));
         }
     }
-    (bom, 1, None)
+    (start, None)
 }
 
 /// The columns of the file, resolved to indexes.
@@ -273,10 +295,8 @@ struct Columns {
 /// How the file is laid out.
 #[derive(Debug, Clone)]
 struct Layout {
-    encoding: Encoding,
-    start: usize,
-    first_line: usize,
-    delimiter: char,
+    start: Start,
+    delimiter: u8,
     /// Records (counted from `start`) before this one are preamble or header.
     first_data: usize,
     /// Whether a header row names the columns (else rows before the first date are skipped).
@@ -289,22 +309,13 @@ struct Layout {
 
 impl Layout {
     fn records<'a>(&self, bytes: &'a [u8]) -> Records<'a> {
-        Records::new(
-            Chars::new(bytes, self.start, self.encoding),
-            self.delimiter,
-            self.first_line,
-        )
+        self.start.records(bytes, self.delimiter)
     }
 }
 
-fn head(
-    bytes: &[u8],
-    start: usize,
-    line: usize,
-    encoding: Encoding,
-    delimiter: char,
-) -> Vec<Record> {
-    Records::new(Chars::new(bytes, start, encoding), delimiter, line)
+fn head(bytes: &[u8], start: Start, delimiter: u8) -> Vec<Record> {
+    start
+        .records(bytes, delimiter)
         .sniffing()
         .take(HEAD_RECORDS)
         .map_while(Result::ok)
@@ -313,15 +324,10 @@ fn head(
 
 /// How evenly `delimiter` splits the first records: rows sharing the most common field count
 /// (at least 2) times that count. The records are read one at a time and not kept.
-fn split_score(
-    bytes: &[u8],
-    start: usize,
-    line: usize,
-    encoding: Encoding,
-    delimiter: char,
-) -> usize {
+fn split_score(bytes: &[u8], start: Start, delimiter: u8) -> usize {
     let mut counts: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
-    let records = Records::new(Chars::new(bytes, start, encoding), delimiter, line)
+    let records = start
+        .records(bytes, delimiter)
         .sniffing()
         .take(HEAD_RECORDS)
         .map_while(Result::ok);
@@ -596,20 +602,30 @@ fn layout(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Layout, CsvError
     if Chars::new(bytes, bom, encoding).all(char::is_whitespace) {
         return Err(ParseError::new(0, "the file is empty").into());
     }
-    let (start, first_line, sep) = sep_line(bytes, bom, encoding);
+    let (start, sep) = sep_line(bytes, bom, encoding);
     let explicit = match mapping.and_then(|m| m.delimiter.as_deref()) {
-        Some(value) => Some(single_char("delimiter", value)?),
+        Some(value) => {
+            let delimiter = single_char("delimiter", value)?;
+            Some(
+                u8::try_from(delimiter)
+                    .ok()
+                    .filter(u8::is_ascii)
+                    .ok_or_else(|| {
+                        mapping_error("delimiter", format!("{value:?} is not an ASCII character"))
+                    })?,
+            )
+        }
         None => sep,
     };
     let skip = mapping.and_then(|m| m.skip_rows).unwrap_or(0);
     // One delimiter candidate at a time: scored while streaming, then its head read for the
     // header only when it is tried; never four heads held at once.
-    let candidates: Vec<char> = match explicit {
+    let candidates: Vec<u8> = match explicit {
         Some(d) => vec![d],
         None => {
-            let mut scored: Vec<(usize, char)> = DELIMITERS
+            let mut scored: Vec<(usize, u8)> = DELIMITERS
                 .iter()
-                .map(|&d| (split_score(bytes, start, first_line, encoding, d), d))
+                .map(|&d| (split_score(bytes, start, d), d))
                 .collect();
             scored.sort_by_key(|scored| std::cmp::Reverse(scored.0));
             scored.into_iter().map(|(_, d)| d).collect()
@@ -617,7 +633,7 @@ fn layout(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Layout, CsvError
     };
     let mut first_error = None;
     for delimiter in &candidates {
-        let records = &head(bytes, start, first_line, encoding, *delimiter);
+        let records = &head(bytes, start, *delimiter);
         let found = match mapping {
             Some(mapping) => mapped_layout(mapping, records, skip),
             None => {
@@ -627,9 +643,7 @@ fn layout(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Layout, CsvError
         match found {
             Ok((first_data, has_header, columns)) => {
                 return Ok(Layout {
-                    encoding,
                     start,
-                    first_line,
                     delimiter: *delimiter,
                     first_data,
                     has_header,
@@ -645,12 +659,10 @@ fn layout(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Layout, CsvError
     // No header row: the first record may already be a transaction.
     if mapping.is_none() {
         for delimiter in &candidates {
-            let records = head(bytes, start, first_line, encoding, *delimiter);
+            let records = head(bytes, start, *delimiter);
             if let Some((columns, note)) = shape::headerless_columns(&records, skip) {
                 return Ok(Layout {
-                    encoding,
                     start,
-                    first_line,
                     delimiter: *delimiter,
                     first_data: skip,
                     has_header: false,
@@ -919,7 +931,7 @@ struct NumberFormat {
 fn number_format(
     mapping: Option<&CsvMapping>,
     evidence: &Evidence,
-    delimiter: char,
+    delimiter: u8,
 ) -> Result<NumberFormat, CsvError> {
     let decimal = match mapping.and_then(|m| m.decimal.as_deref()) {
         Some(value) => {
@@ -934,7 +946,7 @@ fn number_format(
                 ','
             } else if evidence.dot > evidence.comma {
                 '.'
-            } else if delimiter == ';' {
+            } else if delimiter == b';' {
                 ','
             } else {
                 '.'
@@ -1119,7 +1131,7 @@ pub(crate) fn parse(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed
     let order = match format {
         Some(_) => None,
         None => {
-            let european = layout.delimiter == ';' || numbers.decimal == ',';
+            let european = layout.delimiter == b';' || numbers.decimal == ',';
             let (order, note) = date_order(&evidence.order, columns, european)?;
             if let Some(note) = note {
                 warnings.push_file(note);

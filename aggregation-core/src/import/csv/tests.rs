@@ -132,6 +132,56 @@ fn central_european_code_pages_are_detected_or_named() {
 }
 
 #[test]
+fn other_code_pages_are_found_by_chardetng_or_named() {
+    // Windows-1251: the Cyrillic header names only match when the file is read in it.
+    let russian = fixture("ru_cp1251.csv");
+    let columns = r#""columns": {"date": "Дата", "amount": "Сумма", "description": "Описание",
+        "currency": "Валюта"}"#;
+    for encoding in [
+        "",
+        r#""encoding": "windows-1251", "#,
+        r#""encoding": "CP1251", "#,
+    ] {
+        let m = mapping(&format!("{{{encoding}{columns}}}"));
+        let file = parse(&russian, Some(&m)).unwrap_or_else(|e| panic!("{encoding}: {e}"));
+        let s = &file.statements[0];
+        assert_eq!(
+            texts(s),
+            [
+                Some("Оплата в магазине «Пятёрочка», Москва"),
+                Some("Зарплата за декабрь, ООО «Ромашка»"),
+                Some("Перевод Ивану Петровичу Сидорову")
+            ]
+        );
+        assert_eq!(
+            amounts(s),
+            [dec("-560.00"), dec("85000.00"), dec("-1250.50")]
+        );
+        assert_eq!(s.account.currency.as_deref(), Some("RUB"));
+    }
+    // Czech without `š ž ť` once read as Windows-1252 (`Øepy`, `Pøíchozí`).
+    let s = read("cz_cp1250.csv");
+    assert_eq!(
+        texts(&s),
+        [
+            Some("Platba kartou Potraviny Řepy, Praha"),
+            Some("Příchozí úhrada nájem Jiří Dvořák"),
+            Some("Poplatek za vedení účtu")
+        ]
+    );
+    assert_eq!(
+        amounts(&s),
+        [dec("-245.00"), dec("12000.00"), dec("-49.00")]
+    );
+    // A delimiter records cannot be split on.
+    let m = mapping(r#"{"delimiter": "§", "columns": {"date": 0, "amount": 1}}"#);
+    match parse(b"2025-01-02\xC2\xA712.00\n", Some(&m)) {
+        Err(CsvError::Mapping { column, .. }) => assert_eq!(column, "delimiter"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn german_export_with_preamble_two_digit_years_pending_and_two_party_columns() {
     let s = read("de_preamble.csv");
     assert_eq!(amounts(&s), [dec("-2.5"), dec("3100.00"), dec("-85")]);
