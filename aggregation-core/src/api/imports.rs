@@ -31,7 +31,7 @@ use super::{ApiResult, RequestBody, account_limit_detail, json};
 use crate::app::App;
 use crate::import::CsvMapping;
 use crate::import::OfxError;
-use crate::import::format::{Format, Needs, detect};
+use crate::import::format::{FORMATS, Format, Needs, detect};
 use crate::import::records::Refusal;
 use crate::import::statement::{ImportError, ImportRequest, Imported, MAX_ACCOUNTS_PER_IMPORT};
 use crate::problem::{ApiError, ErrorCode, FieldError};
@@ -87,15 +87,15 @@ async fn formats(state: &App) -> ApiResult {
     json(
         StatusCode::OK,
         &FormatList {
-            formats: Format::ALL
+            formats: FORMATS
                 .iter()
-                .map(|format| FormatJson {
-                    format: format.as_str(),
-                    name: format.name(),
-                    extensions: format.extensions().to_vec(),
+                .map(|row| FormatJson {
+                    format: row.format.as_str(),
+                    name: row.name,
+                    extensions: row.extensions.to_vec(),
                     provider_slugs: [FILE_IMPORT_SLUG],
                     max_size_bytes: state.config.max_upload_bytes(),
-                    requires: match format.needs() {
+                    requires: match row.needs {
                         Needs::Nothing => Vec::new(),
                         Needs::Account => vec!["account_id|account_name"],
                     },
@@ -146,9 +146,9 @@ fn too_large(limit: usize) -> ApiError {
 }
 
 fn unsupported_media_type() -> ApiError {
-    let extensions: Vec<&str> = Format::ALL
+    let extensions: Vec<&str> = FORMATS
         .iter()
-        .flat_map(|format| format.extensions().iter().copied())
+        .flat_map(|row| row.extensions.iter().copied())
         .fold(Vec::new(), |mut all, extension| {
             if !all.contains(&extension) {
                 all.push(extension);

@@ -9,13 +9,12 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::csv::{CsvError, CsvMapping};
+use super::csv::CsvMapping;
 use super::format::Format;
 use super::model::{ParseError, ParsedFile};
-use super::ofx::{OfxDocument, OfxError, parse_ofx};
+use super::ofx::{OfxDocument, OfxError};
 use super::parsed::{self, Defaults};
 use super::records::{ImportWarning, Refusal, import_batch, into_existing, ofx_warnings};
-use super::{camt, csv, mt940, qif};
 use crate::events::{
     DomainEvent, DurableEvent, Event, Events, ImportCompleted, ImportCompletedCounts, RowCounts,
 };
@@ -117,40 +116,11 @@ pub(crate) struct Imported {
 }
 
 /// A parsed file of any format.
-enum Parsed {
+pub(crate) enum Parsed {
+    /// An OFX or QFX document.
     Ofx(OfxDocument),
+    /// A file of the statement model (every other format).
     File(ParsedFile),
-}
-
-/// Reads the file in its format.
-fn parse(
-    format: Format,
-    bytes: &[u8],
-    mapping: Option<&CsvMapping>,
-) -> Result<Parsed, ImportError> {
-    let read = |result: Result<ParsedFile, ParseError>| {
-        result
-            .map(Parsed::File)
-            .map_err(|error| ImportError::Parse { format, error })
-    };
-    match format {
-        Format::Ofx | Format::Qfx => parse_ofx(bytes)
-            .map(Parsed::Ofx)
-            .map_err(ImportError::Unreadable),
-        Format::Qif => read(qif::parse(bytes)),
-        Format::Csv => match csv::parse(bytes, mapping) {
-            Ok(file) => Ok(Parsed::File(file)),
-            Err(CsvError::Unreadable(error)) => Err(ImportError::Parse { format, error }),
-            Err(CsvError::Mapping { column, reason }) => {
-                Err(ImportError::Mapping { column, reason })
-            }
-            Err(CsvError::MappingField { field, reason }) => {
-                Err(ImportError::MappingField { field, reason })
-            }
-        },
-        Format::Camt052 | Format::Camt053 | Format::Camt054 => read(camt::parse(bytes)),
-        Format::Mt940 | Format::Mt942 => read(mt940::parse(bytes)),
-    }
 }
 
 /// The records of a parsed file for the request, with the warnings to report.
@@ -266,11 +236,11 @@ impl Imports {
         // mapping and the store write never hold the file beside its records.
         let bytes = std::mem::take(&mut request.bytes);
         let parsed = if bytes.len() < INLINE_PARSE_LIMIT {
-            parse(format, &bytes, request.mapping.as_ref())?
+            format.parse_file(&bytes, request.mapping.as_ref())?
         } else {
             let mapping = request.mapping.clone();
             self.parsing
-                .run(move || parse(format, &bytes, mapping.as_ref()))
+                .run(move || format.parse_file(&bytes, mapping.as_ref()))
                 .await??
         };
         self.write(user_id, &request, parsed, existing.as_ref())
