@@ -228,16 +228,17 @@ const _: () = {
 
 /// Reads an OFX or QFX file.
 fn read_ofx(bytes: &[u8], _: Option<&CsvMapping>) -> Result<Parsed, ImportError> {
-    parse_ofx(bytes)
-        .map(Parsed::Ofx)
-        .map_err(ImportError::Unreadable)
+    match parse_ofx(bytes) {
+        Ok(document) => Ok(Box::new(document)),
+        Err(error) => Err(ImportError::Unreadable(error)),
+    }
 }
 
 /// Reads a CSV file with its mapping, telling a file it cannot read from a mapping that does
 /// not fit.
 fn read_csv(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed, ImportError> {
     match csv::parse(bytes, mapping) {
-        Ok(file) => Ok(Parsed::File(file)),
+        Ok(file) => Ok(Box::new(file)),
         Err(CsvError::Unreadable(error)) => Err(ImportError::Parse {
             format: Format::Csv,
             error,
@@ -251,9 +252,10 @@ fn read_csv(bytes: &[u8], mapping: Option<&CsvMapping>) -> Result<Parsed, Import
 
 /// A file of the statement model read as `format`.
 fn read(format: Format, result: Result<ParsedFile, ParseError>) -> Result<Parsed, ImportError> {
-    result
-        .map(Parsed::File)
-        .map_err(|error| ImportError::Parse { format, error })
+    match result {
+        Ok(file) => Ok(Box::new(file)),
+        Err(error) => Err(ImportError::Parse { format, error }),
+    }
 }
 
 impl Format {
