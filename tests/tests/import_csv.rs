@@ -362,6 +362,9 @@ async fn a_merchants_payments_export_keeps_its_signs(app: TestApp) {
     assert_eq!(
         amounts(&app, &token, id_of(&account)).await,
         ["12.50", "40.00"]
+    );
+}
+
 /// Files in single-byte code pages beyond Windows-1252 and the Central European ones: the
 /// Cyrillic header names a mapping gives are found, and the text reads as written.
 async fn other_code_pages_read_as_written(app: TestApp) {

@@ -8,7 +8,7 @@
 //! formats when none tells), then what the format needs (422: a `mapping` for a file that is
 //! not CSV, a QIF or CSV file with neither `account_id` nor `account_name`), then the account
 //! (404 for an `account_id` the caller does not own). The file is parsed off the async
-//! threads, mapped (see `import::records` and `import::parsed`) and applied in one store
+//! threads, mapped (see `import::batch`) and applied in one store
 //! transaction: 201. With `dry_run=true` the same transaction is rolled back and the answer
 //! is 200 with what would be written, per account, and no event is raised.
 //!
@@ -31,8 +31,8 @@ use super::{ApiResult, RequestBody, account_limit_detail, json};
 use crate::app::App;
 use crate::import::CsvMapping;
 use crate::import::OfxError;
-use crate::import::format::{Format, Needs, detect};
-use crate::import::records::Refusal;
+use crate::import::batch::Refusal;
+use crate::import::format::{FORMATS, Format, Needs, detect};
 use crate::import::statement::{ImportError, ImportRequest, Imported, MAX_ACCOUNTS_PER_IMPORT};
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::rate_limit::policy::{API_WRITE, PUBLIC_READ};
@@ -87,15 +87,15 @@ async fn formats(state: &App) -> ApiResult {
     json(
         StatusCode::OK,
         &FormatList {
-            formats: Format::ALL
+            formats: FORMATS
                 .iter()
-                .map(|format| FormatJson {
-                    format: format.as_str(),
-                    name: format.name(),
-                    extensions: format.extensions().to_vec(),
+                .map(|row| FormatJson {
+                    format: row.format.as_str(),
+                    name: row.name,
+                    extensions: row.extensions.to_vec(),
                     provider_slugs: [FILE_IMPORT_SLUG],
                     max_size_bytes: state.config.max_upload_bytes(),
-                    requires: match format.needs() {
+                    requires: match row.needs {
                         Needs::Nothing => Vec::new(),
                         Needs::Account => vec!["account_id|account_name"],
                     },
@@ -146,9 +146,9 @@ fn too_large(limit: usize) -> ApiError {
 }
 
 fn unsupported_media_type() -> ApiError {
-    let extensions: Vec<&str> = Format::ALL
+    let extensions: Vec<&str> = FORMATS
         .iter()
-        .flat_map(|format| format.extensions().iter().copied())
+        .flat_map(|row| row.extensions.iter().copied())
         .fold(Vec::new(), |mut all, extension| {
             if !all.contains(&extension) {
                 all.push(extension);

@@ -9,9 +9,11 @@
 //! case (parse, map, write, report).
 //!
 //! The other statement formats (QIF, CSV, CAMT.052/053/054, MT940/942) are read into one
-//! statement model (`import::model`) and mapped to records once, for every format, by
-//! `import::parsed` (identity, dedupe, balance checks, snapshots). `import::format` names the
-//! formats and detects an upload's format from its content, then its extension.
+//! statement model (`import::model`) and mapped by `import::parsed` (identity, balance
+//! checks). Both mappings hand their statements to the one merge of `import::batch`, which
+//! assembles the one normalized batch the store writes (one account per key, one transaction
+//! per id, holdings, balances and snapshots). `import::format` is the format table: code,
+//! name, extensions, needs, content sniff and parser of each format.
 //!
 //! # What is read
 //!
@@ -66,6 +68,7 @@
 //! - Unknown elements are ignored; proprietary aggregates (`INTU.XXX` with children) are
 //!   skipped whole; `PAYEE` and `CURRENCY` written as leaves (`<PAYEE>Name`) are accepted.
 
+pub(crate) mod batch;
 mod camt;
 mod codepage;
 mod csv;

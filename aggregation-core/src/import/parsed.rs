@@ -1,6 +1,7 @@
-//! From a [`ParsedFile`] (CSV, QIF, CAMT.052/053/054, MT940/942) to the records an import
-//! writes ([`ImportBatch`]), with the warnings the answer reports. One set of rules for every
-//! format; the parsers only read.
+//! From a [`ParsedFile`] (CSV, QIF, CAMT.052/053/054, MT940/942) to the normalized batch every
+//! format maps to ([`NormalizedBatch`], assembled by `import::batch`), with the warnings the
+//! answer reports. One set of rules for every format of the statement model; the parsers only
+//! read.
 //!
 //! # Mapping
 //!
@@ -42,46 +43,21 @@
 
 use std::collections::HashMap;
 
-use chrono::{NaiveDate, NaiveTime};
+use chrono::{DateTime, NaiveTime, Utc};
 use rust_decimal::Decimal;
 use sha2::{Digest as _, Sha256};
 
+use super::batch::{
+    BalanceHistory, BatchBuilder, Defaults, ImportWarning, Normalize, NormalizedBatch, Refusal,
+    ReportedBalance, account_name, clean, clean_opt,
+};
 use super::model::{
     AccountKind, EntryKind, EntryStatus, ParsedEntry, ParsedFile, ParsedPosition, ParsedStatement,
 };
-use super::records::{ImportWarning, Refusal, clean, clean_opt, keep_last_by_id, type_label};
 use crate::store::{
-    AccountType, AssetType, ImportAccount, ImportBatch, ImportInstitution, ImportSnapshot,
-    NewAccount, NewHolding, NewTransaction, TransactionStatus, TransactionType,
+    AccountType, AssetType, NewAccount, NewHolding, NewTransaction, TransactionStatus,
+    TransactionType,
 };
-
-/// What the caller's parts say about accounts the file does not name.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Defaults<'a> {
-    /// `account_name`: the name of an account the file names none for.
-    pub(crate) account_name: Option<&'a str>,
-    /// The currency of an account the file states none for (`currency`, or the currency of
-    /// the account chosen by `account_id`); `USD` when `None`.
-    pub(crate) currency: Option<&'a str>,
-}
-
-/// The records of a parsed file and the warnings to report.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Mapped {
-    /// What to write.
-    pub(crate) batch: ImportBatch,
-    /// The parser's warnings, then the balance checks', in file order.
-    pub(crate) warnings: Vec<ImportWarning>,
-}
-
-/// One account being assembled from the file's statements.
-struct Pending {
-    account: NewAccount,
-    transactions: Vec<NewTransaction>,
-    holdings: Vec<NewHolding>,
-    /// Closing balances as (date, balance, available), file order.
-    closings: Vec<(NaiveDate, Decimal, Option<Decimal>)>,
-}
 
 fn account_type(kind: Option<AccountKind>) -> AccountType {
     match kind {
@@ -166,45 +142,44 @@ fn digest(account: &str, entry: &ParsedEntry) -> [u8; 16] {
 }
 
 /// The transactions of a statement, each with its id.
-fn transactions(statement: &ParsedStatement, currency: &str) -> Vec<NewTransaction> {
+fn transactions<'a>(
+    statement: &'a ParsedStatement,
+    currency: &'a str,
+) -> impl Iterator<Item = NewTransaction> + 'a {
     let account = identifier_key(statement.account.identifier.as_deref()).unwrap_or_default();
     let mut seen: HashMap<[u8; 16], usize> = HashMap::new();
-    statement
-        .entries
-        .iter()
-        .map(|entry| {
-            let id = match clean_opt(entry.reference.as_deref()) {
-                Some(reference) => reference,
-                None => {
-                    let digest = digest(&account, entry);
-                    let ordinal = seen.entry(digest).or_default();
-                    let id = format!("h:{}:{ordinal}", hex::encode(digest));
-                    *ordinal += 1;
-                    id
-                }
-            };
-            NewTransaction {
-                provider_transaction_id: id,
-                transaction_type: transaction_type(entry.kind),
-                subtype: clean_opt(entry.code.as_deref()),
-                status: match entry.status {
-                    EntryStatus::Booked => TransactionStatus::Settled,
-                    EntryStatus::Pending => TransactionStatus::Pending,
-                },
-                amount: entry.amount,
-                currency: currency_code(entry.currency.as_deref())
-                    .unwrap_or_else(|| currency.to_owned()),
-                description: description(entry),
-                symbol: clean_opt(entry.security.as_deref()),
-                security_name: None,
-                quantity: entry.quantity,
-                unit_price: entry.unit_price,
-                commission: entry.commission,
-                transaction_date: entry.date,
-                settlement_date: entry.value_date,
+    statement.entries.iter().map(move |entry| {
+        let id = match clean_opt(entry.reference.as_deref()) {
+            Some(reference) => reference,
+            None => {
+                let digest = digest(&account, entry);
+                let ordinal = seen.entry(digest).or_default();
+                let id = format!("h:{}:{ordinal}", hex::encode(digest));
+                *ordinal += 1;
+                id
             }
-        })
-        .collect()
+        };
+        NewTransaction {
+            provider_transaction_id: id,
+            transaction_type: transaction_type(entry.kind),
+            subtype: clean_opt(entry.code.as_deref()),
+            status: match entry.status {
+                EntryStatus::Booked => TransactionStatus::Settled,
+                EntryStatus::Pending => TransactionStatus::Pending,
+            },
+            amount: entry.amount,
+            currency: currency_code(entry.currency.as_deref())
+                .unwrap_or_else(|| currency.to_owned()),
+            description: description(entry),
+            symbol: clean_opt(entry.security.as_deref()),
+            security_name: None,
+            quantity: entry.quantity,
+            unit_price: entry.unit_price,
+            commission: entry.commission,
+            transaction_date: entry.date,
+            settlement_date: entry.value_date,
+        }
+    })
 }
 
 fn holding(position: &ParsedPosition, currency: &str) -> Option<NewHolding> {
@@ -263,23 +238,25 @@ fn balance_check(index: usize, key: &str, statement: &ParsedStatement) -> Option
     })
 }
 
-/// The records to write for a parsed file, or why it cannot be imported.
-pub(crate) fn import_batch(file: &ParsedFile, defaults: &Defaults<'_>) -> Result<Mapped, Refusal> {
+/// The batch of a parsed file, or why it cannot be imported. Closing balances follow
+/// [`BalanceHistory::PerCapture`], each captured at 00:00 UTC of its date.
+pub(crate) fn import_batch(
+    file: &ParsedFile,
+    defaults: &Defaults<'_>,
+    now: DateTime<Utc>,
+) -> Result<NormalizedBatch, Refusal> {
     if file.statements.is_empty() {
         return Err(Refusal::NoStatement);
     }
     let institution =
         clean_opt(file.institution.as_deref()).unwrap_or_else(|| "Unknown institution".to_owned());
-    let mut warnings: Vec<ImportWarning> = file
-        .warnings
-        .iter()
-        .map(|warning| ImportWarning {
+    let mut batch = BatchBuilder::new(institution, BalanceHistory::PerCapture);
+    for warning in &file.warnings {
+        batch.warn(ImportWarning {
             item: warning.item.clone(),
             message: warning.message.clone(),
-        })
-        .collect();
-    let mut accounts: Vec<Pending> = Vec::new();
-    let mut by_key: HashMap<String, usize> = HashMap::new();
+        });
+    }
     for (index, statement) in file.statements.iter().enumerate() {
         let currency = statement_currency(statement)
             .or_else(|| currency_code(defaults.currency))
@@ -292,120 +269,75 @@ pub(crate) fn import_batch(file: &ParsedFile, defaults: &Defaults<'_>) -> Result
             (None, Some(name)) => format!("name:{name}"),
             (None, None) => format!("unknown:{currency}"),
         };
-        let at = match by_key.get(&key) {
-            Some(&at) => at,
-            None => {
-                let kind = account_type(statement.account.kind);
-                let name = name.unwrap_or_else(|| match &identifier {
-                    Some(identifier) => format!(
-                        "{institution} {} {}",
-                        type_label(kind),
-                        crate::store::mask_account_number(identifier)
-                    ),
-                    None => format!("{institution} {}", type_label(kind)),
-                });
-                by_key.insert(key.clone(), accounts.len());
-                accounts.push(Pending {
-                    account: NewAccount {
-                        provider_account_id: key.clone(),
-                        account_number: identifier.clone(),
-                        name,
-                        account_type: kind,
-                        currency: currency.clone(),
-                        balance_amount: Decimal::ZERO,
-                        available_balance_amount: None,
-                        is_active: true,
-                    },
-                    transactions: Vec::new(),
-                    holdings: Vec::new(),
-                    closings: Vec::new(),
-                });
-                accounts.len() - 1
+        let warning = balance_check(index, &key, statement);
+        let institution = batch.institution().to_owned();
+        let account = batch.account(key, |key| {
+            let kind = account_type(statement.account.kind);
+            NewAccount {
+                provider_account_id: key,
+                name: name
+                    .unwrap_or_else(|| account_name(&institution, kind, identifier.as_deref())),
+                account_number: identifier,
+                account_type: kind,
+                currency,
+                balance_amount: Decimal::ZERO,
+                available_balance_amount: None,
+                is_active: true,
             }
-        };
-        let Some(pending) = accounts.get_mut(at) else {
-            continue;
-        };
-        let read = transactions(statement, &pending.account.currency);
-        if pending.transactions.is_empty() {
-            pending.transactions = read;
-        } else {
-            pending.transactions.extend(read);
-        }
-        let holdings: Vec<NewHolding> = statement
-            .positions
-            .iter()
-            .filter_map(|position| holding(position, &pending.account.currency))
-            .collect();
-        if !holdings.is_empty() {
-            pending.holdings = holdings;
-        }
+        });
+        // The account's currency, as its first statement stated it.
+        let currency = account.currency().to_owned();
+        account.add_transactions(statement.entries.len(), transactions(statement, &currency));
+        account.replace_holdings(
+            statement
+                .positions
+                .iter()
+                .filter_map(|position| holding(position, &currency))
+                .collect(),
+        );
         if let Some(closing) = &statement.closing {
-            pending.closings.push((
-                closing.date,
-                closing.amount,
-                statement
+            account.report_balance(ReportedBalance {
+                balance: closing.amount,
+                available: statement
                     .available
                     .as_ref()
                     .map(|available| available.amount),
-            ));
+                holdings_value: None,
+                cash: None,
+                as_of: Some(closing.date.and_time(NaiveTime::MIN).and_utc()),
+            });
         }
-        warnings.extend(balance_check(index, &key, statement));
+        if let Some(warning) = warning {
+            batch.warn(warning);
+        }
     }
-    let accounts = accounts.into_iter().map(finish).collect();
-    Ok(Mapped {
-        batch: ImportBatch {
-            institutions: vec![ImportInstitution {
-                alias: institution,
-                connection_id: None,
-                accounts,
-            }],
-            account_limit: None,
-        },
-        warnings,
-    })
+    Ok(batch.finish(now))
 }
 
-/// The account with its balance (the latest closing) and one snapshot per closing date.
-fn finish(mut pending: Pending) -> ImportAccount {
-    keep_last_by_id(&mut pending.transactions);
-    let mut account = pending.account;
-    let mut by_date: Vec<(NaiveDate, Decimal, Option<Decimal>)> = Vec::new();
-    for closing in pending.closings {
-        match by_date.iter_mut().find(|(date, _, _)| *date == closing.0) {
-            Some(slot) => *slot = closing,
-            None => by_date.push(closing),
-        }
-    }
-    // Stable: on equal dates the later statement stays later.
-    by_date.sort_by_key(|(date, _, _)| *date);
-    if let Some((_, balance, available)) = by_date.last() {
-        account.balance_amount = *balance;
-        account.available_balance_amount = *available;
-    }
-    let snapshots = by_date
-        .iter()
-        .map(|(date, balance, available)| ImportSnapshot {
-            balance: *balance,
-            available_balance: *available,
-            holdings_value: None,
-            cash_value: None,
-            captured_at: date.and_time(NaiveTime::MIN).and_utc(),
-        })
-        .collect::<Vec<_>>();
-    ImportAccount {
-        account,
-        balance_reported: !snapshots.is_empty(),
-        transactions: pending.transactions,
-        holdings: pending.holdings,
-        snapshots,
+impl Normalize for ParsedFile {
+    fn normalize(
+        &self,
+        defaults: &Defaults<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<NormalizedBatch, Refusal> {
+        import_batch(self, defaults, now)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use chrono::NaiveDate;
+
     use super::*;
     use crate::import::model::{ParseWarning, ParsedAccount, ParsedBalance};
+    use crate::store::ImportAccount;
+
+    /// The batch of a file at a fixed time.
+    fn import_batch(file: &ParsedFile, defaults: &Defaults<'_>) -> Result<Mapped, Refusal> {
+        super::import_batch(file, defaults, Utc::now())
+    }
+
+    type Mapped = NormalizedBatch;
 
     fn dec(text: &str) -> Decimal {
         text.parse().expect("decimal")

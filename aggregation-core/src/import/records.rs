@@ -1,4 +1,5 @@
-//! From a parsed OFX document to the records an import writes ([`ImportBatch`]).
+//! From a parsed OFX document to the normalized batch every format maps to
+//! ([`NormalizedBatch`], assembled by `import::batch`).
 //!
 //! # Mapping
 //!
@@ -37,59 +38,22 @@
 //! - NUL characters are removed from text (PostgreSQL refuses them).
 
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
+use super::batch::{
+    BalanceHistory, BatchBuilder, Defaults, ImportWarning, Normalize, NormalizedBatch, Refusal,
+    ReportedBalance, account_name, clean, clean_opt, overflow,
+};
 use super::ofx::{
     OfxDocument, Position, PositionKind, Statement, StatementKind, StatementTransaction,
     TransactionKind,
 };
 use crate::store::{
-    AccountRecord, AccountType, AssetType, ImportAccount, ImportBatch, ImportInstitution,
-    ImportSnapshot, NewAccount, NewHolding, NewTransaction, TransactionStatus, TransactionType,
+    AccountType, AssetType, NewAccount, NewHolding, NewTransaction, TransactionStatus,
+    TransactionType,
 };
-
-/// Why a parsed file cannot be imported.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum Refusal {
-    /// The sign-on reports an error.
-    #[error("the institution refused the sign-on (code {code}): {message}")]
-    Signon { code: u32, message: String },
-    /// The file has no statement.
-    #[error("the file holds no statement")]
-    NoStatement,
-    /// `account_id` names one account, and the file holds statements of several.
-    #[error(
-        "the file holds statements of {count} accounts; account_id can name only one (import without it)"
-    )]
-    SeveralAccounts {
-        /// How many accounts the file names.
-        count: usize,
-    },
-    /// Amounts of the file add up past the largest amount there is
-    /// (`79228162514264337593543950335`).
-    #[error("the {what} add up past the largest amount that can be held")]
-    Overflow {
-        /// Which amounts, and where (`market values of security 123456789`).
-        what: String,
-    },
-}
-
-/// The refusal an overflow in `what` is.
-fn overflow(what: impl Into<String>) -> Refusal {
-    Refusal::Overflow { what: what.into() }
-}
-
-/// Something an import read but doubts: reported in the answer's `warnings`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ImportWarning {
-    /// What it is about (`line 12`, `statement 2 (DE89…)`).
-    pub(crate) item: String,
-    /// What is wrong, in one sentence.
-    pub(crate) message: String,
-}
 
 /// The warnings of an OFX document.
 pub(crate) fn ofx_warnings(doc: &OfxDocument) -> Vec<ImportWarning> {
@@ -100,75 +64,6 @@ pub(crate) fn ofx_warnings(doc: &OfxDocument) -> Vec<ImportWarning> {
             message: warning.message.clone(),
         })
         .collect()
-}
-
-/// The account an import was told to write into (`account_id`), as the record to upsert: its
-/// own key and fields, with the file's balance when the file reports one.
-pub(crate) fn existing_account(
-    record: &AccountRecord,
-    balance: Option<(Decimal, Option<Decimal>)>,
-) -> NewAccount {
-    let (balance_amount, available_balance_amount) =
-        balance.unwrap_or((record.balance_amount, record.available_balance_amount));
-    NewAccount {
-        provider_account_id: record.provider_account_id.clone(),
-        account_number: record.account_number_masked.clone(),
-        name: record.name.clone(),
-        account_type: record.account_type,
-        currency: record.currency.clone(),
-        balance_amount,
-        available_balance_amount,
-        is_active: record.is_active,
-    }
-}
-
-/// Points a batch of one account at the account the caller chose (`account_id`): its
-/// connection, its key and fields; the file's transactions, holdings and balances.
-pub(crate) fn into_existing(
-    mut batch: ImportBatch,
-    record: &AccountRecord,
-) -> Result<ImportBatch, Refusal> {
-    let mut accounts: Vec<ImportAccount> = batch
-        .institutions
-        .drain(..)
-        .flat_map(|institution| institution.accounts)
-        .collect();
-    if accounts.len() > 1 {
-        return Err(Refusal::SeveralAccounts {
-            count: accounts.len(),
-        });
-    }
-    let Some(mut only) = accounts.pop() else {
-        return Err(Refusal::NoStatement);
-    };
-    let balance = only.balance_reported.then_some((
-        only.account.balance_amount,
-        only.account.available_balance_amount,
-    ));
-    only.account = existing_account(record, balance);
-    Ok(ImportBatch {
-        institutions: vec![ImportInstitution {
-            alias: record.name.clone(),
-            connection_id: Some(record.connection_id),
-            accounts: vec![only],
-        }],
-        account_limit: batch.account_limit,
-    })
-}
-
-/// Removes NUL characters and surrounding whitespace; `None` when nothing is left.
-pub(crate) fn clean(text: &str) -> Option<String> {
-    let text = text.trim();
-    let cleaned = if text.contains('\0') {
-        text.replace('\0', "")
-    } else {
-        text.to_owned()
-    };
-    (!cleaned.is_empty()).then_some(cleaned)
-}
-
-pub(crate) fn clean_opt(text: Option<&str>) -> Option<String> {
-    text.and_then(clean)
 }
 
 /// The institution's name: `ORG`, else `FID <fid>`, else `Unknown institution`.
@@ -199,19 +94,6 @@ fn account_type(statement: &Statement) -> AccountType {
             Some("CREDITLINE") => AccountType::LineOfCredit,
             _ => AccountType::Other,
         },
-    }
-}
-
-pub(crate) fn type_label(kind: AccountType) -> &'static str {
-    match kind {
-        AccountType::Checking => "Checking",
-        AccountType::Savings => "Savings",
-        AccountType::MoneyMarket => "Money Market",
-        AccountType::Cd => "CD",
-        AccountType::LineOfCredit => "Line of Credit",
-        AccountType::CreditCard => "Credit Card",
-        AccountType::Brokerage => "Brokerage",
-        _ => "Account",
     }
 }
 
@@ -380,22 +262,17 @@ fn holdings(statement: &Statement) -> Result<Vec<NewHolding>, Refusal> {
     Ok(merged)
 }
 
-/// The balances a statement reports: (balance, available, holdings value, cash, as of).
-struct Balances {
-    balance: Decimal,
-    available: Option<Decimal>,
-    holdings_value: Option<Decimal>,
-    cash: Option<Decimal>,
-    as_of: Option<DateTime<Utc>>,
-}
-
-fn balances(statement: &Statement, holdings: &[NewHolding]) -> Result<Option<Balances>, Refusal> {
+/// The balance a statement reports, if any.
+fn balances(
+    statement: &Statement,
+    holdings: &[NewHolding],
+) -> Result<Option<ReportedBalance>, Refusal> {
     match statement.kind {
         StatementKind::Bank | StatementKind::CreditCard => {
             let Some(ledger) = statement.ledger_balance.as_ref() else {
                 return Ok(None);
             };
-            Ok(Some(Balances {
+            Ok(Some(ReportedBalance {
                 balance: ledger.amount,
                 available: statement.available_balance.as_ref().map(|b| b.amount),
                 holdings_value: None,
@@ -418,7 +295,7 @@ fn balances(statement: &Statement, holdings: &[NewHolding]) -> Result<Option<Bal
             let balance = holdings_value
                 .checked_add(cash.unwrap_or_default())
                 .ok_or_else(|| overflow("holdings' value and the cash balance"))?;
-            Ok(Some(Balances {
+            Ok(Some(ReportedBalance {
                 balance,
                 available: cash,
                 holdings_value: (!holdings.is_empty()).then_some(holdings_value),
@@ -429,91 +306,12 @@ fn balances(statement: &Statement, holdings: &[NewHolding]) -> Result<Option<Bal
     }
 }
 
-/// Keeps one transaction per provider id: the last one read, in the place of the first (a later
-/// statement of an account restates an earlier one). A row whose id repeats with another date
-/// or amount is another transaction, not a restatement (banks reuse references: MT940 customer
-/// references naming the counterparty, `EREF`, constant OFX FITIDs): it keeps its place under
-/// the id suffixed `#2`, `#3`, … in reading order, so nothing read is dropped and a re-import
-/// gives the same ids. One pass over the account's rows with maps that borrow their ids, rather
-/// than maps of copied ids kept while the file is read.
-pub(crate) fn keep_last_by_id(transactions: &mut Vec<NewTransaction>) {
-    tell_reused_ids_apart(transactions);
-    let mut restated: Vec<(usize, usize)> = Vec::new();
-    let mut first: HashMap<&str, usize> = HashMap::with_capacity(transactions.len());
-    for (at, item) in transactions.iter().enumerate() {
-        match first.entry(item.provider_transaction_id.as_str()) {
-            Entry::Occupied(earlier) => restated.push((*earlier.get(), at)),
-            Entry::Vacant(slot) => {
-                slot.insert(at);
-            }
-        }
-    }
-    drop(first);
-    if restated.is_empty() {
-        return;
-    }
-    let mut dropped = vec![false; transactions.len()];
-    // In reading order, so the first place ends up with the last version.
-    for (earlier, later) in restated {
-        transactions.swap(earlier, later);
-        if let Some(flag) = dropped.get_mut(later) {
-            *flag = true;
-        }
-    }
-    let mut at = 0;
-    transactions.retain(|_| {
-        let keep = !dropped.get(at).copied().unwrap_or_default();
-        at += 1;
-        keep
-    });
-}
-
-/// Suffixes the id of every row whose id an earlier row carries with another date or amount:
-/// `#n` for the n-th distinct (date, amount) of that id.
-fn tell_reused_ids_apart(transactions: &mut [NewTransaction]) {
-    let mut renamed: Vec<(usize, usize)> = Vec::new();
-    let mut versions: HashMap<&str, Vec<(chrono::NaiveDate, Decimal)>> =
-        HashMap::with_capacity(transactions.len());
-    for (at, item) in transactions.iter().enumerate() {
-        let version = (item.transaction_date, item.amount);
-        match versions.entry(item.provider_transaction_id.as_str()) {
-            Entry::Vacant(slot) => {
-                slot.insert(vec![version]);
-            }
-            Entry::Occupied(mut seen) => {
-                let seen = seen.get_mut();
-                let ordinal = match seen.iter().position(|v| *v == version) {
-                    Some(index) => index + 1,
-                    None => {
-                        seen.push(version);
-                        seen.len()
-                    }
-                };
-                if ordinal > 1 {
-                    renamed.push((at, ordinal));
-                }
-            }
-        }
-    }
-    drop(versions);
-    for (at, ordinal) in renamed {
-        if let Some(item) = transactions.get_mut(at) {
-            item.provider_transaction_id = format!("{}#{ordinal}", item.provider_transaction_id);
-        }
-    }
-}
-
-/// One account being assembled from the file's statements.
-struct Pending {
-    account: NewAccount,
-    /// In reading order, restated ids included (see [`keep_last_by_id`]).
-    transactions: Vec<NewTransaction>,
-    holdings: Vec<NewHolding>,
-    balances: Option<Balances>,
-}
-
-/// The records to write for a parsed file, or why it cannot be imported.
-pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<ImportBatch, Refusal> {
+/// The batch of a parsed OFX document, or why it cannot be imported. Balances follow
+/// [`BalanceHistory::LastReported`]; one undated is captured at `now`.
+pub(crate) fn import_batch(
+    doc: &OfxDocument,
+    now: DateTime<Utc>,
+) -> Result<NormalizedBatch, Refusal> {
     if let Some(signon) = &doc.signon
         && (signon.status_code != 0 && signon.severity.trim().eq_ignore_ascii_case("ERROR"))
     {
@@ -526,9 +324,10 @@ pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<Impo
     if doc.statements.is_empty() {
         return Err(Refusal::NoStatement);
     }
-    let institution = institution_name(doc);
-    let mut accounts: Vec<Pending> = Vec::new();
-    let mut by_key: HashMap<String, usize> = HashMap::new();
+    let mut batch = BatchBuilder::new(institution_name(doc), BalanceHistory::LastReported);
+    for warning in ofx_warnings(doc) {
+        batch.warn(warning);
+    }
     for statement in &doc.statements {
         let currency = clean(&statement.currency)
             .unwrap_or_else(|| "USD".to_owned())
@@ -538,42 +337,19 @@ pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<Impo
         let key = number
             .clone()
             .unwrap_or_else(|| format!("unknown:{}:{currency}", kind_key(statement.kind)));
-        let at = match by_key.get(&key) {
-            Some(&at) => at,
-            None => {
-                let name = match &number {
-                    Some(number) => format!(
-                        "{institution} {} {}",
-                        type_label(kind),
-                        crate::store::mask_account_number(number)
-                    ),
-                    None => format!("{institution} {}", type_label(kind)),
-                };
-                by_key.insert(key.clone(), accounts.len());
-                accounts.push(Pending {
-                    account: NewAccount {
-                        provider_account_id: key,
-                        account_number: number,
-                        name,
-                        account_type: kind,
-                        currency: currency.clone(),
-                        balance_amount: Decimal::ZERO,
-                        available_balance_amount: None,
-                        is_active: true,
-                    },
-                    transactions: Vec::new(),
-                    holdings: Vec::new(),
-                    balances: None,
-                });
-                accounts.len() - 1
-            }
-        };
-        let Some(pending) = accounts.get_mut(at) else {
-            continue;
-        };
-        // Reserved at once: a regrown vector briefly holds its old and its new copy.
-        pending.transactions.reserve(statement.transactions.len());
-        pending.transactions.extend(
+        let name = account_name(batch.institution(), kind, number.as_deref());
+        let account = batch.account(key, |key| NewAccount {
+            provider_account_id: key,
+            account_number: number,
+            name,
+            account_type: kind,
+            currency: currency.clone(),
+            balance_amount: Decimal::ZERO,
+            available_balance_amount: None,
+            is_active: true,
+        });
+        account.add_transactions(
+            statement.transactions.len(),
             statement
                 .transactions
                 .iter()
@@ -581,50 +357,24 @@ pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<Impo
         );
         let statement_holdings = holdings(statement)?;
         if let Some(found) = balances(statement, &statement_holdings)? {
-            pending.balances = Some(found);
+            account.report_balance(found);
         }
-        if !statement_holdings.is_empty() {
-            pending.holdings = statement_holdings;
-        }
+        account.replace_holdings(statement_holdings);
     }
-    let accounts = accounts
-        .into_iter()
-        .map(|mut pending| {
-            keep_last_by_id(&mut pending.transactions);
-            let mut account = pending.account;
-            let snapshot = pending.balances.as_ref().map(|b| {
-                account.balance_amount = b.balance;
-                account.available_balance_amount = b.available;
-                ImportSnapshot {
-                    balance: b.balance,
-                    available_balance: b.available,
-                    holdings_value: b.holdings_value,
-                    cash_value: b.cash,
-                    captured_at: crate::dates::truncate_to_micros(b.as_of.unwrap_or(now)),
-                }
-            });
-            ImportAccount {
-                account,
-                balance_reported: snapshot.is_some(),
-                transactions: pending.transactions,
-                holdings: pending.holdings,
-                snapshots: snapshot.into_iter().collect(),
-            }
-        })
-        .collect();
-    Ok(ImportBatch {
-        institutions: vec![ImportInstitution {
-            alias: institution,
-            connection_id: None,
-            accounts,
-        }],
-        account_limit: None,
-    })
+    Ok(batch.finish(now))
+}
+
+impl Normalize for OfxDocument {
+    /// The file names its accounts and currencies: the caller's defaults do not apply.
+    fn normalize(&self, _: &Defaults<'_>, now: DateTime<Utc>) -> Result<NormalizedBatch, Refusal> {
+        import_batch(self, now)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::import::batch::keep_last_by_id;
     use crate::import::parse_ofx;
 
     const BANK: &str = "OFXHEADER:100\nDATA:OFXSGML\nVERSION:102\n\n<OFX>
@@ -704,7 +454,7 @@ mod tests {
     #[test]
     fn a_restated_id_keeps_its_first_place_and_its_last_version() {
         let doc = parse_ofx(BANK.as_bytes()).expect("parses");
-        let batch = import_batch(&doc, Utc::now()).expect("importable");
+        let batch = import_batch(&doc, Utc::now()).expect("importable").batch;
         let row = batch.institutions[0].accounts[0].transactions[0].clone();
         // A restatement has the same date and amount; its text or status may have changed.
         let version = |id: &str, cents: i64, text: &str| NewTransaction {
@@ -744,7 +494,7 @@ mod tests {
     #[test]
     fn a_reused_id_with_another_amount_or_date_is_another_transaction() {
         let doc = parse_ofx(BANK.as_bytes()).expect("parses");
-        let batch = import_batch(&doc, Utc::now()).expect("importable");
+        let batch = import_batch(&doc, Utc::now()).expect("importable").batch;
         let row = batch.institutions[0].accounts[0].transactions[0].clone();
         let day = row.transaction_date;
         let next = day.succ_opt().expect("a next day");
@@ -784,7 +534,7 @@ mod tests {
     #[test]
     fn bank_statement_maps_to_one_account() {
         let doc = parse_ofx(BANK.as_bytes()).expect("parses");
-        let batch = import_batch(&doc, Utc::now()).expect("importable");
+        let batch = import_batch(&doc, Utc::now()).expect("importable").batch;
         let [institution] = batch.institutions.as_slice() else {
             panic!("one institution");
         };

@@ -1,7 +1,8 @@
-//! Importing one uploaded statement file: parse it in its format (large files on the parsing
-//! [`WorkGate`]'s own threads), map it to records ([`super::records`] for OFX,
-//! [`super::parsed`] for the others), apply it in one store transaction (or preview it in one
-//! that is rolled back), and report it as [`DomainEvent::StatementImported`].
+//! Importing one uploaded statement file: parse it in its format (its row of the format
+//! table, large files on the parsing [`WorkGate`]'s own threads), map it to the one
+//! normalized batch every format maps to ([`super::batch`]), apply it in one store
+//! transaction (or preview it in one that is rolled back), and report it as
+//! [`DomainEvent::StatementImported`].
 
 use std::sync::Arc;
 
@@ -9,19 +10,17 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::csv::{CsvError, CsvMapping};
+use super::batch::{Defaults, ImportWarning, Normalize, NormalizedBatch, Refusal, into_existing};
+use super::csv::CsvMapping;
 use super::format::Format;
-use super::model::{ParseError, ParsedFile};
-use super::ofx::{OfxDocument, OfxError, parse_ofx};
-use super::parsed::{self, Defaults};
-use super::records::{ImportWarning, Refusal, import_batch, into_existing, ofx_warnings};
-use super::{camt, csv, mt940, qif};
+use super::model::ParseError;
+#[cfg(test)]
+use super::model::ParsedFile;
+use super::ofx::OfxError;
 use crate::events::{
     DomainEvent, DurableEvent, Event, Events, ImportCompleted, ImportCompletedCounts, RowCounts,
 };
-use crate::store::{
-    AccountRecord, ImportAccount, ImportBatch, ImportCounts, Store, StoreError, now,
-};
+use crate::store::{AccountRecord, ImportAccount, ImportCounts, Store, StoreError, now};
 use crate::work::{WorkError, WorkGate};
 
 /// Files at least this large are parsed on the parsing gate's threads rather than inline.
@@ -116,68 +115,27 @@ pub(crate) struct Imported {
     pub(crate) preview: Option<Vec<ImportAccount>>,
 }
 
-/// A parsed file of any format.
-enum Parsed {
-    Ofx(OfxDocument),
-    File(ParsedFile),
-}
-
-/// Reads the file in its format.
-fn parse(
-    format: Format,
-    bytes: &[u8],
-    mapping: Option<&CsvMapping>,
-) -> Result<Parsed, ImportError> {
-    let read = |result: Result<ParsedFile, ParseError>| {
-        result
-            .map(Parsed::File)
-            .map_err(|error| ImportError::Parse { format, error })
-    };
-    match format {
-        Format::Ofx | Format::Qfx => parse_ofx(bytes)
-            .map(Parsed::Ofx)
-            .map_err(ImportError::Unreadable),
-        Format::Qif => read(qif::parse(bytes)),
-        Format::Csv => match csv::parse(bytes, mapping) {
-            Ok(file) => Ok(Parsed::File(file)),
-            Err(CsvError::Unreadable(error)) => Err(ImportError::Parse { format, error }),
-            Err(CsvError::Mapping { column, reason }) => {
-                Err(ImportError::Mapping { column, reason })
-            }
-            Err(CsvError::MappingField { field, reason }) => {
-                Err(ImportError::MappingField { field, reason })
-            }
-        },
-        Format::Camt052 | Format::Camt053 | Format::Camt054 => read(camt::parse(bytes)),
-        Format::Mt940 | Format::Mt942 => read(mt940::parse(bytes)),
-    }
-}
+/// A parsed file of any format, ready to be normalized.
+pub(crate) type Parsed = Box<dyn Normalize>;
 
 /// The records of a parsed file for the request, with the warnings to report.
 fn batch_for(
-    parsed: &Parsed,
+    parsed: &dyn Normalize,
     request: &ImportRequest,
     existing: Option<&AccountRecord>,
     at: DateTime<Utc>,
-) -> Result<(ImportBatch, Vec<ImportWarning>), Refusal> {
-    let (batch, warnings) = match parsed {
-        Parsed::Ofx(document) => (import_batch(document, at)?, ofx_warnings(document)),
-        Parsed::File(file) => {
-            let defaults = Defaults {
-                account_name: request.account_name.as_deref(),
-                currency: existing
-                    .map(|account| account.currency.as_str())
-                    .or(request.currency.as_deref()),
-            };
-            let mapped = parsed::import_batch(file, &defaults)?;
-            (mapped.batch, mapped.warnings)
-        }
+) -> Result<NormalizedBatch, Refusal> {
+    let defaults = Defaults {
+        account_name: request.account_name.as_deref(),
+        currency: existing
+            .map(|account| account.currency.as_str())
+            .or(request.currency.as_deref()),
     };
-    let batch = match existing {
-        Some(record) => into_existing(batch, record)?,
-        None => batch,
-    };
-    Ok((batch, warnings))
+    let mut normalized = parsed.normalize(&defaults, at)?;
+    if let Some(record) = existing {
+        normalized.batch = into_existing(normalized.batch, record)?;
+    }
+    Ok(normalized)
 }
 
 /// The rule of an import's events: its `import.completed` event, with the counts.
@@ -266,11 +224,11 @@ impl Imports {
         // mapping and the store write never hold the file beside its records.
         let bytes = std::mem::take(&mut request.bytes);
         let parsed = if bytes.len() < INLINE_PARSE_LIMIT {
-            parse(format, &bytes, request.mapping.as_ref())?
+            format.parse_file(&bytes, request.mapping.as_ref())?
         } else {
             let mapping = request.mapping.clone();
             self.parsing
-                .run(move || parse(format, &bytes, mapping.as_ref()))
+                .run(move || format.parse_file(&bytes, mapping.as_ref()))
                 .await??
         };
         self.write(user_id, &request, parsed, existing.as_ref())
@@ -287,8 +245,10 @@ impl Imports {
         existing: Option<&AccountRecord>,
     ) -> Result<Imported, ImportError> {
         let at = now();
-        let (mut batch, warnings) =
-            batch_for(&parsed, request, existing, at).map_err(ImportError::Refused)?;
+        let NormalizedBatch {
+            mut batch,
+            warnings,
+        } = batch_for(&*parsed, request, existing, at).map_err(ImportError::Refused)?;
         drop(parsed);
         let count = batch
             .institutions
@@ -367,7 +327,7 @@ impl Imports {
             ),
             None => None,
         };
-        self.write(user_id, &request, Parsed::File(file), existing.as_ref())
+        self.write(user_id, &request, Box::new(file), existing.as_ref())
             .await
     }
 }

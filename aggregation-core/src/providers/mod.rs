@@ -41,23 +41,22 @@
 //! token-refresh job on one instance (it takes a lease) and keep user syncs of one connection
 //! on one instance (sticky routing) if your provider behaves so.
 
-#[cfg(feature = "schwab")]
-mod schwab;
+mod clients;
 
 #[cfg(feature = "schwab")]
-pub use schwab::{SchwabConfig, SchwabProvider};
+pub use clients::schwab::{SchwabConfig, SchwabProvider};
 
 #[cfg(feature = "simplefin")]
-pub mod simplefin;
+pub use clients::simplefin;
 
 #[cfg(feature = "simplefin")]
-pub use simplefin::{SimplefinConfig, SimplefinProvider};
+pub use clients::simplefin::{SimplefinConfig, SimplefinProvider};
 
 #[cfg(feature = "enablebanking")]
-pub mod enablebanking;
+pub use clients::enablebanking;
 
 #[cfg(feature = "enablebanking")]
-pub use enablebanking::{EnableBankingConfig, EnableBankingProvider};
+pub use clients::enablebanking::{EnableBankingConfig, EnableBankingProvider};
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -62,11 +62,11 @@ use self::mapping::{
     AspspList, AspspRef, AuthStarted, BalanceList, ErrorBody, SessionCreated, SessionSecret,
     TransactionPage,
 };
-use super::{
+use crate::outbound::{describe_request_error, read_limited};
+use crate::providers::{
     AuthorizationRequest, DateRange, FetchContext, Fetched, Institution, Provider,
     ProviderCredentials, ProviderError, ProviderSecret, RequestBudget, SyncItemError,
 };
-use crate::outbound::{describe_request_error, read_limited};
 use crate::store::{NewAccount, NewHolding, NewTransaction};
 
 /// The Enable Banking API.

@@ -8,7 +8,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::super::{Institution, SyncItemError, iso_currency};
+use crate::providers::{Institution, SyncItemError, iso_currency};
 use crate::store::{
     AccountType, NewAccount, NewTransaction, TransactionStatus, TransactionType,
     mask_account_number,

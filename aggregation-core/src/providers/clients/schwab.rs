@@ -20,11 +20,11 @@ use oauth2::{
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use super::{
+use crate::outbound::{describe_request_error, read_limited};
+use crate::providers::{
     AuthorizationRequest, DateRange, Fetched, Provider, ProviderCredentials, ProviderError,
     ProviderSecret,
 };
-use crate::outbound::{describe_request_error, read_limited};
 use crate::store::{NewAccount, NewHolding, NewTransaction};
 
 /// Connect and whole-request timeout of every call to Schwab.

@@ -38,13 +38,13 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use url::Url;
 
-use super::{
-    ConnectMethod, DateRange, FetchContext, Fetched, Provider, ProviderCredentials, ProviderError,
-    ProviderSecret, RequestBudget, SyncItemError, iso_currency,
-};
 use crate::outbound::guard::{GuardedResolver, PeerCheckLayer};
 use crate::outbound::ssrf::{WebhookHost, host_of, may_connect, may_resolve};
 use crate::outbound::{describe_request_error, read_limited};
+use crate::providers::{
+    ConnectMethod, DateRange, FetchContext, Fetched, Provider, ProviderCredentials, ProviderError,
+    ProviderSecret, RequestBudget, SyncItemError, iso_currency,
+};
 use crate::store::{
     AccountType, NewAccount, NewHolding, NewTransaction, TransactionStatus, TransactionType,
 };

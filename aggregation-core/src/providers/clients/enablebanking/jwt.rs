@@ -9,7 +9,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::Serialize;
 
-use super::super::ProviderError;
+use crate::providers::ProviderError;
 
 /// Issuer of the application JWT.
 pub(super) const ISSUER: &str = "enablebanking.com";

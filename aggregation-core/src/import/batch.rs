@@ -1,0 +1,456 @@
+//! The one normalized batch every statement format maps to, and the one merge that assembles
+//! it.
+//!
+//! A parsed file of any format ([`Normalize`]: an OFX document through `import::records`, a
+//! file of the statement model through `import::parsed`) reads its statements in file order
+//! and hands each one's account, transactions, holdings and balances to a [`BatchBuilder`].
+//! The builder keeps one account per key (the `provider_account_id`): statements with the
+//! same key are one account, their transactions are united by provider id (the later version
+//! in the earlier place, [`keep_last_by_id`]), a later statement's holdings replace an earlier
+//! one's when it states any, and the reported balances become the account's balance and its
+//! snapshots by the format's [`BalanceHistory`]. The result is a [`NormalizedBatch`]: the
+//! store's [`ImportBatch`] with the warnings the answer reports.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+
+use crate::store::{
+    AccountRecord, AccountType, ImportAccount, ImportBatch, ImportInstitution, ImportSnapshot,
+    NewAccount, NewHolding, NewTransaction,
+};
+
+/// Why a parsed file cannot be imported.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// The sign-on reports an error.
+    #[error("the institution refused the sign-on (code {code}): {message}")]
+    Signon { code: u32, message: String },
+    /// The file has no statement.
+    #[error("the file holds no statement")]
+    NoStatement,
+    /// `account_id` names one account, and the file holds statements of several.
+    #[error(
+        "the file holds statements of {count} accounts; account_id can name only one (import without it)"
+    )]
+    SeveralAccounts {
+        /// How many accounts the file names.
+        count: usize,
+    },
+    /// Amounts of the file add up past the largest amount there is
+    /// (`79228162514264337593543950335`).
+    #[error("the {what} add up past the largest amount that can be held")]
+    Overflow {
+        /// Which amounts, and where (`market values of security 123456789`).
+        what: String,
+    },
+}
+
+/// The refusal an overflow in `what` is.
+pub(crate) fn overflow(what: impl Into<String>) -> Refusal {
+    Refusal::Overflow { what: what.into() }
+}
+
+/// Something an import read but doubts: reported in the answer's `warnings`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ImportWarning {
+    /// What it is about (`line 12`, `statement 2 (DE89…)`).
+    pub(crate) item: String,
+    /// What is wrong, in one sentence.
+    pub(crate) message: String,
+}
+
+/// What the caller's parts say about accounts the file does not name.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Defaults<'a> {
+    /// `account_name`: the name of an account the file names none for.
+    pub(crate) account_name: Option<&'a str>,
+    /// The currency of an account the file states none for (`currency`, or the currency of
+    /// the account chosen by `account_id`); `USD` when `None`.
+    pub(crate) currency: Option<&'a str>,
+}
+
+/// The records of a parsed file and the warnings to report: what every format maps to.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct NormalizedBatch {
+    /// What to write.
+    pub(crate) batch: ImportBatch,
+    /// The parser's warnings, then the mapping's, in file order.
+    pub(crate) warnings: Vec<ImportWarning>,
+}
+
+/// A parsed file of any format, as the import maps it.
+pub(crate) trait Normalize: Send {
+    /// The records to write for the file, with the caller's `defaults`, at `now` (the
+    /// capture time of a balance the file dates not), or why it cannot be imported.
+    fn normalize(
+        &self,
+        defaults: &Defaults<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<NormalizedBatch, Refusal>;
+}
+
+/// How an account's reported balances become its balance and its snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BalanceHistory {
+    /// The balance of the last statement that reports one is the account's, and its one
+    /// snapshot (OFX: a statement's balance is the account's as of the download).
+    LastReported,
+    /// Every reported balance is a snapshot, one per capture time (the later report on a
+    /// tie); the account's balance is the latest by time, in report order on a tie (closing
+    /// balances of dated statements).
+    PerCapture,
+}
+
+/// A balance a statement reports.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ReportedBalance {
+    /// The balance.
+    pub(crate) balance: Decimal,
+    /// The available balance, if stated.
+    pub(crate) available: Option<Decimal>,
+    /// The market value of the holdings, if stated.
+    pub(crate) holdings_value: Option<Decimal>,
+    /// The cash, if stated.
+    pub(crate) cash: Option<Decimal>,
+    /// When it held; the import's time when the file does not say.
+    pub(crate) as_of: Option<DateTime<Utc>>,
+}
+
+/// One account being assembled from the file's statements.
+#[derive(Debug)]
+pub(crate) struct AccountBuilder {
+    account: NewAccount,
+    /// In reading order, restated ids included (see [`keep_last_by_id`]).
+    transactions: Vec<NewTransaction>,
+    holdings: Vec<NewHolding>,
+    /// In reading order.
+    balances: Vec<ReportedBalance>,
+}
+
+impl AccountBuilder {
+    /// The account's currency (as its first statement stated it).
+    pub(crate) fn currency(&self) -> &str {
+        &self.account.currency
+    }
+
+    /// Adds a statement's transactions (`expected` of them, at most), after the earlier
+    /// statements' ones.
+    pub(crate) fn add_transactions(
+        &mut self,
+        expected: usize,
+        rows: impl IntoIterator<Item = NewTransaction>,
+    ) {
+        // Reserved at once: a regrown vector briefly holds its old and its new copy.
+        self.transactions.reserve(expected);
+        self.transactions.extend(rows);
+    }
+
+    /// A statement's holdings: they replace the earlier statements' ones, unless it states
+    /// none.
+    pub(crate) fn replace_holdings(&mut self, holdings: Vec<NewHolding>) {
+        if !holdings.is_empty() {
+            self.holdings = holdings;
+        }
+    }
+
+    /// A balance a statement reports.
+    pub(crate) fn report_balance(&mut self, balance: ReportedBalance) {
+        self.balances.push(balance);
+    }
+
+    /// The account with its balance, transactions (one per id), holdings and snapshots.
+    fn finish(mut self, history: BalanceHistory, now: DateTime<Utc>) -> ImportAccount {
+        keep_last_by_id(&mut self.transactions);
+        let captured = |balance: &ReportedBalance| ImportSnapshot {
+            balance: balance.balance,
+            available_balance: balance.available,
+            holdings_value: balance.holdings_value,
+            cash_value: balance.cash,
+            captured_at: crate::dates::truncate_to_micros(balance.as_of.unwrap_or(now)),
+        };
+        let snapshots: Vec<ImportSnapshot> = match history {
+            BalanceHistory::LastReported => {
+                self.balances.last().map(captured).into_iter().collect()
+            }
+            BalanceHistory::PerCapture => {
+                let mut by_time: Vec<ImportSnapshot> = Vec::new();
+                for snapshot in self.balances.iter().map(captured) {
+                    match by_time
+                        .iter_mut()
+                        .find(|kept| kept.captured_at == snapshot.captured_at)
+                    {
+                        Some(slot) => *slot = snapshot,
+                        None => by_time.push(snapshot),
+                    }
+                }
+                // Stable: at equal times the later report stays later.
+                by_time.sort_by_key(|snapshot| snapshot.captured_at);
+                by_time
+            }
+        };
+        let mut account = self.account;
+        if let Some(latest) = snapshots.last() {
+            account.balance_amount = latest.balance;
+            account.available_balance_amount = latest.available_balance;
+        }
+        ImportAccount {
+            account,
+            balance_reported: !snapshots.is_empty(),
+            transactions: self.transactions,
+            holdings: self.holdings,
+            snapshots,
+        }
+    }
+}
+
+/// Assembles the [`NormalizedBatch`] of one file: its institution's accounts, one per key.
+#[derive(Debug)]
+pub(crate) struct BatchBuilder {
+    institution: String,
+    history: BalanceHistory,
+    accounts: Vec<AccountBuilder>,
+    by_key: HashMap<String, usize>,
+    warnings: Vec<ImportWarning>,
+}
+
+impl BatchBuilder {
+    /// A batch of the institution's accounts whose balances follow `history`.
+    pub(crate) fn new(institution: String, history: BalanceHistory) -> Self {
+        Self {
+            institution,
+            history,
+            accounts: Vec::new(),
+            by_key: HashMap::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The institution's name.
+    pub(crate) fn institution(&self) -> &str {
+        &self.institution
+    }
+
+    /// Reports a warning (in the order reported).
+    pub(crate) fn warn(&mut self, warning: ImportWarning) {
+        self.warnings.push(warning);
+    }
+
+    /// The account with this key (its `provider_account_id`): the one an earlier statement
+    /// made, else a new one, `new` making its record from the key (with a zero balance).
+    pub(crate) fn account(
+        &mut self,
+        key: String,
+        new: impl FnOnce(String) -> NewAccount,
+    ) -> &mut AccountBuilder {
+        let at = match self.by_key.entry(key) {
+            Entry::Occupied(known) => *known.get(),
+            Entry::Vacant(slot) => {
+                let account = new(slot.key().clone());
+                self.accounts.push(AccountBuilder {
+                    account,
+                    transactions: Vec::new(),
+                    holdings: Vec::new(),
+                    balances: Vec::new(),
+                });
+                *slot.insert(self.accounts.len() - 1)
+            }
+        };
+        // `at` is the position of an account pushed above or before.
+        &mut self.accounts[at]
+    }
+
+    /// The batch: one institution with its accounts in the order first read.
+    pub(crate) fn finish(self, now: DateTime<Utc>) -> NormalizedBatch {
+        let history = self.history;
+        let accounts = self
+            .accounts
+            .into_iter()
+            .map(|account| account.finish(history, now))
+            .collect();
+        NormalizedBatch {
+            batch: ImportBatch {
+                institutions: vec![ImportInstitution {
+                    alias: self.institution,
+                    connection_id: None,
+                    accounts,
+                }],
+                account_limit: None,
+            },
+            warnings: self.warnings,
+        }
+    }
+}
+
+/// The name of an account the file gives none for: `<institution> <Type> ****1234`, without
+/// the number when the file states none.
+pub(crate) fn account_name(institution: &str, kind: AccountType, number: Option<&str>) -> String {
+    match number {
+        Some(number) => format!(
+            "{institution} {} {}",
+            type_label(kind),
+            crate::store::mask_account_number(number)
+        ),
+        None => format!("{institution} {}", type_label(kind)),
+    }
+}
+
+/// The account an import was told to write into (`account_id`), as the record to upsert: its
+/// own key and fields, with the file's balance when the file reports one.
+pub(crate) fn existing_account(
+    record: &AccountRecord,
+    balance: Option<(Decimal, Option<Decimal>)>,
+) -> NewAccount {
+    let (balance_amount, available_balance_amount) =
+        balance.unwrap_or((record.balance_amount, record.available_balance_amount));
+    NewAccount {
+        provider_account_id: record.provider_account_id.clone(),
+        account_number: record.account_number_masked.clone(),
+        name: record.name.clone(),
+        account_type: record.account_type,
+        currency: record.currency.clone(),
+        balance_amount,
+        available_balance_amount,
+        is_active: record.is_active,
+    }
+}
+
+/// Points a batch of one account at the account the caller chose (`account_id`): its
+/// connection, its key and fields; the file's transactions, holdings and balances.
+pub(crate) fn into_existing(
+    mut batch: ImportBatch,
+    record: &AccountRecord,
+) -> Result<ImportBatch, Refusal> {
+    let mut accounts: Vec<ImportAccount> = batch
+        .institutions
+        .drain(..)
+        .flat_map(|institution| institution.accounts)
+        .collect();
+    if accounts.len() > 1 {
+        return Err(Refusal::SeveralAccounts {
+            count: accounts.len(),
+        });
+    }
+    let Some(mut only) = accounts.pop() else {
+        return Err(Refusal::NoStatement);
+    };
+    let balance = only.balance_reported.then_some((
+        only.account.balance_amount,
+        only.account.available_balance_amount,
+    ));
+    only.account = existing_account(record, balance);
+    Ok(ImportBatch {
+        institutions: vec![ImportInstitution {
+            alias: record.name.clone(),
+            connection_id: Some(record.connection_id),
+            accounts: vec![only],
+        }],
+        account_limit: batch.account_limit,
+    })
+}
+
+/// Removes NUL characters and surrounding whitespace; `None` when nothing is left.
+pub(crate) fn clean(text: &str) -> Option<String> {
+    let text = text.trim();
+    let cleaned = if text.contains('\0') {
+        text.replace('\0', "")
+    } else {
+        text.to_owned()
+    };
+    (!cleaned.is_empty()).then_some(cleaned)
+}
+
+/// [`clean`] of an optional text.
+pub(crate) fn clean_opt(text: Option<&str>) -> Option<String> {
+    text.and_then(clean)
+}
+
+/// The account type as a name part (`Checking`, `Credit Card`).
+pub(crate) fn type_label(kind: AccountType) -> &'static str {
+    match kind {
+        AccountType::Checking => "Checking",
+        AccountType::Savings => "Savings",
+        AccountType::MoneyMarket => "Money Market",
+        AccountType::Cd => "CD",
+        AccountType::LineOfCredit => "Line of Credit",
+        AccountType::CreditCard => "Credit Card",
+        AccountType::Brokerage => "Brokerage",
+        _ => "Account",
+    }
+}
+
+/// Keeps one transaction per provider id: the last one read, in the place of the first (a later
+/// statement of an account restates an earlier one). A row whose id repeats with another date
+/// or amount is another transaction, not a restatement (banks reuse references: MT940 customer
+/// references naming the counterparty, `EREF`, constant OFX FITIDs): it keeps its place under
+/// the id suffixed `#2`, `#3`, … in reading order, so nothing read is dropped and a re-import
+/// gives the same ids. One pass over the account's rows with maps that borrow their ids, rather
+/// than maps of copied ids kept while the file is read.
+pub(crate) fn keep_last_by_id(transactions: &mut Vec<NewTransaction>) {
+    tell_reused_ids_apart(transactions);
+    let mut restated: Vec<(usize, usize)> = Vec::new();
+    let mut first: HashMap<&str, usize> = HashMap::with_capacity(transactions.len());
+    for (at, item) in transactions.iter().enumerate() {
+        match first.entry(item.provider_transaction_id.as_str()) {
+            Entry::Occupied(earlier) => restated.push((*earlier.get(), at)),
+            Entry::Vacant(slot) => {
+                slot.insert(at);
+            }
+        }
+    }
+    drop(first);
+    if restated.is_empty() {
+        return;
+    }
+    let mut dropped = vec![false; transactions.len()];
+    // In reading order, so the first place ends up with the last version.
+    for (earlier, later) in restated {
+        transactions.swap(earlier, later);
+        if let Some(flag) = dropped.get_mut(later) {
+            *flag = true;
+        }
+    }
+    let mut at = 0;
+    transactions.retain(|_| {
+        let keep = !dropped.get(at).copied().unwrap_or_default();
+        at += 1;
+        keep
+    });
+}
+
+/// Suffixes the id of every row whose id an earlier row carries with another date or amount:
+/// `#n` for the n-th distinct (date, amount) of that id.
+fn tell_reused_ids_apart(transactions: &mut [NewTransaction]) {
+    let mut renamed: Vec<(usize, usize)> = Vec::new();
+    let mut versions: HashMap<&str, Vec<(chrono::NaiveDate, Decimal)>> =
+        HashMap::with_capacity(transactions.len());
+    for (at, item) in transactions.iter().enumerate() {
+        let version = (item.transaction_date, item.amount);
+        match versions.entry(item.provider_transaction_id.as_str()) {
+            Entry::Vacant(slot) => {
+                slot.insert(vec![version]);
+            }
+            Entry::Occupied(mut seen) => {
+                let seen = seen.get_mut();
+                let ordinal = match seen.iter().position(|v| *v == version) {
+                    Some(index) => index + 1,
+                    None => {
+                        seen.push(version);
+                        seen.len()
+                    }
+                };
+                if ordinal > 1 {
+                    renamed.push((at, ordinal));
+                }
+            }
+        }
+    }
+    drop(versions);
+    for (at, ordinal) in renamed {
+        if let Some(item) = transactions.get_mut(at) {
+            item.provider_transaction_id = format!("{}#{ordinal}", item.provider_transaction_id);
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! The concrete provider clients, each a [`Provider`](super::Provider) and nothing more:
+//! Charles Schwab (feature `schwab`), SimpleFIN (feature `simplefin`) and Enable Banking
+//! (feature `enablebanking`). Their public types are re-exported from [`super`], where
+//! embedders name them (`providers::SchwabProvider`, `providers::simplefin::…`).
+
+#[cfg(feature = "schwab")]
+pub(super) mod schwab;
+
+#[cfg(feature = "simplefin")]
+pub mod simplefin;
+
+#[cfg(feature = "enablebanking")]
+pub mod enablebanking;

@@ -1,0 +1,342 @@
+//! The connect flows: OAuth 2.0 (the authorization address with PKCE, the callback, a
+//! refusal at the provider, reauthorization) and setup tokens (connect and renew), each ending
+//! with the credentials saved encrypted and `connection.created`.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::credentials::{encrypt_credentials, encrypt_probe};
+use super::{ConnectionError, Connections, seconds};
+use crate::crypto::{new_pkce_pair, random_urlsafe_token, token_digest};
+use crate::dates;
+use crate::events::{ConnectionCreated, DurableEvent, Event};
+use crate::providers::{
+    AuthorizationRequest, ConnectMethod, Provider, ProviderCredentials, ProviderError,
+};
+use crate::store::{
+    ConnectionRecord, ConnectionStatus, FILE_IMPORT_PROVIDER, NewOAuthState, StoreError, now,
+};
+
+/// The address a user is sent to, and the state that comes back.
+pub(crate) struct Authorization {
+    pub(crate) authorization_url: String,
+    pub(crate) state: String,
+    pub(crate) expires_in: u64,
+}
+
+/// The rule of an authorization's events: `connection.created` of the connection saved
+/// (`reauthorized` when it existed).
+pub(crate) fn connection_created_events(
+    at: DateTime<Utc>,
+) -> impl Fn(&(ConnectionRecord, bool)) -> Vec<Event> + Send + Sync {
+    move |(record, created)| {
+        let authorized = ConnectionCreated {
+            user_id: record.user_id,
+            connection_id: record.id,
+            provider: record.provider_slug.clone(),
+            reauthorized: !created,
+        };
+        vec![authorized.event_at(at)]
+    }
+}
+
+impl Connections {
+    /// The provider with this slug that a user may connect (through OAuth or a setup token).
+    pub(crate) fn connectable(&self, slug: &str) -> Result<Arc<dyn Provider>, ConnectionError> {
+        if slug == FILE_IMPORT_PROVIDER {
+            return Err(ConnectionError::NoOAuth(slug.to_owned()));
+        }
+        let provider = self
+            .providers
+            .get(slug)
+            .ok_or_else(|| ConnectionError::UnknownProvider(slug.to_owned()))?;
+        match provider.connect_method() {
+            ConnectMethod::SetupToken => Ok(provider.clone()),
+            _ if provider.supports_oauth() => Ok(provider.clone()),
+            _ => Err(ConnectionError::NoOAuth(slug.to_owned())),
+        }
+    }
+
+    /// Whether the server offers a provider with this slug that connects through OAuth.
+    pub(crate) fn offers_oauth(&self, slug: &str) -> Result<(), ConnectionError> {
+        self.oauth_provider(slug).map(drop)
+    }
+
+    /// The provider with this slug that connects through OAuth.
+    fn oauth_provider(&self, slug: &str) -> Result<Arc<dyn Provider>, ConnectionError> {
+        if slug == FILE_IMPORT_PROVIDER {
+            return Err(ConnectionError::NoOAuth(slug.to_owned()));
+        }
+        let provider = self
+            .providers
+            .get(slug)
+            .ok_or_else(|| ConnectionError::UnknownProvider(slug.to_owned()))?;
+        if provider.connect_method() == ConnectMethod::SetupToken {
+            return Err(ConnectionError::NeedsSetupToken(slug.to_owned()));
+        }
+        if !provider.supports_oauth() {
+            return Err(ConnectionError::NoOAuth(slug.to_owned()));
+        }
+        Ok(provider.clone())
+    }
+
+    /// Connects a setup-token provider: the provider claims the token, and the credentials it
+    /// grants are stored encrypted on the user's connection with this slug and alias (created,
+    /// or renewed in place like an OAuth re-authorization). The connection, and whether it was
+    /// created.
+    pub(crate) async fn connect_with_setup_token(
+        &self,
+        user_id: Uuid,
+        provider_slug: &str,
+        alias: Option<String>,
+        setup_token: &str,
+    ) -> Result<(ConnectionRecord, bool), ConnectionError> {
+        let provider = self.connectable(provider_slug)?;
+        if provider.connect_method() != ConnectMethod::SetupToken {
+            return Err(ConnectionError::SetupTokenRefused(format!(
+                "the provider {provider_slug:?} connects through OAuth, not with a setup token"
+            )));
+        }
+        // Fail before the claim (which spends the token) when no key can encrypt.
+        encrypt_probe(self.config.keyring())?;
+        let credentials = match provider.claim_setup_token(setup_token).await {
+            Err(ProviderError::InvalidGrant(reason)) => {
+                return Err(ConnectionError::SetupTokenRefused(reason));
+            }
+            other => other?,
+        };
+        self.save_credentials(user_id, provider_slug, alias.as_deref(), credentials)
+            .await
+    }
+
+    /// Renews a setup-token connection with a new token: the same connection (id, accounts,
+    /// records) gets the new credentials and is `active` again.
+    pub(crate) async fn renew_with_setup_token(
+        &self,
+        connection: &ConnectionRecord,
+        setup_token: &str,
+    ) -> Result<ConnectionRecord, ConnectionError> {
+        if connection.status == ConnectionStatus::Disconnected {
+            return Err(ConnectionError::NeedsReauthentication(connection.status));
+        }
+        let (renewed, _created) = self
+            .connect_with_setup_token(
+                connection.user_id,
+                &connection.provider_slug,
+                connection.alias.clone(),
+                setup_token,
+            )
+            .await?;
+        Ok(renewed)
+    }
+
+    /// Stores credentials on the user's connection with this slug and alias, created or
+    /// renewed, with its `connection.created` event.
+    async fn save_credentials(
+        &self,
+        user_id: Uuid,
+        provider_slug: &str,
+        alias: Option<&str>,
+        credentials: ProviderCredentials,
+    ) -> Result<(ConnectionRecord, bool), ConnectionError> {
+        let at = now();
+        let keyring = self.config.keyring().clone();
+        let encrypt = move |connection_id: Uuid| {
+            encrypt_credentials(&keyring, connection_id, &credentials)
+                .map_err(|error| StoreError::Other(format!("credential encryption: {error}")))
+        };
+        let mut raised = Vec::new();
+        let raise = connection_created_events(at);
+        let (connection, created) = self
+            .store
+            .save_authorized_connection(
+                user_id,
+                provider_slug,
+                alias,
+                Uuid::now_v7(),
+                &encrypt,
+                at,
+                &raise,
+                &mut raised,
+            )
+            .await?;
+        // Reported as `ProviderConnected`, from its `connection.created` event.
+        self.events.committed(&raised);
+        Ok((connection, created))
+    }
+
+    /// Starts connecting: stores the state (as its digest, with the PKCE verifier encrypted)
+    /// and returns the provider's authorization address. `institution_id` is the institution
+    /// the user chose, `reauthorizing` the credentials of the connection being renewed.
+    pub(crate) async fn start_authorization(
+        &self,
+        user_id: Uuid,
+        provider_slug: &str,
+        alias: Option<String>,
+        redirect_uri: String,
+        institution_id: Option<&str>,
+        reauthorizing: Option<&ProviderCredentials>,
+    ) -> Result<Authorization, ConnectionError> {
+        let provider = self.oauth_provider(provider_slug)?;
+        let state = random_urlsafe_token();
+        let state_digest = token_digest(&state);
+        // A fresh verifier per connect (32 random bytes, base64url: RFC 7636 §4.1), kept only
+        // encrypted, bound to the state's digest; only its S256 challenge leaves the service
+        // before the code exchange.
+        let (challenge, encrypted_verifier) = if provider.supports_pkce() {
+            let (challenge, verifier) = new_pkce_pair();
+            let (key_id, sealed) = self
+                .config
+                .keyring()
+                .encrypt(verifier.as_bytes(), &state_digest)?;
+            (Some(challenge), Some((key_id, sealed)))
+        } else {
+            (None, None)
+        };
+        let authorization_url = provider
+            .begin_authorization(
+                &AuthorizationRequest::new(&state, &redirect_uri)
+                    .with_pkce_challenge(challenge.as_deref())
+                    .with_institution(institution_id)
+                    .with_reauthorizing(reauthorizing),
+            )
+            .await?;
+        let ttl = self.config.oauth_state_ttl();
+        let created_at = now();
+        let (pkce_key_id, encrypted_pkce_verifier) = encrypted_verifier.unzip();
+        self.store
+            .insert_oauth_state(&NewOAuthState {
+                state_digest,
+                user_id,
+                provider_slug: provider_slug.to_owned(),
+                alias,
+                redirect_uri,
+                encrypted_pkce_verifier,
+                pkce_key_id,
+                created_at,
+                expires_at: dates::later(created_at, seconds(ttl)),
+            })
+            .await?;
+        Ok(Authorization {
+            authorization_url,
+            state,
+            expires_in: ttl.as_secs(),
+        })
+    }
+
+    /// Starts authorizing an existing connection again: a state for the connection's provider
+    /// and alias, so the callback finds this very connection (the live one of that provider
+    /// and alias; see [`complete_authorization`](Self::complete_authorization)) and renews its
+    /// credentials in place (same id, accounts and records; status back to `active`).
+    /// A disconnected connection cannot be renewed: connect again.
+    pub(crate) async fn start_reauthorization(
+        &self,
+        connection: &ConnectionRecord,
+        redirect_uri: String,
+    ) -> Result<Authorization, ConnectionError> {
+        if connection.status == ConnectionStatus::Disconnected {
+            return Err(ConnectionError::NeedsReauthentication(connection.status));
+        }
+        // An expired connection keeps its credentials; the provider may need them again.
+        let held = self.decrypt_tokens(connection).ok();
+        self.start_authorization(
+            connection.user_id,
+            &connection.provider_slug,
+            connection.alias.clone(),
+            redirect_uri,
+            None,
+            held.as_ref().map(|held| &held.credentials),
+        )
+        .await
+    }
+
+    /// Finishes connecting: consumes the state, exchanges the code and stores the connection
+    /// with its encrypted credentials. `caller` is the user of a bearer token sent along, if
+    /// any. The connection, and whether it was created (rather than re-authorized).
+    pub(crate) async fn complete_authorization(
+        &self,
+        code: &str,
+        state: &str,
+        caller: Option<Uuid>,
+    ) -> Result<(ConnectionRecord, bool), ConnectionError> {
+        let stored = self.take_state(state, caller).await?;
+        let verifier = match (&stored.encrypted_pkce_verifier, &stored.pkce_key_id) {
+            (Some(sealed), Some(key_id)) => {
+                let plain = self
+                    .config
+                    .keyring()
+                    .decrypt(key_id, sealed, &stored.state_digest)
+                    .map_err(|_| ConnectionError::MalformedState)?;
+                Some(String::from_utf8(plain).map_err(|_| ConnectionError::MalformedState)?)
+            }
+            (None, None) => None,
+            _ => return Err(ConnectionError::MalformedState),
+        };
+        let provider = self.oauth_provider(&stored.provider_slug)?;
+        let credentials = provider
+            .exchange_code(code, &stored.redirect_uri, verifier.as_deref())
+            .await?;
+        // Fail before writing anything when no key can encrypt.
+        encrypt_probe(self.config.keyring())?;
+        self.save_credentials(
+            stored.user_id,
+            &stored.provider_slug,
+            stored.alias.as_deref(),
+            credentials,
+        )
+        .await
+    }
+
+    /// Consumes a callback's state (a live one, of the caller's user when a caller is known).
+    async fn take_state(
+        &self,
+        state: &str,
+        caller: Option<Uuid>,
+    ) -> Result<crate::store::OAuthStateRecord, ConnectionError> {
+        let at = now();
+        let stored = self
+            .store
+            .take_oauth_state(&token_digest(state))
+            .await?
+            .filter(|stored| stored.expires_at > at)
+            .ok_or(ConnectionError::InvalidState)?;
+        if caller.is_some_and(|caller| caller != stored.user_id) {
+            // Answered as an unknown state, so the caller learns nothing about it; the state
+            // is spent all the same.
+            tracing::warn!(
+                "an OAuth callback carried the bearer token of another user than the state's; refused"
+            );
+            return Err(ConnectionError::InvalidState);
+        }
+        Ok(stored)
+    }
+
+    /// A callback that brought the provider's error (the user refused at the provider)
+    /// instead of a code: the state is consumed, nothing is created or changed, and the answer
+    /// names the provider's error. An invalid state is answered as such first.
+    pub(crate) async fn refuse_authorization(
+        &self,
+        state: &str,
+        caller: Option<Uuid>,
+        error: &str,
+        description: Option<&str>,
+    ) -> ConnectionError {
+        match self.take_state(state, caller).await {
+            Ok(stored) => {
+                tracing::info!(
+                    user_id = %stored.user_id,
+                    provider = %stored.provider_slug,
+                    error,
+                    "an authorization was not granted at the provider"
+                );
+                ConnectionError::RefusedAtProvider {
+                    error: error.to_owned(),
+                    description: description.map(str::to_owned),
+                }
+            }
+            Err(error) => error,
+        }
+    }
+}
