@@ -103,6 +103,7 @@ fn transaction(
         commission: None,
         transaction_date: date(day),
         settlement_date: None,
+        pending_transaction_id: None,
     }
 }
 

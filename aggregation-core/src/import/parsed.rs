@@ -200,6 +200,7 @@ fn transactions(statement: &ParsedStatement, currency: &str) -> Vec<NewTransacti
                 commission: entry.commission,
                 transaction_date: entry.date,
                 settlement_date: entry.value_date,
+                pending_transaction_id: None,
             }
         })
         .collect()
@@ -359,6 +360,7 @@ pub(crate) fn import_batch(file: &ParsedFile, defaults: &Defaults<'_>) -> Result
                 accounts,
             }],
             account_limit: None,
+            origin: None,
         },
         warnings,
     })

@@ -153,6 +153,7 @@ pub(crate) fn into_existing(
             accounts: vec![only],
         }],
         account_limit: batch.account_limit,
+        origin: None,
     })
 }
 
@@ -295,6 +296,7 @@ fn transaction(line: &StatementTransaction, currency: &str) -> Option<NewTransac
         commission: line.commission,
         transaction_date: line.posted.date_naive(),
         settlement_date: line.settled.map(|settled| settled.date_naive()),
+        pending_transaction_id: None,
     })
 }
 
@@ -579,6 +581,7 @@ pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<Impo
             accounts,
         }],
         account_limit: None,
+        origin: None,
     })
 }
 

@@ -89,11 +89,11 @@ pub use providers::{
 };
 pub use records::{
     AccountFilter, AccountRecord, AccountStore, AccountType, AssetType, ConnectionRecord,
-    ConnectionStatus, ConnectionStore, HoldingFilter, HoldingRecord, HoldingStore, NewAccount,
-    NewConnection, NewHolding, NewSnapshot, NewTransaction, Page, PointBalance, SnapshotRecord,
-    SnapshotSource, SnapshotStore, TransactionPosition, TransactionQuery, TransactionRecord,
-    TransactionStatus, TransactionStore, TransactionType, UpsertCounts, mask_account_number,
-    provider_id,
+    ConnectionStatus, ConnectionStore, HoldingFilter, HoldingRecord, HoldingStore, MatchDecision,
+    MatchFilter, MatchKind, MatchRecord, MatchStatus, NewAccount, NewConnection, NewHolding,
+    NewSnapshot, NewTransaction, Page, PointBalance, SnapshotRecord, SnapshotSource, SnapshotStore,
+    TransactionPosition, TransactionQuery, TransactionRecord, TransactionSource, TransactionStatus,
+    TransactionStore, TransactionType, UpsertCounts, mask_account_number, provider_id,
 };
 pub use security::{
     NewTokenRotation, RotationOutcome, RotationScope, SecurityConfigRecord, SecurityStore,
