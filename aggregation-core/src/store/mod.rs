@@ -56,6 +56,9 @@ mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod provider_tests;
 mod providers;
+#[cfg(test)]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod reconcile_tests;
 mod records;
 mod security;
 mod sessions;
