@@ -14,6 +14,7 @@ use crate::providers::Providers;
 use crate::providers::connections::Connections;
 use crate::rate_limit::RateLimitStore;
 use crate::records::Records;
+use crate::records::matches::Matches;
 use crate::sessions::Sessions;
 use crate::store::Store;
 use crate::user_slots::{BUSY_USERS, HEAVY_READS_PER_USER, IMPORTS_PER_USER, UserSlots};
@@ -32,6 +33,7 @@ pub(crate) struct App {
     pub(crate) imports: Imports,
     pub(crate) admin: Admin,
     pub(crate) records: Records,
+    pub(crate) matches: Matches,
     pub(crate) webhooks: Webhooks,
     /// Committed durable events, published in process after each commit (the use cases hold
     /// clones; the event stream and the webhook deliverer subscribe here).
@@ -72,6 +74,7 @@ impl App {
         let sessions = Sessions::new(store.clone(), events.clone());
         let imports = Imports::new(store.clone(), events.clone(), parsing)
             .with_account_limit(config.max_accounts_per_user());
+        let matches = Matches::new(store.clone(), events.clone());
         let admin = Admin::new(store.clone(), config.clone(), events);
         let records = Records::new(store.clone());
         let webhooks = Webhooks::new(store.clone(), config.clone());
@@ -85,6 +88,7 @@ impl App {
             imports,
             admin,
             records,
+            matches,
             webhooks,
             bus,
             running_imports: UserSlots::new(IMPORTS_PER_USER, BUSY_USERS),

@@ -14,6 +14,7 @@ pub mod import;
 mod job_outcome;
 pub mod jobs;
 pub mod mail;
+pub mod matching;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod mount;

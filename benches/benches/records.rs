@@ -101,6 +101,7 @@ async fn seed(store: Arc<dyn Store>) -> Fixture {
                 commission: None,
                 transaction_date: start + chrono::Days::new((index / 20) as u64),
                 settlement_date: None,
+                pending_transaction_id: None,
             })
             .collect();
         store

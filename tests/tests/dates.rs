@@ -165,6 +165,7 @@ async fn seed(app: &TestApp, email: &str) -> Seeded {
         commission: None,
         transaction_date: day(date),
         settlement_date: None,
+        pending_transaction_id: None,
     };
     app.store
         .upsert_transactions(

@@ -337,7 +337,8 @@ async fn syncs_map_accounts_balances_and_pages(app: TestApp) {
 }
 
 /// One window synced three times; the pending rows book between the first and the second:
-/// they are removed and arrive settled, and nothing is ever duplicated.
+/// each booked row takes its pending row over (keeping its id), and nothing is ever
+/// duplicated.
 async fn pending_rows_book_without_duplicates(app: TestApp) {
     let (_, token, _) = app.user("pending@example.com").await;
     let connection = connect(&app, &token).await;
@@ -361,8 +362,9 @@ async fn pending_rows_book_without_duplicates(app: TestApp) {
     assert_eq!(first["removed"], 0);
     sandbox(&app).book_pending();
     let second = sync().await.expect(201);
-    assert_eq!(second["created"], 2, "{second}");
-    assert_eq!(second["removed"], 2);
+    assert_eq!(second["created"], 0, "{second}");
+    assert_eq!(second["updated"], 2, "{second}");
+    assert_eq!(second["removed"], 0);
     assert_eq!(second["unchanged"], 7);
     let third = sync().await.expect(201);
     assert_eq!(third["created"], 0, "{third}");

@@ -280,14 +280,19 @@ async fn bank_qfx_import_reads_back(app: TestApp) {
             "format",
             "holdings_created",
             "holdings_updated",
+            "matched",
             "message",
             "transactions_created",
             "transactions_skipped",
             "transactions_updated",
+            "transfers",
             "warnings",
         ],
-        "exactly the keys of decisions.md (nine, then format and warnings): {body}"
+        "exactly the keys of decisions.md (nine, then format and warnings, then the \
+         reconciliation's matched and transfers): {body}"
     );
+    assert_eq!(body["matched"], 0);
+    assert_eq!(body["transfers"], 0);
     assert_eq!(body["format"], "qfx");
     assert_eq!(body["warnings"], serde_json::json!([]));
     assert!(

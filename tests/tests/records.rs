@@ -103,6 +103,7 @@ fn transaction(
         commission: None,
         transaction_date: date(day),
         settlement_date: None,
+        pending_transaction_id: None,
     }
 }
 
@@ -593,19 +594,24 @@ async fn transactions_page_newest_first_with_type_filter(app: TestApp) {
             "currency",
             "description",
             "id",
+            "pending_transaction_id",
             "provider_transaction_id",
             "quantity",
             "security_name",
             "settlement_date",
+            "source",
             "status",
             "subtype",
             "symbol",
             "transaction_date",
             "transaction_type",
+            "transfer_transaction_id",
             "unit_price",
             "updated_at",
         ]
     );
+    assert_eq!(one["pending_transaction_id"], Value::Null);
+    assert_eq!(one["transfer_transaction_id"], Value::Null);
     assert_eq!(one["id"], ids[1].to_string());
     assert_eq!(one["account_id"], account_id.to_string());
     assert_eq!(one["transaction_type"], "fee");

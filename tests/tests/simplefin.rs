@@ -395,7 +395,8 @@ async fn syncs_map_accounts_balances_and_bridge_errors(app: TestApp) {
 }
 
 /// The same window synced three times; the pending transaction books between the first and
-/// the second: it is removed and arrives settled, and nothing is ever duplicated.
+/// the second under a new id: the booked row takes the pending row over (keeping its id, so
+/// whatever the user set on it), and nothing is ever duplicated.
 async fn pending_transactions_book_without_duplicates(app: TestApp) {
     let (token, _bridge, connection) = connected_and_synced(&app, "pending@example.com").await;
     let today = chrono::Utc::now().date_naive();
@@ -416,9 +417,10 @@ async fn pending_transactions_book_without_duplicates(app: TestApp) {
     assert_eq!(first["removed"], 0);
     assert_eq!(first["transactions_removed"], 0);
     let second = sync().await.expect(201);
-    assert_eq!(second["created"], 1, "{second}");
-    assert_eq!(second["removed"], 1);
-    assert_eq!(second["transactions_removed"], 1);
+    assert_eq!(second["created"], 0, "{second}");
+    assert_eq!(second["updated"], 1, "{second}");
+    assert_eq!(second["removed"], 0);
+    assert_eq!(second["transactions_removed"], 0);
     assert_eq!(second["unchanged"], 6);
     let third = sync().await.expect(201);
     assert_eq!(third["created"], 0);

@@ -25,6 +25,7 @@ fn transaction(index: usize, cents: i64) -> NewTransaction {
         commission: None,
         transaction_date: chrono::NaiveDate::from_ymd_opt(2024, 1, 1).expect("date"),
         settlement_date: None,
+        pending_transaction_id: None,
     }
 }
 

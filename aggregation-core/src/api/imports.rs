@@ -532,6 +532,11 @@ struct ImportJson {
     transactions_skipped: u64,
     holdings_created: u64,
     holdings_updated: u64,
+    /// Transactions recognised as rows another source (a provider sync, another file
+    /// format) wrote already: not written again, recorded as `automatic` matches.
+    matched: u64,
+    /// Transfers paired between the caller's accounts.
+    transfers: u64,
     message: String,
     /// The format the file was read as.
     #[schema(value_type = Format)]
@@ -597,6 +602,11 @@ struct DryRunJson {
     transactions_skipped: u64,
     holdings_created: u64,
     holdings_updated: u64,
+    /// Transactions recognised as rows another source (a provider sync, another file
+    /// format) wrote already: not written again, recorded as `automatic` matches.
+    matched: u64,
+    /// Transfers paired between the caller's accounts.
+    transfers: u64,
     message: String,
     #[schema(value_type = Format)]
     format: &'static str,
@@ -684,6 +694,8 @@ async fn import(state: &App, User(claims): User, _slot: ImportSlot, upload: Uplo
                 transactions_skipped: counts.transactions_skipped,
                 holdings_created: counts.holdings_created,
                 holdings_updated: counts.holdings_updated,
+                matched: counts.transactions_matched,
+                transfers: counts.transfers,
                 message: summary(&institutions, counts, true),
                 format: imported.format.as_str(),
                 warnings,
@@ -702,6 +714,8 @@ async fn import(state: &App, User(claims): User, _slot: ImportSlot, upload: Uplo
             transactions_skipped: counts.transactions_skipped,
             holdings_created: counts.holdings_created,
             holdings_updated: counts.holdings_updated,
+            matched: counts.transactions_matched,
+            transfers: counts.transfers,
             message: summary(&institutions, counts, false),
             format: imported.format.as_str(),
             warnings,

@@ -70,6 +70,7 @@ pub(crate) mod handler;
 pub(crate) mod health;
 pub(crate) mod holdings;
 pub(crate) mod imports;
+pub(crate) mod matches;
 pub(crate) mod openapi;
 pub(crate) mod providers;
 pub(crate) mod router;
@@ -103,6 +104,7 @@ const ROUTE_TABLES: &[&[Route]] = &[
     accounts::ROUTES,
     syncs::ROUTES,
     transactions::ROUTES,
+    matches::ROUTES,
     holdings::ROUTES,
     snapshots::ROUTES,
     imports::ROUTES,

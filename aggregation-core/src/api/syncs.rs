@@ -131,6 +131,13 @@ struct Statistics<'a> {
     /// synced window (transactions only).
     #[serde(skip_serializing_if = "Option::is_none")]
     removed: Option<u64>,
+    /// Transactions recognised as rows another source (a file import, another provider)
+    /// wrote already: not written again (transactions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    matched: Option<u64>,
+    /// Transfers paired between the caller's accounts (transactions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transfers: Option<u64>,
     errors: &'a [SyncItemError],
     message: String,
     #[serde(flatten)]
@@ -149,6 +156,7 @@ fn statistics<'a>(kind: &str, report: &'a SyncReport, with_deactivated: bool) ->
     let with_removed = kind == "transactions";
     if with_removed {
         aliases.insert(format!("{kind}_removed"), report.removed.into());
+        aliases.insert(format!("{kind}_matched"), report.matched.into());
     }
     let mut message = format!(
         "Synced {kind}: {} created, {} updated, {} unchanged",
@@ -170,6 +178,8 @@ fn statistics<'a>(kind: &str, report: &'a SyncReport, with_deactivated: bool) ->
         unchanged: counts.unchanged,
         deactivated: with_deactivated.then_some(report.deactivated),
         removed: with_removed.then_some(report.removed),
+        matched: with_removed.then_some(report.matched),
+        transfers: with_removed.then_some(report.transfers),
         errors: &report.errors,
         message,
         aliases,

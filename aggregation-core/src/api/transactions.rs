@@ -178,7 +178,7 @@ impl Validate for ListQuery {
 
 /// A transaction as the API shows it.
 #[derive(Serialize, utoipa::ToSchema)]
-#[schema(example = json!({"id": "0192f3a4-1111-7d8e-9f00-112233445566", "account_id": "0192f3a4-5b6c-7d8e-9f00-112233445566", "provider_transaction_id": "T-20260115-001", "transaction_type": "trade", "subtype": "buy", "status": "settled", "amount": "-1523.40", "currency": "USD", "description": "Bought 10 VTI", "symbol": "VTI", "security_name": "Vanguard Total Stock Market ETF", "quantity": "10", "unit_price": "152.34", "commission": "0.00", "transaction_date": "2026-01-15", "settlement_date": "2026-01-16", "created_at": "2026-01-15T21:00:00Z", "updated_at": "2026-01-15T21:00:00Z"}))]
+#[schema(example = json!({"id": "0192f3a4-1111-7d8e-9f00-112233445566", "account_id": "0192f3a4-5b6c-7d8e-9f00-112233445566", "provider_transaction_id": "T-20260115-001", "transaction_type": "trade", "subtype": "buy", "status": "settled", "amount": "-1523.40", "currency": "USD", "description": "Bought 10 VTI", "symbol": "VTI", "security_name": "Vanguard Total Stock Market ETF", "quantity": "10", "unit_price": "152.34", "commission": "0.00", "transaction_date": "2026-01-15", "settlement_date": "2026-01-16", "source": "sync", "pending_transaction_id": null, "transfer_transaction_id": null, "created_at": "2026-01-15T21:00:00Z", "updated_at": "2026-01-15T21:00:00Z"}))]
 struct TransactionJson<'a> {
     id: Uuid,
     account_id: Uuid,
@@ -202,6 +202,14 @@ struct TransactionJson<'a> {
     commission: Option<Decimal>,
     transaction_date: NaiveDate,
     settlement_date: Option<NaiveDate>,
+    /// Which kind of source wrote it: `sync` or `import`.
+    #[schema(value_type = crate::store::TransactionSource)]
+    source: &'static str,
+    /// For a booked row that took over a pending one (keeping its id, category and notes):
+    /// the provider id the pending row had.
+    pending_transaction_id: Option<&'a str>,
+    /// For a leg of a transfer between two of the caller's accounts: the other leg's id.
+    transfer_transaction_id: Option<Uuid>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -224,6 +232,9 @@ fn transaction_json(transaction: &TransactionRecord) -> TransactionJson<'_> {
         commission: transaction.commission,
         transaction_date: transaction.transaction_date,
         settlement_date: transaction.settlement_date,
+        source: transaction.source.as_str(),
+        pending_transaction_id: transaction.pending_transaction_id.as_deref(),
+        transfer_transaction_id: transaction.transfer_transaction_id,
         created_at: transaction.created_at,
         updated_at: transaction.updated_at,
     }

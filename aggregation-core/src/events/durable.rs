@@ -379,6 +379,49 @@ impl DurableEvent for WebhookDisabled {
     }
 }
 
+/// What `transactions.matched` and `transactions.unmatched` tell about a transaction match.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransactionMatchChange {
+    /// The owner of the rows.
+    #[serde(skip_serializing)]
+    pub user_id: Uuid,
+    /// The match.
+    pub match_id: Uuid,
+    /// `duplicate` or `transfer`.
+    pub kind: String,
+    /// Its status now: `automatic` or `suggested` when the reconciler made it, `accepted` or
+    /// `rejected` when the user decided it.
+    pub status: String,
+    /// The rows it is about that exist now.
+    pub transaction_ids: Vec<Uuid>,
+}
+
+/// `transactions.matched`: the reconciler matched rows (a duplicate held back or suggested,
+/// a transfer paired or suggested), or the user accepted a match.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransactionsMatched(pub TransactionMatchChange);
+
+impl DurableEvent for TransactionsMatched {
+    const TYPE: EventType = EventType::TransactionsMatched;
+
+    fn user_id(&self) -> Option<Uuid> {
+        Some(self.0.user_id)
+    }
+}
+
+/// `transactions.unmatched`: the user rejected a match (a held-back duplicate written, a
+/// transfer unpaired, a suggestion dismissed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransactionsUnmatched(pub TransactionMatchChange);
+
+impl DurableEvent for TransactionsUnmatched {
+    const TYPE: EventType = EventType::TransactionsUnmatched;
+
+    fn user_id(&self) -> Option<Uuid> {
+        Some(self.0.user_id)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

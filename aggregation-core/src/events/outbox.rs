@@ -36,6 +36,12 @@ string_enum! {
         /// is sent to it until its owner enables it again
         /// ([`WebhookDisabled`](super::WebhookDisabled)).
         WebhookDisabled => "webhook.disabled",
+        /// Transaction rows were matched as one real transaction or a transfer, or the user
+        /// accepted a match ([`TransactionsMatched`](super::TransactionsMatched)).
+        TransactionsMatched => "transactions.matched",
+        /// The user rejected a transaction match
+        /// ([`TransactionsUnmatched`](super::TransactionsUnmatched)).
+        TransactionsUnmatched => "transactions.unmatched",
     }
 }
 
@@ -133,6 +139,6 @@ mod tests {
         for event_type in EventType::ALL {
             assert_eq!(EventType::parse(event_type.as_str()), Some(*event_type));
         }
-        assert_eq!(EventType::ALL.len(), 9);
+        assert_eq!(EventType::ALL.len(), 11);
     }
 }

@@ -278,6 +278,7 @@ impl BatchBuilder {
                     accounts,
                 }],
                 account_limit: None,
+                origin: None,
             },
             warnings: self.warnings,
         }
@@ -348,6 +349,7 @@ pub(crate) fn into_existing(
             accounts: vec![only],
         }],
         account_limit: batch.account_limit,
+        origin: batch.origin,
     })
 }
 

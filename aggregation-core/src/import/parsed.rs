@@ -178,6 +178,7 @@ fn transactions<'a>(
             commission: entry.commission,
             transaction_date: entry.date,
             settlement_date: entry.value_date,
+            pending_transaction_id: None,
         }
     })
 }

@@ -177,6 +177,7 @@ fn transaction(line: &StatementTransaction, currency: &str) -> Option<NewTransac
         commission: line.commission,
         transaction_date: line.posted.date_naive(),
         settlement_date: line.settled.map(|settled| settled.date_naive()),
+        pending_transaction_id: None,
     })
 }
 

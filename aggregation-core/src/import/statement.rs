@@ -143,7 +143,11 @@ pub(crate) fn import_events(
     user_id: Uuid,
     at: DateTime<Utc>,
 ) -> impl Fn(&ImportCounts) -> Vec<Event> + Send + Sync {
-    move |counts| vec![import_completed(user_id, counts).event_at(at)]
+    move |counts| {
+        let mut events = vec![import_completed(user_id, counts).event_at(at)];
+        events.extend(crate::records::matches::matches_events(&counts.matches, at));
+        events
+    }
 }
 
 /// The `import.completed` event of an import that wrote `counts`.
@@ -250,6 +254,7 @@ impl Imports {
             warnings,
         } = batch_for(&*parsed, request, existing, at).map_err(ImportError::Refused)?;
         drop(parsed);
+        batch.origin = Some(request.format.as_str().to_owned());
         let count = batch
             .institutions
             .iter()

@@ -39,6 +39,10 @@ pub(crate) struct SyncReport {
     pub(crate) deactivated: u64,
     /// Pending transactions deleted because the provider no longer returns them.
     pub(crate) removed: u64,
+    /// Transactions recognised as another source's rows (not written again).
+    pub(crate) matched: u64,
+    /// Transfers paired between the user's accounts.
+    pub(crate) transfers: u64,
     pub(crate) errors: Vec<SyncItemError>,
 }
 
@@ -56,7 +60,11 @@ pub(crate) fn sync_events(
     connection_id: Uuid,
     at: DateTime<Utc>,
 ) -> impl Fn(&SyncCounts) -> Vec<Event> + Send + Sync {
-    move |counts| vec![sync_completed(user_id, connection_id, counts).event_at(at)]
+    move |counts| {
+        let mut events = vec![sync_completed(user_id, connection_id, counts).event_at(at)];
+        events.extend(crate::records::matches::matches_events(&counts.matches, at));
+        events
+    }
 }
 
 /// The `sync.completed` event of a sync of the connection that wrote `counts`.
@@ -357,6 +365,8 @@ impl Connections {
                 counts: counts.accounts,
                 deactivated: 0,
                 removed: 0,
+                matched: 0,
+                transfers: 0,
                 errors: fetched.errors,
             };
             self.emit_synced(connection, "accounts", &report);
@@ -463,6 +473,8 @@ impl Connections {
                 counts: counts.transactions,
                 deactivated: 0,
                 removed: counts.transactions_removed,
+                matched: counts.transactions_matched,
+                transfers: counts.transfers,
                 errors,
             };
             self.emit_synced(connection, "transactions", &report);
@@ -511,6 +523,8 @@ impl Connections {
                 counts: counts.holdings,
                 deactivated: counts.holdings_deactivated,
                 removed: 0,
+                matched: 0,
+                transfers: 0,
                 errors: fetched.errors,
             };
             self.emit_synced(connection, "holdings", &report);
@@ -590,18 +604,24 @@ impl Connections {
                     counts: counts.accounts,
                     deactivated: 0,
                     removed: 0,
+                    matched: 0,
+                    transfers: 0,
                     errors: accounts.errors,
                 },
                 transactions: SyncReport {
                     counts: counts.transactions,
                     deactivated: 0,
                     removed: counts.transactions_removed,
+                    matched: counts.transactions_matched,
+                    transfers: counts.transfers,
                     errors: transaction_errors,
                 },
                 holdings: SyncReport {
                     counts: counts.holdings,
                     deactivated: counts.holdings_deactivated,
                     removed: 0,
+                    matched: 0,
+                    transfers: 0,
                     errors: holding_errors,
                 },
             };

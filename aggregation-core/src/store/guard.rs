@@ -493,6 +493,15 @@ macro_rules! for_each_store_trait {
                 account_id: Uuid,
                 query: &TransactionQuery
             ) -> Page<TransactionRecord>;
+            fn transaction_matches(user_id: Uuid, filter: &MatchFilter) -> Vec<MatchRecord>;
+            fn decide_match(
+                user_id: Uuid,
+                match_id: Uuid,
+                decision: MatchDecision,
+                now: DateTime<Utc>,
+                raise: &RaiseEvents<'_, MatchRecord>,
+                raised: &mut Vec<Event>
+            ) -> Option<MatchRecord>;
         }}
         $apply! { HoldingStore {
             fn upsert_holdings(

@@ -61,6 +61,7 @@ fn transaction(fit_id: &str, amount: &str) -> NewTransaction {
         commission: None,
         transaction_date: "2024-01-05".parse().unwrap(),
         settlement_date: None,
+        pending_transaction_id: None,
     }
 }
 
@@ -105,6 +106,7 @@ fn batch(alias: &str, account_id: &str, transactions: Vec<NewTransaction>) -> Im
             }],
         }],
         account_limit: None,
+        origin: None,
     }
 }
 

@@ -56,6 +56,9 @@ mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod provider_tests;
 mod providers;
+#[cfg(test)]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod reconcile_tests;
 mod records;
 mod security;
 mod sessions;
@@ -90,10 +93,11 @@ pub use providers::{
 pub use records::{
     AccountFilter, AccountRecord, AccountStore, AccountType, AssetType, ConnectionRecord,
     ConnectionStatus, ConnectionStore, HoldingFilter, HoldingPage, HoldingRecord, HoldingStore,
-    NewAccount, NewConnection, NewHolding, NewSnapshot, NewTransaction, Page, PageAfter,
-    PointBalance, SnapshotRecord, SnapshotSource, SnapshotStore, TransactionPosition,
-    TransactionQuery, TransactionRecord, TransactionStatus, TransactionStore, TransactionType,
-    UpsertCounts, mask_account_number, provider_id,
+    MatchDecision, MatchFilter, MatchKind, MatchRecord, MatchStatus, NewAccount, NewConnection,
+    NewHolding, NewSnapshot, NewTransaction, Page, PageAfter, PointBalance, SnapshotRecord,
+    SnapshotSource, SnapshotStore, TransactionPosition, TransactionQuery, TransactionRecord,
+    TransactionSource, TransactionStatus, TransactionStore, TransactionType, UpsertCounts,
+    mask_account_number, provider_id,
 };
 pub use security::{
     NewTokenRotation, RotationOutcome, RotationScope, SecurityConfigRecord, SecurityStore,

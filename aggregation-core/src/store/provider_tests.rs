@@ -293,6 +293,7 @@ pub(super) fn transaction(provider_id: &str, amount: &str) -> NewTransaction {
         commission: None,
         transaction_date: "2024-03-01".parse().unwrap(),
         settlement_date: None,
+        pending_transaction_id: None,
     }
 }
 

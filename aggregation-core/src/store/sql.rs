@@ -13,8 +13,8 @@ use sqlx::error::BoxDynError;
 use uuid::Uuid;
 
 use super::records::{
-    AccountType, AssetType, ConnectionStatus, SnapshotSource, TransactionStatus, TransactionType,
-    UpsertCounts,
+    AccountType, AssetType, ConnectionStatus, SnapshotSource, TransactionSource, TransactionStatus,
+    TransactionType, UpsertCounts,
 };
 use super::{RotationScope, StoreError};
 use crate::events::EventType;
@@ -192,6 +192,7 @@ stored_as_text! {
     EventType => |name| by_name(EventType::parse(name), name);
     RotationScope => |name| by_name(RotationScope::parse(name), name);
     SnapshotSource => |name| by_name(SnapshotSource::parse(name), name);
+    TransactionSource => |name| by_name(TransactionSource::parse(name), name);
     TransactionStatus => |name| by_name(TransactionStatus::parse(name), name);
     TransactionType => |name| by_name(TransactionType::parse(name), name);
     Dec => |text| Decimal::from_str(text)

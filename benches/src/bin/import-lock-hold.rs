@@ -39,6 +39,7 @@ fn transaction(account: usize, index: usize) -> NewTransaction {
         commission: None,
         transaction_date: chrono::NaiveDate::from_ymd_opt(2025, 1, 2).unwrap_or_default(),
         settlement_date: None,
+        pending_transaction_id: None,
     }
 }
 
@@ -69,6 +70,7 @@ fn batch(accounts: usize, per_account: usize) -> ImportBatch {
                 .collect(),
         }],
         account_limit: None,
+        origin: None,
     }
 }
 

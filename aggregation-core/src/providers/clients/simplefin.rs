@@ -872,6 +872,7 @@ fn map_transaction(
         commission: None,
         transaction_date: date,
         settlement_date: if pending { None } else { posted },
+        pending_transaction_id: None,
     })
 }
 

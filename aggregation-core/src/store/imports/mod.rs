@@ -22,7 +22,7 @@ use rust_decimal::Decimal;
 use uuid::Uuid;
 
 use super::StoreError;
-use super::records::{NewAccount, NewHolding, NewTransaction};
+use super::records::{MatchRecord, NewAccount, NewHolding, NewTransaction};
 use crate::enums::string_enum;
 use crate::events::{Event, RaiseEvents};
 
@@ -42,6 +42,10 @@ pub struct ImportBatch {
     /// writes nothing (checked inside the transaction, so concurrent writes of the same user
     /// cannot pass it together).
     pub account_limit: Option<u64>,
+    /// The file format's code (`ofx`, `csv`, ...): the origin of the rows written, which the
+    /// reconciler compares with other origins' rows (another format's, a provider sync's) to
+    /// find duplicates. `None` counts as the origin `file_import`.
+    pub origin: Option<String>,
 }
 
 /// The accounts of one institution; they go into the user's `file_import` connection whose
@@ -157,6 +161,13 @@ pub struct ImportCounts {
     pub holdings_unchanged: u64,
     /// Balance snapshots written.
     pub snapshots_created: u64,
+    /// Transactions recognised as rows another source wrote already (automatic duplicates):
+    /// not written, recorded as matches.
+    pub transactions_matched: u64,
+    /// Transfers paired between the user's accounts.
+    pub transfers: u64,
+    /// The matches recorded (automatic and suggested, duplicates and transfers).
+    pub matches: Vec<MatchRecord>,
 }
 
 /// File imports.

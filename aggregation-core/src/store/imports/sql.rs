@@ -12,13 +12,12 @@ use crate::store::backend::{Backend, SqlStore, Tx, query_as};
 use crate::store::events::sql::insert_events;
 use crate::store::records::sql::connections::{find_or_create_connection_in, mark_synced};
 use crate::store::records::sql::insert_snapshot_in;
-use crate::store::records::sql::upserts::{
-    account_in, check_account_limit, upsert_in, upsert_one, upsert_transactions_in,
-};
+use crate::store::records::sql::reconcile::{Origin, write_transactions_in};
+use crate::store::records::sql::upserts::{account_in, check_account_limit, upsert_in, upsert_one};
 use crate::store::sql::{OptionalDec, Upserted};
 use crate::store::{
     FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportOutcome, ImportSnapshot,
-    ImportStore, ImportedAccount, NewSnapshot, SnapshotSource, StoreError,
+    ImportStore, ImportedAccount, NewSnapshot, SnapshotSource, StoreError, TransactionSource,
 };
 
 /// Whether the account has a `file_import` snapshot captured at the same instant with the same
@@ -63,7 +62,8 @@ fn outcome(upserted: &Upserted) -> ImportOutcome {
 /// Writes one account of an import with its transactions, holdings and snapshots.
 async fn import_account<B: Backend>(
     tx: &mut Tx<B>,
-    connection_id: Uuid,
+    (user_id, connection_id): (Uuid, Uuid),
+    origin: Origin<'_>,
     item: &ImportAccount,
     now: DateTime<Utc>,
     counts: &mut ImportCounts,
@@ -89,7 +89,20 @@ async fn import_account<B: Backend>(
         holdings_updated: 0,
         snapshots_created: 0,
     };
-    for (_, upserted) in upsert_transactions_in(tx, account_id, &item.transactions, now).await? {
+    let reconciled = write_transactions_in(
+        tx,
+        user_id,
+        account_id,
+        &item.transactions,
+        origin,
+        None,
+        now,
+    )
+    .await?;
+    counts.transactions_matched += reconciled.matched;
+    counts.transfers += reconciled.transfers;
+    counts.matches.extend(reconciled.matches);
+    for (_, upserted) in reconciled.outcomes {
         match upserted {
             Upserted::Created => done.transactions_created += 1,
             Upserted::Updated => done.transactions_updated += 1,
@@ -180,8 +193,12 @@ async fn write_batch<B: Backend>(
             }
         };
         counts.connection_ids.push(connection_id);
+        let origin = Origin {
+            source: TransactionSource::Import,
+            name: batch.origin.as_deref().unwrap_or(FILE_IMPORT_PROVIDER),
+        };
         for item in &institution.accounts {
-            import_account(tx, connection_id, item, now, &mut counts).await?;
+            import_account(tx, (user_id, connection_id), origin, item, now, &mut counts).await?;
         }
         // A provider's connection keeps its own sync time (its sync limits go by it).
         if file_import {

@@ -12,8 +12,8 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::records::{
-    ConnectionRecord, ConnectionStatus, NewAccount, NewHolding, NewTransaction, SnapshotSource,
-    UpsertCounts,
+    ConnectionRecord, ConnectionStatus, MatchRecord, NewAccount, NewHolding, NewTransaction,
+    SnapshotSource, UpsertCounts,
 };
 use crate::enums::string_enum;
 use crate::events::{Event, RaiseEvents};
@@ -330,6 +330,15 @@ pub struct SyncCounts {
     pub transactions_removed: u64,
     /// Snapshots written.
     pub snapshots_created: u64,
+    /// Transactions recognised as rows another source wrote already (automatic duplicates):
+    /// not written, recorded as matches.
+    pub transactions_matched: u64,
+    /// Booked transactions that took over a pending row (keeping its id).
+    pub transactions_booked: u64,
+    /// Transfers paired between the user's accounts.
+    pub transfers: u64,
+    /// The matches recorded (automatic and suggested, duplicates and transfers).
+    pub matches: Vec<MatchRecord>,
 }
 
 /// Provider syncs as one store operation.

@@ -26,6 +26,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use crate::enums::string_enum;
+use crate::events::{Event, RaiseEvents};
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(in crate::store) mod sql;
@@ -118,6 +119,50 @@ string_enum! {
         Failed => "failed",
         /// Cancelled.
         Cancelled => "cancelled",
+    }
+}
+
+string_enum! {
+    /// Which kind of source wrote a transaction row.
+    TransactionSource {
+        /// A provider sync.
+        Sync => "sync",
+        /// A statement file import.
+        Import => "import",
+    }
+}
+
+string_enum! {
+    /// What a transaction match says about its rows.
+    MatchKind {
+        /// Two sources' rows of one account stand for one real transaction.
+        Duplicate => "duplicate",
+        /// Two rows on two of the user's accounts are the legs of one transfer.
+        Transfer => "transfer",
+    }
+}
+
+string_enum! {
+    /// Where a transaction match stands.
+    MatchStatus {
+        /// Applied by the reconciler (the duplicate held back, or the transfer paired).
+        Automatic => "automatic",
+        /// Proposed to the user, not applied (both rows kept, the transfer not paired).
+        Suggested => "suggested",
+        /// Applied because the user accepted it.
+        Accepted => "accepted",
+        /// Undone, or never applied, because the user rejected it; never proposed again.
+        Rejected => "rejected",
+    }
+}
+
+string_enum! {
+    /// What the user decides about a transaction match.
+    MatchDecision {
+        /// Apply it: a duplicate's newer row goes, a transfer is paired.
+        Accept => "accept",
+        /// Undo it: a held-back duplicate is written, a transfer unpaired.
+        Reject => "reject",
     }
 }
 
@@ -369,6 +414,13 @@ pub struct TransactionRecord {
     pub transaction_date: NaiveDate,
     /// Settlement date.
     pub settlement_date: Option<NaiveDate>,
+    /// Which kind of source wrote it.
+    pub source: TransactionSource,
+    /// For a booked row that took over a pending one (keeping its id): the provider id the
+    /// pending row had.
+    pub pending_transaction_id: Option<String>,
+    /// For a leg of a transfer between two of the user's accounts: the other leg's id.
+    pub transfer_transaction_id: Option<Uuid>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
     /// Last change of a field.
@@ -406,6 +458,47 @@ pub struct NewTransaction {
     pub transaction_date: NaiveDate,
     /// Settlement date.
     pub settlement_date: Option<NaiveDate>,
+    /// For a booked row, the provider's id of the pending row it books, when the provider
+    /// links them (Plaid's `pending_transaction_id`): the booked row takes that row over.
+    pub pending_transaction_id: Option<String>,
+}
+
+/// A recorded match between transaction rows: a duplicate across sources or a transfer
+/// pair, applied or suggested, as the reconciler made it and the user decided it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MatchRecord {
+    /// Id (UUIDv7).
+    pub id: Uuid,
+    /// The owner of the rows.
+    pub user_id: Uuid,
+    /// Duplicate or transfer.
+    pub kind: MatchKind,
+    /// Where it stands.
+    pub status: MatchStatus,
+    /// The rows it is about that exist now: a duplicate's kept row, then its newer row unless
+    /// that one is held back; a transfer's two legs.
+    pub transaction_ids: Vec<Uuid>,
+    /// How sure the reconciler was, from 0 to 1 (two decimals).
+    pub confidence: Decimal,
+    /// Why the rows were matched, in words.
+    pub reason: String,
+    /// When the reconciler made it.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Which of the user's matches to list: newest first, one page.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MatchFilter {
+    /// Only matches in this state.
+    pub status: Option<MatchStatus>,
+    /// Only matches of this kind.
+    pub kind: Option<MatchKind>,
+    /// Only matches older than this one (the last of the previous page).
+    pub before: Option<Uuid>,
+    /// Page size.
+    pub limit: u32,
 }
 
 /// How to list an account's transactions.
@@ -504,7 +597,8 @@ pub struct UpsertCounts {
     pub updated: u64,
     /// Existing rows whose fields were all equal; left as they were.
     pub unchanged: u64,
-    /// The id of the row behind each input, in input order.
+    /// The id of the row behind each input, in input order; a transaction held back as
+    /// another source's duplicate has none (it is counted as matched instead).
     pub ids: Vec<Uuid>,
 }
 
@@ -760,7 +854,10 @@ pub trait AccountStore: Send + Sync {
 pub trait TransactionStore: Send + Sync {
     /// Inserts or updates transactions of an account, keyed on `provider_transaction_id`
     /// within the account, all in one transaction (all or nothing). An existing row counts as
-    /// updated only when a field differs, and only then moves `updated_at`.
+    /// updated only when a field differs, and only then moves `updated_at`. Identity only: the
+    /// rows are not reconciled (that is the import's and the sync's write,
+    /// [`ImportStore`](super::ImportStore), [`SyncStore`](super::SyncStore)), and new ones
+    /// take the source `import` with the origin `file_import`.
     /// [`StoreError::Other`] when the account does not exist; the caller checks ownership.
     async fn upsert_transactions(
         &self,
@@ -785,6 +882,32 @@ pub trait TransactionStore: Send + Sync {
         account_id: Uuid,
         query: &TransactionQuery,
     ) -> Result<Page<TransactionRecord>, StoreError>;
+
+    /// The user's transaction matches in the filter, newest first, at most `limit + 1` (a
+    /// row beyond `limit` tells that more follow).
+    async fn transaction_matches(
+        &self,
+        user_id: Uuid,
+        filter: &MatchFilter,
+    ) -> Result<Vec<MatchRecord>, StoreError>;
+
+    /// Applies the user's decision on one of their matches in one database transaction:
+    /// accepting a duplicate deletes its newer row (kept in the match, so a later rejection
+    /// writes it again), rejecting one writes the row held back; accepting a transfer pairs
+    /// its legs, rejecting it unpairs them. Deciding what already holds changes nothing.
+    /// `raise` is called with the changed match inside the transaction (not when nothing
+    /// changed); its events are written there and appended to `raised` once committed.
+    /// `None` when the user has no such match; [`StoreError::Conflict`] when accepting a
+    /// transfer whose leg is paired with another row meanwhile.
+    async fn decide_match(
+        &self,
+        user_id: Uuid,
+        match_id: Uuid,
+        decision: MatchDecision,
+        now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, MatchRecord>,
+        raised: &mut Vec<Event>,
+    ) -> Result<Option<MatchRecord>, StoreError>;
 }
 
 /// Holdings.

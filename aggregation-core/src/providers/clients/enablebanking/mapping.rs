@@ -564,6 +564,7 @@ pub(super) fn map_transaction(
         } else {
             transaction.booking_date.or(transaction.value_date)
         },
+        pending_transaction_id: None,
     }))
 }
 

@@ -563,6 +563,7 @@ fn map_transaction(id: String, transaction: Transaction) -> Result<NewTransactio
         commission,
         transaction_date,
         settlement_date,
+        pending_transaction_id: None,
     })
 }
 

@@ -5,20 +5,24 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::events::{Event, RaiseEvents};
-use crate::store::backend::{Backend, SqlStore, Tx, query_scalar};
+use crate::store::backend::{Backend, SqlStore, Tx, query_as};
 use crate::store::events::sql::insert_events;
 use crate::store::records::sql::connections::mark_synced;
+use crate::store::records::sql::reconcile::{Origin, write_transactions_in};
 use crate::store::records::sql::upserts::{
-    account_in, check_account_limit, delete_missing_pending_in, upsert_in, upsert_transactions_in,
+    account_in, check_account_limit, delete_missing_pending_in, upsert_in,
 };
 use crate::store::records::sql::{deactivate_missing_holdings_in, insert_snapshot_in};
 use crate::store::sql::tally;
-use crate::store::{NewSnapshot, StoreError, SyncAccountData, SyncBatch, SyncCounts, SyncStore};
+use crate::store::{
+    NewSnapshot, StoreError, SyncAccountData, SyncBatch, SyncCounts, SyncStore, TransactionSource,
+};
 
 /// Writes one account's part of a sync batch.
 async fn sync_account<B: Backend>(
     tx: &mut Tx<B>,
-    connection_id: Uuid,
+    (user_id, connection_id): (Uuid, Uuid),
+    origin: Origin<'_>,
     item: &SyncAccountData,
     now: DateTime<Utc>,
     counts: &mut SyncCounts,
@@ -30,8 +34,21 @@ async fn sync_account<B: Backend>(
         )));
     };
     if let Some(transactions) = &item.transactions {
-        let done = upsert_transactions_in(tx, account.id, transactions, now).await?;
-        tally(&mut counts.transactions, done);
+        let done = write_transactions_in(
+            tx,
+            user_id,
+            account.id,
+            transactions,
+            origin,
+            item.pending_window,
+            now,
+        )
+        .await?;
+        tally(&mut counts.transactions, done.outcomes);
+        counts.transactions_matched += done.matched;
+        counts.transactions_booked += done.booked;
+        counts.transfers += done.transfers;
+        counts.matches.extend(done.matches);
         if let Some(window) = item.pending_window {
             let keep: Vec<&str> = transactions
                 .iter()
@@ -83,13 +100,14 @@ impl<B: Backend> SyncStore for SqlStore<B> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         // Locks the connection's row (PostgreSQL) so syncs of one connection are applied one
         // after the other; SQLite's BEGIN IMMEDIATE serializes writers.
-        let owner: Option<Uuid> = query_scalar::<B, _>(
-            "UPDATE connections SET updated_at = updated_at WHERE id = $1 RETURNING user_id",
+        let owner: Option<(Uuid, String)> = query_as::<B, _>(
+            "UPDATE connections SET updated_at = updated_at WHERE id = $1 \
+             RETURNING user_id, provider_slug",
         )
         .bind(connection_id)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(user_id) = owner else {
+        let Some((user_id, provider_slug)) = owner else {
             return Err(StoreError::Other(format!(
                 "unknown connection {connection_id}"
             )));
@@ -102,8 +120,20 @@ impl<B: Backend> SyncStore for SqlStore<B> {
         {
             check_account_limit(&mut tx, user_id, limit).await?;
         }
+        let origin = Origin {
+            source: TransactionSource::Sync,
+            name: &provider_slug,
+        };
         for item in &batch.per_account {
-            sync_account(&mut tx, connection_id, item, now, &mut counts).await?;
+            sync_account(
+                &mut tx,
+                (user_id, connection_id),
+                origin,
+                item,
+                now,
+                &mut counts,
+            )
+            .await?;
         }
         if batch.mark_synced {
             mark_synced(&mut tx, connection_id, now).await?;

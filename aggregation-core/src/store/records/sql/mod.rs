@@ -5,20 +5,25 @@
 //! caller. The upserts live in `sql_upserts.rs`, connections in `sql_connections.rs`.
 
 pub(in crate::store) mod connections;
+pub(in crate::store) mod matches;
+pub(in crate::store) mod reconcile;
 pub(in crate::store) mod upserts;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use crate::events::{Event, RaiseEvents};
 use crate::store::backend::{Backend, Executor, QueryBuilder, SqlStore, Tx, query_as};
+use crate::store::events::sql::insert_events;
+use crate::store::records::sql::matches::{MatchRow, decide_in, list_query};
 use crate::store::records::sql::upserts::{upsert_in, upsert_transactions_in};
 use crate::store::sql::{count, counted, currency, currency as currency_code, optional_text, text};
 use crate::store::{
     AccountFilter, AccountRecord, AccountStore, HoldingFilter, HoldingPage, HoldingStore,
-    NewAccount, NewHolding, NewSnapshot, NewTransaction, Page, PageAfter, PointBalance,
-    SnapshotRecord, SnapshotSource, SnapshotStore, StoreError, TransactionQuery, TransactionRecord,
-    TransactionStore, UpsertCounts,
+    MatchDecision, MatchFilter, MatchRecord, NewAccount, NewHolding, NewSnapshot, NewTransaction,
+    Page, PageAfter, PointBalance, SnapshotRecord, SnapshotSource, SnapshotStore, StoreError,
+    TransactionQuery, TransactionRecord, TransactionStore, UpsertCounts,
 };
 
 pub(in crate::store) const SELECT_ACCOUNT: &str = "SELECT a.id, a.connection_id, a.provider_account_id, \
@@ -27,7 +32,8 @@ pub(in crate::store) const SELECT_ACCOUNT: &str = "SELECT a.id, a.connection_id,
 pub(in crate::store) const SELECT_TRANSACTION: &str = "SELECT t.id, t.account_id, \
      t.provider_transaction_id, t.transaction_type, t.subtype, t.status, t.amount, t.currency, \
      t.description, t.symbol, t.security_name, t.quantity, t.unit_price, t.commission, \
-     t.transaction_date, t.settlement_date, t.created_at, t.updated_at";
+     t.transaction_date, t.settlement_date, t.source, t.pending_transaction_id, \
+     t.transfer_transaction_id, t.created_at, t.updated_at";
 pub(in crate::store) const SELECT_HOLDING: &str = "SELECT h.id, h.account_id, h.provider_holding_id, \
      h.symbol, h.security_name, h.asset_type, h.quantity, h.cost_basis, h.market_value, \
      h.currency, h.average_price, h.current_price, h.unrealized_gain_loss, h.is_active, \
@@ -210,6 +216,51 @@ impl<B: Backend> TransactionStore for SqlStore<B> {
                 })
             }
         }
+    }
+
+    async fn transaction_matches(
+        &self,
+        user_id: Uuid,
+        filter: &MatchFilter,
+    ) -> Result<Vec<MatchRecord>, StoreError> {
+        self.matches_of(user_id, filter).await
+    }
+
+    async fn decide_match(
+        &self,
+        user_id: Uuid,
+        match_id: Uuid,
+        decision: MatchDecision,
+        now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, MatchRecord>,
+        raised: &mut Vec<Event>,
+    ) -> Result<Option<MatchRecord>, StoreError> {
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
+        let Some((record, changed)) = decide_in(&mut tx, user_id, match_id, decision, now).await?
+        else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        let events = if changed { raise(&record) } else { Vec::new() };
+        insert_events(&mut tx, &events).await?;
+        tx.commit().await?;
+        raised.extend(events);
+        Ok(Some(record))
+    }
+}
+
+impl<B: Backend> SqlStore<B> {
+    /// The user's matches in the filter (see [`TransactionStore::transaction_matches`]).
+    async fn matches_of(
+        &self,
+        user_id: Uuid,
+        filter: &MatchFilter,
+    ) -> Result<Vec<MatchRecord>, StoreError> {
+        let rows: Vec<MatchRow> = list_query::<B>(user_id, filter)
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(MatchRow::record).collect()
     }
 }
 

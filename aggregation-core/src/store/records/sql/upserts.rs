@@ -15,12 +15,12 @@ use crate::store::records::sql::{SELECT_ACCOUNT, SELECT_HOLDING, SELECT_TRANSACT
 use crate::store::sql::{Upserted, currency, optional_text, text};
 use crate::store::{
     AccountRecord, HoldingRecord, NewAccount, NewHolding, NewTransaction, StoreError,
-    TransactionRecord, mask_account_number,
+    TransactionRecord, TransactionSource, mask_account_number,
 };
 
-/// Rows per multi-row statement: at most 18 parameters a row stay below SQLite's 32,766 and
+/// Rows per multi-row statement: at most 21 parameters a row stay below SQLite's 32,766 and
 /// PostgreSQL's 65,535 bound parameters.
-const CHUNK: usize = 1_000;
+pub(in crate::store) const CHUNK: usize = 1_000;
 
 /// A kind of record the upserts write: a row is keyed on its parent's id and the provider's id,
 /// and every column in [`Upsert::COLUMNS`] is rewritten when it changed.
@@ -39,11 +39,16 @@ pub(in crate::store) trait Upsert: Sync {
     const SELECT: &str;
     /// Whether rows carry `last_synced_at`, moved by every upsert, even one that changed nothing.
     const SYNCED: bool;
+    /// Columns written when a row is inserted and never rewritten (where it came from), each
+    /// followed by `, `; [`Upsert::bind_inserted`] fills them.
+    const INSERTED: &str = "";
 
     /// The provider's id.
     fn key(&self) -> &str;
     /// Binds [`Upsert::COLUMNS`].
     fn bind<B: Backend>(&self, row: &mut Separated<'_, B>);
+    /// Binds [`Upsert::INSERTED`].
+    fn bind_inserted<B: Backend>(&self, _row: &mut Separated<'_, B>) {}
     /// The provider's id and the id of a stored row.
     fn stored_key(stored: &Self::Stored) -> (&str, Uuid);
     /// Whether a stored row already holds every field of `self`.
@@ -202,6 +207,48 @@ impl Upsert for NewTransaction {
     }
 }
 
+/// A transaction with where it came from: the kind of source and the origin (the provider's
+/// slug or the file format's code), written when its row is inserted.
+pub(in crate::store) struct Sourced<'a> {
+    pub(in crate::store) item: &'a NewTransaction,
+    pub(in crate::store) source: TransactionSource,
+    pub(in crate::store) origin: &'a str,
+}
+
+impl Upsert for Sourced<'_> {
+    type Stored = TransactionRecord;
+    const TABLE: &'static str = NewTransaction::TABLE;
+    const ALIAS: &'static str = NewTransaction::ALIAS;
+    const PARENT: &'static str = NewTransaction::PARENT;
+    const KEY: &'static str = NewTransaction::KEY;
+    const COLUMNS: &'static str = NewTransaction::COLUMNS;
+    const SELECT: &'static str = NewTransaction::SELECT;
+    const SYNCED: bool = NewTransaction::SYNCED;
+    const INSERTED: &'static str = "source, origin, pending_transaction_id, ";
+
+    fn key(&self) -> &str {
+        self.item.key()
+    }
+
+    fn bind<B: Backend>(&self, row: &mut Separated<'_, B>) {
+        self.item.bind(row);
+    }
+
+    fn bind_inserted<B: Backend>(&self, row: &mut Separated<'_, B>) {
+        row.push_bind(self.source.as_str())
+            .push_bind(self.origin)
+            .push_bind(self.item.pending_transaction_id.as_deref());
+    }
+
+    fn stored_key(stored: &TransactionRecord) -> (&str, Uuid) {
+        NewTransaction::stored_key(stored)
+    }
+
+    fn matches(&self, stored: &TransactionRecord) -> bool {
+        self.item.matches(stored)
+    }
+}
+
 /// Upserts `items` under `parent`; outcomes in input order. A provider id repeated within a
 /// chunk is written one row at a time, so the later one wins.
 pub(in crate::store) async fn upsert_in<B: Backend, T: Upsert>(
@@ -240,10 +287,10 @@ pub(in crate::store) async fn upsert_one<B: Backend, T: Upsert>(
 
 /// Upserts the account's transactions and adds those created to its stored count (same
 /// transaction as the inserts, so the count never drifts).
-pub(in crate::store) async fn upsert_transactions_in<B: Backend>(
+pub(in crate::store) async fn upsert_transactions_in<B: Backend, T: Upsert>(
     tx: &mut Tx<B>,
     account_id: Uuid,
-    items: &[NewTransaction],
+    items: &[T],
     now: DateTime<Utc>,
 ) -> Result<Vec<(Uuid, Upserted)>, StoreError> {
     let outcomes = upsert_in(tx, account_id, items, now).await?;
@@ -317,14 +364,16 @@ async fn write_rows<B: Backend, T: Upsert>(
     // SQLite binds QueryBuilder's anonymous `?` in order; numbered `$n` would be looked up by a
     // linear scan each, which makes thousands of them quadratic.
     let mut insert = QueryBuilder::<B>::new(format!(
-        "INSERT INTO {} (id, {}, {}, {}, created_at, updated_at) ",
+        "INSERT INTO {} (id, {}, {}, {}{}, created_at, updated_at) ",
         T::TABLE,
         T::PARENT,
         T::KEY,
+        T::INSERTED,
         columns
     ));
     insert.push_values(rows, |mut row, (id, item)| {
         row.push_bind(*id).push_bind(parent).push_bind(item.key());
+        item.bind_inserted(&mut row);
         item.bind(&mut row);
         if T::SYNCED {
             row.push_bind(now);

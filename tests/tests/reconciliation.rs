@@ -1,0 +1,525 @@
+//! Reconciliation through the three fronts and both stores: one row per real transaction
+//! whatever reported it. A file overlapping a SimpleFIN sync (the fake bridge) is not stored
+//! twice, a booked row takes over its pending row, transfers between the user's accounts are
+//! paired both ways, ambiguous duplicates are only suggested (two identical coffees stay two),
+//! every decision can be reversed, and nobody sees or decides another user's matches.
+
+use aggregation_core::AggregationServiceBuilder;
+use aggregation_core::providers::{SimplefinConfig, SimplefinProvider};
+use aggregation_sandbox::{CHECKING_ID, SimplefinSandbox};
+use aggregation_tests::imports::{access, rows};
+use aggregation_tests::upload_with;
+use aggregation_tests::{Setup, TestApp, conformance};
+use serde_json::{Value, json};
+
+fn with_simplefin(builder: AggregationServiceBuilder) -> AggregationServiceBuilder {
+    let config = SimplefinConfig {
+        bridge_hosts: vec!["127.0.0.1".to_owned()],
+        allow_http: true,
+        budget: None,
+        ..SimplefinConfig::default()
+    };
+    builder.provider(SimplefinProvider::new(config).expect("provider"))
+}
+
+fn simplefin() -> Setup {
+    let mut setup = aggregation_tests::sandbox_setup();
+    setup.sandbox = None;
+    setup.builder_hook = Some(with_simplefin);
+    setup
+}
+
+/// A fake bridge on a loopback socket, stopped when dropped.
+struct Bridge {
+    sandbox: SimplefinSandbox,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn bridge() -> Bridge {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let address = listener.local_addr().expect("address");
+    let sandbox = SimplefinSandbox::new(format!("http://{address}/simplefin"));
+    let app = axum::Router::new().nest_service("/simplefin", sandbox.clone());
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Bridge { sandbox, task }
+}
+
+fn id(value: &Value) -> &str {
+    value["id"].as_str().expect("id")
+}
+
+/// A connected SimpleFIN connection after its accounts sync, and the checking account.
+async fn synced(app: &TestApp, token: &str) -> (Bridge, Value, Value) {
+    let bridge = bridge().await;
+    let connection = app
+        .post(
+            "/api/v1/providers",
+            &json!({"provider_slug": "simplefin", "alias": "Bank", "setup_token": bridge.sandbox.setup_token()}),
+            Some(token),
+        )
+        .await
+        .expect(201);
+    app.post(
+        "/api/v1/accounts/syncs",
+        &json!({"connection_id": id(&connection)}),
+        Some(token),
+    )
+    .await
+    .expect(201);
+    let accounts = app.get("/api/v1/accounts", Some(token)).await.expect(200);
+    let checking = accounts["accounts"]
+        .as_array()
+        .expect("accounts")
+        .iter()
+        .find(|account| account["provider_account_id"] == CHECKING_ID)
+        .cloned()
+        .expect("checking");
+    (bridge, connection, checking)
+}
+
+/// A transactions sync of the last 60 days (the first, unforced, is served by the accounts
+/// sync's answer; a forced one asks the bridge afresh).
+async fn sync_transactions(app: &TestApp, token: &str, connection: &Value, force: bool) -> Value {
+    let today = chrono::Utc::now().date_naive();
+    app.post(
+        "/api/v1/transactions/syncs",
+        &json!({
+            "connection_id": id(connection),
+            "start_date": (today - chrono::TimeDelta::days(60)).to_string(),
+            "end_date": today.to_string(),
+            "force": force,
+        }),
+        Some(token),
+    )
+    .await
+    .expect(201)
+}
+
+/// The date `days` days ago (UTC), as the bridge dates its rows.
+fn days_ago(days: i64) -> String {
+    (chrono::Utc::now().date_naive() - chrono::TimeDelta::days(days)).to_string()
+}
+
+async fn matches(app: &TestApp, token: &str, query: &str) -> Vec<Value> {
+    let list = app
+        .get(&format!("/api/v1/transaction-matches{query}"), Some(token))
+        .await
+        .expect(200);
+    list["matches"].as_array().cloned().expect("matches")
+}
+
+fn with_amount<'a>(rows: &'a [Value], amount: &str) -> Vec<&'a Value> {
+    rows.iter().filter(|row| row["amount"] == amount).collect()
+}
+
+/// A CSV export of the checking account: two rows the bridge has (one with the bank's store
+/// number), one it has under a weaker description, one older than anything synced.
+fn checking_export() -> String {
+    format!(
+        "Date,Description,Amount\n{},Payroll ACME Corp,2000.00\n{},CORNER GROCERY 0231 SPRINGFIELD,-84.12\n\
+         {},Rent Maple Apts,-1200.00\n{},Library fine,-15.00\n",
+        days_ago(20),
+        days_ago(3),
+        days_ago(15),
+        days_ago(40),
+    )
+}
+
+/// A QIF line's date (`M/D/YYYY`) `days` days ago.
+fn qif_date(days: i64) -> String {
+    let date = chrono::Utc::now().date_naive() - chrono::TimeDelta::days(days);
+    date.format("%-m/%-d/%Y").to_string()
+}
+
+async fn a_file_overlapping_a_sync_is_not_stored_twice(app: TestApp) {
+    let token = access(&app, "overlap@example.com").await;
+    let (_bridge, connection, checking) = synced(&app, &token).await;
+    let account_id = id(&checking).to_owned();
+    assert!(rows(&app, &token, &account_id).await.is_empty());
+    // Last year's export first: nothing to match yet (a dry run says the same, writing nothing).
+    let file = checking_export();
+    let parts = [("account_id", account_id.as_str())];
+    let mut dry_parts = parts.to_vec();
+    dry_parts.push(("dry_run", "true"));
+    let dry = upload_with(
+        &app,
+        Some("checking.csv"),
+        file.as_bytes(),
+        &dry_parts,
+        &token,
+    )
+    .await
+    .expect(200);
+    assert_eq!(dry["matched"], 0, "{dry}");
+    assert_eq!(dry["transfers"], 0, "{dry}");
+    assert_eq!(dry["transactions_created"], 4, "{dry}");
+    assert!(rows(&app, &token, &account_id).await.is_empty());
+    let imported = upload_with(&app, Some("checking.csv"), file.as_bytes(), &parts, &token)
+        .await
+        .expect(201);
+    assert_eq!(imported["transactions_created"], 4, "{imported}");
+    assert_eq!(imported["matched"], 0, "{imported}");
+    let imported_rows = rows(&app, &token, &account_id).await;
+    assert!(imported_rows.iter().all(|row| row["source"] == "import"));
+
+    // Then the sync: payroll and grocery are the file's rows (not written again), the rent is
+    // only alike enough to suggest, the pending coffee is new.
+    let synced_now = sync_transactions(&app, &token, &connection, false).await;
+    assert_eq!(synced_now["matched"], 2, "{synced_now}");
+    assert_eq!(synced_now["created"], 5, "{synced_now}");
+    let after = rows(&app, &token, &account_id).await;
+    assert_eq!(after.len(), 6, "{after:?}");
+    assert_eq!(with_amount(&after, "2000.00").len(), 1);
+    assert_eq!(with_amount(&after, "-84.12").len(), 1);
+    assert_eq!(with_amount(&after, "-1200.00").len(), 2);
+    assert_eq!(with_amount(&after, "-4.75")[0]["source"], "sync");
+    let automatic = matches(&app, &token, "?status=automatic&kind=duplicate").await;
+    assert_eq!(automatic.len(), 2, "{automatic:?}");
+    for found in &automatic {
+        let ids = found["transaction_ids"].as_array().expect("ids");
+        assert_eq!(ids.len(), 1, "the held-back row is not written");
+        let kept = after
+            .iter()
+            .find(|row| row["id"] == ids[0])
+            .expect("kept row");
+        assert_eq!(kept["source"], "import");
+        let confidence = found["confidence"].as_f64().expect("confidence");
+        assert!((0.8..=1.0).contains(&confidence), "{found}");
+        assert!(found["reason"].as_str().is_some_and(|r| !r.is_empty()));
+    }
+    let suggested = matches(&app, &token, "?status=suggested").await;
+    assert_eq!(suggested.len(), 1, "{suggested:?}");
+    assert_eq!(suggested[0]["kind"], "duplicate");
+    assert_eq!(
+        suggested[0]["transaction_ids"].as_array().map(Vec::len),
+        Some(2)
+    );
+
+    // Importing the file again, and syncing again (the coffee books meanwhile), adds nothing.
+    let again = upload_with(&app, Some("checking.csv"), file.as_bytes(), &parts, &token)
+        .await
+        .expect(201);
+    assert_eq!(again["transactions_created"], 0, "{again}");
+    assert_eq!(again["matched"], 0, "{again}");
+    let resync = sync_transactions(&app, &token, &connection, true).await;
+    assert_eq!(resync["created"], 0, "{resync}");
+    assert_eq!(resync["matched"], 0, "{resync}");
+    assert_eq!(rows(&app, &token, &account_id).await.len(), 6);
+
+    // The other way round: another format's file naming the synced coffee matches it.
+    let qif = format!(
+        "!Type:Bank\nD{}\nT-4.75\nPBlue Bottle Coffee\n^\n",
+        qif_date(1)
+    );
+    let late = upload_with(&app, Some("recent.qif"), qif.as_bytes(), &parts, &token)
+        .await
+        .expect(201);
+    assert_eq!(late["matched"], 1, "{late}");
+    assert_eq!(late["transactions_created"], 0, "{late}");
+    let last = rows(&app, &token, &account_id).await;
+    assert_eq!(last.len(), 6, "{last:?}");
+    assert_eq!(with_amount(&last, "-4.75").len(), 1);
+    assert_eq!(matches(&app, &token, "").await.len(), 4);
+}
+
+async fn a_booked_row_takes_over_its_pending_row(app: TestApp) {
+    let token = access(&app, "booked@example.com").await;
+    let (_bridge, connection, checking) = synced(&app, &token).await;
+    let account_id = id(&checking).to_owned();
+    sync_transactions(&app, &token, &connection, false).await;
+    let before = rows(&app, &token, &account_id).await;
+    let pending = with_amount(&before, "-4.75");
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0]["status"], "pending");
+    let pending_id = pending[0]["id"].clone();
+    // The bridge books it under a new id: the booked row keeps the pending row's id.
+    let booked = sync_transactions(&app, &token, &connection, true).await;
+    assert_eq!(booked["created"], 0, "{booked}");
+    assert_eq!(booked["updated"], 1, "{booked}");
+    assert_eq!(booked["removed"], 0, "{booked}");
+    let after = rows(&app, &token, &account_id).await;
+    assert_eq!(after.len(), before.len());
+    let coffee = with_amount(&after, "-4.75");
+    assert_eq!(coffee.len(), 1);
+    assert_eq!(coffee[0]["id"], pending_id);
+    assert_eq!(coffee[0]["status"], "settled");
+    assert_eq!(coffee[0]["provider_transaction_id"], "sbx-t-booked-coffee");
+    assert_eq!(coffee[0]["pending_transaction_id"], "sbx-t-pending-coffee");
+    let read = app
+        .get(
+            &format!("/api/v1/transactions/{}", pending_id.as_str().expect("id")),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(read["provider_transaction_id"], "sbx-t-booked-coffee");
+    let again = sync_transactions(&app, &token, &connection, true).await;
+    assert_eq!(again["created"], 0, "{again}");
+    assert_eq!(again["updated"], 0, "{again}");
+}
+
+async fn transfers_between_own_accounts_are_paired_both_ways(app: TestApp) {
+    let token = access(&app, "transfer@example.com").await;
+    let checking = "Date,Description,Amount\n2026-03-02,Transfer to savings,-500.00\n\
+                    2026-03-02,Groceries,-61.20\n";
+    let savings = "Date,Description,Amount\n2026-03-04,Transfer from checking,500.00\n";
+    let first = upload_with(
+        &app,
+        Some("checking.csv"),
+        checking.as_bytes(),
+        &[("account_name", "Checking")],
+        &token,
+    )
+    .await
+    .expect(201);
+    assert_eq!(first["transfers"], 0);
+    let second = upload_with(
+        &app,
+        Some("savings.csv"),
+        savings.as_bytes(),
+        &[("account_name", "Savings")],
+        &token,
+    )
+    .await
+    .expect(201);
+    assert_eq!(second["transfers"], 1, "{second}");
+    let accounts = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
+    let all: Vec<Value> = accounts["accounts"].as_array().cloned().expect("accounts");
+    let named = |name: &str| {
+        all.iter()
+            .find(|account| account["name"] == name)
+            .map(|account| id(account).to_owned())
+            .expect("account")
+    };
+    let out_rows = rows(&app, &token, &named("Checking")).await;
+    let in_rows = rows(&app, &token, &named("Savings")).await;
+    let out_leg = with_amount(&out_rows, "-500.00")[0].clone();
+    let in_leg = with_amount(&in_rows, "500.00")[0].clone();
+    assert_eq!(out_leg["transfer_transaction_id"], in_leg["id"]);
+    assert_eq!(in_leg["transfer_transaction_id"], out_leg["id"]);
+    assert!(with_amount(&out_rows, "-61.20")[0]["transfer_transaction_id"].is_null());
+    let transfers = matches(&app, &token, "?kind=transfer").await;
+    assert_eq!(transfers.len(), 1);
+    assert_eq!(transfers[0]["status"], "automatic");
+    let match_id = id(&transfers[0]).to_owned();
+
+    // Rejecting unpairs both legs; accepting pairs them again.
+    let rejected = app
+        .post(
+            &format!("/api/v1/transaction-matches/{match_id}/reject"),
+            &json!({}),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(rejected["status"], "rejected");
+    let read = |leg: &Value| {
+        let path = format!("/api/v1/transactions/{}", id(leg));
+        let app = &app;
+        let token = token.clone();
+        async move { app.get(&path, Some(&token)).await.expect(200) }
+    };
+    assert!(read(&out_leg).await["transfer_transaction_id"].is_null());
+    assert!(read(&in_leg).await["transfer_transaction_id"].is_null());
+    // Importing the same files again proposes nothing new.
+    let again = upload_with(
+        &app,
+        Some("savings.csv"),
+        savings.as_bytes(),
+        &[("account_id", &named("Savings"))],
+        &token,
+    )
+    .await
+    .expect(201);
+    assert_eq!(again["transfers"], 0);
+    assert_eq!(matches(&app, &token, "?kind=transfer").await.len(), 1);
+    let accepted = app
+        .post(
+            &format!("/api/v1/transaction-matches/{match_id}/accept"),
+            &json!({}),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(accepted["status"], "accepted");
+    assert_eq!(
+        read(&out_leg).await["transfer_transaction_id"],
+        in_leg["id"]
+    );
+    assert_eq!(
+        read(&in_leg).await["transfer_transaction_id"],
+        out_leg["id"]
+    );
+}
+
+async fn ambiguous_duplicates_are_suggested_and_decisions_reverse(app: TestApp) {
+    let token = access(&app, "ambiguous@example.com").await;
+    let csv = "Date,Description,Amount\n2026-03-05,Coffee House,-3.50\n2026-03-05,Coffee House,-3.50\n\
+               2026-03-05,Lunch Spot,-12.00\n";
+    upload_with(
+        &app,
+        Some("joint.csv"),
+        csv.as_bytes(),
+        &[("account_name", "Joint")],
+        &token,
+    )
+    .await
+    .expect(201);
+    let accounts = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
+    let account_id = id(&accounts["accounts"][0]).to_owned();
+    // Two identical coffees on one day stay two.
+    assert_eq!(
+        with_amount(&rows(&app, &token, &account_id).await, "-3.50").len(),
+        2
+    );
+    let qif =
+        "!Type:Bank\nD3/5/2026\nT-3.50\nPCOFFEE HOUSE\n^\nD3/6/2026\nT-12.00\nPLUNCH SPOT\n^\n";
+    let imported = upload_with(
+        &app,
+        Some("joint.qif"),
+        qif.as_bytes(),
+        &[("account_id", account_id.as_str())],
+        &token,
+    )
+    .await
+    .expect(201);
+    // The lunch has one candidate; the coffee has two, so it is written and suggested twice.
+    assert_eq!(imported["matched"], 1, "{imported}");
+    assert_eq!(imported["transactions_created"], 1, "{imported}");
+    let listed = rows(&app, &token, &account_id).await;
+    assert_eq!(with_amount(&listed, "-3.50").len(), 3);
+    assert_eq!(with_amount(&listed, "-12.00").len(), 1);
+    let suggested = matches(&app, &token, "?status=suggested&kind=duplicate").await;
+    assert_eq!(suggested.len(), 2, "{suggested:?}");
+
+    // Accepting one suggestion deletes the newer row; the other suggestion goes with it.
+    let chosen = id(&suggested[0]).to_owned();
+    let accepted = app
+        .post(
+            &format!("/api/v1/transaction-matches/{chosen}/accept"),
+            &json!({}),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(accepted["status"], "accepted");
+    assert_eq!(
+        accepted["transaction_ids"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(
+        with_amount(&rows(&app, &token, &account_id).await, "-3.50").len(),
+        2
+    );
+    assert!(matches(&app, &token, "?status=suggested").await.is_empty());
+    // Rejecting it afterwards writes the row again.
+    let rejected = app
+        .post(
+            &format!("/api/v1/transaction-matches/{chosen}/reject"),
+            &json!({}),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(rejected["status"], "rejected");
+    assert_eq!(
+        rejected["transaction_ids"].as_array().map(Vec::len),
+        Some(2)
+    );
+    assert_eq!(
+        with_amount(&rows(&app, &token, &account_id).await, "-3.50").len(),
+        3
+    );
+
+    // The lunch's automatic match, rejected, writes the held-back row; accepted, removes it.
+    let automatic = matches(&app, &token, "?status=automatic").await;
+    assert_eq!(automatic.len(), 1);
+    let lunch = id(&automatic[0]).to_owned();
+    let decide = |verb: &str| {
+        let path = format!("/api/v1/transaction-matches/{lunch}/{verb}");
+        let (app, token) = (&app, token.clone());
+        async move { app.post(&path, &json!({}), Some(&token)).await.expect(200) }
+    };
+    assert_eq!(decide("reject").await["status"], "rejected");
+    assert_eq!(decide("reject").await["status"], "rejected");
+    assert_eq!(
+        with_amount(&rows(&app, &token, &account_id).await, "-12.00").len(),
+        2
+    );
+    assert_eq!(decide("accept").await["status"], "accepted");
+    assert_eq!(
+        with_amount(&rows(&app, &token, &account_id).await, "-12.00").len(),
+        1
+    );
+    // Importing the QIF again creates nothing: its rows are known, written or held back.
+    let again = upload_with(
+        &app,
+        Some("joint.qif"),
+        qif.as_bytes(),
+        &[("account_id", account_id.as_str())],
+        &token,
+    )
+    .await
+    .expect(201);
+    assert_eq!(again["transactions_created"], 0, "{again}");
+    assert_eq!(again["matched"], 0, "{again}");
+
+    // Paging: one a page, then the next.
+    let first = app
+        .get("/api/v1/transaction-matches?limit=1", Some(&token))
+        .await
+        .expect(200);
+    let cursor = first["next_cursor"]
+        .as_str()
+        .expect("next cursor")
+        .to_owned();
+    let next = app
+        .get(
+            &format!("/api/v1/transaction-matches?limit=1&cursor={cursor}"),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_ne!(first["matches"][0]["id"], next["matches"][0]["id"]);
+    app.get("/api/v1/transaction-matches?status=maybe", Some(&token))
+        .await
+        .expect_problem(422, "validation_failed");
+    app.get("/api/v1/transaction-matches?cursor=nope", Some(&token))
+        .await
+        .expect_problem(422, "validation_failed");
+
+    // Another user sees none of it and decides none of it.
+    let other = access(&app, "stranger@example.com").await;
+    assert!(matches(&app, &other, "").await.is_empty());
+    app.post(
+        &format!("/api/v1/transaction-matches/{lunch}/reject"),
+        &json!({}),
+        Some(&other),
+    )
+    .await
+    .expect_problem(404, "not_found");
+    app.get("/api/v1/transaction-matches", None)
+        .await
+        .expect_problem(401, "unauthorized");
+    assert_eq!(
+        with_amount(&rows(&app, &token, &account_id).await, "-12.00").len(),
+        1
+    );
+}
+
+conformance!(setup = simplefin;
+    a_file_overlapping_a_sync_is_not_stored_twice,
+    a_booked_row_takes_over_its_pending_row,
+    transfers_between_own_accounts_are_paired_both_ways,
+    ambiguous_duplicates_are_suggested_and_decisions_reverse,
+);
