@@ -71,7 +71,8 @@ pub(crate) use bus::{EVENT_BUS_CAPACITY, EventBus, Events};
 pub use durable::{
     ConnectionCreated, ConnectionDeleted, ConnectionExpired, DurableEvent, HoldingCounts,
     ImportCompleted, ImportCompletedCounts, PasswordChanged, RotationScope, RowCounts,
-    SecurityRotation, SessionRevoked, SyncCompleted, SyncCompletedCounts, WebhookDisabled,
+    SecurityRotation, SessionRevoked, SyncCompleted, SyncCompletedCounts, UserDeleted,
+    WebhookDisabled,
 };
 pub use outbox::{Event, EventType};
 pub(crate) use stream::{EventStream, StreamItem};

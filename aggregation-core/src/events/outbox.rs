@@ -36,6 +36,10 @@ string_enum! {
         /// is sent to it until its owner enables it again
         /// ([`WebhookDisabled`](super::WebhookDisabled)).
         WebhookDisabled => "webhook.disabled",
+        /// A user's account was erased, on the user's request or an administrator's
+        /// ([`UserDeleted`](super::UserDeleted)). The audit trail keeps it after every other
+        /// row of the user is gone: the user id and the time, nothing else.
+        UserDeleted => "user.deleted",
     }
 }
 
@@ -133,6 +137,6 @@ mod tests {
         for event_type in EventType::ALL {
             assert_eq!(EventType::parse(event_type.as_str()), Some(*event_type));
         }
-        assert_eq!(EventType::ALL.len(), 9);
+        assert_eq!(EventType::ALL.len(), 10);
     }
 }
