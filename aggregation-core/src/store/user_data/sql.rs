@@ -254,17 +254,17 @@ impl<B: Backend> UserDataStore for SqlStore<B> {
         let mut query = QueryBuilder::<B>::new(SELECT_TRANSACTION);
         query.push(" FROM transactions t");
         push_user_account(&mut query, "t.account_id", user_id, account_id);
-        // Spelled out rather than as a row comparison, as in the date-range listing: each arm
-        // can use the (account_id, transaction_date, id) index.
+        // A row comparison: both databases read it as a range of the (account_id,
+        // transaction_date, id) index, so each page starts where the last ended instead of
+        // scanning the account's rows from its first (PostgreSQL does not derive that range
+        // from the spelled-out OR).
         if let Some(after) = after {
             query
-                .push(" AND (t.transaction_date > ")
+                .push(" AND (t.transaction_date, t.id) > (")
                 .push_bind(after.transaction_date)
-                .push(" OR (t.transaction_date = ")
-                .push_bind(after.transaction_date)
-                .push(" AND t.id > ")
+                .push(", ")
                 .push_bind(after.id)
-                .push("))");
+                .push(")");
         }
         query
             .push(" ORDER BY t.transaction_date, t.id LIMIT ")
