@@ -31,7 +31,7 @@ if [[ -z "${EXPORT_BINARY:-}" ]]; then
     nice cargo build --release -q -p aggregation-examples --bin aggregation-server
 fi
 BINARY="$(realpath "${EXPORT_BINARY:-$TARGET_DIR/release/aggregation-server}")"
-STORES=(sqlite)
+STORES=(${EXPORT_STORES:-sqlite})
 [[ -n "$DATABASE_URL" ]] && STORES+=(postgres)
 
 WORK="$(mktemp -d)"
@@ -85,7 +85,7 @@ start_server() {
 # Runs SQL on the store of the running server.
 sql() {
     if [[ -n "$CREATED_DATABASE" ]]; then
-        psql -qtA "$STORE_URL" -c "$1"
+        PGOPTIONS="-c search_path=aggregation" psql -qtA "$STORE_URL" -c "$1"
     else
         sqlite3 "$WORK/export.db" "$1"
     fi
