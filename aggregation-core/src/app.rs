@@ -17,6 +17,7 @@ use crate::records::Records;
 use crate::records::matches::Matches;
 use crate::sessions::Sessions;
 use crate::store::Store;
+use crate::user_data::{ErasedUsers, UserData};
 use crate::user_slots::{BUSY_USERS, HEAVY_READS_PER_USER, IMPORTS_PER_USER, UserSlots};
 use crate::webhooks::Webhooks;
 use crate::work::WorkGate;
@@ -40,8 +41,10 @@ pub(crate) struct App {
     pub(crate) bus: EventBus,
     /// The imports running per user on this instance.
     pub(crate) running_imports: UserSlots,
-    /// The heavy reads (net worth, portfolio) running per user on this instance.
+    /// The heavy reads (net worth, portfolio, export) running per user on this instance.
     pub(crate) heavy_reads: UserSlots,
+    /// Users' own data: profile, export reads and erasure.
+    pub(crate) user_data: UserData,
 }
 
 impl App {
@@ -60,7 +63,7 @@ impl App {
         let auth = Auth::new(
             store.clone(),
             config.clone(),
-            mail,
+            mail.clone(),
             events.clone(),
             limits.clone(),
         );
@@ -75,6 +78,16 @@ impl App {
         let imports = Imports::new(store.clone(), events.clone(), parsing)
             .with_account_limit(config.max_accounts_per_user());
         let matches = Matches::new(store.clone(), events.clone());
+        let erased = ErasedUsers::new(&config);
+        erased.follow(&bus);
+        let user_data = UserData::new(
+            store.clone(),
+            config.clone(),
+            connections.clone(),
+            mail,
+            events.clone(),
+            erased,
+        );
         let admin = Admin::new(store.clone(), config.clone(), events);
         let records = Records::new(store.clone());
         let webhooks = Webhooks::new(store.clone(), config.clone());
@@ -93,6 +106,7 @@ impl App {
             bus,
             running_imports: UserSlots::new(IMPORTS_PER_USER, BUSY_USERS),
             heavy_reads: UserSlots::new(HEAVY_READS_PER_USER, BUSY_USERS),
+            user_data,
         }
     }
 

@@ -29,6 +29,7 @@ pub(crate) mod sessions;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod user_data;
 mod user_slots;
 pub(crate) mod webhooks;
 pub(crate) mod work;

@@ -150,7 +150,8 @@ impl AggregationService {
             self.app.store.clone(),
             self.app.config.clone(),
             self.app.connections.clone(),
-        );
+        )
+        .with_user_data(self.app.user_data.clone());
         #[cfg(feature = "metrics")]
         let runner = runner.with_metrics(self.metrics.clone());
         // Committed events wake webhook delivery once the runner is spawned.

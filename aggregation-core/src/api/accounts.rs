@@ -30,7 +30,7 @@ pub(crate) const ROUTES: &[Route] = &[
 /// An account as the API shows it.
 #[derive(Serialize, utoipa::ToSchema)]
 #[schema(example = json!({"id": "0192f3a4-5b6c-7d8e-9f00-112233445566", "connection_id": "0192f3a4-0000-7d8e-9f00-112233445566", "provider_account_id": "8821-4410", "account_number_masked": "****4410", "name": "Individual Brokerage", "account_type": "brokerage", "currency": "USD", "balance_amount": "15234.50", "available_balance_amount": "1200.00", "is_active": true, "last_synced_at": "2026-01-31T14:05:00Z", "created_at": "2026-01-02T09:00:00Z", "updated_at": "2026-01-31T14:05:00Z"}))]
-struct AccountJson<'a> {
+pub(crate) struct AccountJson<'a> {
     id: Uuid,
     connection_id: Uuid,
     provider_account_id: &'a str,
@@ -49,7 +49,7 @@ struct AccountJson<'a> {
     updated_at: DateTime<Utc>,
 }
 
-fn account_json(account: &AccountRecord) -> AccountJson<'_> {
+pub(crate) fn account_json(account: &AccountRecord) -> AccountJson<'_> {
     AccountJson {
         id: account.id,
         connection_id: account.connection_id,

@@ -71,7 +71,7 @@ impl From<AdminError> for ApiError {
 
 /// The caller: a valid access token (401) of a user the store confirms holds the admin role
 /// (403).
-pub(crate) struct Admin(Arc<AccessClaims>);
+pub(crate) struct Admin(pub(crate) Arc<AccessClaims>);
 
 impl FromParts for Admin {
     async fn from_parts(parts: &Parts, state: &App) -> Result<Self, ApiError> {

@@ -73,8 +73,13 @@ impl FromParts for Caller {
 pub(crate) struct User(pub(crate) Arc<AccessClaims>);
 
 impl FromParts for User {
-    async fn from_parts(parts: &Parts, _: &App) -> Result<Self, ApiError> {
+    async fn from_parts(parts: &Parts, app: &App) -> Result<Self, ApiError> {
         match parts.extensions.get::<Caller>() {
+            // An erased user's tokens were all issued before the erasure: refused from the
+            // moment it began.
+            Some(Caller::Authenticated(claims)) if app.user_data.erased().contains(claims.sub) => {
+                Err(ApiError::unauthorized())
+            }
             Some(Caller::Authenticated(claims)) => Ok(Self(claims.clone())),
             _ => Err(ApiError::unauthorized()),
         }

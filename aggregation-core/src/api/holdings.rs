@@ -80,7 +80,7 @@ impl Validate for FilterQuery {
 
 /// A holding as the API shows it.
 #[derive(Serialize, utoipa::ToSchema)]
-struct HoldingJson<'a> {
+pub(crate) struct HoldingJson<'a> {
     id: Uuid,
     account_id: Uuid,
     provider_holding_id: &'a str,
@@ -107,7 +107,7 @@ struct HoldingJson<'a> {
     updated_at: DateTime<Utc>,
 }
 
-fn holding_json(holding: &HoldingRecord) -> HoldingJson<'_> {
+pub(crate) fn holding_json(holding: &HoldingRecord) -> HoldingJson<'_> {
     HoldingJson {
         id: holding.id,
         account_id: holding.account_id,

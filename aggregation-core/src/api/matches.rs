@@ -96,7 +96,7 @@ impl Validate for ListQuery {
 /// A match as the API shows it.
 #[derive(Serialize, utoipa::ToSchema)]
 #[schema(example = json!({"id": "0192f3a4-2222-7d8e-9f00-112233445566", "kind": "duplicate", "status": "automatic", "transaction_ids": ["0192f3a4-1111-7d8e-9f00-112233445566"], "confidence": 0.9, "reason": "Another source's row of the same amount, dated 1 days apart, with a description 90% alike.", "created_at": "2026-03-02T10:00:00Z", "updated_at": "2026-03-02T10:00:00Z"}))]
-struct MatchJson {
+pub(crate) struct MatchJson {
     id: Uuid,
     #[schema(value_type = MatchKind)]
     kind: &'static str,
@@ -114,7 +114,7 @@ struct MatchJson {
     updated_at: DateTime<Utc>,
 }
 
-fn match_json(record: &MatchRecord) -> MatchJson {
+pub(crate) fn match_json(record: &MatchRecord) -> MatchJson {
     MatchJson {
         id: record.id,
         kind: record.kind.as_str(),

@@ -81,6 +81,7 @@ pub(crate) mod snapshots;
 pub(crate) mod supported_providers;
 pub(crate) mod syncs;
 pub(crate) mod transactions;
+pub(crate) mod users;
 pub(crate) mod validate;
 pub(crate) mod webhooks;
 pub(crate) mod worth;
@@ -112,6 +113,7 @@ const ROUTE_TABLES: &[&[Route]] = &[
     webhooks::ROUTES,
     openapi::ROUTES,
     worth::ROUTES,
+    users::ROUTES,
 ];
 
 /// Every endpoint of the API, one [`Route`] each: what the router serves and where the

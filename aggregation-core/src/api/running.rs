@@ -1,6 +1,6 @@
 //! Extractors that hold one of the caller's per-user slots ([`crate::user_slots`]) for as
 //! long as the handler runs: [`ImportSlot`] (imports) and [`HeavyRead`] (net worth, the
-//! portfolio). One more than the limit is 429 `rate_limit_exceeded` with `Retry-After: 1`:
+//! portfolio, the export). One more than the limit is 429 `rate_limit_exceeded` with `Retry-After: 1`:
 //! the slots are short-lived, so a retry a second later usually finds one free.
 //!
 //! Placed after [`User`] among a handler's arguments, the check runs after the token's (401
@@ -52,8 +52,16 @@ impl FromParts for ImportSlot {
     }
 }
 
-/// One of the caller's heavy-read slots, held until the read is answered.
-pub(crate) struct HeavyRead(#[expect(dead_code, reason = "held until dropped")] UserSlot);
+/// One of the caller's heavy-read slots, held until the read is answered (or, for a
+/// streamed answer, until [`HeavyRead::into_slot`]'s owner drops it).
+pub(crate) struct HeavyRead(UserSlot);
+
+impl HeavyRead {
+    /// The slot, for a stream to hold until it ends.
+    pub(crate) fn into_slot(self) -> UserSlot {
+        self.0
+    }
+}
 
 impl FromParts for HeavyRead {
     async fn from_parts(parts: &Parts, app: &App) -> Result<Self, ApiError> {
@@ -61,7 +69,7 @@ impl FromParts for HeavyRead {
             parts,
             app,
             &app.heavy_reads,
-            "net worth and portfolio reads",
+            "net worth, portfolio and export reads",
         )
         .await
         .map(Self)

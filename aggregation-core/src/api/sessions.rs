@@ -52,7 +52,7 @@ impl Validate for RevokeBody {
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
-struct SessionJson<'a> {
+pub(crate) struct SessionJson<'a> {
     id: Uuid,
     device_info: Option<&'a str>,
     ip_address: Option<&'a str>,
@@ -64,7 +64,7 @@ struct SessionJson<'a> {
     is_revoked: bool,
 }
 
-fn session_json(session: &SessionRecord, current: Uuid) -> SessionJson<'_> {
+pub(crate) fn session_json(session: &SessionRecord, current: Uuid) -> SessionJson<'_> {
     SessionJson {
         id: session.id,
         device_info: session.device_info.as_deref(),

@@ -136,7 +136,7 @@ impl Validate for ListQuery {
 
 /// A snapshot as the API shows it.
 #[derive(Serialize, utoipa::ToSchema)]
-struct SnapshotJson<'a> {
+pub(crate) struct SnapshotJson<'a> {
     id: Uuid,
     account_id: Uuid,
     #[serde(with = "rust_decimal::serde::str")]
@@ -153,7 +153,7 @@ struct SnapshotJson<'a> {
     captured_at: DateTime<Utc>,
 }
 
-fn snapshot_json(snapshot: &SnapshotRecord) -> SnapshotJson<'_> {
+pub(crate) fn snapshot_json(snapshot: &SnapshotRecord) -> SnapshotJson<'_> {
     SnapshotJson {
         id: snapshot.id,
         account_id: snapshot.account_id,

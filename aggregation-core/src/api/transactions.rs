@@ -179,7 +179,7 @@ impl Validate for ListQuery {
 /// A transaction as the API shows it.
 #[derive(Serialize, utoipa::ToSchema)]
 #[schema(example = json!({"id": "0192f3a4-1111-7d8e-9f00-112233445566", "account_id": "0192f3a4-5b6c-7d8e-9f00-112233445566", "provider_transaction_id": "T-20260115-001", "transaction_type": "trade", "subtype": "buy", "status": "settled", "amount": "-1523.40", "currency": "USD", "description": "Bought 10 VTI", "symbol": "VTI", "security_name": "Vanguard Total Stock Market ETF", "quantity": "10", "unit_price": "152.34", "commission": "0.00", "transaction_date": "2026-01-15", "settlement_date": "2026-01-16", "source": "sync", "pending_transaction_id": null, "transfer_transaction_id": null, "created_at": "2026-01-15T21:00:00Z", "updated_at": "2026-01-15T21:00:00Z"}))]
-struct TransactionJson<'a> {
+pub(crate) struct TransactionJson<'a> {
     id: Uuid,
     account_id: Uuid,
     provider_transaction_id: &'a str,
@@ -214,7 +214,7 @@ struct TransactionJson<'a> {
     updated_at: DateTime<Utc>,
 }
 
-fn transaction_json(transaction: &TransactionRecord) -> TransactionJson<'_> {
+pub(crate) fn transaction_json(transaction: &TransactionRecord) -> TransactionJson<'_> {
     TransactionJson {
         id: transaction.id,
         account_id: transaction.account_id,

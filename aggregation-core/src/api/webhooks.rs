@@ -215,7 +215,7 @@ pub(crate) struct WebhookJson<'a> {
     previous_secret_expires_at: Option<DateTime<Utc>>,
 }
 
-fn webhook_json(endpoint: &WebhookEndpointRecord) -> WebhookJson<'_> {
+pub(crate) fn webhook_json(endpoint: &WebhookEndpointRecord) -> WebhookJson<'_> {
     WebhookJson {
         id: endpoint.id,
         url: &endpoint.url,

@@ -424,6 +424,24 @@ impl Auth {
         Ok(hash.as_str())
     }
 
+    /// Checks the password of a signed-in user (before an erasure): the user, or
+    /// [`AuthError::InvalidCredentials`] for a wrong password or a user that is gone.
+    pub(crate) async fn confirm_password(
+        &self,
+        user_id: Uuid,
+        password: &str,
+    ) -> Result<UserRecord, AuthError> {
+        let Some(user) = self.store.user_by_id(user_id).await? else {
+            return Err(AuthError::InvalidCredentials);
+        };
+        if user.password_hash.is_empty()
+            || !self.hasher.verify(&user.password_hash, password).await?
+        {
+            return Err(AuthError::InvalidCredentials);
+        }
+        Ok(user)
+    }
+
     pub(crate) async fn login(
         &self,
         email: &str,

@@ -311,6 +311,23 @@ impl DurableEvent for PasswordChanged {
     }
 }
 
+/// `user.deleted`: the user's account was erased. `data` is empty: the audit trail keeps the
+/// user id and the time only, no email or other personal data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserDeleted {
+    /// The erased user.
+    #[serde(skip_serializing)]
+    pub user_id: Uuid,
+}
+
+impl DurableEvent for UserDeleted {
+    const TYPE: EventType = EventType::UserDeleted;
+
+    fn user_id(&self) -> Option<Uuid> {
+        Some(self.user_id)
+    }
+}
+
 string_enum! {
     /// What a token rotation applies to.
     #[derive(Serialize, Deserialize)]

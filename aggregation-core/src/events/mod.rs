@@ -72,7 +72,7 @@ pub use durable::{
     ConnectionCreated, ConnectionDeleted, ConnectionExpired, DurableEvent, HoldingCounts,
     ImportCompleted, ImportCompletedCounts, PasswordChanged, RotationScope, RowCounts,
     SecurityRotation, SessionRevoked, SyncCompleted, SyncCompletedCounts, TransactionMatchChange,
-    TransactionsMatched, TransactionsUnmatched, WebhookDisabled,
+    TransactionsMatched, TransactionsUnmatched, UserDeleted, WebhookDisabled,
 };
 pub use outbox::{Event, EventType};
 pub(crate) use stream::{EventStream, StreamItem};

@@ -42,6 +42,10 @@ string_enum! {
         /// The user rejected a transaction match
         /// ([`TransactionsUnmatched`](super::TransactionsUnmatched)).
         TransactionsUnmatched => "transactions.unmatched",
+        /// A user's account was erased, on the user's request or an administrator's
+        /// ([`UserDeleted`](super::UserDeleted)). The audit trail keeps it after every other
+        /// row of the user is gone: the user id and the time, nothing else.
+        UserDeleted => "user.deleted",
     }
 }
 
@@ -139,6 +143,6 @@ mod tests {
         for event_type in EventType::ALL {
             assert_eq!(EventType::parse(event_type.as_str()), Some(*event_type));
         }
-        assert_eq!(EventType::ALL.len(), 11);
+        assert_eq!(EventType::ALL.len(), 12);
     }
 }

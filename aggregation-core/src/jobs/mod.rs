@@ -52,6 +52,15 @@ pub const SYNC_CONNECTIONS: &str = "sync_connections";
 /// their backoff is due and sends those of events raised on instances not running the jobs,
 /// at most 200 per run.
 pub const DELIVER_WEBHOOKS: &str = "deliver_webhooks";
+/// Name of the job that resumes users' erasures (`DELETE /api/v1/users/me`, `DELETE
+/// /api/v1/admin/users/{id}`) that a crash or a restart interrupted, every minute. An erasure
+/// is worked through right after its request; this job only picks up what was left
+/// unfinished (each erasure is leased on its own record, so two instances never delete the
+/// same user's rows at once). It is not one of the jobs `GET /api/v1/admin/jobs` lists.
+pub const ERASE_USERS: &str = "erase_users";
+
+/// How often [`ERASE_USERS`] looks for interrupted erasures.
+const ERASE_USERS_EVERY: Duration = Duration::from_secs(60);
 
 /// Why a job run failed.
 #[derive(Debug, thiserror::Error)]
@@ -231,6 +240,16 @@ impl JobRunner {
             });
         }
         runner
+    }
+
+    /// Registers [`ERASE_USERS`], which resumes interrupted erasures with `user_data`.
+    pub(crate) fn with_user_data(mut self, user_data: crate::user_data::UserData) -> Self {
+        self.jobs.push(Registered {
+            name: ERASE_USERS.to_owned(),
+            every: Some(ERASE_USERS_EVERY),
+            job: Arc::new(EraseUsers(user_data)),
+        });
+        self
     }
 
     /// Counts every run into `metrics`.
@@ -613,6 +632,20 @@ impl Job for DeliverWebhooks {
     async fn run(&self, _: &JobContext) -> Result<String, JobError> {
         Err(JobError::Failed(
             "this build has no webhooks feature: deliveries stay queued".to_owned(),
+        ))
+    }
+}
+
+struct EraseUsers(crate::user_data::UserData);
+
+#[async_trait]
+impl Job for EraseUsers {
+    async fn run(&self, ctx: &JobContext) -> Result<String, JobError> {
+        let run = self.0.work_through(None).await?;
+        ctx.idle_when(run.finished == 0);
+        Ok(format!(
+            "finished {} user erasures, {} rows deleted",
+            run.finished, run.deleted_rows
         ))
     }
 }

@@ -231,6 +231,8 @@ pub(crate) const PROVIDER_SYNC: Policy = Policy::new(10.0, 5.0, Scope::UserProvi
 pub(crate) const HOLDINGS_SYNC: Policy = Policy::new(10.0, 5.0, Scope::UserAccount);
 /// Reads: 100 tokens, 100 per minute, per user.
 pub(crate) const API_READ: Policy = Policy::new(100.0, 100.0, Scope::User);
+/// The export of a user's own data: 2 tokens, 2 an hour, per user.
+pub(crate) const USER_EXPORT: Policy = Policy::new(2.0, 2.0 / 60.0, Scope::User);
 /// Public reads: 100 tokens, 100 per minute, per IP.
 pub(crate) const PUBLIC_READ: Policy = Policy::new(100.0, 100.0, Scope::Ip);
 /// Other writes: 50 tokens, 50 per minute, per user.

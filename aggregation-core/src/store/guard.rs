@@ -553,6 +553,43 @@ macro_rules! for_each_store_trait {
             ) -> ();
             fn purge_login_networks_before(cutoff: DateTime<Utc>) -> u64;
         }}
+        $apply! { UserDataStore {
+            fn begin_user_erasure(erasure: &NewUserErasure, events: &[Event]) -> Option<UserRecord>;
+            fn claim_user_erasure(
+                user_id: Option<Uuid>,
+                owner: &str,
+                now: DateTime<Utc>,
+                lease_until: DateTime<Utc>
+            ) -> Option<Uuid>;
+            fn erase_user_batch(
+                user_id: Uuid,
+                owner: &str,
+                limit: u32,
+                lease_until: DateTime<Utc>
+            ) -> Option<u64>;
+            fn finish_user_erasure(user_id: Uuid, owner: &str, at: DateTime<Utc>) -> bool;
+            fn user_erasure(user_id: Uuid) -> Option<UserErasureRecord>;
+            fn users_erased_since(since: DateTime<Utc>) -> Vec<Uuid>;
+            fn export_accounts(user_id: Uuid, after: Option<Uuid>, limit: u32) -> Vec<AccountRecord>;
+            fn export_transactions(
+                user_id: Uuid,
+                account_id: Uuid,
+                after: Option<TransactionPosition>,
+                limit: u32
+            ) -> Vec<TransactionRecord>;
+            fn export_holdings(
+                user_id: Uuid,
+                account_id: Uuid,
+                after: Option<Uuid>,
+                limit: u32
+            ) -> Vec<HoldingRecord>;
+            fn export_snapshots(
+                user_id: Uuid,
+                account_id: Uuid,
+                after: Option<Uuid>,
+                limit: u32
+            ) -> Vec<SnapshotRecord>;
+        }}
         $apply! { WebhookStore {
             fn create_webhook_endpoint(endpoint: &NewWebhookEndpoint, cap: u32) -> bool;
             fn webhook_endpoints(user_id: Uuid) -> Vec<WebhookEndpointRecord>;

@@ -7,7 +7,8 @@
 //! compiled with `sqlite` or `postgres`, their implementation: `users` (users, roles, single-use
 //! tokens), `sessions`, `security` (token rotations), `jobs`, `records` (connections, accounts,
 //! transactions, holdings, snapshots), `imports`, `providers` (provider connections and syncs),
-//! `webhooks`, `events` (the outbox and audit list) and `login_networks`. Everything public is
+//! `webhooks`, `events` (the outbox and audit list), `login_networks` and `user_data` (erasure
+//! and export of a user's own data). Everything public is
 //! re-exported here.
 //!
 //! The SQL is compiled once, generic over the database: [`SqlStore<B>`](SqlStore) for a
@@ -66,6 +67,7 @@ mod sessions;
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod user_data;
 mod users;
 #[cfg(test)]
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -108,6 +110,10 @@ pub use sessions::{
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
+pub use user_data::{
+    Exported, KEPT_USER_TABLES, NewUserErasure, USER_TABLES, UserDataStore, UserErasureRecord,
+    UserTable,
+};
 pub use users::{
     NewOneTimeToken, NewUser, OneTimeTokenStore, Role, TokenCheck, TokenPurpose, UserRecord,
     UserStore,
@@ -176,6 +182,7 @@ pub trait Store:
     + WebhookStore
     + EventStore
     + LoginNetworkStore
+    + UserDataStore
     + 'static
 {
 }
@@ -197,6 +204,7 @@ impl<T> Store for T where
         + WebhookStore
         + EventStore
         + LoginNetworkStore
+        + UserDataStore
         + 'static
 {
 }

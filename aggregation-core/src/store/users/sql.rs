@@ -13,7 +13,7 @@ use crate::store::{
     TokenPurpose, UserRecord, UserStore,
 };
 
-const SELECT_USER: &str = "SELECT id, email, password_hash, email_verified_at, \
+pub(in crate::store) const SELECT_USER: &str = "SELECT id, email, password_hash, email_verified_at, \
      min_token_version, created_at, updated_at FROM users";
 
 #[async_trait]

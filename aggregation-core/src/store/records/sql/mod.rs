@@ -38,7 +38,7 @@ pub(in crate::store) const SELECT_HOLDING: &str = "SELECT h.id, h.account_id, h.
      h.symbol, h.security_name, h.asset_type, h.quantity, h.cost_basis, h.market_value, \
      h.currency, h.average_price, h.current_price, h.unrealized_gain_loss, h.is_active, \
      h.last_synced_at, h.created_at, h.updated_at";
-const SELECT_SNAPSHOT: &str = "SELECT s.id, s.account_id, s.balance, s.available_balance, \
+pub(in crate::store) const SELECT_SNAPSHOT: &str = "SELECT s.id, s.account_id, s.balance, s.available_balance, \
      s.holdings_value, s.cash_value, s.currency, s.source, s.captured_at";
 
 /// Starts a query over the accounts of `user_id`, joined as `a` (and its connection as `c`).
