@@ -16,6 +16,7 @@ conformance!(
     two_identical_rows_on_one_day_stay_two,
     bank_references_identify_rows,
     a_reference_reused_for_other_payments_keeps_every_row,
+    identical_rows_on_the_next_page_of_a_statement_are_more_rows,
     mt942_lines_are_pending,
     a_balance_that_does_not_add_up_is_a_warning,
     a_broken_statement_line_is_400_naming_it,
@@ -176,6 +177,25 @@ async fn a_reference_reused_for_other_payments_keeps_every_row(app: TestApp) {
     let body = send(&app, "reused.sta", file.as_bytes(), &token).await;
     assert_eq!(count(&body, "transactions_created"), 0, "{body}");
     assert_eq!(count(&body, "transactions_skipped"), 3, "{body}");
+}
+
+async fn identical_rows_on_the_next_page_of_a_statement_are_more_rows(app: TestApp) {
+    let token = access(&app, "mt940-pages@example.com").await;
+    // One statement over two pages (`:62M:` then `:60M:`): three identical fees, two on the
+    // first page and one on the second, are three rows; an overlapping next statement (`:60F:`)
+    // restating the first page's rows adds nothing.
+    let pages = ":20:P1\r\n:25:DE89370400440532013000\r\n:28C:7/1\r\n:60F:C250401EUR100,00\r\n\
+:61:2504020402DR2,50NCHGNONREF\r\n:86:Kontofuehrung\r\n\
+:61:2504020402DR2,50NCHGNONREF\r\n:86:Kontofuehrung\r\n\
+:62M:C250402EUR95,00\r\n-\r\n\
+:20:P1\r\n:25:DE89370400440532013000\r\n:28C:7/2\r\n:60M:C250402EUR95,00\r\n\
+:61:2504020402DR2,50NCHGNONREF\r\n:86:Kontofuehrung\r\n\
+:62F:C250402EUR92,50\r\n-\r\n";
+    let body = send(&app, "pages.sta", pages.as_bytes(), &token).await;
+    assert_eq!(count(&body, "transactions_created"), 3, "{body}");
+    assert_eq!(body["warnings"], serde_json::json!([]), "{body}");
+    let body = send(&app, "pages.sta", pages.as_bytes(), &token).await;
+    assert_eq!(count(&body, "transactions_created"), 0, "{body}");
 }
 
 async fn mt942_lines_are_pending(app: TestApp) {

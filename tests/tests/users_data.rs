@@ -105,6 +105,7 @@ async fn seed(app: &TestApp, user_id: &str, transactions: usize) -> Uuid {
             transaction_date: chrono::NaiveDate::from_ymd_opt(2026, 1, 1).expect("date")
                 + chrono::TimeDelta::days(i64::try_from(n % 300).expect("small")),
             settlement_date: None,
+            pending_transaction_id: None,
         })
         .collect();
     app.store

@@ -36,6 +36,9 @@ pub(crate) struct ParsedStatement {
     pub(crate) entries: Vec<ParsedEntry>,
     /// Positions held at the end of the statement (QIF investment accounts).
     pub(crate) positions: Vec<ParsedPosition>,
+    /// The statement is the next page of the one before it (an MT940 page opening at an
+    /// intermediate `:60M:` balance): identical rows on both pages are different rows.
+    pub(crate) continues: bool,
 }
 
 /// What a file says about an account. Every field may be missing: QIF and CSV files name no

@@ -362,6 +362,9 @@ impl Reader {
                 match fields::balance(f.first) {
                     Ok(balance) => {
                         let c = self.current(f.line);
+                        if tag == "60M" {
+                            c.statement.continues = true;
+                        }
                         let slot = match tag.as_bytes()[1] {
                             b'0' => &mut c.statement.opening,
                             b'2' => &mut c.statement.closing,

@@ -145,9 +145,9 @@ fn digest(account: &str, entry: &ParsedEntry) -> [u8; 16] {
 fn transactions<'a>(
     statement: &'a ParsedStatement,
     currency: &'a str,
+    seen: &'a mut HashMap<[u8; 16], usize>,
 ) -> impl Iterator<Item = NewTransaction> + 'a {
     let account = identifier_key(statement.account.identifier.as_deref()).unwrap_or_default();
-    let mut seen: HashMap<[u8; 16], usize> = HashMap::new();
     statement.entries.iter().map(move |entry| {
         let id = match clean_opt(entry.reference.as_deref()) {
             Some(reference) => reference,
@@ -258,6 +258,10 @@ pub(crate) fn import_batch(
             message: warning.message.clone(),
         });
     }
+    // Ordinals among identical rows count per statement, and on across the pages of one
+    // (a statement that continues the one before it, of the same account).
+    let mut seen: HashMap<[u8; 16], usize> = HashMap::new();
+    let mut previous_key: Option<String> = None;
     for (index, statement) in file.statements.iter().enumerate() {
         let currency = statement_currency(statement)
             .or_else(|| currency_code(defaults.currency))
@@ -272,6 +276,10 @@ pub(crate) fn import_batch(
         };
         let warning = balance_check(index, &key, statement);
         let institution = batch.institution().to_owned();
+        if !(statement.continues && previous_key.as_deref() == Some(key.as_str())) {
+            seen.clear();
+        }
+        previous_key = Some(key.clone());
         let account = batch.account(key, |key| {
             let kind = account_type(statement.account.kind);
             NewAccount {
@@ -288,7 +296,10 @@ pub(crate) fn import_batch(
         });
         // The account's currency, as its first statement stated it.
         let currency = account.currency().to_owned();
-        account.add_transactions(statement.entries.len(), transactions(statement, &currency));
+        account.add_transactions(
+            statement.entries.len(),
+            transactions(statement, &currency, &mut seen),
+        );
         account.replace_holdings(
             statement
                 .positions

@@ -921,6 +921,7 @@ impl SectionState {
             available: None,
             positions: self.holdings.positions(),
             entries: self.entries,
+            continues: false,
         }))
     }
 }

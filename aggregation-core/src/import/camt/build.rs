@@ -851,6 +851,7 @@ impl Builder {
             available: statement.available.take().map(|b| b.balance),
             entries: statement.rows.into_iter().map(|r| r.entry).collect(),
             positions: Vec::new(),
+            continues: false,
         };
         check_statement_sums(&parsed)?;
         self.file.statements.push(parsed);
