@@ -505,6 +505,10 @@ async fn the_document_states_the_page_bounds(app: TestApp) {
             (1.into(), 1000.into()),
             "{path}"
         );
-        assert_eq!(schema("cursor")["pattern"], "^[A-Za-z0-9_-]{23}$", "{path}");
+        assert_eq!(
+            schema("cursor")["pattern"],
+            "^([A-Za-z0-9_-]{23})?$",
+            "{path}"
+        );
     }
 }

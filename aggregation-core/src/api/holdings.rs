@@ -43,8 +43,9 @@ pub(crate) struct FilterQuery {
     /// Page size, 1 to 1,000 (default 1,000); `has_more` and `next_cursor` name the next page.
     #[param(value_type = Option<i64>)]
     limit: Option<String>,
-    /// The `next_cursor` of the previous page (with the same filters): the page after it.
-    #[param(value_type = Option<String>, pattern = "^[A-Za-z0-9_-]{23}$",
+    /// The `next_cursor` of the previous page (with the same filters): the page after it (23
+    /// URL-safe base64 characters; empty is the first page).
+    #[param(value_type = Option<String>, pattern = "^([A-Za-z0-9_-]{23})?$",
         example = "SAGS86QREX2OnwARIjNEVWY")]
     cursor: Option<String>,
 }

@@ -51,8 +51,8 @@ pub(crate) struct HistoryQuery {
     #[param(value_type = Option<i64>)]
     limit: Option<String>,
     /// The `next_cursor` of the previous page (with the same range and source): the page
-    /// after it.
-    #[param(value_type = Option<String>, pattern = "^[A-Za-z0-9_-]{23}$",
+    /// after it (23 URL-safe base64 characters; empty is the first page).
+    #[param(value_type = Option<String>, pattern = "^([A-Za-z0-9_-]{23})?$",
         example = "UwGS86QREX2OnwARIjNEVWY")]
     cursor: Option<String>,
 }
