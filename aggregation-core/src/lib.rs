@@ -8,6 +8,7 @@ pub(crate) mod config;
 pub mod crypto;
 pub(crate) mod dates;
 mod email;
+pub mod enrich;
 mod enums;
 pub mod events;
 pub mod import;
