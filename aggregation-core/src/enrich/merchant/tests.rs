@@ -351,6 +351,67 @@ const FIXTURES: &[(&str, Option<&str>)] = &[
     ("H&M 123 STOCKHOLM SE", Some("H&M")),
     ("ESSO 1234 HAMBURG DE", Some("Esso")),
     ("BP 1234 ESSEN", Some("BP")),
+    // Written after the rules above were settled, and not tuned against.
+    ("SQ *MAMAS KITCHEN 0199 AUSTIN TX", Some("Mamas Kitchen")),
+    ("TST* SHAKE SHACK 1234 NEW YORK NY", Some("Shake Shack")),
+    ("PAYPAL *UBER BV", Some("Uber")),
+    ("PAYPAL *AIRBNB", Some("Airbnb")),
+    ("AMZN Mktp DE*AB1CD2EF3", Some("Amazon")),
+    ("UBER *ONE MEMBERSHIP", Some("Uber")),
+    ("STARBUCKS 800-782-7282 WA", Some("Starbucks")),
+    (
+        "CHIPOTLE MEX GR ONLINE 1234",
+        Some("Chipotle Mex Gr Online"),
+    ),
+    (
+        "SPROUTS FARMERS MAR #123 PHOENIX AZ",
+        Some("Sprouts Farmers Mar"),
+    ),
+    ("FIVE GUYS 1234 ECOMM ARLINGTON VA", Some("Five Guys")),
+    ("JETBLUE 2792345678901 SALT LAKE CTY UT", Some("Jetblue")),
+    ("EXPEDIA 7212345678901 EXPEDIA.COM WA", Some("Expedia")),
+    ("ADOBE *CREATIVE CLOUD 408-536-6000 CA", Some("Adobe")),
+    ("MSFT * E0400ABCDE", Some("MSFT")),
+    ("DROPBOX*AB12CD34EF56", Some("Dropbox")),
+    ("ZOOM.US 888-799-9666 CA", Some("Zoom.us")),
+    ("POS DEBIT 04/01 CIRCLE K 01234 TEMPE AZ", Some("Circle K")),
+    (
+        "PURCHASE AUTHORIZED ON 02/14 CHEESECAKE FACTORY BEVERLY HILLS CA S3041234 CARD 4321",
+        Some("Cheesecake Factory"),
+    ),
+    (
+        "KARTENZAHLUNG NETTO MARKEN-DISCOU 1234 BERLIN",
+        Some("Netto Marken-Discou"),
+    ),
+    (
+        "Kartenzahlung girocard Penny Markt GmbH",
+        Some("Penny Markt"),
+    ),
+    (
+        "SEPA-LASTSCHRIFT 1&1 Telecom GmbH Kd-Nr. 123456",
+        Some("1&1 Telecom"),
+    ),
+    (
+        "Lastschrift HUK-COBURG Versicherung Mandatsref: HUK1234",
+        Some("HUK-COBURG Versicherung"),
+    ),
+    ("CB PICARD 14/03 LYON", Some("Picard")),
+    ("PRLV SEPA ORANGE SA", Some("Orange")),
+    (
+        "BEA NR:ABC123 13.03.24/09.12 HEMA 1234 ROTTERDAM,PAS045",
+        Some("Hema"),
+    ),
+    ("COMPRA TARJETA LIDL SUPERMERCADOS MADRID", Some("Lidl")),
+    ("CARD PAYMENT TO DELIVEROO ON 01-04-2024", Some("Deliveroo")),
+    (
+        "CONTACTLESS PAYMENT COSTA COFFEE 43122 MANCHESTER GB",
+        Some("Costa Coffee"),
+    ),
+    (
+        "DIRECT DEBIT THAMES WATER REF 12345678",
+        Some("Thames Water"),
+    ),
+    ("MONOPRIX 2345 PARIS 11 FR", Some("Monoprix")),
     // Nothing to tell.
     ("", None),
     ("   ", None),
