@@ -132,10 +132,12 @@ mod tests {
             assert!(parameter(Listing::Holdings, Some(garbage.to_owned())).is_err());
         }
         assert_eq!(parameter(Listing::Holdings, None).ok(), Some(None));
+        // Empty is the first page; blanks are not a cursor as issued.
         assert_eq!(
-            parameter(Listing::Holdings, Some(" ".to_owned())).ok(),
+            parameter(Listing::Holdings, Some(String::new())).ok(),
             Some(None)
         );
+        assert!(parameter(Listing::Holdings, Some(" ".to_owned())).is_err());
     }
 
     #[test]
