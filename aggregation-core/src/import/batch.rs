@@ -425,27 +425,31 @@ pub(crate) fn keep_last_by_id(transactions: &mut Vec<NewTransaction>) {
 /// Suffixes the id of every row whose id an earlier row carries with another date or amount:
 /// `#n` for the n-th distinct (date, amount) of that id.
 fn tell_reused_ids_apart(transactions: &mut [NewTransaction]) {
+    type Version = (chrono::NaiveDate, Decimal);
     let mut renamed: Vec<(usize, usize)> = Vec::new();
-    let mut versions: HashMap<&str, Vec<(chrono::NaiveDate, Decimal)>> =
+    // The first version of each id, and the others in reading order (an empty `Vec` does not
+    // allocate, so the common unique id costs one map entry).
+    let mut versions: HashMap<&str, (Version, Vec<Version>)> =
         HashMap::with_capacity(transactions.len());
     for (at, item) in transactions.iter().enumerate() {
         let version = (item.transaction_date, item.amount);
         match versions.entry(item.provider_transaction_id.as_str()) {
             Entry::Vacant(slot) => {
-                slot.insert(vec![version]);
+                slot.insert((version, Vec::new()));
             }
             Entry::Occupied(mut seen) => {
-                let seen = seen.get_mut();
-                let ordinal = match seen.iter().position(|v| *v == version) {
-                    Some(index) => index + 1,
+                let (first, others) = seen.get_mut();
+                if *first == version {
+                    continue;
+                }
+                let ordinal = match others.iter().position(|v| *v == version) {
+                    Some(index) => index + 2,
                     None => {
-                        seen.push(version);
-                        seen.len()
+                        others.push(version);
+                        others.len() + 1
                     }
                 };
-                if ordinal > 1 {
-                    renamed.push((at, ordinal));
-                }
+                renamed.push((at, ordinal));
             }
         }
     }

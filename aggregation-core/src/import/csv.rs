@@ -1315,52 +1315,66 @@ fn statements_by_account(
     rows: Vec<RowAccount>,
     unit_currency: Option<&String>,
 ) -> Vec<ParsedStatement> {
-    let mut names: Vec<Option<String>> = Vec::new();
-    let mut index: std::collections::HashMap<Option<String>, usize> =
-        std::collections::HashMap::new();
-    let mut groups: Vec<(Vec<ParsedEntry>, Closing, Option<Option<String>>)> = Vec::new();
+    /// One account's rows: its name, entries, closing and the one currency they name.
+    struct Group {
+        name: Option<String>,
+        entries: Vec<ParsedEntry>,
+        closing: Closing,
+        currencies: Option<Option<String>>,
+    }
     let split = {
         let mut distinct = rows.iter().filter_map(|r| r.account.as_deref());
         distinct
             .next()
             .is_some_and(|first| distinct.any(|other| other != first))
     };
+    let mut index: std::collections::HashMap<Option<String>, usize> =
+        std::collections::HashMap::new();
+    let mut groups: Vec<Group> = Vec::new();
     for (entry, row) in entries.into_iter().zip(rows) {
-        let key = if split { row.account } else { None };
-        let at = *index.entry(key.clone()).or_insert_with(|| {
-            names.push(key);
-            groups.push((Vec::new(), Closing::default(), None));
+        let name = if split { row.account } else { None };
+        let at = *index.entry(name.clone()).or_insert_with(|| {
+            groups.push(Group {
+                name,
+                entries: Vec::new(),
+                closing: Closing::default(),
+                currencies: None,
+            });
             groups.len() - 1
         });
-        let (entries, closing, currencies) = &mut groups[at];
-        closing.add(entry.date, row.balance);
-        match currencies {
-            None => *currencies = Some(entry.currency.clone()),
-            Some(seen) if *seen != entry.currency => *currencies = Some(None),
+        let group = &mut groups[at];
+        group.closing.add(entry.date, row.balance);
+        match &group.currencies {
+            None => group.currencies = Some(entry.currency.clone()),
+            Some(seen) if *seen != entry.currency => group.currencies = Some(None),
             Some(_) => {}
         }
-        entries.push(entry);
+        group.entries.push(entry);
     }
     if groups.is_empty() {
-        groups.push((Vec::new(), Closing::default(), None));
-        names.push(None);
+        groups.push(Group {
+            name: None,
+            entries: Vec::new(),
+            closing: Closing::default(),
+            currencies: None,
+        });
     }
-    names
+    groups
         .into_iter()
-        .zip(groups)
-        .map(|(name, (entries, closing, currencies))| {
-            let currency = currencies
+        .map(|group| {
+            let currency = group
+                .currencies
                 .flatten()
                 .filter(|c| c.len() == 3 && c.chars().all(|ch| ch.is_ascii_alphabetic()))
                 .or_else(|| unit_currency.cloned());
             ParsedStatement {
                 account: ParsedAccount {
-                    name,
+                    name: group.name,
                     currency: currency.clone(),
                     ..ParsedAccount::default()
                 },
-                closing: closing.balance(currency),
-                entries,
+                closing: group.closing.balance(currency),
+                entries: group.entries,
                 ..ParsedStatement::default()
             }
         })
