@@ -327,6 +327,48 @@ struct ExportWriter {
     _slot: UserSlot,
 }
 
+/// The export's sections that are read account by account.
+#[derive(Clone, Copy)]
+enum PerAccount {
+    Transactions,
+    Holdings,
+    Snapshots,
+}
+
+impl PerAccount {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Transactions => "transactions",
+            Self::Holdings => "holdings",
+            Self::Snapshots => "balance_snapshots",
+        }
+    }
+}
+
+/// Where the next page of a per-account section starts: transactions are keyed by their
+/// listing position, holdings and snapshots by id.
+#[derive(Clone, Copy)]
+enum PageAfter {
+    Transaction(TransactionPosition),
+    Id(Uuid),
+}
+
+impl PageAfter {
+    fn transaction(self) -> Option<TransactionPosition> {
+        match self {
+            Self::Transaction(position) => Some(position),
+            Self::Id(_) => None,
+        }
+    }
+
+    fn id(self) -> Option<Uuid> {
+        match self {
+            Self::Id(id) => Some(id),
+            Self::Transaction(_) => None,
+        }
+    }
+}
+
 /// Writes the items of one JSON array, comma-separated.
 struct Items {
     first: bool,
@@ -389,26 +431,14 @@ impl ExportWriter {
         }
         self.close().await?;
 
-        let mut items = self.open("accounts").await?;
-        let mut after = None;
-        loop {
-            let page = store
-                .export_accounts(user_id, after, EXPORT_PAGE_ROWS)
-                .await?;
-            for account in &page {
-                items.push(&mut self.buffer, &account_json(account));
-            }
-            self.flush_if_full().await?;
-            match page.last() {
-                Some(last) if page.len() == EXPORT_PAGE_ROWS as usize => after = Some(last.id),
-                _ => break,
-            }
+        let accounts = self.accounts().await?;
+        for section in [
+            PerAccount::Transactions,
+            PerAccount::Holdings,
+            PerAccount::Snapshots,
+        ] {
+            self.per_account(section, &accounts).await?;
         }
-        self.close().await?;
-
-        self.transactions().await?;
-        self.holdings().await?;
-        self.snapshots().await?;
         self.events("imports", Some(EventType::ImportCompleted))
             .await?;
 
@@ -447,112 +477,95 @@ impl ExportWriter {
         self.flush().await
     }
 
-    /// The ids of one page of accounts after `after`, and where the next page starts.
-    async fn account_ids(&self, after: Option<Uuid>) -> Result<(Vec<Uuid>, Option<Uuid>), Stop> {
-        let page = self
-            .store
-            .export_accounts(self.user_id, after, EXPORT_PAGE_ROWS)
-            .await?;
-        let next = (page.len() == EXPORT_PAGE_ROWS as usize)
-            .then(|| page.last().map(|account| account.id))
-            .flatten();
-        Ok((page.into_iter().map(|account| account.id).collect(), next))
+    /// Writes the `accounts` section and answers the accounts' ids, in the order written
+    /// (a user's accounts are capped, so the list is bounded), for the sections read account
+    /// by account.
+    async fn accounts(&mut self) -> Result<Vec<Uuid>, Stop> {
+        let mut items = self.open("accounts").await?;
+        let mut ids = Vec::new();
+        loop {
+            let page = self
+                .store
+                .export_accounts(self.user_id, ids.last().copied(), EXPORT_PAGE_ROWS)
+                .await?;
+            for account in &page {
+                items.push(&mut self.buffer, &account_json(account));
+            }
+            ids.extend(page.iter().map(|account| account.id));
+            self.flush_if_full().await?;
+            if page.len() < EXPORT_PAGE_ROWS as usize {
+                break;
+            }
+        }
+        self.close().await?;
+        Ok(ids)
     }
 
-    async fn transactions(&mut self) -> Result<(), Stop> {
-        let mut items = self.open("transactions").await?;
-        let mut accounts_after = None;
-        loop {
-            let (accounts, next) = self.account_ids(accounts_after).await?;
-            for account_id in accounts {
-                let mut after: Option<TransactionPosition> = None;
-                loop {
-                    let page = self
-                        .store
-                        .export_transactions(self.user_id, account_id, after, EXPORT_PAGE_ROWS)
-                        .await?;
-                    for transaction in &page {
-                        items.push(&mut self.buffer, &transaction_json(transaction));
-                    }
-                    self.flush_if_full().await?;
-                    match page.last() {
-                        Some(last) if page.len() == EXPORT_PAGE_ROWS as usize => {
-                            after = Some(TransactionPosition::of(last));
-                        }
-                        _ => break,
-                    }
+    /// Writes one section read account by account, each in keyset pages.
+    async fn per_account(&mut self, section: PerAccount, accounts: &[Uuid]) -> Result<(), Stop> {
+        let mut items = self.open(section.name()).await?;
+        for &account_id in accounts {
+            let mut after = None;
+            loop {
+                let (rows, last) = self
+                    .account_page(section, account_id, after, &mut items)
+                    .await?;
+                self.flush_if_full().await?;
+                match last {
+                    Some(last) if rows == EXPORT_PAGE_ROWS as usize => after = Some(last),
+                    _ => break,
                 }
-            }
-            match next {
-                Some(next) => accounts_after = Some(next),
-                None => break,
             }
         }
         self.close().await
     }
 
-    async fn holdings(&mut self) -> Result<(), Stop> {
-        let mut items = self.open("holdings").await?;
-        let mut accounts_after = None;
-        loop {
-            let (accounts, next) = self.account_ids(accounts_after).await?;
-            for account_id in accounts {
-                let mut after = None;
-                loop {
-                    let page = self
-                        .store
-                        .export_holdings(self.user_id, account_id, after, EXPORT_PAGE_ROWS)
-                        .await?;
-                    for holding in &page {
-                        items.push(&mut self.buffer, &holding_json(holding));
-                    }
-                    self.flush_if_full().await?;
-                    match page.last() {
-                        Some(last) if page.len() == EXPORT_PAGE_ROWS as usize => {
-                            after = Some(last.id);
-                        }
-                        _ => break,
-                    }
+    /// Writes one page of `section` for `account_id` after `after`: how many rows it held and
+    /// where the next page starts.
+    async fn account_page(
+        &mut self,
+        section: PerAccount,
+        account_id: Uuid,
+        after: Option<PageAfter>,
+        items: &mut Items,
+    ) -> Result<(usize, Option<PageAfter>), Stop> {
+        let (user_id, store) = (self.user_id, &self.store);
+        let buffer = &mut self.buffer;
+        Ok(match section {
+            PerAccount::Transactions => {
+                let after = after.and_then(PageAfter::transaction);
+                let page = store
+                    .export_transactions(user_id, account_id, after, EXPORT_PAGE_ROWS)
+                    .await?;
+                for transaction in &page {
+                    items.push(buffer, &transaction_json(transaction));
                 }
+                let last = page
+                    .last()
+                    .map(|last| PageAfter::Transaction(TransactionPosition::of(last)));
+                (page.len(), last)
             }
-            match next {
-                Some(next) => accounts_after = Some(next),
-                None => break,
-            }
-        }
-        self.close().await
-    }
-
-    async fn snapshots(&mut self) -> Result<(), Stop> {
-        let mut items = self.open("balance_snapshots").await?;
-        let mut accounts_after = None;
-        loop {
-            let (accounts, next) = self.account_ids(accounts_after).await?;
-            for account_id in accounts {
-                let mut after = None;
-                loop {
-                    let page = self
-                        .store
-                        .export_snapshots(self.user_id, account_id, after, EXPORT_PAGE_ROWS)
-                        .await?;
-                    for snapshot in &page {
-                        items.push(&mut self.buffer, &snapshot_json(snapshot));
-                    }
-                    self.flush_if_full().await?;
-                    match page.last() {
-                        Some(last) if page.len() == EXPORT_PAGE_ROWS as usize => {
-                            after = Some(last.id);
-                        }
-                        _ => break,
-                    }
+            PerAccount::Holdings => {
+                let after = after.and_then(PageAfter::id);
+                let page = store
+                    .export_holdings(user_id, account_id, after, EXPORT_PAGE_ROWS)
+                    .await?;
+                for holding in &page {
+                    items.push(buffer, &holding_json(holding));
                 }
+                (page.len(), page.last().map(|last| PageAfter::Id(last.id)))
             }
-            match next {
-                Some(next) => accounts_after = Some(next),
-                None => break,
+            PerAccount::Snapshots => {
+                let after = after.and_then(PageAfter::id);
+                let page = store
+                    .export_snapshots(user_id, account_id, after, EXPORT_PAGE_ROWS)
+                    .await?;
+                for snapshot in &page {
+                    items.push(buffer, &snapshot_json(snapshot));
+                }
+                (page.len(), page.last().map(|last| PageAfter::Id(last.id)))
             }
-        }
-        self.close().await
+        })
     }
 
     /// The user's events (only those of `only`'s type, when given), oldest first.
