@@ -806,6 +806,46 @@ async fn the_sandbox_scenario_shows_file_then_sync_the_tip_and_a_transfer(app: T
     );
 }
 
+async fn a_transfer_pairs_whichever_leg_comes_first(app: TestApp) {
+    let token = access(&app, "incoming-first@example.com").await;
+    // The incoming leg first, dated before the outgoing one; then the outgoing leg.
+    let savings = "Date,Description,Amount\n2026-05-01,Transfer from checking,75.00\n";
+    let checking = "Date,Description,Amount\n2026-05-03,Transfer to savings,-75.00\n\
+                    2026-05-03,Bakery,-75.50\n";
+    let first = upload_with(
+        &app,
+        Some("savings.csv"),
+        savings.as_bytes(),
+        &[("account_name", "Savings")],
+        &token,
+    )
+    .await
+    .expect(201);
+    assert_eq!(first["transfers"], 0, "{first}");
+    let second = upload_with(
+        &app,
+        Some("checking.csv"),
+        checking.as_bytes(),
+        &[("account_name", "Checking")],
+        &token,
+    )
+    .await
+    .expect(201);
+    assert_eq!(second["transfers"], 1, "{second}");
+    let in_leg = with_amount(
+        &rows(&app, &token, &account_named(&app, &token, "Savings").await).await,
+        "75.00",
+    )[0]
+    .clone();
+    let out_rows = rows(&app, &token, &account_named(&app, &token, "Checking").await).await;
+    let out_leg = with_amount(&out_rows, "-75.00")[0].clone();
+    assert_eq!(in_leg["transfer_transaction_id"], out_leg["id"]);
+    assert_eq!(out_leg["transfer_transaction_id"], in_leg["id"]);
+    assert!(with_amount(&out_rows, "-75.50")[0]["transfer_transaction_id"].is_null());
+    let transfers = matches(&app, &token, "?kind=transfer&status=automatic").await;
+    assert_eq!(transfers.len(), 1, "{transfers:?}");
+}
+
 conformance!(setup = simplefin;
     a_file_overlapping_a_sync_is_not_stored_twice,
     a_booked_row_takes_over_its_pending_row,
@@ -814,4 +854,5 @@ conformance!(setup = simplefin;
     dry_runs_count_matches_and_every_decision_is_audited,
     one_users_rows_never_match_another_users,
     the_sandbox_scenario_shows_file_then_sync_the_tip_and_a_transfer,
+    a_transfer_pairs_whichever_leg_comes_first,
 );
