@@ -7,4 +7,7 @@ mod simplefin;
 
 pub use enablebanking::{DataRequest, EnableBankingSandbox};
 pub use schwab::SchwabSandbox;
-pub use simplefin::{CHECKING_ID, SANDBOX_ERROR, SimplefinSandbox};
+pub use simplefin::{
+    CHECKING_ID, RECONCILIATION_CHECKING_ID, RECONCILIATION_SAVINGS_ID, SANDBOX_ERROR,
+    SimplefinSandbox,
+};

@@ -12,6 +12,12 @@
 //!   attention). The checking account has a pending card payment; once one transactions
 //!   answer carried it, it has booked (under a new id, as real bridges do) in every later
 //!   answer.
+//! - A second kind of setup token ([`SimplefinSandbox::reconciliation_setup_token`], the
+//!   page's second token) reaches the reconciliation scenario instead: a checking and a
+//!   savings account with a transfer between them, and a pending restaurant payment that
+//!   books with a tip (15 % more, under a new id) by the next answer.
+//! - `GET /sample.csv` is a CSV export of the scenario's checking account (two rows the
+//!   bridge also has, one older): imported into that account, the next sync recognises them.
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -37,6 +43,10 @@ pub const SANDBOX_ERROR: &str =
     "Sandbox Savings Bank: the connection needs attention; sign in at the bridge to fix it.";
 /// The id of the checking account, whose card payment is pending until it books.
 pub const CHECKING_ID: &str = "sbx-checking";
+/// The id of the reconciliation scenario's checking account (the tip, a transfer's leg).
+pub const RECONCILIATION_CHECKING_ID: &str = "sbx-rec-checking";
+/// The id of the reconciliation scenario's savings account (the transfer's other leg).
+pub const RECONCILIATION_SAVINGS_ID: &str = "sbx-rec-savings";
 
 /// One sandbox transaction.
 #[derive(Debug, Clone)]
@@ -130,14 +140,83 @@ const PENDING: (&str, &str, &str, &str, i64) = (
     1,
 );
 
+/// The reconciliation scenario's accounts: a transfer of 500.00 from checking (6 days ago)
+/// to savings (5 days ago), and checking rows the sample file has too.
+fn reconciliation_accounts() -> Vec<Account> {
+    vec![
+        Account {
+            id: RECONCILIATION_CHECKING_ID,
+            name: "Reconciliation Checking",
+            balance: "1369.88",
+            available: Some("1323.88"),
+            rows: vec![
+                Row {
+                    id: "sbx-rec-pay",
+                    days_ago: 20,
+                    amount: "2000.00",
+                    description: "PAYROLL ACME CORP",
+                },
+                Row {
+                    id: "sbx-rec-transfer-out",
+                    days_ago: 6,
+                    amount: "-500.00",
+                    description: "ONLINE TRANSFER TO SAVINGS",
+                },
+                Row {
+                    id: "sbx-rec-groc",
+                    days_ago: 3,
+                    amount: "-84.12",
+                    description: "CORNER GROCERY 0231 SPRINGFIELD",
+                },
+            ],
+        },
+        Account {
+            id: RECONCILIATION_SAVINGS_ID,
+            name: "Reconciliation Savings",
+            balance: "500.00",
+            available: None,
+            rows: vec![Row {
+                id: "sbx-rec-transfer-in",
+                days_ago: 5,
+                amount: "500.00",
+                description: "ONLINE TRANSFER FROM CHECKING",
+            }],
+        },
+    ]
+}
+
+/// The scenario's restaurant payment: its id and amount while pending, its id and amount
+/// once booked with a tip, description, and how many days ago it happened.
+const TIPPED: (&str, &str, &str, &str, &str, i64) = (
+    "sbx-rec-pending-dinner",
+    "-40.00",
+    "sbx-rec-booked-dinner",
+    "-46.00",
+    "TRATTORIA ROMA",
+    2,
+);
+
+/// Which data an access URL sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scenario {
+    /// The demo accounts (checking with a pending coffee, savings, a credit card).
+    Demo,
+    /// The reconciliation scenario (a transfer pair, a tip).
+    Reconciliation,
+}
+
 #[derive(Debug, Default)]
 struct State {
     /// Setup token claim ids, and whether each was claimed.
     claims: HashMap<String, bool>,
-    /// Access credentials (user, password) handed out and still valid.
-    access: HashSet<(String, String)>,
+    /// The claim ids of the reconciliation scenario.
+    reconciliation_claims: HashSet<String>,
+    /// Access credentials (user, password) handed out and still valid, with their data.
+    access: HashMap<(String, String), Scenario>,
     /// Whether it booked.
     booked: bool,
+    /// Whether the scenario's restaurant payment booked.
+    tip_booked: bool,
     /// Answer 500 to everything.
     failing: bool,
     /// The query strings of every `/accounts` request, in order.
@@ -192,6 +271,31 @@ impl SimplefinSandbox {
 
     /// A fresh setup token (base64 of a claim URL), claimable once.
     pub fn setup_token(&self) -> String {
+        self.new_setup_token(Scenario::Demo)
+    }
+
+    /// A fresh setup token of the reconciliation scenario, claimable once: its access URL
+    /// sees the scenario's checking and savings accounts instead of the demo ones.
+    pub fn reconciliation_setup_token(&self) -> String {
+        self.new_setup_token(Scenario::Reconciliation)
+    }
+
+    /// The CSV export of the scenario's checking account (`GET /sample.csv`), dated from
+    /// today: the payroll and grocery rows the bridge has (described as a bank's export
+    /// would, the store number left out), and an older row the bridge no longer serves.
+    pub fn sample_csv(&self) -> String {
+        let today = Utc::now().date_naive();
+        let day = |days_ago: i64| today - TimeDelta::days(days_ago);
+        format!(
+            "Date,Description,Amount\n{},Payroll ACME Corp,2000.00\n{},Corner Grocery Springfield,-84.12\n\
+             {},Library fine,-15.00\n",
+            day(20),
+            day(3),
+            day(40),
+        )
+    }
+
+    fn new_setup_token(&self, scenario: Scenario) -> String {
         let id: String = {
             let mut rng = rand::rng();
             (0..24)
@@ -200,7 +304,12 @@ impl SimplefinSandbox {
                 })
                 .collect()
         };
-        self.lock().claims.insert(id.clone(), false);
+        let mut state = self.lock();
+        state.claims.insert(id.clone(), false);
+        if scenario == Scenario::Reconciliation {
+            state.reconciliation_claims.insert(id.clone());
+        }
+        drop(state);
         base64::engine::general_purpose::STANDARD.encode(format!("{}/claim/{id}", self.base))
     }
 
@@ -235,12 +344,21 @@ impl SimplefinSandbox {
                 self.claim(&claim["/claim/".len()..])
             }
             (&Method::GET, "/access/accounts") => self.accounts(request),
+            (&Method::GET, "/sample.csv") => {
+                let mut response = text(StatusCode::OK, &self.sample_csv());
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/csv; charset=utf-8"),
+                );
+                response
+            }
             _ => text(StatusCode::NOT_FOUND, "not found"),
         }
     }
 
     fn page(&self) -> Response<Full<Bytes>> {
         let token = self.setup_token();
+        let reconciliation = self.reconciliation_setup_token();
         let body = format!(
             "<!doctype html><html><head><meta charset=\"utf-8\"><title>SimpleFIN sandbox</title></head>\
              <body><h1>SimpleFIN Bridge sandbox</h1>\
@@ -248,6 +366,12 @@ impl SimplefinSandbox {
              <pre id=\"setup-token\">{token}</pre>\
              <p>Connect it: <code>POST /api/v1/providers</code> with \
              <code>{{\"provider_slug\": \"simplefin-sandbox\", \"setup_token\": \"{token}\"}}</code>.</p>\
+             <h2>Reconciliation scenario</h2>\
+             <p>This token's accounts show the reconciler: a transfer between checking and \
+             savings, and a restaurant payment that books with a tip by the next sync. \
+             <a href=\"sample.csv\">sample.csv</a> overlaps its checking account: import it \
+             there before the first transactions sync.</p>\
+             <pre id=\"reconciliation-setup-token\">{reconciliation}</pre>\
              </body></html>"
         );
         let mut response = Response::new(Full::new(Bytes::from(body)));
@@ -278,7 +402,14 @@ impl SimplefinSandbox {
                 .collect()
         };
         let (user, password) = (word(), word());
-        state.access.insert((user.clone(), password.clone()));
+        let scenario = if state.reconciliation_claims.remove(id) {
+            Scenario::Reconciliation
+        } else {
+            Scenario::Demo
+        };
+        state
+            .access
+            .insert((user.clone(), password.clone()), scenario);
         drop(state);
         let Ok(mut access) = Url::parse(&format!("{}/access", self.base)) else {
             return text(StatusCode::INTERNAL_SERVER_ERROR, "bad sandbox base URL");
@@ -290,11 +421,11 @@ impl SimplefinSandbox {
     }
 
     fn accounts<B>(&self, request: &Request<B>) -> Response<Full<Bytes>> {
-        let authorized =
-            basic(request.headers()).is_some_and(|pair| self.lock().access.contains(&pair));
-        if !authorized {
+        let scenario =
+            basic(request.headers()).and_then(|pair| self.lock().access.get(&pair).copied());
+        let Some(scenario) = scenario else {
             return text(StatusCode::FORBIDDEN, "access revoked or unknown");
-        }
+        };
         let query = request.uri().query().unwrap_or_default().to_owned();
         let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
             .into_owned()
@@ -320,9 +451,15 @@ impl SimplefinSandbox {
         let mut state = self.lock();
         state.requests.push(query.clone());
         let booked_now = state.booked;
+        let tip_booked_now = state.tip_booked;
         let mut served_pending = false;
+        let mut served_tip = false;
         let mut out = Vec::new();
-        for account in accounts() {
+        let listed = match scenario {
+            Scenario::Demo => accounts(),
+            Scenario::Reconciliation => reconciliation_accounts(),
+        };
+        for account in listed {
             if !only.is_empty() && !only.contains(&account.id) {
                 continue;
             }
@@ -335,6 +472,26 @@ impl SimplefinSandbox {
                             "id": row.id, "posted": at, "amount": row.amount,
                             "description": row.description, "transacted_at": at,
                         }));
+                    }
+                }
+                if account.id == RECONCILIATION_CHECKING_ID {
+                    let (pending_id, pending_amount, booked_id, booked_amount, description, days) =
+                        TIPPED;
+                    let at = stamp(days);
+                    if within(at) {
+                        if tip_booked_now {
+                            transactions.push(json!({
+                                "id": booked_id, "posted": at, "amount": booked_amount,
+                                "description": description, "transacted_at": at,
+                            }));
+                        } else if pending {
+                            served_tip = true;
+                            transactions.push(json!({
+                                "id": pending_id, "posted": 0, "amount": pending_amount,
+                                "description": description, "transacted_at": at,
+                                "pending": true,
+                            }));
+                        }
                     }
                 }
                 if account.id == CHECKING_ID {
@@ -374,6 +531,10 @@ impl SimplefinSandbox {
         if served_pending {
             // Served once as pending: it has booked by the next answer.
             state.booked = true;
+        }
+        if served_tip {
+            // Likewise, with the tip added.
+            state.tip_booked = true;
         }
         drop(state);
         json_response(&json!({"errors": [SANDBOX_ERROR], "accounts": out}))

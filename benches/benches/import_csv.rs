@@ -6,7 +6,8 @@
 //!
 //! `cargo bench -p aggregation-benches --bench import_csv`. Reported in bytes/s and
 //! entries/s. The `import_csv_size` group parses the CSV file and one twice its size: the
-//! second should take about twice the time.
+//! second should take about twice the time. `import_csv_duplicates` does the same with files
+//! whose rows each come four times (identical rows: the reused-id step numbers them).
 
 use std::time::Duration;
 
@@ -138,5 +139,49 @@ fn twice_the_size(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, parse, twice_the_size);
+/// A CSV file of about `target` bytes whose rows each come `copies` times in a row, and how
+/// many rows it holds.
+fn csv_with_duplicates(target: usize, copies: usize) -> (Vec<u8>, usize) {
+    let (file, _) = csv_file(target / copies);
+    let text = String::from_utf8(file).expect("utf-8");
+    let mut lines = text.lines();
+    let mut out = String::with_capacity(target + 4096);
+    for header in lines.by_ref().take(3) {
+        out.push_str(header);
+        out.push('\n');
+    }
+    let mut rows = 0;
+    for line in lines {
+        for _ in 0..copies {
+            out.push_str(line);
+            out.push('\n');
+            rows += 1;
+        }
+    }
+    (out.into_bytes(), rows)
+}
+
+/// Many identical rows: twice the file, about twice the time (the duplicate numbering is a
+/// hash set, never a scan per row).
+fn many_duplicates(c: &mut Criterion) {
+    let mut group = c.benchmark_group("import_csv_duplicates");
+    group.sample_size(10);
+    group.sampling_mode(SamplingMode::Flat);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(4));
+    for (name, target) in [("1x", TARGET_BYTES), ("2x", 2 * TARGET_BYTES)] {
+        let (csv, rows) = csv_with_duplicates(target, 4);
+        assert!(fuzz::parse("csv", &csv), "the generated CSV file parses");
+        group.throughput(Throughput::ElementsAndBytes {
+            elements: rows as u64,
+            bytes: csv.len() as u64,
+        });
+        group.bench_function(name, |b| {
+            b.iter(|| fuzz::parse("csv", std::hint::black_box(&csv)));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, parse, twice_the_size, many_duplicates);
 criterion_main!(benches);

@@ -1,8 +1,11 @@
 //! The reconciler: its rules on their own (description similarity, the tip rule, transfer
 //! legs), and its cost per incoming row against the size of the account. A dry-run import
 //! (the same reconciler, rolled back) of 500 rows of one week, overlapping another format's
-//! rows, into accounts holding 10,000 and 100,000 rows: the candidates come from one index
-//! range over the batch's dates, so both should take about the same time.
+//! rows, into accounts holding 10,000, 100,000 and 1,000,000 rows: the candidates come from
+//! index ranges around the batch's dates (duplicates in the account, transfer legs in the
+//! user's other accounts, pending rows), so all three should take about the same time.
+//!
+//! Set `AGG_BENCH_MATCHING_SIZES` (comma-separated row counts) to measure other sizes.
 
 use aggregation_core::matching::{books_pending, description_similarity, transfer_legs};
 use aggregation_core::store::{
@@ -100,7 +103,16 @@ fn per_account_size(c: &mut Criterion) {
     let mut group = c.benchmark_group("matching_dry_run_500_rows");
     group.sample_size(10);
     group.throughput(Throughput::Elements(500));
-    for held in [10_000usize, 100_000] {
+    let sizes: Vec<usize> = std::env::var("AGG_BENCH_MATCHING_SIZES")
+        .ok()
+        .map(|sizes| {
+            sizes
+                .split(',')
+                .filter_map(|size| size.trim().parse().ok())
+                .collect()
+        })
+        .unwrap_or_else(|| vec![10_000, 100_000, 1_000_000]);
+    for held in sizes {
         let (store, user_id) = runtime.block_on(async {
             let store = SqliteStore::in_memory().await.expect("store");
             let user_id = Uuid::now_v7();

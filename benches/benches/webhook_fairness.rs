@@ -165,7 +165,7 @@ async fn fixture(store: Arc<dyn Store>) -> Fixture {
             SessionRevoked::each(revoked.user_id, &revoked.session_ids, "bench", at)
         };
         store
-            .revoke_session(hostile_id, id, "bench", at, &raise)
+            .revoke_session(hostile_id, id, "bench", at, &raise, &mut Vec::new())
             .await
             .expect("revoke");
     }

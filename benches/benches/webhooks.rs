@@ -111,7 +111,7 @@ async fn round(fixture: &Fixture) -> Duration {
         };
         fixture
             .store
-            .revoke_session(fixture.user_id, id, "bench", at, &raise)
+            .revoke_session(fixture.user_id, id, "bench", at, &raise, &mut Vec::new())
             .await
             .expect("revoke");
     }

@@ -2,11 +2,16 @@
 //! whatever reported it. A file overlapping a SimpleFIN sync (the fake bridge) is not stored
 //! twice, a booked row takes over its pending row, transfers between the user's accounts are
 //! paired both ways, ambiguous duplicates are only suggested (two identical coffees stay two),
-//! every decision can be reversed, and nobody sees or decides another user's matches.
+//! every decision can be reversed, and nobody sees or decides another user's matches. Dry
+//! runs count what they would match; every match and decision is an event in the audit
+//! trail; one user's rows never match another's; and the SimpleFIN sandbox's reconciliation
+//! scenario shows a file then a sync, a tip and a transfer offline.
 
 use aggregation_core::AggregationServiceBuilder;
 use aggregation_core::providers::{SimplefinConfig, SimplefinProvider};
-use aggregation_sandbox::{CHECKING_ID, SimplefinSandbox};
+use aggregation_sandbox::{
+    CHECKING_ID, RECONCILIATION_CHECKING_ID, RECONCILIATION_SAVINGS_ID, SimplefinSandbox,
+};
 use aggregation_tests::imports::{access, rows};
 use aggregation_tests::upload_with;
 use aggregation_tests::{Setup, TestApp, conformance};
@@ -26,6 +31,7 @@ fn simplefin() -> Setup {
     let mut setup = aggregation_tests::sandbox_setup();
     setup.sandbox = None;
     setup.builder_hook = Some(with_simplefin);
+    setup.config = setup.config.with_admin_emails(vec![ADMIN.to_owned()]);
     setup
 }
 
@@ -517,9 +523,336 @@ async fn ambiguous_duplicates_are_suggested_and_decisions_reverse(app: TestApp) 
     );
 }
 
+/// An administrator, to read the audit trail.
+const ADMIN: &str = "reconciliation-admin@example.com";
+
+/// The user's audit events of one type, oldest first.
+async fn audited(app: &TestApp, admin: &str, user_id: &str, kind: &str) -> Vec<Value> {
+    let page = app
+        .get(
+            &format!("/api/v1/admin/audit-events?limit=200&user_id={user_id}&type={kind}"),
+            Some(admin),
+        )
+        .await
+        .expect(200);
+    page["events"].as_array().cloned().expect("events")
+}
+
+/// The caller's account of this name.
+async fn account_named(app: &TestApp, token: &str, name: &str) -> String {
+    let accounts = app.get("/api/v1/accounts", Some(token)).await.expect(200);
+    accounts["accounts"]
+        .as_array()
+        .expect("accounts")
+        .iter()
+        .find(|account| account["name"] == name)
+        .map(|account| id(account).to_owned())
+        .expect("account")
+}
+
+async fn dry_runs_count_matches_and_every_decision_is_audited(app: TestApp) {
+    let (_, admin, _) = app.user(ADMIN).await;
+    let (user_id, token, _) = app.user("audited@example.com").await;
+    let checking = "Date,Description,Amount\n2026-03-02,Transfer to savings,-500.00\n\
+                    2026-03-03,Corner Grocery,-84.12\n";
+    upload_with(
+        &app,
+        Some("checking.csv"),
+        checking.as_bytes(),
+        &[("account_name", "Checking")],
+        &token,
+    )
+    .await
+    .expect(201);
+    // The incoming leg, dated after the outgoing one, in a dry run first: counted, not kept.
+    let savings = "Date,Description,Amount\n2026-03-05,Transfer from checking,500.00\n";
+    let dry = upload_with(
+        &app,
+        Some("savings.csv"),
+        savings.as_bytes(),
+        &[("account_name", "Savings"), ("dry_run", "true")],
+        &token,
+    )
+    .await
+    .expect(200);
+    assert_eq!(dry["transfers"], 1, "{dry}");
+    assert_eq!(dry["matched"], 0, "{dry}");
+    assert!(matches(&app, &token, "").await.is_empty());
+    assert!(
+        audited(&app, &admin, &user_id, "transactions.matched")
+            .await
+            .is_empty()
+    );
+    let saved = upload_with(
+        &app,
+        Some("savings.csv"),
+        savings.as_bytes(),
+        &[("account_name", "Savings")],
+        &token,
+    )
+    .await
+    .expect(201);
+    assert_eq!(saved["transfers"], 1, "{saved}");
+    let checking_id = account_named(&app, &token, "Checking").await;
+
+    // Another format's grocery row: a dry run counts it as matched, then the import holds it.
+    let qif = "!Type:Bank\nD3/3/2026\nT-84.12\nPCORNER GROCERY\n^\n";
+    let parts = [("account_id", checking_id.as_str())];
+    let mut dry_parts = parts.to_vec();
+    dry_parts.push(("dry_run", "true"));
+    let dry = upload_with(&app, Some("recent.qif"), qif.as_bytes(), &dry_parts, &token)
+        .await
+        .expect(200);
+    assert_eq!(dry["matched"], 1, "{dry}");
+    assert_eq!(dry["transactions_created"], 0, "{dry}");
+    assert_eq!(
+        matches(&app, &token, "").await.len(),
+        1,
+        "a dry run records nothing"
+    );
+    let held = upload_with(&app, Some("recent.qif"), qif.as_bytes(), &parts, &token)
+        .await
+        .expect(201);
+    assert_eq!(held["matched"], 1, "{held}");
+
+    // One `transactions.matched` per match made, naming it.
+    let made = audited(&app, &admin, &user_id, "transactions.matched").await;
+    assert_eq!(made.len(), 2, "{made:?}");
+    let listed = matches(&app, &token, "").await;
+    for event in &made {
+        let data = &event["data"];
+        assert_eq!(data["status"], "automatic", "{event}");
+        assert!(
+            listed
+                .iter()
+                .any(|found| found["id"] == data["match_id"] && found["kind"] == data["kind"]),
+            "{event} names a listed match"
+        );
+    }
+    let duplicate = matches(&app, &token, "?kind=duplicate").await;
+    let duplicate_id = id(&duplicate[0]).to_owned();
+
+    // Rejecting writes the held row and is `transactions.unmatched`; accepting is
+    // `transactions.matched` again and removes it.
+    let decide = |verb: &str| {
+        let path = format!("/api/v1/transaction-matches/{duplicate_id}/{verb}");
+        let (app, token) = (&app, token.clone());
+        async move { app.post(&path, &json!({}), Some(&token)).await.expect(200) }
+    };
+    decide("reject").await;
+    assert_eq!(
+        with_amount(&rows(&app, &token, &checking_id).await, "-84.12").len(),
+        2
+    );
+    let unmatched = audited(&app, &admin, &user_id, "transactions.unmatched").await;
+    assert_eq!(unmatched.len(), 1, "{unmatched:?}");
+    assert_eq!(unmatched[0]["data"]["match_id"], duplicate_id.as_str());
+    assert_eq!(unmatched[0]["data"]["status"], "rejected");
+    decide("accept").await;
+    assert_eq!(
+        with_amount(&rows(&app, &token, &checking_id).await, "-84.12").len(),
+        1
+    );
+    let made = audited(&app, &admin, &user_id, "transactions.matched").await;
+    assert_eq!(made.len(), 3, "{made:?}");
+    assert_eq!(made[2]["data"]["status"], "accepted");
+    assert_eq!(made[2]["data"]["match_id"], duplicate_id.as_str());
+}
+
+async fn one_users_rows_never_match_another_users(app: TestApp) {
+    let alice = access(&app, "alice-rows@example.com").await;
+    let bob = access(&app, "bob-rows@example.com").await;
+    let checking = "Date,Description,Amount\n2026-04-01,Transfer to savings,-250.00\n\
+                    2026-04-02,Corner Grocery,-30.00\n";
+    let savings = "Date,Description,Amount\n2026-04-02,Transfer from checking,250.00\n";
+    upload_with(
+        &app,
+        Some("checking.csv"),
+        checking.as_bytes(),
+        &[("account_name", "Checking")],
+        &alice,
+    )
+    .await
+    .expect(201);
+    // Bob's opposite amount in the window is not Alice's transfer leg.
+    let bobs = upload_with(
+        &app,
+        Some("savings.csv"),
+        savings.as_bytes(),
+        &[("account_name", "Savings")],
+        &bob,
+    )
+    .await
+    .expect(201);
+    assert_eq!(bobs["transfers"], 0, "{bobs}");
+    // Nor is Bob's copy of Alice's statement, in another format, her duplicate.
+    let qif = "!Type:Bank\nD4/2/2026\nT-30.00\nPCORNER GROCERY\n^\n";
+    let copy = upload_with(
+        &app,
+        Some("copy.qif"),
+        qif.as_bytes(),
+        &[("account_name", "Checking")],
+        &bob,
+    )
+    .await
+    .expect(201);
+    assert_eq!(copy["matched"], 0, "{copy}");
+    assert_eq!(copy["transactions_created"], 1, "{copy}");
+    assert!(matches(&app, &alice, "").await.is_empty());
+    assert!(matches(&app, &bob, "").await.is_empty());
+    let alice_checking = account_named(&app, &alice, "Checking").await;
+    assert!(
+        rows(&app, &alice, &alice_checking)
+            .await
+            .iter()
+            .all(|row| row["transfer_transaction_id"].is_null())
+    );
+    // Bob cannot read Alice's rows by id either way.
+    let alice_rows = rows(&app, &alice, &alice_checking).await;
+    app.get(
+        &format!("/api/v1/transactions/{}", id(&alice_rows[0])),
+        Some(&bob),
+    )
+    .await
+    .expect_problem(404, "not_found");
+}
+
+async fn the_sandbox_scenario_shows_file_then_sync_the_tip_and_a_transfer(app: TestApp) {
+    let token = access(&app, "scenario@example.com").await;
+    let bridge = bridge().await;
+    let connection = app
+        .post(
+            "/api/v1/providers",
+            &json!({"provider_slug": "simplefin", "alias": "Scenario",
+                    "setup_token": bridge.sandbox.reconciliation_setup_token()}),
+            Some(&token),
+        )
+        .await
+        .expect(201);
+    app.post(
+        "/api/v1/accounts/syncs",
+        &json!({"connection_id": id(&connection)}),
+        Some(&token),
+    )
+    .await
+    .expect(201);
+    let accounts = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
+    let provider_account = |wanted: &str| {
+        accounts["accounts"]
+            .as_array()
+            .expect("accounts")
+            .iter()
+            .find(|account| account["provider_account_id"] == wanted)
+            .map(|account| id(account).to_owned())
+            .expect("scenario account")
+    };
+    let checking = provider_account(RECONCILIATION_CHECKING_ID);
+    let savings = provider_account(RECONCILIATION_SAVINGS_ID);
+    assert!(
+        accounts["accounts"]
+            .as_array()
+            .expect("accounts")
+            .iter()
+            .all(|account| account["provider_account_id"] != CHECKING_ID),
+        "the scenario's token sees the scenario's accounts only"
+    );
+
+    // File then sync: the sample export into the checking account first.
+    let sample = bridge.sandbox.sample_csv();
+    let imported = upload_with(
+        &app,
+        Some("sample.csv"),
+        sample.as_bytes(),
+        &[("account_id", checking.as_str())],
+        &token,
+    )
+    .await
+    .expect(201);
+    assert_eq!(imported["transactions_created"], 3, "{imported}");
+    let synced = sync_transactions(&app, &token, &connection, false).await;
+    assert_eq!(synced["matched"], 2, "{synced}");
+    assert_eq!(synced["transfers"], 1, "{synced}");
+    let checking_rows = rows(&app, &token, &checking).await;
+    assert_eq!(with_amount(&checking_rows, "2000.00").len(), 1);
+    assert_eq!(with_amount(&checking_rows, "-84.12").len(), 1);
+    let out_leg = with_amount(&checking_rows, "-500.00")[0].clone();
+    let in_leg = with_amount(&rows(&app, &token, &savings).await, "500.00")[0].clone();
+    assert_eq!(out_leg["transfer_transaction_id"], in_leg["id"]);
+    assert_eq!(in_leg["transfer_transaction_id"], out_leg["id"]);
+    let dinner = with_amount(&checking_rows, "-40.00");
+    assert_eq!(dinner.len(), 1, "{checking_rows:?}");
+    assert_eq!(dinner[0]["status"], "pending");
+    let dinner_id = dinner[0]["id"].clone();
+
+    // The next sync books it with a tip: the same row, its id kept, the booked amount.
+    let booked = sync_transactions(&app, &token, &connection, true).await;
+    assert_eq!(booked["created"], 0, "{booked}");
+    assert_eq!(booked["updated"], 1, "{booked}");
+    assert_eq!(booked["removed"], 0, "{booked}");
+    let after = rows(&app, &token, &checking).await;
+    assert_eq!(after.len(), checking_rows.len());
+    assert!(with_amount(&after, "-40.00").is_empty());
+    let tipped = with_amount(&after, "-46.00");
+    assert_eq!(tipped.len(), 1, "{after:?}");
+    assert_eq!(tipped[0]["id"], dinner_id);
+    assert_eq!(tipped[0]["status"], "settled");
+    assert_eq!(
+        tipped[0]["provider_transaction_id"],
+        "sbx-rec-booked-dinner"
+    );
+    assert_eq!(
+        tipped[0]["pending_transaction_id"],
+        "sbx-rec-pending-dinner"
+    );
+}
+
+async fn a_transfer_pairs_whichever_leg_comes_first(app: TestApp) {
+    let token = access(&app, "incoming-first@example.com").await;
+    // The incoming leg first, dated before the outgoing one; then the outgoing leg.
+    let savings = "Date,Description,Amount\n2026-05-01,Transfer from checking,75.00\n";
+    let checking = "Date,Description,Amount\n2026-05-03,Transfer to savings,-75.00\n\
+                    2026-05-03,Bakery,-75.50\n";
+    let first = upload_with(
+        &app,
+        Some("savings.csv"),
+        savings.as_bytes(),
+        &[("account_name", "Savings")],
+        &token,
+    )
+    .await
+    .expect(201);
+    assert_eq!(first["transfers"], 0, "{first}");
+    let second = upload_with(
+        &app,
+        Some("checking.csv"),
+        checking.as_bytes(),
+        &[("account_name", "Checking")],
+        &token,
+    )
+    .await
+    .expect(201);
+    assert_eq!(second["transfers"], 1, "{second}");
+    let in_leg = with_amount(
+        &rows(&app, &token, &account_named(&app, &token, "Savings").await).await,
+        "75.00",
+    )[0]
+    .clone();
+    let out_rows = rows(&app, &token, &account_named(&app, &token, "Checking").await).await;
+    let out_leg = with_amount(&out_rows, "-75.00")[0].clone();
+    assert_eq!(in_leg["transfer_transaction_id"], out_leg["id"]);
+    assert_eq!(out_leg["transfer_transaction_id"], in_leg["id"]);
+    assert!(with_amount(&out_rows, "-75.50")[0]["transfer_transaction_id"].is_null());
+    let transfers = matches(&app, &token, "?kind=transfer&status=automatic").await;
+    assert_eq!(transfers.len(), 1, "{transfers:?}");
+}
+
 conformance!(setup = simplefin;
     a_file_overlapping_a_sync_is_not_stored_twice,
     a_booked_row_takes_over_its_pending_row,
     transfers_between_own_accounts_are_paired_both_ways,
     ambiguous_duplicates_are_suggested_and_decisions_reverse,
+    dry_runs_count_matches_and_every_decision_is_audited,
+    one_users_rows_never_match_another_users,
+    the_sandbox_scenario_shows_file_then_sync_the_tip_and_a_transfer,
+    a_transfer_pairs_whichever_leg_comes_first,
 );

@@ -614,11 +614,18 @@ impl Auth {
             if record.session_revoked_at.is_none() {
                 tracing::warn!(session_id = %record.session_id, "refresh token reuse detected; session revoked");
                 let raise = revocation_events("token_reuse", at);
-                let revoked = self
-                    .store
-                    .revoke_session(record.user_id, record.session_id, "token_reuse", at, &raise)
+                let mut revoked = Vec::new();
+                self.store
+                    .revoke_session(
+                        record.user_id,
+                        record.session_id,
+                        "token_reuse",
+                        at,
+                        &raise,
+                        &mut revoked,
+                    )
                     .await?;
-                self.events.committed(&revoked.unwrap_or_default());
+                self.events.committed(&revoked);
                 self.events.emit(&DomainEvent::RefreshTokenReused {
                     user_id: record.user_id,
                     session_id: record.session_id,
@@ -685,11 +692,11 @@ impl Auth {
     pub(crate) async fn logout(&self, user_id: Uuid, refresh_token: &str) -> Result<(), AuthError> {
         let (digest, at) = (token_digest(refresh_token), now());
         let raise = revocation_events("logout", at);
-        let revoked = self
-            .store
-            .revoke_session_by_token(user_id, &digest, "logout", at, &raise)
+        let mut revoked = Vec::new();
+        self.store
+            .revoke_session_by_token(user_id, &digest, "logout", at, &raise, &mut revoked)
             .await?;
-        self.events.committed(&revoked.unwrap_or_default());
+        self.events.committed(&revoked);
         self.events.emit(&DomainEvent::LoggedOut { user_id });
         Ok(())
     }
@@ -757,9 +764,16 @@ impl Auth {
         }
         let password_hash = self.hasher.hash(new_password).await?;
         let at = now();
-        let (check, events) = self
+        let mut events = Vec::new();
+        let check = self
             .store
-            .reset_password(&digest, &password_hash, at, &password_reset_events(at))
+            .reset_password(
+                &digest,
+                &password_hash,
+                at,
+                &password_reset_events(at),
+                &mut events,
+            )
             .await?;
         // Reported as `PasswordReset`, from its `password.changed` event.
         self.events.committed(&events);

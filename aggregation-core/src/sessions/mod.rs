@@ -62,8 +62,17 @@ impl dyn Store {
         reason: &str,
         now: DateTime<Utc>,
     ) -> Result<Vec<Event>, StoreError> {
-        self.revoke_user_sessions(user_id, keep, reason, now, &revocation_events(reason, now))
-            .await
+        let mut raised = Vec::new();
+        self.revoke_user_sessions(
+            user_id,
+            keep,
+            reason,
+            now,
+            &revocation_events(reason, now),
+            &mut raised,
+        )
+        .await?;
+        Ok(raised)
     }
 }
 
@@ -121,7 +130,8 @@ impl Sessions {
         reason: Option<&str>,
     ) -> Result<(), SessionError> {
         let (reason, at) = (reason.unwrap_or(DEFAULT_REVOKE_REASON), now());
-        let revoked = self
+        let mut revoked = Vec::new();
+        let found = self
             .store
             .revoke_session(
                 user_id,
@@ -129,9 +139,12 @@ impl Sessions {
                 reason,
                 at,
                 &revocation_events(reason, at),
+                &mut revoked,
             )
-            .await?
-            .ok_or(SessionError::NotFound)?;
+            .await?;
+        if !found {
+            return Err(SessionError::NotFound);
+        }
         self.events.committed(&revoked);
         Ok(())
     }
@@ -145,7 +158,8 @@ impl Sessions {
         reason: Option<&str>,
     ) -> Result<u64, SessionError> {
         let (reason, at) = (reason.unwrap_or(DEFAULT_REVOKE_ALL_REASON), now());
-        let revoked = self
+        let mut revoked = Vec::new();
+        let count = self
             .store
             .revoke_user_sessions(
                 user_id,
@@ -153,11 +167,10 @@ impl Sessions {
                 reason,
                 at,
                 &revocation_events(reason, at),
+                &mut revoked,
             )
             .await?;
         self.events.committed(&revoked);
-        // One event per live session revoked.
-        let count = revoked.len() as u64;
         self.events
             .emit(&DomainEvent::SessionsRevoked { user_id, count });
         Ok(count)

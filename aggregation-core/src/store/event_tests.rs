@@ -97,57 +97,63 @@ async fn revocations_write_one_event_per_session_revoked(store: Shared) {
     let third = session(&store, user_id, b"three").await;
     let kept = session(&store, user_id, b"four").await;
 
-    let written = store
+    let mut written = Vec::new();
+    let found = store
         .revoke_session_by_token(
             user_id,
             b"one",
             "logout",
             now(),
             &revocation_events("logout", now()),
+            &mut written,
         )
         .await
-        .unwrap()
         .unwrap();
+    assert!(found);
     assert_eq!(written.len(), 1);
     // Already revoked: nothing new.
-    let again = store
+    let mut again = Vec::new();
+    let found = store
         .revoke_session(
             user_id,
             first,
             "manual",
             now(),
             &revocation_events("manual", now()),
+            &mut again,
         )
         .await
         .unwrap();
-    assert_eq!(again, Some(Vec::new()));
+    assert!(found);
+    assert_eq!(again, Vec::new());
     // Another user's token or session: nothing.
     let stranger = user(&store).await;
+    let mut nothing = Vec::new();
     assert!(
-        store
+        !store
             .revoke_session_by_token(
                 stranger,
                 b"two",
                 "logout",
                 now(),
-                &revocation_events("logout", now())
+                &revocation_events("logout", now()),
+                &mut nothing,
             )
             .await
             .unwrap()
-            .is_none()
     );
     assert!(
-        store
+        !store
             .revoke_session(
                 stranger,
                 second,
                 "manual",
                 now(),
-                &revocation_events("manual", now())
+                &revocation_events("manual", now()),
+                &mut nothing,
             )
             .await
             .unwrap()
-            .is_none()
     );
     let bulk = store
         .revoke_all_sessions(user_id, Some(kept), "logout_all", now())
@@ -198,15 +204,29 @@ async fn password_reset_writes_its_events_and_a_failed_one_none(store: Shared) {
         })
         .await
         .unwrap();
-    let (check, events) = store
-        .reset_password(b"unknown", "new-hash", now(), &password_reset_events(now()))
+    let mut events = Vec::new();
+    let check = store
+        .reset_password(
+            b"unknown",
+            "new-hash",
+            now(),
+            &password_reset_events(now()),
+            &mut events,
+        )
         .await
         .unwrap();
     assert_eq!((check, events), (TokenCheck::Unknown, Vec::new()));
     assert!(store.audit_events(&all(100)).await.unwrap().is_empty());
 
-    let (check, events) = store
-        .reset_password(b"reset", "new-hash", now(), &password_reset_events(now()))
+    let mut events = Vec::new();
+    let check = store
+        .reset_password(
+            b"reset",
+            "new-hash",
+            now(),
+            &password_reset_events(now()),
+            &mut events,
+        )
         .await
         .unwrap();
     assert_eq!(check, TokenCheck::Consumed { user_id });
@@ -224,8 +244,15 @@ async fn password_reset_writes_its_events_and_a_failed_one_none(store: Shared) {
     assert!(!text.contains("new-hash"), "no secret in a payload: {text}");
 
     // The token is used up: a second reset writes nothing.
-    let (check, events) = store
-        .reset_password(b"reset", "other-hash", now(), &password_reset_events(now()))
+    let mut events = Vec::new();
+    let check = store
+        .reset_password(
+            b"reset",
+            "other-hash",
+            now(),
+            &password_reset_events(now()),
+            &mut events,
+        )
         .await
         .unwrap();
     assert_eq!((check, events), (TokenCheck::AlreadyUsed, Vec::new()));
@@ -238,17 +265,19 @@ async fn raise(store: &Shared, user_id: Uuid, count: usize) -> Vec<Event> {
     for index in 0..count {
         let token = format!("{user_id}-{index}");
         session(store, user_id, token.as_bytes()).await;
-        let written = store
+        let mut written = Vec::new();
+        let found = store
             .revoke_session_by_token(
                 user_id,
                 token.as_bytes(),
                 "logout",
                 now(),
                 &revocation_events("logout", now()),
+                &mut written,
             )
             .await
-            .unwrap()
             .unwrap();
+        assert!(found);
         events.extend(written);
     }
     events
@@ -279,7 +308,7 @@ async fn audit_filters_combine(store: Shared) {
     let bob = user(&store).await;
     let mut everything = raise(&store, alice, 2).await;
     everything.extend(raise(&store, bob, 2).await);
-    let (_, reset) = {
+    let reset = {
         let at = now();
         store
             .insert_one_time_token(&NewOneTimeToken {
@@ -293,10 +322,18 @@ async fn audit_filters_combine(store: Shared) {
             })
             .await
             .unwrap();
+        let mut reset = Vec::new();
         store
-            .reset_password(b"bob-reset", "hash", now(), &password_reset_events(now()))
+            .reset_password(
+                b"bob-reset",
+                "hash",
+                now(),
+                &password_reset_events(now()),
+                &mut reset,
+            )
             .await
-            .unwrap()
+            .unwrap();
+        reset
     };
     everything.extend(reset);
 
@@ -811,7 +848,8 @@ async fn a_failed_event_write_rolls_its_change_back() {
                 b"live",
                 "logout",
                 now(),
-                &revocation_events("logout", now())
+                &revocation_events("logout", now()),
+                &mut Vec::new(),
             )
             .await
             .is_err()

@@ -295,8 +295,9 @@ macro_rules! for_each_store_trait {
                 digest: &[u8],
                 password_hash: &str,
                 now: DateTime<Utc>,
-                raise: &RaiseEvents<'_, RevokedSessions>
-            ) -> (TokenCheck, Vec<Event>);
+                raise: &RaiseEvents<'_, RevokedSessions>,
+                raised: &mut Vec<Event>
+            ) -> TokenCheck;
         }}
         $apply! { SessionStore {
             fn create_session(session: &NewSession, token: &NewRefreshToken) -> ();
@@ -311,22 +312,25 @@ macro_rules! for_each_store_trait {
                 session_id: Uuid,
                 reason: &str,
                 now: DateTime<Utc>,
-                raise: &RaiseEvents<'_, RevokedSessions>
-            ) -> Option<Vec<Event>>;
+                raise: &RaiseEvents<'_, RevokedSessions>,
+                raised: &mut Vec<Event>
+            ) -> bool;
             fn revoke_session_by_token(
                 user_id: Uuid,
                 digest: &[u8],
                 reason: &str,
                 now: DateTime<Utc>,
-                raise: &RaiseEvents<'_, RevokedSessions>
-            ) -> Option<Vec<Event>>;
+                raise: &RaiseEvents<'_, RevokedSessions>,
+                raised: &mut Vec<Event>
+            ) -> bool;
             fn revoke_user_sessions(
                 user_id: Uuid,
                 keep: Option<Uuid>,
                 reason: &str,
                 now: DateTime<Utc>,
-                raise: &RaiseEvents<'_, RevokedSessions>
-            ) -> Vec<Event>;
+                raise: &RaiseEvents<'_, RevokedSessions>,
+                raised: &mut Vec<Event>
+            ) -> u64;
             fn sessions_for_user(
                 user_id: Uuid,
                 active_only: bool,
@@ -617,8 +621,9 @@ macro_rules! for_each_store_trait {
             fn record_webhook_attempts(
                 attempts: &[WebhookAttempt],
                 disable_failing_since: DateTime<Utc>,
-                raise: &RaiseEvents<'_, DisabledWebhook>
-            ) -> Vec<Event>;
+                raise: &RaiseEvents<'_, DisabledWebhook>,
+                raised: &mut Vec<Event>
+            ) -> ();
             fn purge_webhook_deliveries_before(cutoff: DateTime<Utc>) -> u64;
         }}
     };

@@ -134,6 +134,7 @@ async fn claims_take_turns_across_endpoints_within_their_cap(store: Shared) {
             &[attempt(answered, now(), NextDelivery::Delivered)],
             never(),
             &webhook_disabled_events,
+            &mut Vec::new(),
         )
         .await
         .unwrap();
@@ -190,7 +191,7 @@ async fn one_users_many_endpoints_never_hold_back_another_users_first_delivery(s
         .map(|delivery| attempt(delivery, now(), NextDelivery::RetryAt(now())))
         .collect();
     store
-        .record_webhook_attempts(&failed, never(), &webhook_disabled_events)
+        .record_webhook_attempts(&failed, never(), &webhook_disabled_events, &mut Vec::new())
         .await
         .unwrap();
     let again = store.claim_webhook_deliveries(&fair(64)).await.unwrap();
@@ -251,11 +252,13 @@ async fn an_endpoint_failing_long_enough_is_disabled_until_enabled(store: Shared
         .clone();
     // The first failure, 25 h ago, starts the streak; a cutoff before it disables nothing.
     let retry = NextDelivery::RetryAt(now());
-    let raised = store
+    let mut raised = Vec::new();
+    store
         .record_webhook_attempts(
             &[attempt(&first, failed_at, retry)],
             never(),
             &webhook_disabled_events,
+            &mut raised,
         )
         .await
         .unwrap();
@@ -272,11 +275,13 @@ async fn an_endpoint_failing_long_enough_is_disabled_until_enabled(store: Shared
 
     // Failing again with a streak older than the cutoff: disabled, its queue given up.
     let again = now();
-    let raised = store
+    let mut raised = Vec::new();
+    store
         .record_webhook_attempts(
             &[attempt(&first, again, retry)],
             again - TimeDelta::hours(24),
             &webhook_disabled_events,
+            &mut raised,
         )
         .await
         .unwrap();
@@ -368,11 +373,13 @@ async fn an_endpoint_failing_long_enough_is_disabled_until_enabled(store: Shared
         .iter()
         .find(|delivery| delivery.endpoint_id == failing)
         .unwrap();
-    let raised = store
+    let mut raised = Vec::new();
+    store
         .record_webhook_attempts(
             &[attempt(fresh, now(), retry)],
             now() - TimeDelta::hours(24),
             &webhook_disabled_events,
+            &mut raised,
         )
         .await
         .unwrap();
@@ -396,14 +403,17 @@ async fn a_success_ends_the_failure_streak(store: Shared) {
             ],
             never(),
             &webhook_disabled_events,
+            &mut Vec::new(),
         )
         .await
         .unwrap();
-    let raised = store
+    let mut raised = Vec::new();
+    store
         .record_webhook_attempts(
             &[attempt(&claimed[2], now(), retry)],
             now() - TimeDelta::hours(24),
             &webhook_disabled_events,
+            &mut raised,
         )
         .await
         .unwrap();

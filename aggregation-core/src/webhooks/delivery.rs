@@ -389,8 +389,14 @@ async fn record(
     attempts: &[WebhookAttempt],
 ) -> Result<(), StoreError> {
     let disable_failing_since = dates::earlier(now(), dates::delta(config.webhook_disable_after()));
-    let raised = store
-        .record_webhook_attempts(attempts, disable_failing_since, &webhook_disabled_events)
+    let mut raised = Vec::new();
+    store
+        .record_webhook_attempts(
+            attempts,
+            disable_failing_since,
+            &webhook_disabled_events,
+            &mut raised,
+        )
         .await?;
     for event in &raised {
         tracing::warn!(

@@ -129,8 +129,8 @@ pub trait SessionStore: Send + Sync {
 
     /// Revokes a session of this user and its refresh tokens and, when it was not revoked
     /// already, writes the events `raise` returns for it (called in the transaction),
-    /// atomically. `None`: no such session for this user; `Some(events)`: the events
-    /// written, none when it was already revoked.
+    /// atomically; the events written are appended to `raised` once committed (none when it
+    /// was revoked already). `false`: no such session for this user.
     async fn revoke_session(
         &self,
         user_id: Uuid,
@@ -138,12 +138,13 @@ pub trait SessionStore: Send + Sync {
         reason: &str,
         now: DateTime<Utc>,
         raise: &RaiseEvents<'_, RevokedSessions>,
-    ) -> Result<Option<Vec<Event>>, StoreError>;
+        raised: &mut Vec<Event>,
+    ) -> Result<bool, StoreError>;
 
     /// Revokes the session of the refresh token with this digest, if the token belongs to the
     /// user, and writes the events `raise` returns for it, like
-    /// [`revoke_session`](Self::revoke_session). `None` when the token is unknown or another
-    /// user's; `Some(events)`: the events written.
+    /// [`revoke_session`](Self::revoke_session), appending them to `raised` once committed.
+    /// `false` when the token is unknown or another user's.
     async fn revoke_session_by_token(
         &self,
         user_id: Uuid,
@@ -151,11 +152,13 @@ pub trait SessionStore: Send + Sync {
         reason: &str,
         now: DateTime<Utc>,
         raise: &RaiseEvents<'_, RevokedSessions>,
-    ) -> Result<Option<Vec<Event>>, StoreError>;
+        raised: &mut Vec<Event>,
+    ) -> Result<bool, StoreError>;
 
     /// Revokes every session of the user except `keep`, with their tokens (expired ones
     /// too), calls `raise` with the ones that were live and writes the events it returns,
-    /// atomically; those events.
+    /// atomically; those events are appended to `raised` once committed. How many live
+    /// sessions were revoked.
     async fn revoke_user_sessions(
         &self,
         user_id: Uuid,
@@ -163,7 +166,8 @@ pub trait SessionStore: Send + Sync {
         reason: &str,
         now: DateTime<Utc>,
         raise: &RaiseEvents<'_, RevokedSessions>,
-    ) -> Result<Vec<Event>, StoreError>;
+        raised: &mut Vec<Event>,
+    ) -> Result<u64, StoreError>;
 
     /// The user's sessions, newest first; only live ones (neither revoked nor expired) when
     /// `active_only`.

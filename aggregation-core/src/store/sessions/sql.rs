@@ -23,7 +23,8 @@ const SELECT_SESSION: &str = "SELECT id, user_id, device_info, ip_address, locat
      created_at, last_activity_at, expires_at, revoked_at, revoked_reason FROM sessions";
 
 /// Revokes the user's sessions other than `keep` and their refresh tokens, and writes the
-/// events `raise` returns for the live sessions revoked: those events.
+/// events `raise` returns for the live sessions revoked: how many live sessions, and those
+/// events.
 pub(in crate::store) async fn revoke_user_sessions<B: Backend>(
     tx: &mut Tx<B>,
     user_id: Uuid,
@@ -31,7 +32,7 @@ pub(in crate::store) async fn revoke_user_sessions<B: Backend>(
     reason: &str,
     now: DateTime<Utc>,
     raise: &RaiseEvents<'_, RevokedSessions>,
-) -> Result<Vec<Event>, StoreError> {
+) -> Result<(u64, Vec<Event>), StoreError> {
     // Sessions before their tokens (see the module documentation). Expired sessions are
     // closed too, so none of them can come back, but only live ones count as revoked.
     let closed: Vec<(Uuid, DateTime<Utc>)> = query_as::<B, _>(
@@ -60,12 +61,13 @@ pub(in crate::store) async fn revoke_user_sessions<B: Backend>(
         .collect();
     // RETURNING has no order; events follow the sessions' (time-ordered) ids.
     closed.sort();
+    let revoked = closed.len() as u64;
     let events = raise(&RevokedSessions {
         user_id,
         session_ids: closed,
     });
     insert_events(tx, &events).await?;
-    Ok(events)
+    Ok((revoked, events))
 }
 
 /// Revokes one session of `user_id` and its refresh tokens, with the events `raise` returns
@@ -209,7 +211,8 @@ impl<B: Backend> SessionStore for SqlStore<B> {
         reason: &str,
         now: DateTime<Utc>,
         raise: &RaiseEvents<'_, RevokedSessions>,
-    ) -> Result<Option<Vec<Event>>, StoreError> {
+        raised: &mut Vec<Event>,
+    ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let revoked_at: Option<Option<DateTime<Utc>>> =
             query_scalar::<B, _>("SELECT revoked_at FROM sessions WHERE id = $1 AND user_id = $2")
@@ -218,13 +221,14 @@ impl<B: Backend> SessionStore for SqlStore<B> {
                 .fetch_optional(&mut *tx)
                 .await?;
         match revoked_at {
-            None => return Ok(None),
-            Some(Some(_)) => return Ok(Some(Vec::new())),
+            None => return Ok(false),
+            Some(Some(_)) => return Ok(true),
             Some(None) => {}
         }
         let events = revoke_one_session(&mut tx, user_id, session_id, reason, now, raise).await?;
         tx.commit().await?;
-        Ok(Some(events))
+        raised.extend(events);
+        Ok(true)
     }
 
     async fn revoke_session_by_token(
@@ -234,7 +238,8 @@ impl<B: Backend> SessionStore for SqlStore<B> {
         reason: &str,
         now: DateTime<Utc>,
         raise: &RaiseEvents<'_, RevokedSessions>,
-    ) -> Result<Option<Vec<Event>>, StoreError> {
+        raised: &mut Vec<Event>,
+    ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let session_id: Option<Uuid> = query_scalar::<B, _>(
             "SELECT session_id FROM refresh_tokens WHERE digest = $1 AND user_id = $2",
@@ -244,11 +249,12 @@ impl<B: Backend> SessionStore for SqlStore<B> {
         .fetch_optional(&mut *tx)
         .await?;
         let Some(session_id) = session_id else {
-            return Ok(None);
+            return Ok(false);
         };
         let events = revoke_one_session(&mut tx, user_id, session_id, reason, now, raise).await?;
         tx.commit().await?;
-        Ok(Some(events))
+        raised.extend(events);
+        Ok(true)
     }
 
     async fn revoke_user_sessions(
@@ -258,12 +264,15 @@ impl<B: Backend> SessionStore for SqlStore<B> {
         reason: &str,
         now: DateTime<Utc>,
         raise: &RaiseEvents<'_, RevokedSessions>,
-    ) -> Result<Vec<Event>, StoreError> {
+        raised: &mut Vec<Event>,
+    ) -> Result<u64, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let keep = keep.unwrap_or_else(Uuid::nil);
-        let events = revoke_user_sessions(&mut tx, user_id, keep, reason, now, raise).await?;
+        let (revoked, events) =
+            revoke_user_sessions(&mut tx, user_id, keep, reason, now, raise).await?;
         tx.commit().await?;
-        Ok(events)
+        raised.extend(events);
+        Ok(revoked)
     }
 
     async fn sessions_for_user(

@@ -172,13 +172,13 @@ pub trait OneTimeTokenStore: Send + Sync {
     /// Consumes a reset token, sets the new password hash and revokes every session of the
     /// user with their refresh tokens (reason `password_reset`), atomically. Then, in the same
     /// transaction, calls `raise` with the user and the sessions that were live, and writes
-    /// the events it returns. The events written come back with the check (none unless
-    /// `Consumed`).
+    /// the events it returns, appended to `raised` once committed (none unless `Consumed`).
     async fn reset_password(
         &self,
         digest: &[u8],
         password_hash: &str,
         now: DateTime<Utc>,
         raise: &RaiseEvents<'_, RevokedSessions>,
-    ) -> Result<(TokenCheck, Vec<Event>), StoreError>;
+        raised: &mut Vec<Event>,
+    ) -> Result<TokenCheck, StoreError>;
 }

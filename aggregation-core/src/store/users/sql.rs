@@ -267,12 +267,13 @@ impl<B: Backend> OneTimeTokenStore for SqlStore<B> {
         password_hash: &str,
         now: DateTime<Utc>,
         raise: &RaiseEvents<'_, RevokedSessions>,
-    ) -> Result<(TokenCheck, Vec<Event>), StoreError> {
+        raised: &mut Vec<Event>,
+    ) -> Result<TokenCheck, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
         let purpose = TokenPurpose::PasswordReset;
         let user_id = match claim_one_time_token(&mut tx, digest, purpose, now).await? {
             Ok(user_id) => user_id,
-            Err(check) => return Ok((check, Vec::new())),
+            Err(check) => return Ok(check),
         };
         let updated =
             query::<B>("UPDATE users SET password_hash = $2, updated_at = $3 WHERE id = $1")
@@ -282,12 +283,13 @@ impl<B: Backend> OneTimeTokenStore for SqlStore<B> {
                 .execute(&mut *tx)
                 .await?;
         if updated.rows_affected() == 0 {
-            return Ok((TokenCheck::UnknownUser, Vec::new()));
+            return Ok(TokenCheck::UnknownUser);
         }
-        let events =
+        let (_, events) =
             revoke_user_sessions(&mut tx, user_id, Uuid::nil(), "password_reset", now, raise)
                 .await?;
         tx.commit().await?;
-        Ok((TokenCheck::Consumed { user_id }, events))
+        raised.extend(events);
+        Ok(TokenCheck::Consumed { user_id })
     }
 }

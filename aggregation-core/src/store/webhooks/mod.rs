@@ -277,14 +277,15 @@ pub trait WebhookStore: Send + Sync {
     /// A success clears the endpoint's failure streak; a failure starts one if none is
     /// running. An endpoint whose streak started at or before `disable_failing_since` and
     /// that failed again is disabled, its pending deliveries given up, and `raise` called for
-    /// it in the same transaction, the events it returns written there: the events written,
-    /// to publish after the call.
+    /// it in the same transaction, the events it returns written there and appended to
+    /// `raised` once committed, to publish after the call.
     async fn record_webhook_attempts(
         &self,
         attempts: &[WebhookAttempt],
         disable_failing_since: DateTime<Utc>,
         raise: &crate::events::RaiseEvents<'_, DisabledWebhook>,
-    ) -> Result<Vec<crate::events::Event>, StoreError>;
+        raised: &mut Vec<crate::events::Event>,
+    ) -> Result<(), StoreError>;
 
     /// Deletes delivered and given-up deliveries queued before `cutoff`, with their attempts,
     /// atomically; how many deliveries. Pending ones stay whatever their age.

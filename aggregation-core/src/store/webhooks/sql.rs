@@ -517,22 +517,24 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
         attempts: &[WebhookAttempt],
         disable_failing_since: DateTime<Utc>,
         raise: &RaiseEvents<'_, DisabledWebhook>,
-    ) -> Result<Vec<Event>, StoreError> {
+        raised: &mut Vec<Event>,
+    ) -> Result<(), StoreError> {
         if attempts.is_empty() {
-            return Ok(Vec::new());
+            return Ok(());
         }
         // One transaction for what finished together: one commit (one fsync) for a batch.
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
-        let mut raised = Vec::new();
+        let mut events = Vec::new();
         for attempt in attempts {
             if record_attempt_in(&mut tx, attempt).await? {
-                raised.extend(
+                events.extend(
                     track_failures_in(&mut tx, attempt, disable_failing_since, raise).await?,
                 );
             }
         }
         tx.commit().await?;
-        Ok(raised)
+        raised.extend(events);
+        Ok(())
     }
 
     async fn purge_webhook_deliveries_before(

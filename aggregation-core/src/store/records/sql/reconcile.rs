@@ -13,9 +13,10 @@
 //! 4. **Transfers**: each row created is paired with the single opposite row on another of
 //!    the user's accounts within [`TRANSFER_WINDOW_DAYS`], or suggestions are recorded.
 //!
-//! Every candidate look-up reads one date window through the `(account_id,
-//! transaction_date, ...)` indexes, once per batch: the cost follows the rows in the window,
-//! never the account's size.
+//! Every candidate look-up reads date windows through the `(account_id, transaction_date,
+//! ...)` indexes: one range per run of the batch's dates (each date widened by the rule's
+//! days, overlapping ranges merged), so the cost follows the rows near the batch's dates,
+//! never the account's size nor the history between two far-apart rows of one file.
 
 use std::collections::{HashMap, HashSet};
 
@@ -255,17 +256,37 @@ enum Fate {
     Resent(Uuid),
 }
 
-/// The dates of the rows `indices` names, widened by `before` and `after` days.
-fn window(
+/// The date ranges around the rows `indices` names: each row's date widened by `before` and
+/// `after` days, ranges that overlap or touch merged, in date order. Empty without rows.
+fn windows(
     items: &[NewTransaction],
     indices: &[usize],
     before: i64,
     after: i64,
-) -> Option<(NaiveDate, NaiveDate)> {
-    let dates = indices.iter().map(|&i| items[i].transaction_date);
-    let first = dates.clone().min()?;
-    let last = dates.max()?;
-    Some((first - Duration::days(before), last + Duration::days(after)))
+) -> Vec<(NaiveDate, NaiveDate)> {
+    date_ranges(
+        indices.iter().map(|&i| items[i].transaction_date).collect(),
+        before,
+        after,
+    )
+}
+
+/// Each date widened by `before` and `after` days, ranges that overlap or touch merged, in
+/// date order.
+fn date_ranges(mut dates: Vec<NaiveDate>, before: i64, after: i64) -> Vec<(NaiveDate, NaiveDate)> {
+    dates.sort_unstable();
+    dates.dedup();
+    let mut ranges: Vec<(NaiveDate, NaiveDate)> = Vec::new();
+    for date in dates {
+        let (start, end) = (date - Duration::days(before), date + Duration::days(after));
+        match ranges.last_mut() {
+            Some((_, last_end)) if start <= *last_end + Duration::days(1) => {
+                *last_end = end.max(*last_end);
+            }
+            _ => ranges.push((start, end)),
+        }
+    }
+    ranges
 }
 
 /// Reconciles one account's batch and writes it: identity, pending to booked (with
@@ -398,19 +419,21 @@ async fn take_over_pending<B: Backend>(
         .copied()
         .filter(|&index| items[index].status != TransactionStatus::Pending)
         .collect();
-    let Some((first, last)) = window(items, &booked, PENDING_WINDOW_DAYS, 0) else {
-        return Ok(0);
-    };
-    let mut lookup = QueryBuilder::<B>::new(format!("{SELECT_CANDIDATE} WHERE t.account_id = "));
-    lookup
-        .push_bind(account_id)
-        .push(" AND t.status = ")
-        .push_bind(TransactionStatus::Pending.as_str())
-        .push(" AND t.transaction_date >= ")
-        .push_bind(first)
-        .push(" AND t.transaction_date <= ")
-        .push_bind(last);
-    let mut pending: Vec<Candidate> = lookup.build_query_as().fetch_all(&mut **tx).await?;
+    let mut pending: Vec<Candidate> = Vec::new();
+    for (first, last) in windows(items, &booked, PENDING_WINDOW_DAYS, 0) {
+        let mut lookup =
+            QueryBuilder::<B>::new(format!("{SELECT_CANDIDATE} WHERE t.account_id = "));
+        lookup
+            .push_bind(account_id)
+            .push(" AND t.status = ")
+            .push_bind(TransactionStatus::Pending.as_str())
+            .push(" AND t.transaction_date >= ")
+            .push_bind(first)
+            .push(" AND t.transaction_date <= ")
+            .push_bind(last);
+        let found: Vec<Candidate> = lookup.build_query_as().fetch_all(&mut **tx).await?;
+        pending.extend(found);
+    }
     let linked: Vec<&str> = booked
         .iter()
         .filter_map(|&index| items[index].pending_transaction_id.as_deref())
@@ -584,24 +607,26 @@ async fn find_duplicates<B: Backend>(
         .copied()
         .filter(|&index| fates[index] == Fate::Write)
         .collect();
-    let Some((first, last)) = window(
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for (first, last) in windows(
         items,
         &incoming,
         DUPLICATE_WINDOW_DAYS,
         DUPLICATE_WINDOW_DAYS,
-    ) else {
-        return Ok(0);
-    };
-    let mut lookup = QueryBuilder::<B>::new(format!("{SELECT_CANDIDATE} WHERE t.account_id = "));
-    lookup
-        .push_bind(account_id)
-        .push(" AND t.transaction_date >= ")
-        .push_bind(first)
-        .push(" AND t.transaction_date <= ")
-        .push_bind(last)
-        .push(" AND t.origin <> ")
-        .push_bind(origin.name);
-    let candidates: Vec<Candidate> = lookup.build_query_as().fetch_all(&mut **tx).await?;
+    ) {
+        let mut lookup =
+            QueryBuilder::<B>::new(format!("{SELECT_CANDIDATE} WHERE t.account_id = "));
+        lookup
+            .push_bind(account_id)
+            .push(" AND t.transaction_date >= ")
+            .push_bind(first)
+            .push(" AND t.transaction_date <= ")
+            .push_bind(last)
+            .push(" AND t.origin <> ")
+            .push_bind(origin.name);
+        let found: Vec<Candidate> = lookup.build_query_as().fetch_all(&mut **tx).await?;
+        candidates.extend(found);
+    }
     if candidates.is_empty() {
         return Ok(0);
     }
@@ -746,25 +771,32 @@ async fn pair_transfers<B: Backend>(
         })
         .collect();
     let indices: Vec<usize> = legs.iter().map(|(index, _)| *index).collect();
-    let Some((first, last)) = window(items, &indices, TRANSFER_WINDOW_DAYS, TRANSFER_WINDOW_DAYS)
-    else {
-        return Ok(0);
-    };
-    let mut lookup = QueryBuilder::<B>::new(format!(
-        "{SELECT_CANDIDATE} JOIN accounts a ON a.id = t.account_id \
-         JOIN connections c ON c.id = a.connection_id WHERE c.user_id = "
-    ));
-    lookup
-        .push_bind(user_id)
-        .push(" AND t.account_id <> ")
-        .push_bind(account_id)
-        .push(" AND t.transaction_date >= ")
-        .push_bind(first)
-        .push(" AND t.transaction_date <= ")
-        .push_bind(last)
-        .push(" AND t.transfer_transaction_id IS NULL AND t.status <> ")
-        .push_bind(TransactionStatus::Pending.as_str());
-    let candidates: Vec<Candidate> = lookup.build_query_as().fetch_all(&mut **tx).await?;
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for (first, last) in windows(items, &indices, TRANSFER_WINDOW_DAYS, TRANSFER_WINDOW_DAYS) {
+        // From the user's connections to their accounts to each account's date range
+        // (`transactions_reconcile`). "Not paired yet" is written so that no index can serve
+        // it: as a plain `IS NULL` SQLite's planner chose `transactions_transfer` for it, a
+        // scan of every unpaired row of every user.
+        let mut lookup = QueryBuilder::<B>::new(format!(
+            "{SELECT_CANDIDATE} JOIN accounts a ON a.id = t.account_id \
+             JOIN connections c ON c.id = a.connection_id WHERE c.user_id = "
+        ));
+        lookup
+            .push_bind(user_id)
+            .push(" AND t.account_id <> ")
+            .push_bind(account_id)
+            .push(" AND t.transaction_date >= ")
+            .push_bind(first)
+            .push(" AND t.transaction_date <= ")
+            .push_bind(last)
+            .push(
+                " AND (CASE WHEN t.transfer_transaction_id IS NULL THEN 1 ELSE 0 END) = 1 \
+                 AND t.status <> ",
+            )
+            .push_bind(TransactionStatus::Pending.as_str());
+        let found: Vec<Candidate> = lookup.build_query_as().fetch_all(&mut **tx).await?;
+        candidates.extend(found);
+    }
     if candidates.is_empty() {
         return Ok(0);
     }
@@ -922,4 +954,31 @@ pub(in crate::store) async fn insert_matches<B: Backend>(
         }));
     }
     Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::NaiveDate;
+
+    use super::date_ranges;
+
+    fn day(month: u32, day: u32) -> NaiveDate {
+        NaiveDate::from_ymd_opt(2026, month, day).expect("date")
+    }
+
+    #[test]
+    fn dates_near_each_other_are_one_range_and_far_ones_stay_apart() {
+        assert!(date_ranges(Vec::new(), 3, 3).is_empty());
+        // Out of order, repeated, within one window of each other: one range.
+        let near = vec![day(3, 5), day(3, 1), day(3, 5), day(3, 8)];
+        assert_eq!(date_ranges(near, 3, 3), [(day(2, 26), day(3, 11))]);
+        // Ranges that only touch merge too; a year apart are two look-ups, not the year.
+        let touching = vec![day(3, 1), day(3, 8)];
+        assert_eq!(date_ranges(touching, 3, 3), [(day(2, 26), day(3, 11))]);
+        let far = vec![day(1, 10), day(12, 20)];
+        assert_eq!(
+            date_ranges(far, 7, 0),
+            [(day(1, 3), day(1, 10)), (day(12, 13), day(12, 20))]
+        );
+    }
 }
