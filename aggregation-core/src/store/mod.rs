@@ -94,12 +94,13 @@ pub use providers::{
 };
 pub use records::{
     AccountFilter, AccountRecord, AccountStore, AccountType, AssetType, CategorySource,
-    ConnectionRecord, ConnectionStatus, ConnectionStore, HoldingFilter, HoldingPage, HoldingRecord,
-    HoldingStore, MatchDecision, MatchFilter, MatchKind, MatchRecord, MatchStatus, NewAccount,
-    NewConnection, NewHolding, NewSnapshot, NewTransaction, Page, PageAfter, PointBalance,
-    SnapshotRecord, SnapshotSource, SnapshotStore, TransactionPosition, TransactionQuery,
-    TransactionRecord, TransactionSource, TransactionStatus, TransactionStore, TransactionType,
-    UpsertCounts, mask_account_number, provider_id,
+    ConnectionRecord, ConnectionStatus, ConnectionStore, CustomCategoryRecord, HoldingFilter,
+    HoldingPage, HoldingRecord, HoldingStore, MatchDecision, MatchFilter, MatchKind, MatchRecord,
+    MatchStatus, NewAccount, NewConnection, NewHolding, NewSnapshot, NewTransaction, Page,
+    PageAfter, PointBalance, SnapshotRecord, SnapshotSource, SnapshotStore, TransactionEdit,
+    TransactionEdited, TransactionPosition, TransactionQuery, TransactionRecord, TransactionSource,
+    TransactionStatus, TransactionStore, TransactionType, UpsertCounts, mask_account_number,
+    provider_id,
 };
 pub use security::{
     NewTokenRotation, RotationOutcome, RotationScope, SecurityConfigRecord, SecurityStore,
