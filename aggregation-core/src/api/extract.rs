@@ -123,6 +123,16 @@ impl FromParts for PathSlug {
     }
 }
 
+/// The `{id}` segment of a category's path, as sent (`custom:<uuid>`; anything else is no
+/// category of the caller's, the handler's 404).
+pub(crate) struct PathCategoryId(pub(crate) String);
+
+impl FromParts for PathCategoryId {
+    async fn from_parts(parts: &Parts, _: &App) -> Result<Self, ApiError> {
+        Ok(Self(path_param(parts, "id").to_owned()))
+    }
+}
+
 /// The `{user_id}` segment of the path, a UUID (422 `path.user_id` otherwise).
 pub(crate) struct PathUserId(pub(crate) uuid::Uuid);
 

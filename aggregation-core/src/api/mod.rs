@@ -63,6 +63,7 @@ pub(crate) mod accounts;
 pub(crate) mod admin;
 pub(crate) mod auth;
 pub(crate) mod body;
+pub(crate) mod categories;
 pub(crate) mod cursor;
 pub(crate) mod events;
 pub(crate) mod extract;
@@ -106,6 +107,7 @@ const ROUTE_TABLES: &[&[Route]] = &[
     syncs::ROUTES,
     transactions::ROUTES,
     matches::ROUTES,
+    categories::ROUTES,
     holdings::ROUTES,
     snapshots::ROUTES,
     imports::ROUTES,

@@ -8,20 +8,26 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::extract::{PathId, Query, User};
+use super::extract::{Json, PathId, Query, User};
 use super::openapi::schemas;
 use super::routes::{Route, limited, route};
-use super::validate::{AllValid as _, ParameterSchema, Validate, query};
+use super::validate::{AllValid as _, Field, ParameterSchema, Validate, body, query};
 use super::{ApiResult, json};
 use crate::app::App;
 use crate::config::Config;
 use crate::problem::{ApiError, FieldError};
-use crate::rate_limit::policy::API_READ;
-use crate::store::{TransactionPosition, TransactionQuery, TransactionRecord, TransactionType};
+use crate::rate_limit::policy::{API_READ, API_WRITE};
+use crate::store::{
+    CategorySource, TransactionEdit, TransactionPosition, TransactionQuery, TransactionRecord,
+    TransactionType,
+};
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/transactions/{id}" => get, limited(API_READ),
         "Read one of the caller's transactions", [200: TransactionJson<'static>]),
+    route!(PATCH "/api/v1/transactions/{id}" => edit, limited(API_WRITE),
+        "Set or clear a transaction's category, notes and merchant name; each field sent is the caller's from then on (no re-sync, re-import or rule changes it)",
+        [200: TransactionJson<'static>]),
     route!(GET "/api/v1/accounts/{id}/transactions" => list_for_account, limited(API_READ),
         "List the transactions of one of the caller's accounts", [200: TransactionList<'static>]),
 ];
@@ -178,7 +184,7 @@ impl Validate for ListQuery {
 
 /// A transaction as the API shows it.
 #[derive(Serialize, utoipa::ToSchema)]
-#[schema(example = json!({"id": "0192f3a4-1111-7d8e-9f00-112233445566", "account_id": "0192f3a4-5b6c-7d8e-9f00-112233445566", "provider_transaction_id": "T-20260115-001", "transaction_type": "trade", "subtype": "buy", "status": "settled", "amount": "-1523.40", "currency": "USD", "description": "Bought 10 VTI", "symbol": "VTI", "security_name": "Vanguard Total Stock Market ETF", "quantity": "10", "unit_price": "152.34", "commission": "0.00", "transaction_date": "2026-01-15", "settlement_date": "2026-01-16", "source": "sync", "pending_transaction_id": null, "transfer_transaction_id": null, "created_at": "2026-01-15T21:00:00Z", "updated_at": "2026-01-15T21:00:00Z"}))]
+#[schema(example = json!({"id": "0192f3a4-1111-7d8e-9f00-112233445566", "account_id": "0192f3a4-5b6c-7d8e-9f00-112233445566", "provider_transaction_id": "T-20260115-001", "transaction_type": "trade", "subtype": "buy", "status": "settled", "amount": "-1523.40", "currency": "USD", "description": "Bought 10 VTI", "symbol": "VTI", "security_name": "Vanguard Total Stock Market ETF", "quantity": "10", "unit_price": "152.34", "commission": "0.00", "transaction_date": "2026-01-15", "settlement_date": "2026-01-16", "source": "sync", "pending_transaction_id": null, "transfer_transaction_id": null, "category": null, "category_source": null, "merchant_name": null, "notes": null, "created_at": "2026-01-15T21:00:00Z", "updated_at": "2026-01-15T21:00:00Z"}))]
 pub(crate) struct TransactionJson<'a> {
     id: Uuid,
     account_id: Uuid,
@@ -210,6 +216,18 @@ pub(crate) struct TransactionJson<'a> {
     pending_transaction_id: Option<&'a str>,
     /// For a leg of a transfer between two of the caller's accounts: the other leg's id.
     transfer_transaction_id: Option<Uuid>,
+    /// The category: a taxonomy detailed id (`FOOD_AND_DRINK_COFFEE`) or one of the caller's
+    /// own (`custom:<uuid>`); `null` when uncategorised.
+    category: Option<&'a str>,
+    /// What chose the category, by precedence: `user` > `rule` > `provider` >
+    /// `merchant_code` > `bank_code` > `transfer`; `null` when nothing did.
+    #[schema(value_type = Option<crate::store::CategorySource>)]
+    category_source: Option<&'static str>,
+    /// The merchant's name (the source's, a rule's, the caller's, or derived from the
+    /// description); `null` when none is known.
+    merchant_name: Option<&'a str>,
+    /// The caller's (or a rule's) notes; `null` when none.
+    notes: Option<&'a str>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -235,6 +253,10 @@ pub(crate) fn transaction_json(transaction: &TransactionRecord) -> TransactionJs
         source: transaction.source.as_str(),
         pending_transaction_id: transaction.pending_transaction_id.as_deref(),
         transfer_transaction_id: transaction.transfer_transaction_id,
+        category: transaction.category.as_deref(),
+        category_source: transaction.category_source.map(CategorySource::as_str),
+        merchant_name: transaction.merchant_name.as_deref(),
+        notes: transaction.notes.as_deref(),
         created_at: transaction.created_at,
         updated_at: transaction.updated_at,
     }
@@ -260,6 +282,73 @@ struct TransactionList<'a> {
 /// `GET /api/v1/transactions/{id}`
 async fn get(state: &App, User(claims): User, PathId(id): PathId) -> ApiResult {
     let transaction = state.records.transaction(claims.sub, id).await?;
+    json(StatusCode::OK, &transaction_json(&transaction))
+}
+
+/// The longest merchant name and notes a user may set, in characters.
+const MAX_MERCHANT_NAME_CHARS: usize = 200;
+const MAX_NOTES_CHARS: usize = 2_000;
+/// The longest category id (`custom:` and a UUID is 43; taxonomy ids are shorter).
+const MAX_CATEGORY_CHARS: usize = 64;
+
+/// `{category?, notes?, merchant_name?}` of an edit: a field sent is set (`null` clears it),
+/// a field left out stays as it is. At least one field.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(default)]
+pub(crate) struct TransactionEditBody {
+    /// A category id from `GET /api/v1/categories` (a taxonomy detailed id or one of the
+    /// caller's `custom:<uuid>`), or `null` for none.
+    #[schema(value_type = Option<String>, max_length = 64, example = "FOOD_AND_DRINK_COFFEE")]
+    category: Field,
+    /// Notes, up to 2,000 characters, or `null` for none.
+    #[schema(value_type = Option<String>, max_length = 2000)]
+    notes: Field,
+    /// The merchant's name, 1 to 200 characters, or `null` for none.
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
+    merchant_name: Field,
+}
+
+impl Validate for TransactionEditBody {
+    type Valid = TransactionEdit;
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        let (category, notes, merchant_name) = (
+            body::nullable_string("category", self.category, 1, MAX_CATEGORY_CHARS),
+            body::nullable_string("notes", self.notes, 0, MAX_NOTES_CHARS),
+            body::nullable_string(
+                "merchant_name",
+                self.merchant_name,
+                1,
+                MAX_MERCHANT_NAME_CHARS,
+            ),
+        )
+            .all_valid()?;
+        if category.is_none() && notes.is_none() && merchant_name.is_none() {
+            return Err(ApiError::validation(vec![FieldError::new(
+                "category",
+                "required",
+                "Send at least one of category, notes and merchant_name.",
+            )]));
+        }
+        Ok(TransactionEdit {
+            category,
+            merchant_name,
+            notes,
+        })
+    }
+}
+
+/// `PATCH /api/v1/transactions/{id}`
+async fn edit(
+    state: &App,
+    User(claims): User,
+    PathId(id): PathId,
+    Json(edit): Json<TransactionEditBody>,
+) -> ApiResult {
+    let transaction = state
+        .records
+        .edit_transaction(claims.sub, id, &edit)
+        .await?;
     json(StatusCode::OK, &transaction_json(&transaction))
 }
 

@@ -15,3 +15,52 @@
 pub mod codes;
 pub mod merchant;
 pub mod taxonomy;
+
+/// What the writer derives for a new row from what its source reported: the merchant name
+/// (from the description) and, from a bank transaction code (`DOMAIN/FAMILY/SUBFAMILY`, as
+/// CAMT's `BkTxCd` arrives in the row's `subtype`), the code and its category.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Derived {
+    /// The merchant a description names.
+    pub(crate) merchant_name: Option<String>,
+    /// The bank transaction code, when the subtype is one.
+    pub(crate) bank_code: Option<String>,
+    /// The detailed category that code names.
+    pub(crate) bank_code_category: Option<&'static str>,
+}
+
+/// [`Derived`] of a row with this description and subtype.
+pub(crate) fn derive(description: Option<&str>, subtype: Option<&str>) -> Derived {
+    let bank_code_category = subtype.and_then(codes::bank_code_category_text);
+    Derived {
+        merchant_name: description.and_then(merchant::merchant_name),
+        bank_code: bank_code_category
+            .and(subtype)
+            .map(|code| code.trim().to_owned()),
+        bank_code_category,
+    }
+}
+
+#[cfg(test)]
+mod derive_tests {
+    use super::*;
+
+    #[test]
+    fn a_bank_code_names_its_category_and_a_description_its_merchant() {
+        let salary = derive(Some("ACME GMBH LOHN 03/2026"), Some("PMNT/RCDT/SALA"));
+        assert_eq!(salary.bank_code.as_deref(), Some("PMNT/RCDT/SALA"));
+        assert_eq!(
+            salary.bank_code_category,
+            codes::bank_code_category_text("PMNT/RCDT/SALA")
+        );
+        assert!(salary.bank_code_category.is_some());
+        let card = derive(
+            Some("SQ *BLUE BOTTLE COFFEE 1234 OAKLAND CA"),
+            Some("DEBIT"),
+        );
+        assert_eq!(card.merchant_name.as_deref(), Some("Blue Bottle Coffee"));
+        assert_eq!(card.bank_code, None);
+        assert_eq!(card.bank_code_category, None);
+        assert_eq!(derive(None, None), Derived::default());
+    }
+}

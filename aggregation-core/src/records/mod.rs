@@ -1,6 +1,7 @@
 //! Reading the records: accounts, transactions, holdings and balance snapshots, always scoped
 //! to their owner. An unknown id and another user's id read alike, as not found.
 
+pub(crate) mod categories;
 pub(crate) mod matches;
 pub(crate) mod worth;
 

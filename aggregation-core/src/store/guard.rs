@@ -506,6 +506,19 @@ macro_rules! for_each_store_trait {
                 raise: &RaiseEvents<'_, MatchRecord>,
                 raised: &mut Vec<Event>
             ) -> Option<MatchRecord>;
+            fn custom_categories(user_id: Uuid) -> Vec<CustomCategoryRecord>;
+            fn create_custom_category(category: &CustomCategoryRecord, limit: u64) -> bool;
+            fn delete_custom_category(
+                user_id: Uuid,
+                category_id: Uuid,
+                now: DateTime<Utc>
+            ) -> Option<u64>;
+            fn edit_transaction(
+                user_id: Uuid,
+                transaction_id: Uuid,
+                edit: &TransactionEdit,
+                now: DateTime<Utc>
+            ) -> TransactionEdited;
         }}
         $apply! { HoldingStore {
             fn upsert_holdings(

@@ -93,13 +93,14 @@ pub use providers::{
     SyncAccountData, SyncBatch, SyncClaim, SyncCounts, SyncKind, SyncSnapshot, SyncStore,
 };
 pub use records::{
-    AccountFilter, AccountRecord, AccountStore, AccountType, AssetType, ConnectionRecord,
-    ConnectionStatus, ConnectionStore, HoldingFilter, HoldingPage, HoldingRecord, HoldingStore,
-    MatchDecision, MatchFilter, MatchKind, MatchRecord, MatchStatus, NewAccount, NewConnection,
-    NewHolding, NewSnapshot, NewTransaction, Page, PageAfter, PointBalance, SnapshotRecord,
-    SnapshotSource, SnapshotStore, TransactionPosition, TransactionQuery, TransactionRecord,
-    TransactionSource, TransactionStatus, TransactionStore, TransactionType, UpsertCounts,
-    mask_account_number, provider_id,
+    AccountFilter, AccountRecord, AccountStore, AccountType, AssetType, CategorySource,
+    ConnectionRecord, ConnectionStatus, ConnectionStore, CustomCategoryRecord, HoldingFilter,
+    HoldingPage, HoldingRecord, HoldingStore, MatchDecision, MatchFilter, MatchKind, MatchRecord,
+    MatchStatus, NewAccount, NewConnection, NewHolding, NewSnapshot, NewTransaction, Page,
+    PageAfter, PointBalance, SnapshotRecord, SnapshotSource, SnapshotStore, TransactionEdit,
+    TransactionEdited, TransactionPosition, TransactionQuery, TransactionRecord, TransactionSource,
+    TransactionStatus, TransactionStore, TransactionType, UpsertCounts, mask_account_number,
+    provider_id,
 };
 pub use security::{
     NewTokenRotation, RotationOutcome, RotationScope, SecurityConfigRecord, SecurityStore,

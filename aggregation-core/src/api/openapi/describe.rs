@@ -15,7 +15,9 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::status_description;
 use crate::api::admin::Admin;
-use crate::api::extract::{Caller, Json, JsonOrEmpty, PathId, PathSlug, PathUserId, Query, User};
+use crate::api::extract::{
+    Caller, Json, JsonOrEmpty, PathCategoryId, PathId, PathSlug, PathUserId, Query, User,
+};
 use crate::api::handler::Handler;
 use crate::api::imports::{MAX_ACCOUNT_NAME_CHARS, Upload};
 use crate::api::providers::CallbackCaller;
@@ -201,6 +203,21 @@ impl DescribeArg for PathSlug {
                 .name("slug")
                 .parameter_in(ParameterIn::Path)
                 .required(Required::True)
+                .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+                .build(),
+        );
+        doc.error(ErrorCode::NotFound);
+    }
+}
+
+impl DescribeArg for PathCategoryId {
+    fn describe(doc: &mut OperationDoc) {
+        doc.parameters.push(
+            ParameterBuilder::new()
+                .name("id")
+                .parameter_in(ParameterIn::Path)
+                .required(Required::True)
+                .description(Some("A category of the caller's own: `custom:<uuid>`."))
                 .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
                 .build(),
         );

@@ -133,6 +133,24 @@ string_enum! {
 }
 
 string_enum! {
+    /// What chose a transaction's category, by precedence (highest first).
+    CategorySource {
+        /// The user set it (`PATCH /transactions/{id}`); nothing changes it afterwards.
+        User => "user",
+        /// One of the user's rules set it.
+        Rule => "rule",
+        /// The provider's own category.
+        Provider => "provider",
+        /// The card's merchant category code (ISO 18245).
+        MerchantCode => "merchant_code",
+        /// The bank transaction code (ISO 20022 domain, family and sub-family).
+        BankCode => "bank_code",
+        /// The reconciler paired the row as a leg of a transfer.
+        Transfer => "transfer",
+    }
+}
+
+string_enum! {
     /// What a transaction match says about its rows.
     MatchKind {
         /// Two sources' rows of one account stand for one real transaction.
@@ -421,6 +439,15 @@ pub struct TransactionRecord {
     pub pending_transaction_id: Option<String>,
     /// For a leg of a transfer between two of the user's accounts: the other leg's id.
     pub transfer_transaction_id: Option<Uuid>,
+    /// The category: a taxonomy detailed id (`FOOD_AND_DRINK_COFFEE`) or a user's own
+    /// (`custom:<uuid>`); `None` when uncategorised.
+    pub category: Option<String>,
+    /// What chose the category (`None` when nothing did).
+    pub category_source: Option<CategorySource>,
+    /// The merchant's name: the source's, a rule's, the user's, or derived from the description.
+    pub merchant_name: Option<String>,
+    /// The user's (or a rule's) notes.
+    pub notes: Option<String>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
     /// Last change of a field.
@@ -461,6 +488,50 @@ pub struct NewTransaction {
     /// For a booked row, the provider's id of the pending row it books, when the provider
     /// links them (Plaid's `pending_transaction_id`): the booked row takes that row over.
     pub pending_transaction_id: Option<String>,
+}
+
+/// One of a user's own categories, under a primary category of the taxonomy. Shown with the id
+/// `custom:<id>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
+pub struct CustomCategoryRecord {
+    /// Id (UUIDv7).
+    pub id: Uuid,
+    /// Its owner.
+    pub user_id: Uuid,
+    /// The taxonomy's primary category it sits under (`FOOD_AND_DRINK`).
+    pub primary_category: String,
+    /// Its name, as the user wrote it.
+    pub name: String,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The user's change to a transaction's enrichment fields: for each, `None` leaves it as it
+/// is, `Some(None)` clears it and `Some(Some(value))` sets it. A field the user changed (set or
+/// cleared) is the user's from then on: no re-sync, re-import or rule changes it again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransactionEdit {
+    /// A taxonomy detailed id, or `custom:<uuid>` of one of the user's categories.
+    pub category: Option<Option<String>>,
+    /// The merchant's name.
+    pub merchant_name: Option<Option<String>>,
+    /// Notes.
+    pub notes: Option<Option<String>>,
+}
+
+/// What an edit of a transaction did.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum TransactionEdited {
+    /// The transaction as it is now.
+    Edited(Box<TransactionRecord>),
+    /// The user has no transaction with this id.
+    NotFound,
+    /// The category is `custom:<uuid>` of no category of the user's: nothing was changed.
+    UnknownCategory,
 }
 
 /// A recorded match between transaction rows: a duplicate across sources or a transfer
@@ -908,6 +979,42 @@ pub trait TransactionStore: Send + Sync {
         raise: &RaiseEvents<'_, MatchRecord>,
         raised: &mut Vec<Event>,
     ) -> Result<Option<MatchRecord>, StoreError>;
+
+    /// The user's own categories, oldest first.
+    async fn custom_categories(
+        &self,
+        user_id: Uuid,
+    ) -> Result<Vec<CustomCategoryRecord>, StoreError>;
+
+    /// Stores a new category of `category.user_id`, unless the user holds `limit` already
+    /// (`false`, nothing stored). Atomic: two concurrent creations cannot pass the limit.
+    async fn create_custom_category(
+        &self,
+        category: &CustomCategoryRecord,
+        limit: u64,
+    ) -> Result<bool, StoreError>;
+
+    /// Deletes one of the user's categories and moves its transactions back to uncategorised,
+    /// in one database transaction; how many transactions it had. `None` when the user has no
+    /// such category.
+    async fn delete_custom_category(
+        &self,
+        user_id: Uuid,
+        category_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Option<u64>, StoreError>;
+
+    /// Applies the user's edit to one of their transactions, marking each field it names as
+    /// the user's (a category gets the source `user`), in one database transaction. The
+    /// caller checks that a taxonomy category exists; a custom one is checked here, against
+    /// the user's categories in the same transaction.
+    async fn edit_transaction(
+        &self,
+        user_id: Uuid,
+        transaction_id: Uuid,
+        edit: &TransactionEdit,
+        now: DateTime<Utc>,
+    ) -> Result<TransactionEdited, StoreError>;
 }
 
 /// Holdings.

@@ -9,8 +9,8 @@ use crate::store::records::sql::SELECT_TRANSACTION;
 use crate::store::records::sql::reconcile::{HeldRow, Origin};
 use crate::store::records::sql::upserts::{Sourced, upsert_transactions_in};
 use crate::store::{
-    MatchDecision, MatchFilter, MatchKind, MatchRecord, MatchStatus, NewTransaction, StoreError,
-    TransactionRecord,
+    CategorySource, MatchDecision, MatchFilter, MatchKind, MatchRecord, MatchStatus,
+    NewTransaction, StoreError, TransactionRecord,
 };
 
 /// A stored match.
@@ -194,22 +194,35 @@ async fn pair<B: Backend>(
 ) -> Result<(), StoreError> {
     for (leg, other) in [(first, second), (second, first)] {
         let changed = if paired {
+            // The transfer category on a leg nothing else categorised (last in precedence).
             query::<B>(
-                "UPDATE transactions SET transfer_transaction_id = $1 \
+                "UPDATE transactions SET transfer_transaction_id = $1, \
+                 category = CASE WHEN category IS NULL AND NOT category_by_user \
+                     THEN CASE WHEN amount LIKE '-%' THEN $3 ELSE $4 END ELSE category END, \
+                 category_source = CASE WHEN category IS NULL AND NOT category_by_user \
+                     THEN $5 ELSE category_source END \
                  WHERE id = $2 AND (transfer_transaction_id IS NULL OR transfer_transaction_id = $1)",
             )
             .bind(other)
             .bind(leg)
+            .bind("TRANSFER_OUT_ACCOUNT_TRANSFER")
+            .bind("TRANSFER_IN_ACCOUNT_TRANSFER")
+            .bind(CategorySource::Transfer.as_str())
             .execute(&mut **tx)
             .await?
             .rows_affected()
         } else {
+            // Unpaired, a leg loses the category the pairing gave it.
             query::<B>(
-                "UPDATE transactions SET transfer_transaction_id = NULL \
+                "UPDATE transactions SET transfer_transaction_id = NULL, \
+                 category = CASE WHEN category_source = $3 THEN NULL ELSE category END, \
+                 category_source = CASE WHEN category_source = $3 THEN NULL \
+                     ELSE category_source END \
                  WHERE id = $1 AND transfer_transaction_id = $2",
             )
             .bind(leg)
             .bind(other)
+            .bind(CategorySource::Transfer.as_str())
             .execute(&mut **tx)
             .await?;
             1

@@ -5,6 +5,7 @@
 //! caller. The upserts live in `sql_upserts.rs`, connections in `sql_connections.rs`.
 
 pub(in crate::store) mod connections;
+pub(in crate::store) mod enrich;
 pub(in crate::store) mod matches;
 pub(in crate::store) mod reconcile;
 pub(in crate::store) mod upserts;
@@ -20,10 +21,11 @@ use crate::store::records::sql::matches::{MatchRow, decide_in, list_query};
 use crate::store::records::sql::upserts::{upsert_in, upsert_transactions_in};
 use crate::store::sql::{count, counted, currency, currency as currency_code, optional_text, text};
 use crate::store::{
-    AccountFilter, AccountRecord, AccountStore, HoldingFilter, HoldingPage, HoldingStore,
-    MatchDecision, MatchFilter, MatchRecord, NewAccount, NewHolding, NewSnapshot, NewTransaction,
-    Page, PageAfter, PointBalance, SnapshotRecord, SnapshotSource, SnapshotStore, StoreError,
-    TransactionQuery, TransactionRecord, TransactionStore, UpsertCounts,
+    AccountFilter, AccountRecord, AccountStore, CustomCategoryRecord, HoldingFilter, HoldingPage,
+    HoldingStore, MatchDecision, MatchFilter, MatchRecord, NewAccount, NewHolding, NewSnapshot,
+    NewTransaction, Page, PageAfter, PointBalance, SnapshotRecord, SnapshotSource, SnapshotStore,
+    StoreError, TransactionEdit, TransactionEdited, TransactionQuery, TransactionRecord,
+    TransactionStore, UpsertCounts,
 };
 
 pub(in crate::store) const SELECT_ACCOUNT: &str = "SELECT a.id, a.connection_id, a.provider_account_id, \
@@ -33,7 +35,8 @@ pub(in crate::store) const SELECT_TRANSACTION: &str = "SELECT t.id, t.account_id
      t.provider_transaction_id, t.transaction_type, t.subtype, t.status, t.amount, t.currency, \
      t.description, t.symbol, t.security_name, t.quantity, t.unit_price, t.commission, \
      t.transaction_date, t.settlement_date, t.source, t.pending_transaction_id, \
-     t.transfer_transaction_id, t.created_at, t.updated_at";
+     t.transfer_transaction_id, t.category, t.category_source, t.merchant_name, t.notes, \
+     t.created_at, t.updated_at";
 pub(in crate::store) const SELECT_HOLDING: &str = "SELECT h.id, h.account_id, h.provider_holding_id, \
      h.symbol, h.security_name, h.asset_type, h.quantity, h.cost_basis, h.market_value, \
      h.currency, h.average_price, h.current_price, h.unrealized_gain_loss, h.is_active, \
@@ -246,6 +249,40 @@ impl<B: Backend> TransactionStore for SqlStore<B> {
         tx.commit().await?;
         raised.extend(events);
         Ok(Some(record))
+    }
+
+    async fn custom_categories(
+        &self,
+        user_id: Uuid,
+    ) -> Result<Vec<CustomCategoryRecord>, StoreError> {
+        self.custom_categories_of(user_id).await
+    }
+
+    async fn create_custom_category(
+        &self,
+        category: &CustomCategoryRecord,
+        limit: u64,
+    ) -> Result<bool, StoreError> {
+        self.create_category(category, limit).await
+    }
+
+    async fn delete_custom_category(
+        &self,
+        user_id: Uuid,
+        category_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Option<u64>, StoreError> {
+        self.delete_category(user_id, category_id, now).await
+    }
+
+    async fn edit_transaction(
+        &self,
+        user_id: Uuid,
+        transaction_id: Uuid,
+        edit: &TransactionEdit,
+        now: DateTime<Utc>,
+    ) -> Result<TransactionEdited, StoreError> {
+        self.edit(user_id, transaction_id, edit, now).await
     }
 }
 

@@ -33,9 +33,13 @@ use crate::store::backend::{Backend, QueryBuilder, Tx, query};
 use crate::store::records::sql::upserts::{CHUNK, Sourced, upsert_transactions_in};
 use crate::store::sql::{Upserted, currency, optional_text, text};
 use crate::store::{
-    MatchKind, MatchRecord, MatchStatus, NewTransaction, StoreError, TransactionSource,
-    TransactionStatus, TransactionType,
+    CategorySource, MatchKind, MatchRecord, MatchStatus, NewTransaction, StoreError,
+    TransactionSource, TransactionStatus, TransactionType,
 };
+
+/// The categories of a transfer's legs: money out, money in.
+const TRANSFER_OUT: &str = "TRANSFER_OUT_ACCOUNT_TRANSFER";
+const TRANSFER_IN: &str = "TRANSFER_IN_ACCOUNT_TRANSFER";
 
 /// The most suggestions recorded for one incoming row.
 const MAX_SUGGESTIONS: usize = 5;
@@ -848,12 +852,23 @@ async fn pair_transfers<B: Backend>(
         match found.as_slice() {
             [] => {}
             [row] if rivals(row) == 1 => {
+                // Both legs, and the transfer category on a leg nothing else categorised
+                // (transfer pairing is last in precedence; a user's choice stays).
                 for (leg, other) in [(*id, row.id), (row.id, *id)] {
                     query::<B>(
-                        "UPDATE transactions SET transfer_transaction_id = $1 WHERE id = $2",
+                        "UPDATE transactions SET transfer_transaction_id = $1, \
+                         category = CASE WHEN category IS NULL AND NOT category_by_user \
+                             THEN CASE WHEN amount LIKE '-%' THEN $3 ELSE $4 END \
+                             ELSE category END, \
+                         category_source = CASE WHEN category IS NULL AND NOT category_by_user \
+                             THEN $5 ELSE category_source END \
+                         WHERE id = $2",
                     )
                     .bind(other)
                     .bind(leg)
+                    .bind(TRANSFER_OUT)
+                    .bind(TRANSFER_IN)
+                    .bind(CategorySource::Transfer.as_str())
                     .execute(&mut **tx)
                     .await?;
                 }

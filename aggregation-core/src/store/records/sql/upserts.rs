@@ -14,11 +14,11 @@ use crate::store::backend::{
 use crate::store::records::sql::{SELECT_ACCOUNT, SELECT_HOLDING, SELECT_TRANSACTION};
 use crate::store::sql::{Upserted, currency, optional_text, text};
 use crate::store::{
-    AccountRecord, HoldingRecord, NewAccount, NewHolding, NewTransaction, StoreError,
-    TransactionRecord, TransactionSource, mask_account_number,
+    AccountRecord, CategorySource, HoldingRecord, NewAccount, NewHolding, NewTransaction,
+    StoreError, TransactionRecord, TransactionSource, mask_account_number,
 };
 
-/// Rows per multi-row statement: at most 21 parameters a row stay below SQLite's 32,766 and
+/// Rows per multi-row statement: at most 25 parameters a row stay below SQLite's 32,766 and
 /// PostgreSQL's 65,535 bound parameters.
 pub(in crate::store) const CHUNK: usize = 1_000;
 
@@ -224,7 +224,8 @@ impl Upsert for Sourced<'_> {
     const COLUMNS: &'static str = NewTransaction::COLUMNS;
     const SELECT: &'static str = NewTransaction::SELECT;
     const SYNCED: bool = NewTransaction::SYNCED;
-    const INSERTED: &'static str = "source, origin, pending_transaction_id, ";
+    const INSERTED: &'static str = "source, origin, pending_transaction_id, merchant_name, \
+         bank_code, category, category_source, ";
 
     fn key(&self) -> &str {
         self.item.key()
@@ -235,9 +236,23 @@ impl Upsert for Sourced<'_> {
     }
 
     fn bind_inserted<B: Backend>(&self, row: &mut Separated<'_, B>) {
+        // Enrichment of a new row: the merchant from its description, the category its bank
+        // transaction code names (rules and codes of higher precedence come later).
+        let derived = crate::enrich::derive(
+            self.item.description.as_deref(),
+            self.item.subtype.as_deref(),
+        );
         row.push_bind(self.source.as_str())
             .push_bind(self.origin)
-            .push_bind(self.item.pending_transaction_id.as_deref());
+            .push_bind(self.item.pending_transaction_id.as_deref())
+            .push_bind(derived.merchant_name)
+            .push_bind(derived.bank_code)
+            .push_bind(derived.bank_code_category)
+            .push_bind(
+                derived
+                    .bank_code_category
+                    .map(|_| CategorySource::BankCode.as_str()),
+            );
     }
 
     fn stored_key(stored: &TransactionRecord) -> (&str, Uuid) {
