@@ -2,6 +2,7 @@
 //! to their owner. An unknown id and another user's id read alike, as not found.
 
 pub(crate) mod matches;
+pub(crate) mod search;
 pub(crate) mod worth;
 
 use std::sync::Arc;
@@ -50,6 +51,9 @@ pub(crate) enum RecordError {
         /// The user's active holdings.
         holdings: u64,
     },
+    /// A spending sum would pass the largest decimal.
+    #[error("The amounts in this range add up past the largest decimal; choose a shorter range.")]
+    SumTooLarge,
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

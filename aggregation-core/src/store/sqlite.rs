@@ -21,6 +21,13 @@ impl Driver for sqlx::Sqlite {
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const LEGACY_MIGRATIONS_PROBE: &'static str = "SELECT COUNT(*) FROM pragma_table_info('aggregation_migrations') \
          WHERE name = 'applied_at'";
+    /// The FTS5 index kept by triggers (`transactions_search`, external content on the
+    /// table's rowid); the bound text is FTS5 query syntax made only of quoted words.
+    const SEARCH_WORDS_OPEN: &'static str = " AND t.rowid IN (SELECT rowid FROM transactions_search \
+         WHERE transactions_search MATCH ";
+    const SEARCH_WORDS_CLOSE: &'static str = ")";
+    /// Approximate beyond 15 significant digits, which no real amount bound needs.
+    const DECIMAL_TYPE: &'static str = "REAL";
 
     fn migrator() -> Migrator {
         sqlx::migrate!("migrations/sqlite")

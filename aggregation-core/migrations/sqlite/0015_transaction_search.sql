@@ -1,0 +1,38 @@
+-- Search across accounts: the words of each transaction's description in an FTS5 index.
+--
+-- External content on the table's rowid: the index keeps only its word lists, the text stays
+-- in `transactions`, and triggers keep both in step (an update only when the text changed).
+-- `remove_diacritics 0` keeps accented letters as they are, as PostgreSQL's `simple`
+-- configuration does, so both stores match the same words. A rebuild of `transactions` that
+-- renumbers its rowids must be followed by
+-- `INSERT INTO transactions_search (transactions_search) VALUES ('rebuild')`.
+CREATE VIRTUAL TABLE transactions_search USING fts5 (
+    description,
+    content = 'transactions',
+    content_rowid = 'rowid',
+    tokenize = 'unicode61 remove_diacritics 0'
+);
+INSERT INTO transactions_search (transactions_search) VALUES ('rebuild');
+
+CREATE TRIGGER transactions_search_insert AFTER INSERT ON transactions
+WHEN new.description IS NOT NULL
+BEGIN
+    INSERT INTO transactions_search (rowid, description) VALUES (new.rowid, new.description);
+END;
+
+CREATE TRIGGER transactions_search_delete AFTER DELETE ON transactions
+WHEN old.description IS NOT NULL
+BEGIN
+    INSERT INTO transactions_search (transactions_search, rowid, description)
+    VALUES ('delete', old.rowid, old.description);
+END;
+
+CREATE TRIGGER transactions_search_update AFTER UPDATE OF description ON transactions
+WHEN old.description IS NOT new.description
+BEGIN
+    INSERT INTO transactions_search (transactions_search, rowid, description)
+    SELECT 'delete', old.rowid, old.description WHERE old.description IS NOT NULL;
+    INSERT INTO transactions_search (rowid, description)
+    SELECT new.rowid, new.description WHERE new.description IS NOT NULL;
+END;
+
