@@ -1,7 +1,9 @@
 -- Search across accounts: the words of each transaction's description in an FTS5 index.
 --
--- External content on the table's rowid: the index keeps only its word lists, the text stays
--- in `transactions`, and triggers keep both in step (an update only when the text changed).
+-- External content on the table's rowid: the index keeps only its word lists (no column sizes:
+-- nothing ranks), the text stays in `transactions`, and triggers keep both in step (an update
+-- only when the text changed). The store writes rows many to a statement: FTS5 flushes its
+-- pending words at every statement, so one row per statement would cost far more.
 -- `remove_diacritics 0` keeps accented letters as they are, as PostgreSQL's `simple`
 -- configuration does, so both stores match the same words. A rebuild of `transactions` that
 -- renumbers its rowids must be followed by
@@ -10,6 +12,7 @@ CREATE VIRTUAL TABLE transactions_search USING fts5 (
     description,
     content = 'transactions',
     content_rowid = 'rowid',
+    columnsize = 0,
     tokenize = 'unicode61 remove_diacritics 0'
 );
 INSERT INTO transactions_search (transactions_search) VALUES ('rebuild');
