@@ -589,11 +589,15 @@ async fn transactions_page_newest_first_with_type_filter(app: TestApp) {
         [
             "account_id",
             "amount",
+            "category",
+            "category_source",
             "commission",
             "created_at",
             "currency",
             "description",
             "id",
+            "merchant_name",
+            "notes",
             "pending_transaction_id",
             "provider_transaction_id",
             "quantity",
@@ -612,6 +616,10 @@ async fn transactions_page_newest_first_with_type_filter(app: TestApp) {
     );
     assert_eq!(one["pending_transaction_id"], Value::Null);
     assert_eq!(one["transfer_transaction_id"], Value::Null);
+    // Nothing gives this row a category or notes: no code, no rule, no user.
+    assert_eq!(one["category"], Value::Null);
+    assert_eq!(one["category_source"], Value::Null);
+    assert_eq!(one["notes"], Value::Null);
     assert_eq!(one["id"], ids[1].to_string());
     assert_eq!(one["account_id"], account_id.to_string());
     assert_eq!(one["transaction_type"], "fee");

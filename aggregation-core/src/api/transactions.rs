@@ -16,7 +16,9 @@ use crate::app::App;
 use crate::config::Config;
 use crate::problem::{ApiError, FieldError};
 use crate::rate_limit::policy::API_READ;
-use crate::store::{TransactionPosition, TransactionQuery, TransactionRecord, TransactionType};
+use crate::store::{
+    CategorySource, TransactionPosition, TransactionQuery, TransactionRecord, TransactionType,
+};
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/transactions/{id}" => get, limited(API_READ),
@@ -171,7 +173,7 @@ impl Validate for ListQuery {
 
 /// A transaction as the API shows it.
 #[derive(Serialize, utoipa::ToSchema)]
-#[schema(example = json!({"id": "0192f3a4-1111-7d8e-9f00-112233445566", "account_id": "0192f3a4-5b6c-7d8e-9f00-112233445566", "provider_transaction_id": "T-20260115-001", "transaction_type": "trade", "subtype": "buy", "status": "settled", "amount": "-1523.40", "currency": "USD", "description": "Bought 10 VTI", "symbol": "VTI", "security_name": "Vanguard Total Stock Market ETF", "quantity": "10", "unit_price": "152.34", "commission": "0.00", "transaction_date": "2026-01-15", "settlement_date": "2026-01-16", "source": "sync", "pending_transaction_id": null, "transfer_transaction_id": null, "created_at": "2026-01-15T21:00:00Z", "updated_at": "2026-01-15T21:00:00Z"}))]
+#[schema(example = json!({"id": "0192f3a4-1111-7d8e-9f00-112233445566", "account_id": "0192f3a4-5b6c-7d8e-9f00-112233445566", "provider_transaction_id": "T-20260115-001", "transaction_type": "trade", "subtype": "buy", "status": "settled", "amount": "-1523.40", "currency": "USD", "description": "Bought 10 VTI", "symbol": "VTI", "security_name": "Vanguard Total Stock Market ETF", "quantity": "10", "unit_price": "152.34", "commission": "0.00", "transaction_date": "2026-01-15", "settlement_date": "2026-01-16", "source": "sync", "pending_transaction_id": null, "transfer_transaction_id": null, "category": null, "category_source": null, "merchant_name": null, "notes": null, "created_at": "2026-01-15T21:00:00Z", "updated_at": "2026-01-15T21:00:00Z"}))]
 pub(crate) struct TransactionJson<'a> {
     id: Uuid,
     account_id: Uuid,
@@ -203,6 +205,18 @@ pub(crate) struct TransactionJson<'a> {
     pending_transaction_id: Option<&'a str>,
     /// For a leg of a transfer between two of the caller's accounts: the other leg's id.
     transfer_transaction_id: Option<Uuid>,
+    /// The category: a taxonomy detailed id (`FOOD_AND_DRINK_COFFEE`) or one of the caller's
+    /// own (`custom:<uuid>`); `null` when uncategorised.
+    category: Option<&'a str>,
+    /// What chose the category, by precedence: `user` > `rule` > `provider` >
+    /// `merchant_code` > `bank_code` > `transfer`; `null` when nothing did.
+    #[schema(value_type = Option<crate::store::CategorySource>)]
+    category_source: Option<&'static str>,
+    /// The merchant's name (the source's, a rule's, the caller's, or derived from the
+    /// description); `null` when none is known.
+    merchant_name: Option<&'a str>,
+    /// The caller's (or a rule's) notes; `null` when none.
+    notes: Option<&'a str>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -228,6 +242,10 @@ pub(crate) fn transaction_json(transaction: &TransactionRecord) -> TransactionJs
         source: transaction.source.as_str(),
         pending_transaction_id: transaction.pending_transaction_id.as_deref(),
         transfer_transaction_id: transaction.transfer_transaction_id,
+        category: transaction.category.as_deref(),
+        category_source: transaction.category_source.map(CategorySource::as_str),
+        merchant_name: transaction.merchant_name.as_deref(),
+        notes: transaction.notes.as_deref(),
         created_at: transaction.created_at,
         updated_at: transaction.updated_at,
     }

@@ -94,13 +94,13 @@ pub use providers::{
     SyncAccountData, SyncBatch, SyncClaim, SyncCounts, SyncKind, SyncSnapshot, SyncStore,
 };
 pub use records::{
-    AccountFilter, AccountRecord, AccountStore, AccountType, AssetType, ConnectionRecord,
-    ConnectionStatus, ConnectionStore, HoldingFilter, HoldingPage, HoldingRecord, HoldingStore,
-    MatchDecision, MatchFilter, MatchKind, MatchRecord, MatchStatus, NewAccount, NewConnection,
-    NewHolding, NewSnapshot, NewTransaction, Page, PageAfter, PointBalance, SnapshotRecord,
-    SnapshotSource, SnapshotStore, TransactionPosition, TransactionQuery, TransactionRecord,
-    TransactionSource, TransactionStatus, TransactionStore, TransactionType, UpsertCounts,
-    mask_account_number, provider_id,
+    AccountFilter, AccountRecord, AccountStore, AccountType, AssetType, CategorySource,
+    ConnectionRecord, ConnectionStatus, ConnectionStore, HoldingFilter, HoldingPage, HoldingRecord,
+    HoldingStore, MatchDecision, MatchFilter, MatchKind, MatchRecord, MatchStatus, NewAccount,
+    NewConnection, NewHolding, NewSnapshot, NewTransaction, Page, PageAfter, PointBalance,
+    SnapshotRecord, SnapshotSource, SnapshotStore, TransactionPosition, TransactionQuery,
+    TransactionRecord, TransactionSource, TransactionStatus, TransactionStore, TransactionType,
+    UpsertCounts, mask_account_number, provider_id,
 };
 pub use search::{SearchStore, SpendingRow, TransactionSearch};
 pub use security::{

@@ -13,8 +13,8 @@ use sqlx::error::BoxDynError;
 use uuid::Uuid;
 
 use super::records::{
-    AccountType, AssetType, ConnectionStatus, SnapshotSource, TransactionSource, TransactionStatus,
-    TransactionType, UpsertCounts,
+    AccountType, AssetType, CategorySource, ConnectionStatus, SnapshotSource, TransactionSource,
+    TransactionStatus, TransactionType, UpsertCounts,
 };
 use super::{RotationScope, StoreError};
 use crate::events::EventType;
@@ -188,6 +188,7 @@ macro_rules! stored_as_text {
 stored_as_text! {
     AccountType => |name| by_name(AccountType::parse(name), name);
     AssetType => |name| by_name(AssetType::parse(name), name);
+    CategorySource => |name| by_name(CategorySource::parse(name), name);
     ConnectionStatus => |name| by_name(ConnectionStatus::parse(name), name);
     EventType => |name| by_name(EventType::parse(name), name);
     RotationScope => |name| by_name(RotationScope::parse(name), name);

@@ -133,6 +133,24 @@ string_enum! {
 }
 
 string_enum! {
+    /// What chose a transaction's category, by precedence (highest first).
+    CategorySource {
+        /// The user set it (`PATCH /transactions/{id}`); nothing changes it afterwards.
+        User => "user",
+        /// One of the user's rules set it.
+        Rule => "rule",
+        /// The provider's own category.
+        Provider => "provider",
+        /// The card's merchant category code (ISO 18245).
+        MerchantCode => "merchant_code",
+        /// The bank transaction code (ISO 20022 domain, family and sub-family).
+        BankCode => "bank_code",
+        /// The reconciler paired the row as a leg of a transfer.
+        Transfer => "transfer",
+    }
+}
+
+string_enum! {
     /// What a transaction match says about its rows.
     MatchKind {
         /// Two sources' rows of one account stand for one real transaction.
@@ -421,6 +439,15 @@ pub struct TransactionRecord {
     pub pending_transaction_id: Option<String>,
     /// For a leg of a transfer between two of the user's accounts: the other leg's id.
     pub transfer_transaction_id: Option<Uuid>,
+    /// The category: a taxonomy detailed id (`FOOD_AND_DRINK_COFFEE`) or a user's own
+    /// (`custom:<uuid>`); `None` when uncategorised.
+    pub category: Option<String>,
+    /// What chose the category (`None` when nothing did).
+    pub category_source: Option<CategorySource>,
+    /// The merchant's name: the source's, a rule's, the user's, or derived from the description.
+    pub merchant_name: Option<String>,
+    /// The user's (or a rule's) notes.
+    pub notes: Option<String>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
     /// Last change of a field.

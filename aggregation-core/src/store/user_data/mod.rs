@@ -79,6 +79,18 @@ pub const USER_TABLES: &[UserTable] = &[
              (SELECT m.id FROM transaction_matches m WHERE m.user_id = $1 LIMIT $2)",
     },
     UserTable {
+        name: "custom_categories",
+        exported: Exported::Omitted("the user's own categories (exported with the rules API)"),
+        erase_batch: "DELETE FROM custom_categories WHERE id IN \
+             (SELECT k.id FROM custom_categories k WHERE k.user_id = $1 LIMIT $2)",
+    },
+    UserTable {
+        name: "rules",
+        exported: Exported::Omitted("the user's rules (exported with the rules API)"),
+        erase_batch: "DELETE FROM rules WHERE id IN \
+             (SELECT r.id FROM rules r WHERE r.user_id = $1 LIMIT $2)",
+    },
+    UserTable {
         name: "transactions",
         exported: Exported::Section("transactions"),
         erase_batch: concat!(

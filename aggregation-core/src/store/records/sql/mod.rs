@@ -34,7 +34,8 @@ pub(in crate::store) const SELECT_TRANSACTION: &str = "SELECT t.id, t.account_id
      t.provider_transaction_id, t.transaction_type, t.subtype, t.status, t.amount, t.currency, \
      t.description, t.symbol, t.security_name, t.quantity, t.unit_price, t.commission, \
      t.transaction_date, t.settlement_date, t.source, t.pending_transaction_id, \
-     t.transfer_transaction_id, t.created_at, t.updated_at";
+     t.transfer_transaction_id, t.category, t.category_source, t.merchant_name, t.notes, \
+     t.created_at, t.updated_at";
 pub(in crate::store) const SELECT_HOLDING: &str = "SELECT h.id, h.account_id, h.provider_holding_id, \
      h.symbol, h.security_name, h.asset_type, h.quantity, h.cost_basis, h.market_value, \
      h.currency, h.average_price, h.current_price, h.unrealized_gain_loss, h.is_active, \
