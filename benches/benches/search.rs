@@ -27,8 +27,8 @@ use aggregation_benches::{
 };
 use aggregation_core::AggregationService;
 use aggregation_core::store::{
-    AccountType, NewAccount, NewTransaction, PostgresStore, SqliteStore, Store,
-    TransactionStatus, TransactionType, now,
+    AccountType, NewAccount, NewTransaction, PostgresStore, SqliteStore, Store, TransactionStatus,
+    TransactionType, now,
 };
 use aggregation_core::testing::ThrowawayDatabase;
 use bytes::Bytes;
@@ -208,7 +208,10 @@ fn bench_backend(c: &mut Criterion, name: &str, runtime: &tokio::runtime::Runtim
     ));
     let deep_cursor = before["next_cursor"].as_str().expect("cursor").to_owned();
     let search_first = runtime.block_on(get(f, "/api/v1/transactions?q=coffee&limit=50"));
-    let coffee_cursor = search_first["next_cursor"].as_str().expect("cursor").to_owned();
+    let coffee_cursor = search_first["next_cursor"]
+        .as_str()
+        .expect("cursor")
+        .to_owned();
     let cases: Vec<(String, String)> = vec![
         (
             "search_common_word".to_owned(),
@@ -330,7 +333,10 @@ async fn import(service: &AggregationService, token: &str, body: Bytes) {
         .expect("request");
     let (status, json) = call(service, request).await;
     assert_eq!(status, 201, "import: {json}");
-    assert_eq!(json["transactions_created"], IMPORT_ROWS as u64, "import: {json}");
+    assert_eq!(
+        json["transactions_created"], IMPORT_ROWS as u64,
+        "import: {json}"
+    );
 }
 
 /// Benchmarks the import on each of `stores` (a name and a store), one after the other.
@@ -418,7 +424,9 @@ fn import_index_cost(c: &mut Criterion) {
             let database = ThrowawayDatabase::create(&admin_url, "agg_bench")
                 .await
                 .expect("a database for the run");
-            let store = PostgresStore::connect(database.url()).await.expect("connect");
+            let store = PostgresStore::connect(database.url())
+                .await
+                .expect("connect");
             store.migrate().await.expect("migrate");
             if drop_index {
                 let pool = sqlx::PgPool::connect(database.url()).await.expect("pool");

@@ -108,7 +108,10 @@ async fn all_pages(app: &TestApp, token: &str, base: &str, limit: u32) -> Vec<Va
             assert_eq!(page["next_cursor"], Value::Null, "{page}");
             return rows;
         }
-        let next = page["next_cursor"].as_str().expect("a next cursor").to_owned();
+        let next = page["next_cursor"]
+            .as_str()
+            .expect("a next cursor")
+            .to_owned();
         assert_eq!(next.len(), 28);
         cursor = Some(next);
     }
@@ -120,7 +123,10 @@ fn newest_first(rows: &[Value]) -> bool {
     rows.windows(2).all(|pair| {
         let key = |row: &Value| {
             (
-                row["transaction_date"].as_str().unwrap_or_default().to_owned(),
+                row["transaction_date"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
                 uuid::Uuid::parse_str(row["id"].as_str().unwrap_or_default()).unwrap_or_default(),
             )
         };
@@ -196,7 +202,11 @@ async fn words_match_description_words_across_accounts(app: TestApp) {
         "Card",
         "USD",
         &[
-            ("2026-02-01", "SQ *BLUE BOTTLE COFFEE 1234 OAKLAND CA", "-5.50"),
+            (
+                "2026-02-01",
+                "SQ *BLUE BOTTLE COFFEE 1234 OAKLAND CA",
+                "-5.50",
+            ),
             ("2026-02-02", "Starbucks Coffee #123", "-4.10"),
             ("2026-02-03", "Rent Maple Apts", "-1200.00"),
         ],
@@ -299,7 +309,10 @@ async fn query_syntax_is_read_as_plain_words(app: TestApp) {
         "x\u{0301}y",
     ] {
         let page = app
-            .get(&format!("/api/v1/transactions?{}", q(hostile)), Some(&token))
+            .get(
+                &format!("/api/v1/transactions?{}", q(hostile)),
+                Some(&token),
+            )
             .await
             .expect(200);
         assert!(page["transactions"].is_array(), "{hostile}: {page}");
@@ -369,12 +382,26 @@ async fn filters_narrow_the_search(app: TestApp) {
         found(&app, &token, "start_date=2026-01-15&end_date=2026-01-20").await,
         ["Coffee three", "Coffee two"]
     );
-    assert_eq!(found(&app, &token, "start_date=2026-02-11").await, ["Refund"]);
-    assert_eq!(found(&app, &token, "end_date=2026-01-10").await, ["Coffee one"]);
+    assert_eq!(
+        found(&app, &token, "start_date=2026-02-11").await,
+        ["Refund"]
+    );
+    assert_eq!(
+        found(&app, &token, "end_date=2026-01-10").await,
+        ["Coffee one"]
+    );
     assert_eq!(found(&app, &token, "status=settled").await.len(), 5);
     assert!(found(&app, &token, "status=pending").await.is_empty());
-    assert!(found(&app, &token, "category=FOOD_AND_DRINK").await.is_empty());
-    assert!(found(&app, &token, "merchant=Nobody%20Here").await.is_empty());
+    assert!(
+        found(&app, &token, "category=FOOD_AND_DRINK")
+            .await
+            .is_empty()
+    );
+    assert!(
+        found(&app, &token, "merchant=Nobody%20Here")
+            .await
+            .is_empty()
+    );
     // All at once.
     assert_eq!(
         found(
@@ -567,7 +594,10 @@ async fn the_account_listing_pages_by_cursor(app: TestApp) {
     assert_eq!(by_offset_page["transactions"], second["transactions"]);
     let after_offset = by_offset_page["next_cursor"].as_str().expect("cursor");
     let third = app
-        .get(&format!("{base}?limit=4&cursor={after_offset}"), Some(&token))
+        .get(
+            &format!("{base}?limit=4&cursor={after_offset}"),
+            Some(&token),
+        )
         .await
         .expect(200);
     let by_offset_third = app

@@ -168,18 +168,27 @@ async fn spending_per_currency_period_and_group(app: TestApp) {
         let january = &usd["periods"][0];
         assert_eq!(january["spending"], tally("65.70", 2));
         let groups = january["groups"].as_array().expect("groups");
-        let counted: u64 = groups.iter().filter_map(|group| group["count"].as_u64()).sum();
+        let counted: u64 = groups
+            .iter()
+            .filter_map(|group| group["count"].as_u64())
+            .sum();
         assert_eq!(counted, 2, "{group_by}: {january}");
         // Largest first.
         let totals: Vec<f64> = groups
             .iter()
             .filter_map(|group| group["total"].as_str()?.parse().ok())
             .collect();
-        assert!(totals.windows(2).all(|pair| pair[0] >= pair[1]), "{groups:?}");
+        assert!(
+            totals.windows(2).all(|pair| pair[0] >= pair[1]),
+            "{groups:?}"
+        );
     }
     // The default grouping is by category, the default interval the month.
     let defaults = app
-        .get("/api/v1/spending?from=2026-01-01&to=2026-02-28", Some(&token))
+        .get(
+            "/api/v1/spending?from=2026-01-01&to=2026-02-28",
+            Some(&token),
+        )
         .await
         .expect(200);
     assert_eq!(defaults["group_by"], "category");

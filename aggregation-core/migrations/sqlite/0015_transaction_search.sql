@@ -1,4 +1,5 @@
--- Search across accounts: the words of each transaction's description in an FTS5 index.
+-- Search across accounts: the words of each transaction's description, merchant name and
+-- notes in an FTS5 index.
 --
 -- External content on the table's rowid: the index keeps only its word lists (no column sizes:
 -- nothing ranks), the text stays in `transactions`, and triggers keep both in step (an update
@@ -10,6 +11,8 @@
 -- `INSERT INTO transactions_search (transactions_search) VALUES ('rebuild')`.
 CREATE VIRTUAL TABLE transactions_search USING fts5 (
     description,
+    merchant_name,
+    notes,
     content = 'transactions',
     content_rowid = 'rowid',
     columnsize = 0,
@@ -18,24 +21,29 @@ CREATE VIRTUAL TABLE transactions_search USING fts5 (
 INSERT INTO transactions_search (transactions_search) VALUES ('rebuild');
 
 CREATE TRIGGER transactions_search_insert AFTER INSERT ON transactions
-WHEN new.description IS NOT NULL
+WHEN new.description IS NOT NULL OR new.merchant_name IS NOT NULL OR new.notes IS NOT NULL
 BEGIN
-    INSERT INTO transactions_search (rowid, description) VALUES (new.rowid, new.description);
+    INSERT INTO transactions_search (rowid, description, merchant_name, notes)
+    VALUES (new.rowid, new.description, new.merchant_name, new.notes);
 END;
 
 CREATE TRIGGER transactions_search_delete AFTER DELETE ON transactions
-WHEN old.description IS NOT NULL
+WHEN old.description IS NOT NULL OR old.merchant_name IS NOT NULL OR old.notes IS NOT NULL
 BEGIN
-    INSERT INTO transactions_search (transactions_search, rowid, description)
-    VALUES ('delete', old.rowid, old.description);
+    INSERT INTO transactions_search (transactions_search, rowid, description, merchant_name, notes)
+    VALUES ('delete', old.rowid, old.description, old.merchant_name, old.notes);
 END;
 
-CREATE TRIGGER transactions_search_update AFTER UPDATE OF description ON transactions
-WHEN old.description IS NOT new.description
+CREATE TRIGGER transactions_search_update AFTER UPDATE OF description, merchant_name, notes
+ON transactions
+WHEN old.description IS NOT new.description OR old.merchant_name IS NOT new.merchant_name
+    OR old.notes IS NOT new.notes
 BEGIN
-    INSERT INTO transactions_search (transactions_search, rowid, description)
-    SELECT 'delete', old.rowid, old.description WHERE old.description IS NOT NULL;
-    INSERT INTO transactions_search (rowid, description)
-    SELECT new.rowid, new.description WHERE new.description IS NOT NULL;
+    INSERT INTO transactions_search (transactions_search, rowid, description, merchant_name, notes)
+    SELECT 'delete', old.rowid, old.description, old.merchant_name, old.notes
+    WHERE old.description IS NOT NULL OR old.merchant_name IS NOT NULL OR old.notes IS NOT NULL;
+    INSERT INTO transactions_search (rowid, description, merchant_name, notes)
+    SELECT new.rowid, new.description, new.merchant_name, new.notes
+    WHERE new.description IS NOT NULL OR new.merchant_name IS NOT NULL OR new.notes IS NOT NULL;
 END;
 
