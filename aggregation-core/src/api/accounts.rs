@@ -121,7 +121,7 @@ impl From<RecordError> for ApiError {
                     error.to_string(),
                 )])
             }
-            RecordError::PortfolioTooCostly { .. } => {
+            RecordError::PortfolioTooCostly { .. } | RecordError::SumTooLarge => {
                 ApiError::new(ErrorCode::CommandValidationFailed, error.to_string())
             }
             RecordError::Store(store) => store.into(),

@@ -6,10 +6,12 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{Datelike as _, NaiveDate};
 use uuid::Uuid;
 
 use super::validate::query;
 use crate::problem::FieldError;
+use crate::store::TransactionPosition;
 
 /// The listing a cursor belongs to (its first byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,13 +60,7 @@ pub(crate) fn parameter(listing: Listing, raw: Option<String>) -> Result<Option<
     let Some(raw) = raw.filter(|raw| !raw.is_empty()) else {
         return Ok(None);
     };
-    decode(listing, &raw).map(Some).ok_or_else(|| {
-        query::error(
-            "cursor",
-            "invalid_cursor",
-            "Must be the next_cursor of a previous page, unchanged.",
-        )
-    })
+    decode(listing, &raw).map(Some).ok_or_else(invalid_cursor)
 }
 
 /// The page's rows (the store returned up to `limit + 1`), whether more follow, and the cursor
@@ -82,6 +78,85 @@ pub(crate) fn split_page<T>(
     rows.truncate(limit);
     let next = rows.last().map(|row| encode(listing, id(row)));
     (rows, next)
+}
+
+/// The listings of transactions paged by a row's position (date, then id): their cursors
+/// carry the position, so they are longer (28 characters) than the id cursors above.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PositionListing {
+    /// `GET /accounts/{id}/transactions` over a date range, oldest first (the first
+    /// version of these cursors: its tag is 1).
+    AccountRange,
+    /// `GET /accounts/{id}/transactions`, newest first.
+    AccountRecent,
+    /// `GET /transactions` (the search across accounts), newest first.
+    Search,
+}
+
+impl PositionListing {
+    fn tag(self) -> u8 {
+        match self {
+            Self::AccountRange => 1,
+            Self::AccountRecent => b'R',
+            Self::Search => b'Q',
+        }
+    }
+}
+
+/// The tag byte, days since 0001-01-01 (big-endian `i32`), the id's 16 bytes.
+const POSITION_BYTES: usize = 1 + 4 + 16;
+
+/// The cursor naming this position in this listing.
+pub(crate) fn encode_position(listing: PositionListing, position: TransactionPosition) -> String {
+    let mut token = [0u8; POSITION_BYTES];
+    token[0] = listing.tag();
+    token[1..5].copy_from_slice(&position.transaction_date.num_days_from_ce().to_be_bytes());
+    token[5..].copy_from_slice(position.id.as_bytes());
+    URL_SAFE_NO_PAD.encode(token)
+}
+
+/// The position a cursor of this listing names; `None` for anything [`encode_position`] did
+/// not make for it.
+pub(crate) fn decode_position(
+    listing: PositionListing,
+    cursor: &str,
+) -> Option<TransactionPosition> {
+    let token = URL_SAFE_NO_PAD.decode(cursor).ok()?;
+    let token: [u8; POSITION_BYTES] = token.try_into().ok()?;
+    if token[0] != listing.tag() {
+        return None;
+    }
+    let days = i32::from_be_bytes(token[1..5].try_into().ok()?);
+    let transaction_date = NaiveDate::from_num_days_from_ce_opt(days)?;
+    let id = Uuid::from_slice(&token[5..]).ok()?;
+    Some(TransactionPosition {
+        transaction_date,
+        id,
+    })
+}
+
+/// The 422 of a cursor that is not one this listing issued.
+pub(crate) fn invalid_cursor() -> FieldError {
+    query::error(
+        "cursor",
+        "invalid_cursor",
+        "Must be the next_cursor of a previous page, unchanged.",
+    )
+}
+
+/// The `cursor` query parameter of a position listing: absent or empty (the first page), or
+/// a cursor this listing issued; anything else, another listing's cursor included, is 422
+/// `query.cursor`.
+pub(crate) fn position_parameter(
+    listing: PositionListing,
+    raw: Option<String>,
+) -> Result<Option<TransactionPosition>, FieldError> {
+    let Some(raw) = raw.filter(|raw| !raw.is_empty()) else {
+        return Ok(None);
+    };
+    decode_position(listing, &raw)
+        .map(Some)
+        .ok_or_else(invalid_cursor)
 }
 
 #[cfg(test)]
@@ -138,6 +213,37 @@ mod tests {
             Some(None)
         );
         assert!(parameter(Listing::Holdings, Some(" ".to_owned())).is_err());
+    }
+
+    #[test]
+    fn position_cursors_round_trip_in_their_own_listing_only() {
+        let position = TransactionPosition {
+            transaction_date: NaiveDate::from_ymd_opt(2024, 2, 29).expect("date"),
+            id: Uuid::now_v7(),
+        };
+        let listings = [
+            PositionListing::AccountRange,
+            PositionListing::AccountRecent,
+            PositionListing::Search,
+        ];
+        for listing in listings {
+            let cursor = encode_position(listing, position);
+            assert_eq!(cursor.len(), 28);
+            assert_eq!(
+                position_parameter(listing, Some(cursor.clone())).ok(),
+                Some(Some(position))
+            );
+            for other in listings.into_iter().filter(|other| *other != listing) {
+                assert!(position_parameter(other, Some(cursor.clone())).is_err());
+            }
+            assert!(position_parameter(listing, Some(format!("{cursor}A"))).is_err());
+            assert!(position_parameter(listing, Some(cursor[..27].to_owned())).is_err());
+        }
+        assert_eq!(
+            position_parameter(PositionListing::Search, Some(String::new())).ok(),
+            Some(None)
+        );
+        assert!(position_parameter(PositionListing::Search, Some("\"*NEAR".to_owned())).is_err());
     }
 
     #[test]

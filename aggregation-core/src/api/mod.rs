@@ -77,6 +77,7 @@ pub(crate) mod providers;
 pub(crate) mod router;
 pub(crate) mod routes;
 pub(crate) mod running;
+pub(crate) mod search;
 pub(crate) mod sessions;
 pub(crate) mod snapshots;
 pub(crate) mod supported_providers;
@@ -115,6 +116,7 @@ const ROUTE_TABLES: &[&[Route]] = &[
     webhooks::ROUTES,
     openapi::ROUTES,
     worth::ROUTES,
+    search::ROUTES,
     users::ROUTES,
 ];
 

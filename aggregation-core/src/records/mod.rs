@@ -3,6 +3,7 @@
 
 pub(crate) mod categories;
 pub(crate) mod matches;
+pub(crate) mod search;
 pub(crate) mod worth;
 
 use std::sync::Arc;
@@ -51,6 +52,9 @@ pub(crate) enum RecordError {
         /// The user's active holdings.
         holdings: u64,
     },
+    /// A spending sum would pass the largest decimal.
+    #[error("The amounts in this range add up past the largest decimal; choose a shorter range.")]
+    SumTooLarge,
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -46,6 +46,24 @@ pub trait Driver: sqlx::Database {
     /// Counts the `applied_at` column, which only the former migration runner's table has.
     const LEGACY_MIGRATIONS_PROBE: &'static str;
 
+    /// The transaction search's word condition (over the index of migration 0015) up to the
+    /// bound words, each a double-quoted word (`"coffee" "oakland"`): every one must occur.
+    const SEARCH_WORDS_OPEN: &'static str;
+
+    /// The word condition as a test of each row of an account read newest first (closed
+    /// by [`SEARCH_WORDS_CLOSE`](Self::SEARCH_WORDS_CLOSE) too).
+    const SEARCH_WORDS_SCAN_OPEN: &'static str;
+
+    /// What closes [`SEARCH_WORDS_OPEN`](Self::SEARCH_WORDS_OPEN) after the bound words.
+    const SEARCH_WORDS_CLOSE: &'static str;
+
+    /// How many rows of every user hold the bound words, counted up to the bound limit
+    /// (`None`: the backend's planner chooses how to read them without it).
+    const SEARCH_HITS_PROBE: Option<&'static str>;
+
+    /// The SQL type a decimal stored as text is cast to for comparing amounts.
+    const DECIMAL_TYPE: &'static str;
+
     /// The embedded migrations.
     fn migrator() -> Migrator;
 

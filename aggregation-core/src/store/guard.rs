@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use uuid::Uuid;
 
 use super::*;
@@ -638,6 +638,16 @@ macro_rules! for_each_store_trait {
                 raised: &mut Vec<Event>
             ) -> ();
             fn purge_webhook_deliveries_before(cutoff: DateTime<Utc>) -> u64;
+        }}
+        $apply! { SearchStore {
+            fn search_transactions(user_id: Uuid, search: &TransactionSearch) -> Vec<TransactionRecord>;
+            fn spending_rows(
+                user_id: Uuid,
+                from: NaiveDate,
+                to: NaiveDate,
+                after: Option<TransactionPosition>,
+                limit: u32
+            ) -> Vec<SpendingRow>;
         }}
     };
 }

@@ -7,8 +7,8 @@
 //! compiled with `sqlite` or `postgres`, their implementation: `users` (users, roles, single-use
 //! tokens), `sessions`, `security` (token rotations), `jobs`, `records` (connections, accounts,
 //! transactions, holdings, snapshots), `imports`, `providers` (provider connections and syncs),
-//! `webhooks`, `events` (the outbox and audit list), `login_networks` and `user_data` (erasure
-//! and export of a user's own data). Everything public is
+//! `webhooks`, `events` (the outbox and audit list), `login_networks`, `user_data` (erasure
+//! and export of a user's own data) and `search` (search and spending across accounts). Everything public is
 //! re-exported here.
 //!
 //! The SQL is compiled once, generic over the database: [`SqlStore<B>`](SqlStore) for a
@@ -61,6 +61,7 @@ mod providers;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod reconcile_tests;
 mod records;
+mod search;
 mod security;
 mod sessions;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -102,6 +103,7 @@ pub use records::{
     TransactionStatus, TransactionStore, TransactionType, UpsertCounts, mask_account_number,
     provider_id,
 };
+pub use search::{SearchStore, SpendingRow, TransactionSearch};
 pub use security::{
     NewTokenRotation, RotationOutcome, RotationScope, SecurityConfigRecord, SecurityStore,
     TokenRotationRecord,
@@ -184,6 +186,7 @@ pub trait Store:
     + EventStore
     + LoginNetworkStore
     + UserDataStore
+    + SearchStore
     + 'static
 {
 }
@@ -206,6 +209,7 @@ impl<T> Store for T where
         + EventStore
         + LoginNetworkStore
         + UserDataStore
+        + SearchStore
         + 'static
 {
 }

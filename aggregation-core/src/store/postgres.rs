@@ -22,6 +22,20 @@ impl Driver for sqlx::Postgres {
     const LEGACY_MIGRATIONS_PROBE: &'static str = "SELECT COUNT(*) FROM information_schema.columns \
          WHERE table_schema = current_schema() AND table_name = 'aggregation_migrations' \
          AND column_name = 'applied_at'";
+    /// The GIN index `transactions_search` is on exactly this expression; `plainto_tsquery`
+    /// reads the bound text as plain words (quotes are punctuation to it).
+    /// ASCII punctuation is turned into spaces first, so that the parser splits every word
+    /// the way the query's words were split (no host names, no hyphenated words).
+    const SEARCH_WORDS_OPEN: &'static str = " AND to_tsvector('simple', translate(\
+         coalesce(t.description, '') || ' ' || coalesce(t.merchant_name, '') || ' ' \
+         || coalesce(t.notes, ''), \
+         '!\"#$%&''()*+,-./:;<=>?@[\\]^_`{|}~', '                                ')) \
+         @@ plainto_tsquery('simple', ";
+    const SEARCH_WORDS_SCAN_OPEN: &'static str = Self::SEARCH_WORDS_OPEN;
+    const SEARCH_WORDS_CLOSE: &'static str = ")";
+    /// The planner estimates the words' frequency from the index expression's statistics.
+    const SEARCH_HITS_PROBE: Option<&'static str> = None;
+    const DECIMAL_TYPE: &'static str = "NUMERIC";
 
     fn migrator() -> Migrator {
         sqlx::migrate!("migrations/postgres")

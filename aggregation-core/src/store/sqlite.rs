@@ -21,6 +21,21 @@ impl Driver for sqlx::Sqlite {
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const LEGACY_MIGRATIONS_PROBE: &'static str = "SELECT COUNT(*) FROM pragma_table_info('aggregation_migrations') \
          WHERE name = 'applied_at'";
+    /// The FTS5 index kept by triggers (`transactions_search`, external content on the
+    /// table's rowid); the bound text is FTS5 query syntax made only of quoted words.
+    const SEARCH_WORDS_OPEN: &'static str = " AND t.rowid IN (SELECT rowid FROM transactions_search \
+         WHERE transactions_search MATCH ";
+    /// `+` keeps the planner from reading the rowids first: the account's index gives the
+    /// order, and each row is looked up in the list of hits (built once).
+    const SEARCH_WORDS_SCAN_OPEN: &'static str = " AND +t.rowid IN (SELECT rowid FROM \
+         transactions_search WHERE transactions_search MATCH ";
+    const SEARCH_WORDS_CLOSE: &'static str = ")";
+    const SEARCH_HITS_PROBE: Option<&'static str> = Some(
+        "SELECT COUNT(*) FROM (SELECT rowid FROM transactions_search \
+         WHERE transactions_search MATCH $1 LIMIT $2)",
+    );
+    /// Approximate beyond 15 significant digits, which no real amount bound needs.
+    const DECIMAL_TYPE: &'static str = "REAL";
 
     fn migrator() -> Migrator {
         sqlx::migrate!("migrations/sqlite")

@@ -585,6 +585,18 @@ pub enum TransactionQuery {
         /// Rows skipped.
         offset: u64,
     },
+    /// Newest first like [`Recent`](Self::Recent), from just after `after` (keyset paging,
+    /// so a deep page costs what the first does). The page holds up to `limit + 1` rows: a
+    /// row beyond `limit` tells the caller that more follow. `total_count` counts every
+    /// matching row, before and after `after` alike.
+    RecentAfter {
+        /// Only this type.
+        transaction_type: Option<TransactionType>,
+        /// Page size.
+        limit: u32,
+        /// The last row of the previous page.
+        after: TransactionPosition,
+    },
     /// Transactions dated within `start..=end`, oldest first (`transaction_date`, then id,
     /// ascending), from just after `after` (keyset paging). The page holds up to `limit + 1`
     /// rows: a row beyond `limit` tells the caller that more follow. `total_count` counts
@@ -601,8 +613,8 @@ pub enum TransactionQuery {
     },
 }
 
-/// Where a row stands in the oldest-first order of the date-range listing: the position a
-/// next page starts after.
+/// Where a row stands in the order of a listing paged by keyset (date, then id): the position
+/// a next page starts after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TransactionPosition {
     /// The row's transaction date.

@@ -24,8 +24,8 @@ use crate::store::{
     AccountFilter, AccountRecord, AccountStore, CustomCategoryRecord, HoldingFilter, HoldingPage,
     HoldingStore, MatchDecision, MatchFilter, MatchRecord, NewAccount, NewHolding, NewSnapshot,
     NewTransaction, Page, PageAfter, PointBalance, SnapshotRecord, SnapshotSource, SnapshotStore,
-    StoreError, TransactionEdit, TransactionEdited, TransactionQuery, TransactionRecord,
-    TransactionStore, UpsertCounts,
+    StoreError, TransactionEdit, TransactionEdited, TransactionPosition, TransactionQuery,
+    TransactionRecord, TransactionStore, TransactionType, UpsertCounts,
 };
 
 pub(in crate::store) const SELECT_ACCOUNT: &str = "SELECT a.id, a.connection_id, a.provider_account_id, \
@@ -102,6 +102,71 @@ impl<B: Backend> AccountStore for SqlStore<B> {
     }
 }
 
+impl<B: Backend> SqlStore<B> {
+    /// The newest-first page of one of the user's accounts: `limit` rows after `offset` rows,
+    /// or after the position `after`, with the count of every matching row.
+    async fn recent_page(
+        &self,
+        user_id: Uuid,
+        account_id: Uuid,
+        transaction_type: Option<TransactionType>,
+        limit: i64,
+        offset: u64,
+        after: Option<TransactionPosition>,
+    ) -> Result<Page<TransactionRecord>, StoreError> {
+        let scoped = |select: &str| {
+            let mut scoped = user_accounts(select, user_id);
+            scoped
+                .push(" JOIN transactions t ON t.account_id = a.id WHERE a.id = ")
+                .push_bind(account_id);
+            scoped
+        };
+        let mut lister = scoped(SELECT_TRANSACTION);
+        // Without a filter the count is the one kept on the account.
+        let mut counter = match transaction_type {
+            Some(transaction_type) => {
+                let mut counter = scoped("SELECT COUNT(*)");
+                for query in [&mut counter, &mut lister] {
+                    query
+                        .push(" AND t.transaction_type = ")
+                        .push_bind(transaction_type.as_str());
+                }
+                counter
+            }
+            None => {
+                let mut counter = user_accounts("SELECT a.transaction_count", user_id);
+                counter.push(" WHERE a.id = ").push_bind(account_id);
+                counter
+            }
+        };
+        if let Some(after) = after {
+            // As the date-range listing does, the other way round.
+            lister
+                .push(" AND (t.transaction_date < ")
+                .push_bind(after.transaction_date)
+                .push(" OR (t.transaction_date = ")
+                .push_bind(after.transaction_date)
+                .push(" AND t.id < ")
+                .push_bind(after.id)
+                .push("))");
+        }
+        lister
+            .push(" ORDER BY t.transaction_date DESC, t.id DESC LIMIT ")
+            .push_bind(limit)
+            .push(" OFFSET ")
+            .push_bind(i64::try_from(offset).unwrap_or(i64::MAX));
+        // No row: not the user's account, so nothing to count.
+        let total: Option<i64> = counter
+            .build_query_scalar()
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(Page {
+            items: lister.build_query_as().fetch_all(&self.pool).await?,
+            total_count: count(total.unwrap_or(0)),
+        })
+    }
+}
+
 #[async_trait]
 impl<B: Backend> TransactionStore for SqlStore<B> {
     async fn upsert_transactions(
@@ -147,38 +212,31 @@ impl<B: Backend> TransactionStore for SqlStore<B> {
                 limit,
                 offset,
             } => {
-                let mut lister = scoped(SELECT_TRANSACTION);
-                // Without a filter the count is the one kept on the account.
-                let mut counter = match transaction_type {
-                    Some(transaction_type) => {
-                        let mut counter = scoped("SELECT COUNT(*)");
-                        for query in [&mut counter, &mut lister] {
-                            query
-                                .push(" AND t.transaction_type = ")
-                                .push_bind(transaction_type.as_str());
-                        }
-                        counter
-                    }
-                    None => {
-                        let mut counter = user_accounts("SELECT a.transaction_count", user_id);
-                        counter.push(" WHERE a.id = ").push_bind(account_id);
-                        counter
-                    }
-                };
-                lister
-                    .push(" ORDER BY t.transaction_date DESC, t.id DESC LIMIT ")
-                    .push_bind(i64::from(limit))
-                    .push(" OFFSET ")
-                    .push_bind(i64::try_from(offset).unwrap_or(i64::MAX));
-                // No row: not the user's account, so nothing to count.
-                let total: Option<i64> = counter
-                    .build_query_scalar()
-                    .fetch_optional(&self.pool)
-                    .await?;
-                Ok(Page {
-                    items: lister.build_query_as().fetch_all(&self.pool).await?,
-                    total_count: count(total.unwrap_or(0)),
-                })
+                self.recent_page(
+                    user_id,
+                    account_id,
+                    transaction_type,
+                    i64::from(limit),
+                    offset,
+                    None,
+                )
+                .await
+            }
+            // One row more: whether more follow.
+            TransactionQuery::RecentAfter {
+                transaction_type,
+                limit,
+                after,
+            } => {
+                self.recent_page(
+                    user_id,
+                    account_id,
+                    transaction_type,
+                    i64::from(limit) + 1,
+                    0,
+                    Some(after),
+                )
+                .await
             }
             TransactionQuery::DateRange {
                 start,
