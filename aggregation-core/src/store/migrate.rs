@@ -26,6 +26,8 @@ impl<B: Backend> SqlStore<B> {
         // Inside a transaction, each migration's own transaction is a savepoint.
         B::run_migrations(&migrator, &mut tx).await?;
         tx.commit().await?;
+        // What imports stopped half-way by the end of a process left.
+        crate::store::imports::sql::discard_abandoned(&self.pool, None, chrono::Utc::now()).await?;
         Ok(())
     }
 

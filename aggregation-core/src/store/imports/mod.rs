@@ -179,6 +179,15 @@ pub trait ImportStore: Send + Sync {
     /// upserts each account, its transactions and holdings (the rules of
     /// [`upsert_accounts`](super::AccountStore::upsert_accounts) and friends) and records its
     /// snapshot. Any failure rolls everything back, leaving the store as it was.
+    ///
+    /// A large import (more transactions than one bounded write batch) whose accounts are all
+    /// new is written in several short write transactions instead of one long one, so other
+    /// writers never wait long for the store's write lock: its accounts are staged first, then
+    /// filled a batch of rows at a time, and the last transaction writes the events and ends
+    /// the staging. Until then the new accounts are visible to the user with the rows written
+    /// so far; a failure half-way removes them with everything written into them (and a
+    /// connection the import created for them), as does the next migration or large import of
+    /// the user when the process stopped half-way.
     /// [`StoreError::Other`] when the user does not exist. `raise` is called with the counts
     /// in the same transaction; the events it returns are written there and appended to
     /// `raised` once committed.
