@@ -90,7 +90,8 @@ pub use login_networks::LoginNetworkStore;
 pub use postgres::{InvalidSchemaName, PostgresStore, PostgresStoreBuilder, SchemaName};
 pub use providers::{
     EncryptedCredentials, NewOAuthState, OAuthStateRecord, ProviderConnectionStore,
-    SyncAccountData, SyncBatch, SyncClaim, SyncCounts, SyncKind, SyncSnapshot, SyncStore,
+    FeedUpdate, ProviderEnrichment, SyncAccountData, SyncBatch, SyncClaim, SyncCounts, SyncKind,
+    SyncSnapshot, SyncStore,
 };
 pub use records::{
     AccountFilter, AccountRecord, AccountStore, AccountType, AssetType, ConnectionRecord,
