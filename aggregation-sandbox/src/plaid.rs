@@ -128,25 +128,124 @@ fn row(
 /// The feed of an item at `step`: the first rows, then each step's changes.
 fn feed(step: usize) -> Vec<Change> {
     let mut log = vec![
-        Change::Added(row("sbx-pay", "sbx-checking", -2450.0, 14, "ACME CORP PAYROLL", Some("Acme Corp"), ("INCOME", "INCOME_WAGES"), false)),
-        Change::Added(row("sbx-rent", "sbx-checking", 1650.0, 12, "MAPLE APARTMENTS RENT", None, ("RENT_AND_UTILITIES", "RENT_AND_UTILITIES_RENT"), false)),
-        Change::Added(row("sbx-coffee-p", "sbx-checking", 4.75, 1, "BLUE BOTTLE COFFEE 0423", Some("Blue Bottle Coffee"), ("FOOD_AND_DRINK", "FOOD_AND_DRINK_COFFEE"), true)),
-        Change::Added(row("sbx-grocery", "sbx-checking", 84.12, 3, "CORNER GROCERY #12", Some("Corner Grocery"), ("FOOD_AND_DRINK", "FOOD_AND_DRINK_GROCERIES"), false)),
-        Change::Added(row("sbx-fuel", "sbx-card", 45.0, 5, "SHELL OIL 57444", Some("Shell"), ("TRANSPORTATION", "TRANSPORTATION_GAS"), false)),
-        Change::Added(row("sbx-dup", "sbx-card", 19.99, 6, "STREAMFLIX.COM", Some("Streamflix"), ("ENTERTAINMENT", "ENTERTAINMENT_TV_AND_MOVIES"), false)),
+        Change::Added(row(
+            "sbx-pay",
+            "sbx-checking",
+            -2450.0,
+            14,
+            "ACME CORP PAYROLL",
+            Some("Acme Corp"),
+            ("INCOME", "INCOME_WAGES"),
+            false,
+        )),
+        Change::Added(row(
+            "sbx-rent",
+            "sbx-checking",
+            1650.0,
+            12,
+            "MAPLE APARTMENTS RENT",
+            None,
+            ("RENT_AND_UTILITIES", "RENT_AND_UTILITIES_RENT"),
+            false,
+        )),
+        Change::Added(row(
+            "sbx-coffee-p",
+            "sbx-checking",
+            4.75,
+            1,
+            "BLUE BOTTLE COFFEE 0423",
+            Some("Blue Bottle Coffee"),
+            ("FOOD_AND_DRINK", "FOOD_AND_DRINK_COFFEE"),
+            true,
+        )),
+        Change::Added(row(
+            "sbx-grocery",
+            "sbx-checking",
+            84.12,
+            3,
+            "CORNER GROCERY #12",
+            Some("Corner Grocery"),
+            ("FOOD_AND_DRINK", "FOOD_AND_DRINK_GROCERIES"),
+            false,
+        )),
+        Change::Added(row(
+            "sbx-fuel",
+            "sbx-card",
+            45.0,
+            5,
+            "SHELL OIL 57444",
+            Some("Shell"),
+            ("TRANSPORTATION", "TRANSPORTATION_GAS"),
+            false,
+        )),
+        Change::Added(row(
+            "sbx-dup",
+            "sbx-card",
+            19.99,
+            6,
+            "STREAMFLIX.COM",
+            Some("Streamflix"),
+            ("ENTERTAINMENT", "ENTERTAINMENT_TV_AND_MOVIES"),
+            false,
+        )),
     ];
     if step >= 1 {
-        let mut posted = row("sbx-coffee", "sbx-checking", 5.5, 1, "BLUE BOTTLE COFFEE 0423", Some("Blue Bottle Coffee"), ("FOOD_AND_DRINK", "FOOD_AND_DRINK_COFFEE"), false);
+        let mut posted = row(
+            "sbx-coffee",
+            "sbx-checking",
+            5.5,
+            1,
+            "BLUE BOTTLE COFFEE 0423",
+            Some("Blue Bottle Coffee"),
+            ("FOOD_AND_DRINK", "FOOD_AND_DRINK_COFFEE"),
+            false,
+        );
         posted["pending_transaction_id"] = json!("sbx-coffee-p");
         log.push(Change::Added(posted));
         log.push(Change::Removed("sbx-checking", "sbx-coffee-p"));
-        log.push(Change::Modified(row("sbx-grocery", "sbx-checking", 86.4, 3, "CORNER GROCERY #12", Some("Corner Grocery"), ("FOOD_AND_DRINK", "FOOD_AND_DRINK_GROCERIES"), false)));
+        log.push(Change::Modified(row(
+            "sbx-grocery",
+            "sbx-checking",
+            86.4,
+            3,
+            "CORNER GROCERY #12",
+            Some("Corner Grocery"),
+            ("FOOD_AND_DRINK", "FOOD_AND_DRINK_GROCERIES"),
+            false,
+        )));
     }
     if step >= 2 {
         log.push(Change::Removed("sbx-card", "sbx-dup"));
-        log.push(Change::Added(row("sbx-lunch-p", "sbx-card", 18.2, 0, "TST* NOODLE BAR", Some("Noodle Bar"), ("FOOD_AND_DRINK", "FOOD_AND_DRINK_RESTAURANT"), true)));
-        log.push(Change::Added(row("sbx-interest", "sbx-savings", -1.23, 0, "INTEREST PAYMENT", None, ("INCOME", "INCOME_INTEREST_EARNED"), false)));
-        log.push(Change::Added(row("sbx-card-pay", "sbx-card", -200.0, 0, "PAYMENT THANK YOU", None, ("LOAN_PAYMENTS", "LOAN_PAYMENTS_CREDIT_CARD_PAYMENT"), false)));
+        log.push(Change::Added(row(
+            "sbx-lunch-p",
+            "sbx-card",
+            18.2,
+            0,
+            "TST* NOODLE BAR",
+            Some("Noodle Bar"),
+            ("FOOD_AND_DRINK", "FOOD_AND_DRINK_RESTAURANT"),
+            true,
+        )));
+        log.push(Change::Added(row(
+            "sbx-interest",
+            "sbx-savings",
+            -1.23,
+            0,
+            "INTEREST PAYMENT",
+            None,
+            ("INCOME", "INCOME_INTEREST_EARNED"),
+            false,
+        )));
+        log.push(Change::Added(row(
+            "sbx-card-pay",
+            "sbx-card",
+            -200.0,
+            0,
+            "PAYMENT THANK YOU",
+            None,
+            ("LOAN_PAYMENTS", "LOAN_PAYMENTS_CREDIT_CARD_PAYMENT"),
+            false,
+        )));
     }
     log
 }
@@ -277,7 +376,10 @@ impl PlaidSandbox {
             "link/token/create" => {
                 let token = word("link");
                 let update = body["access_token"].as_str().map(str::to_owned);
-                if update.as_deref().is_some_and(|access| self.item(access).is_none()) {
+                if update
+                    .as_deref()
+                    .is_some_and(|access| self.item(access).is_none())
+                {
                     return error(400, "INVALID_INPUT", "INVALID_ACCESS_TOKEN");
                 }
                 let webhook = body["webhook"].as_str().map(str::to_owned);
@@ -285,7 +387,9 @@ impl PlaidSandbox {
                     .link_tokens
                     .insert(token.clone(), (webhook, update));
                 let expiration = (Utc::now() + TimeDelta::hours(4)).to_rfc3339();
-                reply(&json!({"link_token": token, "expiration": expiration, "request_id": word("req")}))
+                reply(
+                    &json!({"link_token": token, "expiration": expiration, "request_id": word("req")}),
+                )
             }
             "sandbox/public_token/create" => {
                 let token = word("public");
@@ -321,7 +425,12 @@ impl PlaidSandbox {
                 error(400, "INVALID_INPUT", "INVALID_ACCESS_TOKEN")
             }
             "item/remove" => {
-                if let Some(item) = self.lock().items.iter_mut().find(|it| it.access_token == access) {
+                if let Some(item) = self
+                    .lock()
+                    .items
+                    .iter_mut()
+                    .find(|it| it.access_token == access)
+                {
                     item.removed = true;
                 }
                 reply(&json!({"request_id": word("req")}))
@@ -332,7 +441,10 @@ impl PlaidSandbox {
                 "request_id": word("req"),
             })),
             "investments/holdings/get" => {
-                let wanted = body["options"]["account_ids"].as_array().cloned().unwrap_or_default();
+                let wanted = body["options"]["account_ids"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
                 let holdings: Vec<Value> = holdings()
                     .into_iter()
                     .filter(|h| wanted.is_empty() || wanted.contains(&h["account_id"]))
@@ -373,7 +485,10 @@ impl PlaidSandbox {
         let log = feed(item.step);
         let start = match body["cursor"].as_str() {
             None | Some("") => 0,
-            Some(cursor) => match cursor.strip_prefix('c').and_then(|n| n.parse::<usize>().ok()) {
+            Some(cursor) => match cursor
+                .strip_prefix('c')
+                .and_then(|n| n.parse::<usize>().ok())
+            {
                 Some(n) if n <= log.len() => n,
                 _ => return error(400, "INVALID_INPUT", "INVALID_CURSOR"),
             },
@@ -381,7 +496,11 @@ impl PlaidSandbox {
         if item.step == 2 && !item.mutated && start > step_two_start() {
             // The feed "changed" while the client paged: it must start again.
             item.mutated = true;
-            return error(400, "TRANSACTIONS_ERROR", "TRANSACTIONS_SYNC_MUTATION_DURING_PAGINATION");
+            return error(
+                400,
+                "TRANSACTIONS_ERROR",
+                "TRANSACTIONS_SYNC_MUTATION_DURING_PAGINATION",
+            );
         }
         let end = (start + PAGE).min(log.len());
         let (mut added, mut modified, mut removed) = (Vec::new(), Vec::new(), Vec::new());
@@ -429,7 +548,10 @@ impl PlaidSandbox {
                 body["error"] = json!({"error_type": "ITEM_ERROR", "error_code": "ITEM_LOGIN_REQUIRED",
                     "error_message": "the login details of this item have changed", "display_message": null});
             }
-            "PENDING_EXPIRATION" | "PENDING_DISCONNECT" | "USER_PERMISSION_REVOKED" | "LOGIN_REPAIRED" => {
+            "PENDING_EXPIRATION"
+            | "PENDING_DISCONNECT"
+            | "USER_PERMISSION_REVOKED"
+            | "LOGIN_REPAIRED" => {
                 body["webhook_type"] = json!("ITEM");
                 body["webhook_code"] = json!(code);
             }
@@ -446,7 +568,10 @@ impl PlaidSandbox {
             .send()
             .await
             .map_err(|error| format!("the webhook could not be sent: {error}"))?;
-        Ok(format!("{code} sent to {url}: HTTP {}", answer.status().as_u16()))
+        Ok(format!(
+            "{code} sent to {url}: HTTP {}",
+            answer.status().as_u16()
+        ))
     }
 
     fn page(&self) -> Response<Full<Bytes>> {
@@ -454,7 +579,12 @@ impl PlaidSandbox {
         let mut list = String::new();
         for item in items.iter().filter(|it| !it.removed) {
             let mut buttons = String::new();
-            for code in ["SYNC_UPDATES_AVAILABLE", "ITEM_LOGIN_REQUIRED", "PENDING_EXPIRATION", "USER_PERMISSION_REVOKED"] {
+            for code in [
+                "SYNC_UPDATES_AVAILABLE",
+                "ITEM_LOGIN_REQUIRED",
+                "PENDING_EXPIRATION",
+                "USER_PERMISSION_REVOKED",
+            ] {
                 buttons.push_str(&format!(
                     "<form method=\"post\" action=\"{}/page/fire\" style=\"display:inline\">\
                      <input type=\"hidden\" name=\"item_id\" value=\"{}\">\
@@ -516,8 +646,14 @@ impl PlaidSandbox {
         if form.get("username").map(String::as_str) != Some(Self::USERNAME)
             || form.get("password").map(String::as_str) != Some(Self::PASSWORD)
         {
-            let query = format!("token={}", form_urlencoded::byte_serialize(token.as_bytes()).collect::<String>());
-            return self.link_page(&query, Some("Those credentials are not right: use user_good / pass_good."));
+            let query = format!(
+                "token={}",
+                form_urlencoded::byte_serialize(token.as_bytes()).collect::<String>()
+            );
+            return self.link_page(
+                &query,
+                Some("Those credentials are not right: use user_good / pass_good."),
+            );
         }
         self.lock().link_tokens.remove(&token);
         if update.is_some() {

@@ -18,9 +18,9 @@ use aggregation_core::metrics::Metrics;
 use aggregation_core::{
     AggregationService, BuildError, Config, ConfigError, EnableBankingConfig,
     EnableBankingProvider, InMemoryRateLimitStore, IpNet, Keyring, LoginFailureLimit, Mailer,
-    OutboxMailer, PlaidConfig, PlaidProvider, PolicyTable, PostgresStore, RedisEventRelay, RedisRateLimitStore, SchemaName,
-    SchwabConfig, SchwabProvider, SimplefinConfig, SimplefinProvider, SmtpMailer, SqliteStore,
-    Store, StoreError, WorkLimits, parse_cidr_list,
+    OutboxMailer, PlaidConfig, PlaidProvider, PolicyTable, PostgresStore, RedisEventRelay,
+    RedisRateLimitStore, SchemaName, SchwabConfig, SchwabProvider, SimplefinConfig,
+    SimplefinProvider, SmtpMailer, SqliteStore, Store, StoreError, WorkLimits, parse_cidr_list,
 };
 use aggregation_sandbox::{EnableBankingSandbox, PlaidSandbox, SchwabSandbox, SimplefinSandbox};
 use base64::Engine as _;

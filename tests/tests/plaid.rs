@@ -98,24 +98,59 @@ fn tx(id: &str, account: &str, amount: f64, date: &str, name: &str, pending: boo
 
 /// The feed before anything posts: five rows, paged two at a time.
 fn first_log() -> Vec<Change> {
-    let mut coffee = tx("tx-coffee-p", "acc-checking", 4.5, "2026-11-20", "SQ *BLUE BOTTLE", true);
+    let mut coffee = tx(
+        "tx-coffee-p",
+        "acc-checking",
+        4.5,
+        "2026-11-20",
+        "SQ *BLUE BOTTLE",
+        true,
+    );
     coffee["merchant_name"] = json!("Blue Bottle Coffee");
     coffee["personal_finance_category"] =
         json!({"primary": "FOOD_AND_DRINK", "detailed": "FOOD_AND_DRINK_COFFEE"});
     vec![
         Change::Added(coffee),
-        Change::Added(tx("tx-salary", "acc-checking", -2500.0, "2026-11-15", "ACME PAYROLL", false)),
-        Change::Added(tx("tx-grocery", "acc-checking", 52.1, "2026-11-18", "CORNER GROCERY", false)),
-        Change::Added(tx("tx-refund", "acc-card", -10.0, "2026-11-17", "REFUND", false)),
-        Change::Added(tx("tx-card-lunch", "acc-card", 18.75, "2026-11-19", "LUNCH PLACE", false)),
+        Change::Added(tx(
+            "tx-salary",
+            "acc-checking",
+            -2500.0,
+            "2026-11-15",
+            "ACME PAYROLL",
+            false,
+        )),
+        Change::Added(tx(
+            "tx-grocery",
+            "acc-checking",
+            52.1,
+            "2026-11-18",
+            "CORNER GROCERY",
+            false,
+        )),
+        Change::Added(tx(
+            "tx-refund",
+            "acc-card",
+            -10.0,
+            "2026-11-17",
+            "REFUND",
+            false,
+        )),
+        Change::Added(tx(
+            "tx-card-lunch",
+            "acc-card",
+            18.75,
+            "2026-11-19",
+            "LUNCH PLACE",
+            false,
+        )),
     ]
 }
 
 impl Fake {
     fn fail(&mut self) -> Option<Response> {
-        self.fail_next.take().map(|(status, kind, code)| {
-            error(status, kind, code)
-        })
+        self.fail_next
+            .take()
+            .map(|(status, kind, code)| error(status, kind, code))
     }
 
     fn known_token(&self, body: &Value) -> bool {
@@ -275,7 +310,10 @@ fn data(fake: &mut Fake, path: &str, body: &Value) -> Response {
         "transactions/sync" => {
             let start = match body["cursor"].as_str() {
                 None | Some("") => 0,
-                Some(cursor) => match cursor.strip_prefix('c').and_then(|n| n.parse::<usize>().ok()) {
+                Some(cursor) => match cursor
+                    .strip_prefix('c')
+                    .and_then(|n| n.parse::<usize>().ok())
+                {
                     Some(n) if n <= fake.log.len() => n,
                     _ => return error(400, "INVALID_INPUT", "INVALID_CURSOR"),
                 },
@@ -337,7 +375,9 @@ fn served_setup(secret: &'static str) -> Setup {
     let mut config = PlaidConfig::new(CLIENT_ID, secret)
         .with_base_url(format!("http://{address}"))
         .with_allow_http(true)
-        .with_webhook_url(Some("https://api.example.com/api/v1/provider-webhooks/plaid".to_owned()));
+        .with_webhook_url(Some(
+            "https://api.example.com/api/v1/provider-webhooks/plaid".to_owned(),
+        ));
     config.page_size = 2;
     let provider = PlaidProvider::new(config).expect("provider");
     let mut setup = aggregation_tests::sandbox_setup();
@@ -385,7 +425,10 @@ fn verification(pem: &str, kid: &str, age: i64, digest_of: &[u8]) -> String {
 /// The DER inside a PEM block.
 fn pem_der(pem: &str) -> Vec<u8> {
     use base64::Engine as _;
-    let inner: String = pem.lines().filter(|line| !line.starts_with("-----")).collect();
+    let inner: String = pem
+        .lines()
+        .filter(|line| !line.starts_with("-----"))
+        .collect();
     base64::engine::general_purpose::STANDARD
         .decode(inner)
         .expect("base64 PEM")
@@ -407,7 +450,11 @@ fn webhook(kind: &str, code: &str, error_code: Option<&str>) -> Vec<u8> {
 }
 
 /// Posts a webhook with this `Plaid-Verification` value (none with `None`).
-async fn post_webhook(app: &TestApp, body: &[u8], verification: Option<&str>) -> aggregation_tests::TestResponse {
+async fn post_webhook(
+    app: &TestApp,
+    body: &[u8],
+    verification: Option<&str>,
+) -> aggregation_tests::TestResponse {
     let mut request = http::Request::builder()
         .method(http::Method::POST)
         .uri("/api/v1/provider-webhooks/plaid")
@@ -471,7 +518,13 @@ async fn all_rows(app: &TestApp, token: &str) -> Vec<Value> {
             )
             .await
             .expect(200);
-        rows.extend(listed["transactions"].as_array().expect("rows").iter().cloned());
+        rows.extend(
+            listed["transactions"]
+                .as_array()
+                .expect("rows")
+                .iter()
+                .cloned(),
+        );
     }
     rows
 }
@@ -499,7 +552,12 @@ async fn links_and_exchanges_the_public_token(app: TestApp) {
     assert_eq!(plaid["countries"], json!(["US"]));
 
     let link = start(&app, &token).await;
-    assert!(link["link_token"].as_str().expect("link_token").starts_with("link-sandbox-"));
+    assert!(
+        link["link_token"]
+            .as_str()
+            .expect("link_token")
+            .starts_with("link-sandbox-")
+    );
     assert_eq!(link["expires_in"], 600);
     assert!(link.get("authorization_url").is_none());
     let created = requests_to(&app, "link/token/create");
@@ -547,10 +605,16 @@ async fn links_and_exchanges_the_public_token(app: TestApp) {
     assert_eq!(connection["status"], "active");
     assert_eq!(connection["alias"], "Bank");
     let text = connection.to_string();
-    assert!(!text.contains("access-sandbox") && !text.contains("item-1"), "{text}");
+    assert!(
+        !text.contains("access-sandbox") && !text.contains("item-1"),
+        "{text}"
+    );
     // The exchange sent the token once.
     let exchanges = requests_to(&app, "item/public_token/exchange");
-    assert_eq!(exchanges.last().expect("an exchange")["public_token"], PUBLIC_TOKEN);
+    assert_eq!(
+        exchanges.last().expect("an exchange")["public_token"],
+        PUBLIC_TOKEN
+    );
 }
 
 async fn syncs_page_the_feed_and_flip_signs(app: TestApp) {
@@ -614,11 +678,18 @@ async fn posted_rows_take_over_pending_and_removed_rows_go(app: TestApp) {
     {
         let mut fake = fake(&app);
         // The coffee posts with a tip, under a new id linked to the pending one.
-        let mut posted =
-            tx("tx-coffee", "acc-checking", 5.4, "2026-11-21", "SQ *BLUE BOTTLE", false);
+        let mut posted = tx(
+            "tx-coffee",
+            "acc-checking",
+            5.4,
+            "2026-11-21",
+            "SQ *BLUE BOTTLE",
+            false,
+        );
         posted["pending_transaction_id"] = json!("tx-coffee-p");
         fake.log.push(Change::Added(posted));
-        fake.log.push(Change::Removed("acc-checking", "tx-coffee-p"));
+        fake.log
+            .push(Change::Removed("acc-checking", "tx-coffee-p"));
         fake.log.push(Change::Modified(tx(
             "tx-grocery",
             "acc-checking",
@@ -697,7 +768,10 @@ async fn rate_limits_are_503_with_retry_after(app: TestApp) {
     assert_eq!(limited.status, 503, "{:?}", limited.json());
     assert_eq!(limited.header("retry-after"), Some("17"));
     let read = app
-        .get(&format!("/api/v1/providers/{}", id(&connection)), Some(&token))
+        .get(
+            &format!("/api/v1/providers/{}", id(&connection)),
+            Some(&token),
+        )
         .await
         .expect(200);
     assert_eq!(read["status"], "active");
@@ -740,7 +814,10 @@ async fn login_required_expires_and_update_mode_renews(app: TestApp) {
         .expect(201);
     assert_eq!(renewed["id"], connection["id"]);
     assert_eq!(renewed["status"], "active");
-    assert_eq!(requests_to(&app, "item/public_token/exchange").len(), exchanges);
+    assert_eq!(
+        requests_to(&app, "item/public_token/exchange").len(),
+        exchanges
+    );
     let again = sync(&app, &token, &connection).await;
     assert_eq!(again["transactions"]["created"], 0, "{again}");
     assert_eq!(all_rows(&app, &token).await.len(), 5);
@@ -752,7 +829,10 @@ async fn disconnecting_removes_the_item(app: TestApp) {
     let path = format!("/api/v1/providers/{}", id(&connection));
     assert_eq!(app.delete(&path, None, Some(&token)).await.status, 204);
     aggregation_tests::eventually(|| !fake(&app).removed_items.is_empty()).await;
-    assert_eq!(fake(&app).removed_items, vec!["access-sandbox-1".to_owned()]);
+    assert_eq!(
+        fake(&app).removed_items,
+        vec!["access-sandbox-1".to_owned()]
+    );
 }
 
 async fn wrong_keys_are_a_provider_error(app: TestApp) {
@@ -788,7 +868,12 @@ async fn verified_webhooks_sync_expire_and_revoke(app: TestApp) {
     assert_eq!(rows.len(), 5, "the webhook's sync wrote the feed");
     // The key was fetched once and is cached.
     let unknown = webhook("WHATEVER", "SOMETHING_NEW", None);
-    let ignored = post_webhook(&app, &unknown, Some(&verification(SIGNING_KEY, KID, 0, &unknown))).await;
+    let ignored = post_webhook(
+        &app,
+        &unknown,
+        Some(&verification(SIGNING_KEY, KID, 0, &unknown)),
+    )
+    .await;
     assert_eq!(ignored.status, 200);
     assert_eq!(requests_to(&app, "webhook_verification_key/get").len(), 1);
 
@@ -796,7 +881,8 @@ async fn verified_webhooks_sync_expire_and_revoke(app: TestApp) {
     let body = webhook("ITEM", "PENDING_EXPIRATION", None);
     let answer = post_webhook(&app, &body, Some(&verification(SIGNING_KEY, KID, 0, &body))).await;
     assert_eq!(answer.status, 200);
-    let user_id = uuid::Uuid::parse_str(connection["user_id"].as_str().expect("user")).expect("uuid");
+    let user_id =
+        uuid::Uuid::parse_str(connection["user_id"].as_str().expect("user")).expect("uuid");
     let mut expiring = 0;
     for _ in 0..200 {
         expiring = app
@@ -829,7 +915,10 @@ async fn verified_webhooks_sync_expire_and_revoke(app: TestApp) {
     }
     assert_eq!(status, "expired");
     let expiries = app.expiries(&connection).await;
-    assert_eq!(expiries.last().expect("an expiry")["reason"], "login_required");
+    assert_eq!(
+        expiries.last().expect("an expiry")["reason"],
+        "login_required"
+    );
 
     // Revoked at Plaid.
     let body = webhook("ITEM", "USER_PERMISSION_REVOKED", None);
@@ -856,13 +945,19 @@ async fn unverified_webhooks_are_401_and_do_nothing(app: TestApp) {
         use sha2::Digest as _;
         let claims = json!({"iat": chrono::Utc::now().timestamp(),
                             "request_body_sha256": hex::encode(sha2::Sha256::digest(&body))});
-        jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_secret(KEY_X.as_bytes()))
-            .expect("signed")
+        jsonwebtoken::encode(
+            &header,
+            &claims,
+            &jsonwebtoken::EncodingKey::from_secret(KEY_X.as_bytes()),
+        )
+        .expect("signed")
     };
     let none = {
         use base64::Engine as _;
         use sha2::Digest as _;
-        let b64 = |value: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string());
+        let b64 = |value: &Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string())
+        };
         format!(
             "{}.{}.",
             b64(&json!({"alg": "none", "typ": "JWT", "kid": KID})),
@@ -873,11 +968,20 @@ async fn unverified_webhooks_are_401_and_do_nothing(app: TestApp) {
     let cases: Vec<(&str, Option<String>)> = vec![
         ("missing header", None),
         ("empty header", Some(String::new())),
-        ("another body's digest", Some(verification(SIGNING_KEY, KID, 0, &other))),
-        ("an old iat", Some(verification(SIGNING_KEY, KID, 6 * 60, &body))),
+        (
+            "another body's digest",
+            Some(verification(SIGNING_KEY, KID, 0, &other)),
+        ),
+        (
+            "an old iat",
+            Some(verification(SIGNING_KEY, KID, 6 * 60, &body)),
+        ),
         ("HS256", Some(hs256)),
         ("alg none", Some(none)),
-        ("an unknown kid", Some(verification(SIGNING_KEY, "no-such-key", 0, &body))),
+        (
+            "an unknown kid",
+            Some(verification(SIGNING_KEY, "no-such-key", 0, &body)),
+        ),
         ("another key", Some(verification(FORGER_KEY, KID, 0, &body))),
         ("not a JWT", Some("not.a.jwt".to_owned())),
     ];
@@ -888,7 +992,10 @@ async fn unverified_webhooks_are_401_and_do_nothing(app: TestApp) {
     // Nothing was done: still active, no expiry, no sync.
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let read = app
-        .get(&format!("/api/v1/providers/{}", id(&connection)), Some(&token))
+        .get(
+            &format!("/api/v1/providers/{}", id(&connection)),
+            Some(&token),
+        )
         .await
         .expect(200);
     assert_eq!(read["status"], "active");
@@ -899,13 +1006,25 @@ async fn unverified_webhooks_are_401_and_do_nothing(app: TestApp) {
         .method(http::Method::POST)
         .uri("/api/v1/provider-webhooks/schwab-sandbox")
         .header(http::header::CONTENT_TYPE, "application/json");
-    request = request.header("Plaid-Verification", verification(SIGNING_KEY, KID, 0, &body));
+    request = request.header(
+        "Plaid-Verification",
+        verification(SIGNING_KEY, KID, 0, &body),
+    );
     let unknown = app
-        .send(request.body(http_body_util::Full::new(bytes::Bytes::from(body.clone()))).expect("request"))
+        .send(
+            request
+                .body(http_body_util::Full::new(bytes::Bytes::from(body.clone())))
+                .expect("request"),
+        )
         .await;
     assert_eq!(unknown.status, 404);
     let large = vec![b' '; 65 * 1024];
-    let too_large = post_webhook(&app, &large, Some(&verification(SIGNING_KEY, KID, 0, &large))).await;
+    let too_large = post_webhook(
+        &app,
+        &large,
+        Some(&verification(SIGNING_KEY, KID, 0, &large)),
+    )
+    .await;
     assert_eq!(too_large.status, 413);
 }
 

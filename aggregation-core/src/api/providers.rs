@@ -33,8 +33,8 @@ use super::{ApiResult, json, no_content};
 use crate::app::App;
 use crate::config::Config;
 use crate::problem::{ApiError, ErrorCode, FieldError};
-use crate::providers::{ConnectMethod, ProviderError};
 use crate::providers::connections::ConnectionError;
+use crate::providers::{ConnectMethod, ProviderError};
 use crate::rate_limit::policy::{API_READ, API_WRITE, PROVIDER_CALLBACK, PROVIDER_CONNECT};
 use crate::store::{ConnectionRecord, ConnectionStatus};
 
@@ -239,9 +239,14 @@ impl Validate for CallbackQuery {
     ];
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
-        if [&self.code, &self.state, &self.error, &self.error_description]
-            .iter()
-            .all(|value| query::string((*value).clone()).is_none())
+        if [
+            &self.code,
+            &self.state,
+            &self.error,
+            &self.error_description,
+        ]
+        .iter()
+        .all(|value| query::string((*value).clone()).is_none())
         {
             return Ok(None);
         }
@@ -640,9 +645,8 @@ async fn callback(
     };
     let Some((answer, oauth_state)) = query else {
         // A link provider's callback: `{state, public_token?}` in the body.
-        let link_state = body_state.ok_or_else(|| {
-            ApiError::field("state", "required", "This field is required.")
-        })?;
+        let link_state = body_state
+            .ok_or_else(|| ApiError::field("state", "required", "This field is required."))?;
         let (connection, _created) = state
             .connections
             .complete_link(public_token.as_deref(), &link_state, caller)

@@ -27,9 +27,9 @@ use crate::events::{
     DomainEvent, DurableEvent, Event, HoldingCounts, RowCounts, SyncCompleted, SyncCompletedCounts,
 };
 use crate::store::{
-    AccountFilter, AccountRecord, AssetType, ConnectionRecord, NewAccount, NewHolding,
-    FeedUpdate, NewTransaction, ProviderEnrichment, SnapshotSource, StoreError, SyncAccountData, SyncBatch, SyncClaim, SyncCounts,
-    SyncKind, SyncSnapshot, UpsertCounts, now,
+    AccountFilter, AccountRecord, AssetType, ConnectionRecord, FeedUpdate, NewAccount, NewHolding,
+    NewTransaction, ProviderEnrichment, SnapshotSource, StoreError, SyncAccountData, SyncBatch,
+    SyncClaim, SyncCounts, SyncKind, SyncSnapshot, UpsertCounts, now,
 };
 
 /// What one kind of sync did, with the items the provider answered that could not be used.
@@ -335,13 +335,23 @@ impl Connections {
         tokens: &mut HeldCredentials,
         accounts: &[String],
         context: &FetchContext,
-    ) -> Result<(std::collections::HashMap<String, Vec<NewTransaction>>, FeedUpdate, Vec<SyncItemError>), ConnectionError> {
+    ) -> Result<
+        (
+            std::collections::HashMap<String, Vec<NewTransaction>>,
+            FeedUpdate,
+            Vec<SyncItemError>,
+        ),
+        ConnectionError,
+    > {
         let cursor = self.store.sync_cursor(connection.id).await?;
         let p = provider.clone();
         let changes = self
             .call(connection, provider, tokens, move |credentials| {
                 let (p, context, cursor) = (p.clone(), context.clone(), cursor.clone());
-                async move { p.fetch_changes(&credentials, cursor.as_deref(), &context).await }
+                async move {
+                    p.fetch_changes(&credentials, cursor.as_deref(), &context)
+                        .await
+                }
             })
             .await?;
         let mut by_account: std::collections::HashMap<String, Vec<NewTransaction>> = accounts
@@ -354,8 +364,7 @@ impl Connections {
             let Some(rows) = by_account.get_mut(&changed.provider_account_id) else {
                 errors.push(SyncItemError {
                     item: changed.transaction.provider_transaction_id.clone(),
-                    message: "the transaction's account is not one of the connection's"
-                        .to_owned(),
+                    message: "the transaction's account is not one of the connection's".to_owned(),
                 });
                 continue;
             };
@@ -727,8 +736,8 @@ impl Connections {
                         cash_value: None,
                     },
                 };
-                let pending_window = (transactions.is_some() && feed.is_none())
-                    .then_some((range.start, range.end));
+                let pending_window =
+                    (transactions.is_some() && feed.is_none()).then_some((range.start, range.end));
                 per_account.push(SyncAccountData {
                     provider_account_id: id.clone(),
                     transactions,

@@ -337,8 +337,7 @@ fn failure_of(call: &str, status: u16, retry_after: Option<u64>, body: &[u8]) ->
     }
     if code == "INVALID_PUBLIC_TOKEN" {
         return Failure::Provider(ProviderError::InvalidGrant(
-            "Plaid did not accept the public token (it is expired, used or not Link's)"
-                .to_owned(),
+            "Plaid did not accept the public token (it is expired, used or not Link's)".to_owned(),
         ));
     }
     let named = if code.is_empty() {
@@ -352,7 +351,9 @@ fn failure_of(call: &str, status: u16, retry_after: Option<u64>, body: &[u8]) ->
             .collect();
         clean
     };
-    Failure::Provider(ProviderError::Http(format!("{call}: Plaid answered {named}")))
+    Failure::Provider(ProviderError::Http(format!(
+        "{call}: Plaid answered {named}"
+    )))
 }
 
 impl PlaidProvider {
@@ -411,7 +412,10 @@ impl PlaidProvider {
 
     /// The verification key `kid`: from the cache while it is fresh, else from
     /// `/webhook_verification_key/get`. A key Plaid says expired is refused.
-    async fn verification_key(&self, kid: &str) -> Result<jsonwebtoken::DecodingKey, ProviderError> {
+    async fn verification_key(
+        &self,
+        kid: &str,
+    ) -> Result<jsonwebtoken::DecodingKey, ProviderError> {
         let rejected = |why: &str| ProviderError::WebhookRejected(why.to_owned());
         let now = chrono::Utc::now().timestamp();
         let cached = self
@@ -504,18 +508,20 @@ impl PlaidProvider {
             return Err(failure_of(&call, status.as_u16(), retry_after, &bytes));
         }
         serde_json::from_slice(&bytes).map_err(|error| {
-            Failure::Provider(ProviderError::InvalidResponse(format!(
-                "{call}: {error}"
-            )))
+            Failure::Provider(ProviderError::InvalidResponse(format!("{call}: {error}")))
         })
     }
 
     /// [`post`](Self::post) for calls where a feed mutation cannot happen.
     async fn call<T: DeserializeOwned>(&self, path: &str, body: Value) -> Result<T, ProviderError> {
-        self.post(path, body).await.map_err(|failure| match failure {
-            Failure::Provider(error) => error,
-            Failure::Mutation => ProviderError::Http(format!("POST /{path}: Plaid answered a feed mutation")),
-        })
+        self.post(path, body)
+            .await
+            .map_err(|failure| match failure {
+                Failure::Provider(error) => error,
+                Failure::Mutation => {
+                    ProviderError::Http(format!("POST /{path}: Plaid answered a feed mutation"))
+                }
+            })
     }
 
     /// The stored secret.
@@ -554,7 +560,9 @@ impl PlaidProvider {
             match self.page_through(item, cursor, context).await {
                 Ok(changes) => return Ok(changes),
                 Err(Failure::Mutation) => {
-                    tracing::debug!("Plaid's transaction feed changed during paging; starting again");
+                    tracing::debug!(
+                        "Plaid's transaction feed changed during paging; starting again"
+                    );
                 }
                 Err(Failure::Provider(error)) => return Err(error),
             }
@@ -676,6 +684,16 @@ fn decimal(number: &serde_json::Number) -> Option<Decimal> {
         .ok()
 }
 
+/// A JSON number as an amount of money: at least two decimals (`1200.4` is `1200.40`).
+fn money(number: &serde_json::Number) -> Option<Decimal> {
+    decimal(number).map(|mut amount| {
+        if amount.scale() < 2 {
+            amount.rescale(2);
+        }
+        amount
+    })
+}
+
 /// Trims a text and drops an empty one.
 fn text(value: Option<String>) -> Option<String> {
     value
@@ -689,7 +707,7 @@ fn map_transaction(transaction: PlaidTransaction) -> Result<ChangedTransaction, 
         item: transaction.transaction_id.clone(),
         message,
     };
-    let amount = decimal(&transaction.amount)
+    let amount = money(&transaction.amount)
         .ok_or_else(|| item("the amount is not a decimal number".to_owned()))?;
     let currency = transaction
         .iso_currency_code
@@ -734,7 +752,8 @@ fn map_transaction(transaction: PlaidTransaction) -> Result<ChangedTransaction, 
         settlement_date: None,
         pending_transaction_id: text(transaction.pending_transaction_id),
     };
-    Ok(ChangedTransaction::new(transaction.account_id, row).with_enrichment(category, merchant_name))
+    Ok(ChangedTransaction::new(transaction.account_id, row)
+        .with_enrichment(category, merchant_name))
 }
 
 #[derive(Deserialize)]
@@ -827,10 +846,10 @@ fn map_account(account: PlaidAccount) -> Result<NewAccount, SyncItemError> {
         .balances
         .current
         .as_ref()
-        .map(|number| decimal(number).ok_or_else(|| item("the balance is not a number".to_owned())))
+        .map(|number| money(number).ok_or_else(|| item("the balance is not a number".to_owned())))
         .transpose()?
         .unwrap_or(Decimal::ZERO);
-    let available = account.balances.available.as_ref().and_then(decimal);
+    let available = account.balances.available.as_ref().and_then(money);
     Ok(NewAccount {
         name: text(account.name)
             .or_else(|| text(account.official_name))
@@ -931,10 +950,10 @@ fn map_holdings(answer: HoldingsAnswer, account: &str) -> Fetched<NewHolding> {
         let value = holding
             .institution_value
             .as_ref()
-            .and_then(decimal)
+            .and_then(money)
             .or_else(|| price.and_then(|price| price.checked_mul(quantity)))
             .unwrap_or(Decimal::ZERO);
-        let cost_basis = holding.cost_basis.as_ref().and_then(decimal);
+        let cost_basis = holding.cost_basis.as_ref().and_then(money);
         let symbol = security
             .and_then(|security| text(security.ticker_symbol.clone()))
             .or_else(|| security.and_then(|security| text(security.name.clone())))
@@ -1018,8 +1037,8 @@ impl Provider for PlaidProvider {
             .map(str::trim)
             .filter(|token| !token.is_empty())
             .ok_or_else(|| rejected("no Plaid-Verification header"))?;
-        let header =
-            jsonwebtoken::decode_header(token).map_err(|_| rejected("the JWT header is not readable"))?;
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| rejected("the JWT header is not readable"))?;
         if header.alg != jsonwebtoken::Algorithm::ES256 {
             return Err(rejected("the JWT is not signed with ES256"));
         }
@@ -1052,7 +1071,10 @@ impl Provider for PlaidProvider {
         let Some(key) = body.item_id.filter(|item| !item.is_empty()) else {
             return Ok(ProviderWebhook::Ignored);
         };
-        let error_code = body.error.as_ref().and_then(|error| error.error_code.as_deref());
+        let error_code = body
+            .error
+            .as_ref()
+            .and_then(|error| error.error_code.as_deref());
         Ok(
             match (body.webhook_type.as_deref(), body.webhook_code.as_deref()) {
                 (Some("TRANSACTIONS"), Some("SYNC_UPDATES_AVAILABLE")) => {
@@ -1126,10 +1148,7 @@ impl Provider for PlaidProvider {
     async fn disconnect(&self, credentials: &ProviderCredentials) -> Result<(), ProviderError> {
         let item = Self::item(credentials)?;
         let _: Value = self
-            .call(
-                "item/remove",
-                json!({ "access_token": item.access_token }),
-            )
+            .call("item/remove", json!({ "access_token": item.access_token }))
             .await?;
         Ok(())
     }
@@ -1297,7 +1316,10 @@ mod tests {
         assert_eq!(changed.transaction.amount, Decimal::new(-435, 2));
         assert_eq!(changed.transaction.currency, "USD");
         assert_eq!(changed.transaction.status, TransactionStatus::Settled);
-        assert_eq!(changed.transaction.pending_transaction_id.as_deref(), Some("t1"));
+        assert_eq!(
+            changed.transaction.pending_transaction_id.as_deref(),
+            Some("t1")
+        );
         assert_eq!(changed.category.as_deref(), Some("FOOD_AND_DRINK_COFFEE"));
         assert_eq!(changed.merchant_name.as_deref(), Some("Blue Bottle Coffee"));
     }
@@ -1313,8 +1335,15 @@ mod tests {
             Failure::Provider(ProviderError::Unauthorized)
         ));
         assert!(matches!(
-            failure_of("c", 429, Some(7), &body("RATE_LIMIT", "RATE_LIMIT_EXCEEDED")),
-            Failure::Provider(ProviderError::RateLimited { retry_after_secs: 7 })
+            failure_of(
+                "c",
+                429,
+                Some(7),
+                &body("RATE_LIMIT", "RATE_LIMIT_EXCEEDED")
+            ),
+            Failure::Provider(ProviderError::RateLimited {
+                retry_after_secs: 7
+            })
         ));
         assert!(matches!(
             failure_of("c", 400, None, &body("INVALID_API_KEYS", "INVALID_INPUT")),
@@ -1325,7 +1354,10 @@ mod tests {
                 "c",
                 400,
                 None,
-                &body("TRANSACTIONS_SYNC_MUTATION_DURING_PAGINATION", "TRANSACTIONS_ERROR")
+                &body(
+                    "TRANSACTIONS_SYNC_MUTATION_DURING_PAGINATION",
+                    "TRANSACTIONS_ERROR"
+                )
             ),
             Failure::Mutation
         ));

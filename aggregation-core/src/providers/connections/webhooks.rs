@@ -167,8 +167,7 @@ impl Connections {
     /// Syncs the connection in the background: at most one sync runs and one more is queued
     /// per connection, whatever the number of webhooks.
     fn queue_sync(&self, connection: ConnectionRecord) {
-        if connection.status != ConnectionStatus::Active
-            || !self.webhook_syncs.want(connection.id)
+        if connection.status != ConnectionStatus::Active || !self.webhook_syncs.want(connection.id)
         {
             return;
         }

@@ -417,6 +417,9 @@ pub trait SyncStore: Send + Sync {
 
     /// Writes events about a connection that change nothing else (`connection.expiring`),
     /// appended to `raised` once committed.
-    async fn record_events(&self, events: &[Event], raised: &mut Vec<Event>)
-    -> Result<(), StoreError>;
+    async fn record_events(
+        &self,
+        events: &[Event],
+        raised: &mut Vec<Event>,
+    ) -> Result<(), StoreError>;
 }

@@ -15,7 +15,8 @@ use crate::store::records::sql::upserts::{
 use crate::store::records::sql::{deactivate_missing_holdings_in, insert_snapshot_in};
 use crate::store::sql::tally;
 use crate::store::{
-    ConnectionRecord, NewSnapshot, StoreError, SyncAccountData, SyncBatch, SyncCounts, SyncStore, TransactionSource,
+    ConnectionRecord, NewSnapshot, StoreError, SyncAccountData, SyncBatch, SyncCounts, SyncStore,
+    TransactionSource,
 };
 
 /// The window a change feed's batch hands the reconciler: empty, so a booked row takes over
@@ -170,12 +171,11 @@ impl<B: Backend> SyncStore for SqlStore<B> {
     }
 
     async fn sync_cursor(&self, connection_id: Uuid) -> Result<Option<String>, StoreError> {
-        let cursor: Option<(String,)> = query_as::<B, _>(
-            "SELECT cursor FROM provider_cursors WHERE connection_id = $1",
-        )
-        .bind(connection_id)
-        .fetch_optional(&self.pool)
-        .await?;
+        let cursor: Option<(String,)> =
+            query_as::<B, _>("SELECT cursor FROM provider_cursors WHERE connection_id = $1")
+                .bind(connection_id)
+                .fetch_optional(&self.pool)
+                .await?;
         Ok(cursor.map(|(cursor,)| cursor))
     }
 
@@ -239,26 +239,27 @@ async fn delete_removed_in<B: Backend>(
 ) -> Result<u64, StoreError> {
     let mut deleted = 0;
     for (account, transaction) in removed {
-        let accounts: Vec<(Uuid,)> = match account {
-            Some(account) => query_as::<B, _>(
-                "DELETE FROM transactions WHERE provider_transaction_id = $1 AND account_id = \
+        let accounts: Vec<(Uuid,)> =
+            match account {
+                Some(account) => query_as::<B, _>(
+                    "DELETE FROM transactions WHERE provider_transaction_id = $1 AND account_id = \
                  (SELECT id FROM accounts WHERE connection_id = $2 AND provider_account_id = $3) \
                  RETURNING account_id",
-            )
-            .bind(transaction.as_str())
-            .bind(connection_id)
-            .bind(account.as_str())
-            .fetch_all(&mut **tx)
-            .await?,
-            None => query_as::<B, _>(
-                "DELETE FROM transactions WHERE provider_transaction_id = $1 AND account_id IN \
+                )
+                .bind(transaction.as_str())
+                .bind(connection_id)
+                .bind(account.as_str())
+                .fetch_all(&mut **tx)
+                .await?,
+                None => query_as::<B, _>(
+                    "DELETE FROM transactions WHERE provider_transaction_id = $1 AND account_id IN \
                  (SELECT id FROM accounts WHERE connection_id = $2) RETURNING account_id",
-            )
-            .bind(transaction.as_str())
-            .bind(connection_id)
-            .fetch_all(&mut **tx)
-            .await?,
-        };
+                )
+                .bind(transaction.as_str())
+                .bind(connection_id)
+                .fetch_all(&mut **tx)
+                .await?,
+            };
         for (account_id,) in accounts {
             query::<B>(
                 "UPDATE accounts SET transaction_count = transaction_count - 1 \
