@@ -61,6 +61,8 @@ pub use mail::{
 pub use mount::Mount;
 #[cfg(feature = "enablebanking")]
 pub use providers::{EnableBankingConfig, EnableBankingProvider};
+#[cfg(feature = "plaid")]
+pub use providers::{PlaidConfig, PlaidProvider};
 #[doc(inline)]
 pub use providers::{Provider, ProviderCredentials, ProviderError, ProviderSecret};
 #[doc(inline)]

@@ -6,7 +6,8 @@
     feature = "schwab",
     feature = "webhooks",
     feature = "simplefin",
-    feature = "enablebanking"
+    feature = "enablebanking",
+    feature = "plaid"
 ))]
 use std::error::Error as _;
 
@@ -20,7 +21,8 @@ pub(crate) mod ssrf;
     feature = "schwab",
     feature = "webhooks",
     feature = "simplefin",
-    feature = "enablebanking"
+    feature = "enablebanking",
+    feature = "plaid"
 ))]
 pub(crate) fn describe_request_error(error: &reqwest::Error) -> String {
     let mut text = if error.is_timeout() {
@@ -42,7 +44,12 @@ pub(crate) fn describe_request_error(error: &reqwest::Error) -> String {
     text
 }
 
-#[cfg(any(feature = "schwab", feature = "simplefin", feature = "enablebanking"))]
+#[cfg(any(
+    feature = "schwab",
+    feature = "simplefin",
+    feature = "enablebanking",
+    feature = "plaid"
+))]
 /// Reads a body, refusing one larger than `limit` bytes.
 pub(crate) async fn read_limited(
     mut response: reqwest::Response,

@@ -18,11 +18,11 @@ use aggregation_core::metrics::Metrics;
 use aggregation_core::{
     AggregationService, BuildError, Config, ConfigError, EnableBankingConfig,
     EnableBankingProvider, InMemoryRateLimitStore, IpNet, Keyring, LoginFailureLimit, Mailer,
-    OutboxMailer, PolicyTable, PostgresStore, RedisEventRelay, RedisRateLimitStore, SchemaName,
-    SchwabConfig, SchwabProvider, SimplefinConfig, SimplefinProvider, SmtpMailer, SqliteStore,
-    Store, StoreError, WorkLimits, parse_cidr_list,
+    OutboxMailer, PlaidConfig, PlaidProvider, PolicyTable, PostgresStore, RedisEventRelay,
+    RedisRateLimitStore, SchemaName, SchwabConfig, SchwabProvider, SimplefinConfig,
+    SimplefinProvider, SmtpMailer, SqliteStore, Store, StoreError, WorkLimits, parse_cidr_list,
 };
-use aggregation_sandbox::{EnableBankingSandbox, SchwabSandbox, SimplefinSandbox};
+use aggregation_sandbox::{EnableBankingSandbox, PlaidSandbox, SchwabSandbox, SimplefinSandbox};
 use base64::Engine as _;
 use clap::{Parser, Subcommand};
 use rand::RngExt as _;
@@ -203,8 +203,10 @@ struct Cli {
     /// `1` serves a Schwab-compatible sandbox under /sandbox/schwab and offers it as the
     /// `schwab-sandbox` provider, a SimpleFIN-compatible bridge under /sandbox/simplefin
     /// offered as `simplefin-sandbox` (its page, /sandbox/simplefin/, shows a setup token),
-    /// and an Enable Banking-compatible API under /sandbox/enablebanking offered as
-    /// `enablebanking-sandbox` (two banks, FI and DE, with an approval page).
+    /// an Enable Banking-compatible API under /sandbox/enablebanking offered as
+    /// `enablebanking-sandbox` (two banks, FI and DE, with an approval page), and a
+    /// Plaid-compatible API under /sandbox/plaid offered as `plaid-sandbox` (a Link page for
+    /// `user_good` / `pass_good`, a scripted change feed, signed webhooks).
     #[arg(long, env = "AGG_SANDBOX", default_value = "0")]
     sandbox: String,
     /// `1` offers the `simplefin` provider (SimpleFIN Bridge; no application credentials).
@@ -244,6 +246,30 @@ struct Cli {
         default_value = "https://api.enablebanking.com"
     )]
     enablebanking_base_url: String,
+    /// Plaid application client id; the `plaid` provider is offered only when it and
+    /// AGG_PLAID_SECRET are set.
+    #[arg(long, env = "AGG_PLAID_CLIENT_ID")]
+    plaid_client_id: Option<String>,
+    /// Plaid application secret (of the environment AGG_PLAID_BASE_URL names).
+    #[arg(long, env = "AGG_PLAID_SECRET", hide_env_values = true)]
+    plaid_secret: Option<String>,
+    /// Plaid API address (`https://sandbox.plaid.com` for Plaid's own sandbox).
+    #[arg(
+        long,
+        env = "AGG_PLAID_BASE_URL",
+        default_value = "https://production.plaid.com"
+    )]
+    plaid_base_url: String,
+    /// Where Plaid sends its webhooks: this server's
+    /// `/api/v1/provider-webhooks/plaid` as Plaid reaches it.
+    #[arg(long, env = "AGG_PLAID_WEBHOOK_URL")]
+    plaid_webhook_url: Option<String>,
+    /// Comma-separated ISO country codes Plaid Link offers institutions of.
+    #[arg(long, env = "AGG_PLAID_COUNTRY_CODES", default_value = "US")]
+    plaid_country_codes: String,
+    /// Test only: `1` accepts an `http://` AGG_PLAID_BASE_URL.
+    #[arg(long, env = "AGG_PLAID_ALLOW_HTTP", default_value = "0")]
+    plaid_allow_http: String,
     /// Seconds between background syncs of every connection; unset: no background sync.
     #[arg(
         long,
@@ -602,6 +628,14 @@ async fn run(cli: Cli) -> Result<(), StartError> {
             config.base_url()
         ))
     });
+    let plaid_sandbox = sandbox.then(|| {
+        let base = format!("{}{PLAID_SANDBOX_PREFIX}", config.base_url());
+        let webhook = format!(
+            "{}/api/v1/provider-webhooks/plaid-sandbox",
+            config.base_url()
+        );
+        (PlaidSandbox::new(base.clone()), format!("{base}/"), webhook)
+    });
     let simplefin_sandbox = sandbox.then(|| {
         let base = format!("{}{SIMPLEFIN_SANDBOX_PREFIX}", config.base_url());
         (SimplefinSandbox::new(base.clone()), format!("{base}/"))
@@ -707,6 +741,13 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         tracing::info!(page = %page, "provider simplefin-sandbox offered, served by this server; its page shows a setup token");
     }
     builder = enable_banking(&cli, builder)?;
+    builder = plaid(&cli, builder)?;
+    if let Some((api, page, webhook)) = &plaid_sandbox {
+        let provider = PlaidProvider::new(api.config(Some(webhook.clone())))
+            .map_err(|e| setting("AGG_SANDBOX", e))?;
+        builder = builder.provider(provider);
+        tracing::info!(page = %page, "provider plaid-sandbox offered, served by this server; its Link page signs in user_good / pass_good");
+    }
     if let Some(api) = &enablebanking_sandbox {
         let mut sandbox_config =
             EnableBankingConfig::new(api.application_id(), api.private_key_pem())
@@ -756,6 +797,9 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         router = router
             .nest_service(SANDBOX_PREFIX, sandbox)
             .route("/sandbox/redirect", axum::routing::get(sandbox_redirect));
+    }
+    if let Some((api, _, _)) = plaid_sandbox {
+        router = router.nest_service(PLAID_SANDBOX_PREFIX, api);
     }
     if let Some((bridge, _)) = simplefin_sandbox {
         router = router.nest_service(SIMPLEFIN_SANDBOX_PREFIX, bridge);
@@ -841,6 +885,73 @@ fn enable_banking(
     Ok(builder.provider(provider))
 }
 
+/// Offers `plaid` when its client id and secret are set (both or neither).
+fn plaid(
+    cli: &Cli,
+    builder: aggregation_core::AggregationServiceBuilder,
+) -> Result<aggregation_core::AggregationServiceBuilder, StartError> {
+    let present = |value: &Option<String>| {
+        value
+            .as_deref()
+            .map(str::trim)
+            .filter(|value| !value.is_empty())
+            .map(str::to_owned)
+    };
+    let (client_id, secret) = match (present(&cli.plaid_client_id), present(&cli.plaid_secret)) {
+        (None, None) => return Ok(builder),
+        (Some(client_id), Some(secret)) => (client_id, secret),
+        (client_id, _) => {
+            let missing = if client_id.is_none() {
+                "AGG_PLAID_CLIENT_ID"
+            } else {
+                "AGG_PLAID_SECRET"
+            };
+            return Err(setting(
+                missing,
+                "set both AGG_PLAID_CLIENT_ID and AGG_PLAID_SECRET, or neither",
+            ));
+        }
+    };
+    let allow_http = flag("AGG_PLAID_ALLOW_HTTP", &cli.plaid_allow_http)?;
+    let base_url = cli.plaid_base_url.trim();
+    if !is_http_url(base_url) {
+        return Err(setting("AGG_PLAID_BASE_URL", "expected an https URL"));
+    }
+    let countries: Vec<String> = cli
+        .plaid_country_codes
+        .split(',')
+        .map(|code| code.trim().to_ascii_uppercase())
+        .filter(|code| !code.is_empty())
+        .collect();
+    if countries.is_empty()
+        || countries
+            .iter()
+            .any(|code| code.len() != 2 || !code.bytes().all(|b| b.is_ascii_uppercase()))
+    {
+        return Err(setting(
+            "AGG_PLAID_COUNTRY_CODES",
+            "expected two-letter country codes separated by commas, such as US,CA",
+        ));
+    }
+    let webhook_url = present(&cli.plaid_webhook_url);
+    if let Some(url) = &webhook_url
+        && !is_http_url(url)
+    {
+        return Err(setting("AGG_PLAID_WEBHOOK_URL", "expected an http(s) URL"));
+    }
+    let config = PlaidConfig::new(client_id, secret)
+        .with_base_url(base_url)
+        .with_webhook_url(webhook_url)
+        .with_country_codes(countries)
+        .with_allow_http(allow_http);
+    let provider = PlaidProvider::new(config).map_err(|e| setting("AGG_PLAID_BASE_URL", e))?;
+    if allow_http {
+        tracing::warn!("AGG_PLAID_ALLOW_HTTP=1: Plaid may be reached over plain HTTP (test only)");
+    }
+    tracing::info!("provider plaid offered");
+    Ok(builder.provider(provider))
+}
+
 /// Warns at start when the Enable Banking private key file may be read by its group or by
 /// others (any of the mode's `0o077` bits): the key signs every request as the application.
 fn warn_if_readable_by_others(key_file: &std::path::Path) {
@@ -873,6 +984,9 @@ const SANDBOX_PREFIX: &str = "/sandbox/schwab";
 
 /// Where the SimpleFIN sandbox bridge is served.
 const SIMPLEFIN_SANDBOX_PREFIX: &str = "/sandbox/simplefin";
+
+/// Where the Plaid sandbox API and its Link page are served.
+const PLAID_SANDBOX_PREFIX: &str = "/sandbox/plaid";
 
 /// Where the Enable Banking sandbox API is served.
 const ENABLEBANKING_SANDBOX_PREFIX: &str = "/sandbox/enablebanking";

@@ -73,6 +73,7 @@ pub(crate) mod holdings;
 pub(crate) mod imports;
 pub(crate) mod matches;
 pub(crate) mod openapi;
+pub(crate) mod provider_webhooks;
 pub(crate) mod providers;
 pub(crate) mod router;
 pub(crate) mod routes;
@@ -103,6 +104,7 @@ const ROUTE_TABLES: &[&[Route]] = &[
     sessions::ROUTES,
     admin::ROUTES,
     providers::ROUTES,
+    provider_webhooks::ROUTES,
     supported_providers::ROUTES,
     accounts::ROUTES,
     syncs::ROUTES,

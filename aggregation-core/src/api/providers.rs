@@ -33,8 +33,8 @@ use super::{ApiResult, json, no_content};
 use crate::app::App;
 use crate::config::Config;
 use crate::problem::{ApiError, ErrorCode, FieldError};
-use crate::providers::ConnectMethod;
 use crate::providers::connections::ConnectionError;
+use crate::providers::{ConnectMethod, ProviderError};
 use crate::rate_limit::policy::{API_READ, API_WRITE, PROVIDER_CALLBACK, PROVIDER_CONNECT};
 use crate::store::{ConnectionRecord, ConnectionStatus};
 
@@ -171,7 +171,9 @@ pub(crate) struct CallbackQuery {
     /// The authorization code; required unless `error` is given.
     #[param(value_type = Option<String>)]
     code: Option<String>,
-    #[param(value_type = String, required = true)]
+    /// The state; required with `code` or `error` (a `link` provider's callback carries it
+    /// in the body instead).
+    #[param(value_type = Option<String>)]
     state: Option<String>,
     /// The provider's error code when the user refused or the authorization failed
     /// (`access_denied`, …): the callback then answers 400 and spends the state.
@@ -219,7 +221,9 @@ fn callback_param(name: &str, raw: Option<String>) -> Result<String, FieldError>
 }
 
 impl Validate for CallbackQuery {
-    type Valid = (CallbackAnswer, String);
+    /// `None` when the query names nothing: a link provider's callback carries its state
+    /// (and `public_token`) in the body.
+    type Valid = Option<(CallbackAnswer, String)>;
 
     const PARAMETER_SCHEMAS: &'static [ParameterSchema] = &[
         ("code", || schemas::text(1, MAX_CALLBACK_PARAM_CHARS, false)),
@@ -235,6 +239,17 @@ impl Validate for CallbackQuery {
     ];
 
     fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        if [
+            &self.code,
+            &self.state,
+            &self.error,
+            &self.error_description,
+        ]
+        .iter()
+        .all(|value| query::string((*value).clone()).is_none())
+        {
+            return Ok(None);
+        }
         let mut errors = Vec::new();
         let answer = if query::string(self.error.clone()).is_some() {
             let error = callback_param("error", self.error).map_err(|e| errors.push(e));
@@ -256,9 +271,46 @@ impl Validate for CallbackQuery {
             .map_err(|e| errors.push(e))
             .ok();
         match (answer, state) {
-            (Some(answer), Some(state)) if errors.is_empty() => Ok((answer, state)),
+            (Some(answer), Some(state)) if errors.is_empty() => Ok(Some((answer, state))),
             _ => Err(ApiError::validation(errors)),
         }
+    }
+}
+
+/// `{state, public_token?}` of a `link` provider's callback (Plaid Link): the state
+/// `POST /providers` (or a reauthorization) answered and the `public_token` the widget gave.
+/// A reauthorization's callback (update mode) needs no `public_token`. Ignored when the
+/// query carries an OAuth callback.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(default)]
+pub(crate) struct CallbackBody {
+    /// The state of the connect or reauthorization.
+    #[schema(schema_with = callback_body_text)]
+    state: Field,
+    /// The public token Plaid Link gave the front end.
+    #[schema(schema_with = callback_body_text)]
+    public_token: Field,
+}
+
+/// The schema of a callback body's text field.
+fn callback_body_text() -> ObjectBuilder {
+    schemas::text(1, MAX_CALLBACK_PARAM_CHARS, false)
+}
+
+impl Validate for CallbackBody {
+    type Valid = (Option<String>, Option<String>);
+
+    fn validate(self, _: &Config) -> Result<Self::Valid, ApiError> {
+        (
+            body::optional_string("state", self.state, 1, MAX_CALLBACK_PARAM_CHARS),
+            body::optional_string(
+                "public_token",
+                self.public_token,
+                1,
+                MAX_CALLBACK_PARAM_CHARS,
+            ),
+        )
+            .all_valid()
     }
 }
 
@@ -319,6 +371,7 @@ impl From<ConnectionError> for ApiError {
             ConnectionError::UnknownProvider(_)
             | ConnectionError::NotFound
             | ConnectionError::AccountNotInConnection => ApiError::new(ErrorCode::NotFound, detail),
+            ConnectionError::WebhookRejected => ApiError::new(ErrorCode::Unauthorized, detail),
             ConnectionError::NoInstitutions(_) => {
                 ApiError::field("path.slug", "no_institutions", detail)
             }
@@ -333,6 +386,8 @@ impl From<ConnectionError> for ApiError {
             ConnectionError::NoOAuth(_)
             | ConnectionError::NeedsSetupToken(_)
             | ConnectionError::SetupTokenRefused(_)
+            | ConnectionError::PublicTokenRefused(_)
+            | ConnectionError::MissingGrant(_)
             | ConnectionError::RefusedAtProvider { .. }
             | ConnectionError::NotRefreshable
             | ConnectionError::InvalidState
@@ -343,6 +398,17 @@ impl From<ConnectionError> for ApiError {
             }
             ConnectionError::CoolingDown { retry_after_secs } => {
                 ApiError::rate_limited_because(retry_after_secs, detail)
+            }
+            ConnectionError::Provider(ProviderError::RateLimited { retry_after_secs }) => {
+                tracing::warn!(retry_after_secs, "the provider's rate limit was reached");
+                ApiError::new(
+                    ErrorCode::ServiceUnavailable,
+                    "The provider's rate limit was reached; retry later.",
+                )
+                .with_header(
+                    http::header::RETRY_AFTER,
+                    http::HeaderValue::from(retry_after_secs.max(1)),
+                )
             }
             ConnectionError::Provider(provider) => {
                 tracing::warn!(error = %provider, "provider call failed");
@@ -435,6 +501,35 @@ struct AuthorizationJson {
     expires_in: u64,
 }
 
+/// What a `link` provider's connect answers: the token for its widget (Plaid Link) and the
+/// state its callback brings back.
+#[derive(Serialize, utoipa::ToSchema)]
+struct LinkJson {
+    link_token: String,
+    state: String,
+    expires_in: u64,
+}
+
+/// The answer of a started authorization: an address (`oauth`) or a link token (`link`).
+fn authorization_answer(
+    method: ConnectMethod,
+    authorization: crate::providers::connections::Authorization,
+) -> ConnectAnswer<'static> {
+    if method == ConnectMethod::Link {
+        ConnectAnswer::Link(LinkJson {
+            link_token: authorization.authorization_url,
+            state: authorization.state,
+            expires_in: authorization.expires_in,
+        })
+    } else {
+        ConnectAnswer::Authorization(AuthorizationJson {
+            authorization_url: authorization.authorization_url,
+            state: authorization.state,
+            expires_in: authorization.expires_in,
+        })
+    }
+}
+
 /// What a connect answers: the authorization to follow (`oauth` providers) or the connection
 /// itself (`setup_token` providers), both 201.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -442,6 +537,9 @@ struct AuthorizationJson {
 enum ConnectAnswer<'a> {
     /// `oauth`: where to send the user; the callback finishes.
     Authorization(AuthorizationJson),
+    /// `link`: the token for the provider's widget; the callback with its public token
+    /// finishes.
+    Link(LinkJson),
     /// `setup_token`: the connection the claimed token made.
     Connection(ConnectionJson<'a>),
 }
@@ -479,6 +577,7 @@ async fn connect(
         );
     }
     state.connections.offers_oauth(&slug)?;
+    let method = provider.connect_method();
     if provider.needs_institution() {
         let Some(institution_id) = institution_id.as_deref() else {
             return Err(ApiError::field(
@@ -526,11 +625,7 @@ async fn connect(
         .await?;
     json(
         StatusCode::CREATED,
-        &ConnectAnswer::Authorization(AuthorizationJson {
-            authorization_url: authorization.authorization_url,
-            state: authorization.state,
-            expires_in: authorization.expires_in,
-        }),
+        &authorization_answer(method, authorization),
     )
 }
 
@@ -538,7 +633,8 @@ async fn connect(
 async fn callback(
     state: &App,
     CallbackCaller(caller): CallbackCaller,
-    Query((answer, oauth_state)): Query<CallbackQuery>,
+    Query(query): Query<CallbackQuery>,
+    JsonOrEmpty((body_state, public_token)): JsonOrEmpty<CallbackBody>,
 ) -> ApiResult {
     // Public unless configured otherwise; a bearer token, when sent, must be the state's
     // user's, and another user's is answered as an unknown state.
@@ -546,6 +642,16 @@ async fn callback(
         Caller::InvalidToken => return Err(ApiError::unauthorized()),
         Caller::Anonymous => None,
         Caller::Authenticated(claims) => Some(claims.sub),
+    };
+    let Some((answer, oauth_state)) = query else {
+        // A link provider's callback: `{state, public_token?}` in the body.
+        let link_state = body_state
+            .ok_or_else(|| ApiError::field("state", "required", "This field is required."))?;
+        let (connection, _created) = state
+            .connections
+            .complete_link(public_token.as_deref(), &link_state, caller)
+            .await?;
+        return json(StatusCode::CREATED, &connection_json(&connection));
     };
     let code = match answer {
         CallbackAnswer::Code(code) => code,
@@ -665,6 +771,7 @@ async fn reauthorize(
         );
     }
     state.connections.offers_oauth(&connection.provider_slug)?;
+    let method = provider.connect_method();
     let redirect_uri = allowed_redirect_uri(&state.config, redirect_uri)?;
     let authorization = state
         .connections
@@ -672,10 +779,6 @@ async fn reauthorize(
         .await?;
     json(
         StatusCode::CREATED,
-        &ConnectAnswer::Authorization(AuthorizationJson {
-            authorization_url: authorization.authorization_url,
-            state: authorization.state,
-            expires_in: authorization.expires_in,
-        }),
+        &authorization_answer(method, authorization),
     )
 }

@@ -218,6 +218,29 @@ impl DurableEvent for ConnectionExpired {
     }
 }
 
+/// `connection.expiring`: the provider says the connection's access ends soon (Plaid's
+/// `PENDING_EXPIRATION` or `PENDING_DISCONNECT`); authorizing it again keeps it working.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionExpiring {
+    /// The connection's user.
+    #[serde(skip_serializing)]
+    pub user_id: Uuid,
+    /// The connection.
+    pub connection_id: Uuid,
+    /// The provider's slug.
+    pub provider: String,
+    /// Why, as the provider said (`pending_expiration`, `pending_disconnect`).
+    pub reason: String,
+}
+
+impl DurableEvent for ConnectionExpiring {
+    const TYPE: EventType = EventType::ConnectionExpiring;
+
+    fn user_id(&self) -> Option<Uuid> {
+        Some(self.user_id)
+    }
+}
+
 /// `connection.deleted`: the user disconnected the connection (its credentials are gone, its
 /// records kept).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -69,10 +69,11 @@ pub(crate) mod stream;
 pub(crate) use bus::WeakEventBus;
 pub(crate) use bus::{EVENT_BUS_CAPACITY, EventBus, Events};
 pub use durable::{
-    ConnectionCreated, ConnectionDeleted, ConnectionExpired, DurableEvent, HoldingCounts,
-    ImportCompleted, ImportCompletedCounts, PasswordChanged, RotationScope, RowCounts,
-    SecurityRotation, SessionRevoked, SyncCompleted, SyncCompletedCounts, TransactionMatchChange,
-    TransactionsMatched, TransactionsUnmatched, UserDeleted, WebhookDisabled,
+    ConnectionCreated, ConnectionDeleted, ConnectionExpired, ConnectionExpiring, DurableEvent,
+    HoldingCounts, ImportCompleted, ImportCompletedCounts, PasswordChanged, RotationScope,
+    RowCounts, SecurityRotation, SessionRevoked, SyncCompleted, SyncCompletedCounts,
+    TransactionMatchChange, TransactionsMatched, TransactionsUnmatched, UserDeleted,
+    WebhookDisabled,
 };
 pub use outbox::{Event, EventType};
 pub(crate) use stream::{EventStream, StreamItem};

@@ -22,6 +22,9 @@ string_enum! {
         /// A provider connection needs re-authorization
         /// ([`ConnectionExpired`](super::ConnectionExpired)).
         ConnectionExpired => "connection.expired",
+        /// A provider connection's access ends soon; the user should authorize it again
+        /// ([`ConnectionExpiring`](super::ConnectionExpiring)).
+        ConnectionExpiring => "connection.expiring",
         /// A provider connection was disconnected
         /// ([`ConnectionDeleted`](super::ConnectionDeleted)).
         ConnectionDeleted => "connection.deleted",

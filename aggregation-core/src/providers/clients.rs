@@ -1,6 +1,6 @@
 //! The concrete provider clients, each a [`Provider`](super::Provider) and nothing more:
-//! Charles Schwab (feature `schwab`), SimpleFIN (feature `simplefin`) and Enable Banking
-//! (feature `enablebanking`). Their public types are re-exported from [`super`], where
+//! Charles Schwab (feature `schwab`), SimpleFIN (feature `simplefin`), Enable Banking
+//! (feature `enablebanking`) and Plaid (feature `plaid`). Their public types are re-exported from [`super`], where
 //! embedders name them (`providers::SchwabProvider`, `providers::simplefin::…`).
 
 #[cfg(feature = "schwab")]
@@ -11,3 +11,6 @@ pub mod simplefin;
 
 #[cfg(feature = "enablebanking")]
 pub mod enablebanking;
+
+#[cfg(feature = "plaid")]
+pub mod plaid;

@@ -23,6 +23,9 @@ use crate::store::{
 };
 
 mod connect;
+mod webhooks;
+
+pub(crate) use connect::Authorization;
 mod credentials;
 
 #[cfg(test)]
@@ -42,6 +45,12 @@ pub(crate) enum ConnectionError {
     NeedsSetupToken(String),
     #[error("The setup token was refused: {0}")]
     SetupTokenRefused(String),
+    #[error("The public token was refused: {0}")]
+    PublicTokenRefused(String),
+    #[error("The callback needs a {0} for this provider.")]
+    MissingGrant(&'static str),
+    #[error("The webhook could not be verified.")]
+    WebhookRejected,
     #[error("{}", refusal_detail(error, description.as_deref()))]
     RefusedAtProvider {
         error: String,
@@ -126,6 +135,8 @@ pub(crate) struct Connections {
     pub(super) events: Events,
     flights: RefreshFlights,
     institutions: Arc<std::sync::Mutex<InstitutionCache>>,
+    /// Connections whose webhook-asked sync runs, and whether another is queued after it.
+    webhook_syncs: webhooks::QueuedSyncs,
 }
 
 pub(super) fn seconds(duration: std::time::Duration) -> TimeDelta {
@@ -146,6 +157,7 @@ impl Connections {
             events,
             flights: RefreshFlights::default(),
             institutions: Arc::default(),
+            webhook_syncs: webhooks::QueuedSyncs::default(),
         }
     }
 

@@ -58,6 +58,12 @@ pub use clients::enablebanking;
 #[cfg(feature = "enablebanking")]
 pub use clients::enablebanking::{EnableBankingConfig, EnableBankingProvider};
 
+#[cfg(feature = "plaid")]
+pub use clients::plaid;
+
+#[cfg(feature = "plaid")]
+pub use clients::plaid::{PlaidConfig, PlaidProvider};
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -172,6 +178,9 @@ pub struct AuthorizationRequest<'a> {
     /// still be read (a provider may keep what it needs again there, such as the
     /// institution).
     pub reauthorizing: Option<&'a ProviderCredentials>,
+    /// The user who connects (a [`ConnectMethod::Link`] provider names them to its API, as
+    /// Plaid's `user.client_user_id`).
+    pub user_id: Option<uuid::Uuid>,
 }
 
 impl<'a> AuthorizationRequest<'a> {
@@ -183,7 +192,14 @@ impl<'a> AuthorizationRequest<'a> {
             pkce_challenge: None,
             institution_id: None,
             reauthorizing: None,
+            user_id: None,
         }
+    }
+
+    /// For this user.
+    pub fn with_user(mut self, user_id: Option<uuid::Uuid>) -> Self {
+        self.user_id = user_id;
+        self
     }
 
     /// With a PKCE S256 challenge.
@@ -243,7 +259,7 @@ impl<T> Default for Fetched<T> {
 }
 
 /// `text` as an upper-case ISO 4217 code: three ASCII letters, else why not.
-#[cfg(any(feature = "simplefin", feature = "enablebanking"))]
+#[cfg(any(feature = "simplefin", feature = "enablebanking", feature = "plaid"))]
 pub(crate) fn iso_currency(text: &str) -> Result<String, String> {
     let code = text.trim();
     if code.len() == 3 && code.bytes().all(|b| b.is_ascii_alphabetic()) {
@@ -265,6 +281,13 @@ pub enum ConnectMethod {
     /// The user pastes a setup token the provider gave them; one request claims it and
     /// finishes ([`Provider::claim_setup_token`]).
     SetupToken,
+    /// A token for the provider's own widget (Plaid Link): `POST /providers` answers a
+    /// `link_token` ([`Provider::begin_authorization`] makes it), the front end runs the
+    /// widget with it, and the callback brings the `public_token` the widget gave
+    /// ([`Provider::exchange_public_token`]). A reauthorization answers a link token for the
+    /// same credentials (update mode), and its callback needs no token: the stored
+    /// credentials stay and the connection is `active` again.
+    Link,
 }
 
 impl ConnectMethod {
@@ -273,6 +296,7 @@ impl ConnectMethod {
         match self {
             Self::OAuth => "oauth",
             Self::SetupToken => "setup_token",
+            Self::Link => "link",
         }
     }
 }
@@ -457,6 +481,13 @@ pub enum ProviderError {
     /// The provider refused the access token (401): refresh it, or authorize again.
     #[error("the provider refused the access token")]
     Unauthorized,
+    /// The provider limits the rate of requests and this one went over it: retry after
+    /// this many seconds (answered 503 with `Retry-After`).
+    #[error("the provider's rate limit was reached; retry in {retry_after_secs} s")]
+    RateLimited {
+        /// When to try again.
+        retry_after_secs: u64,
+    },
     /// The provider does not do this (for example, OAuth for a file-import provider).
     #[error("the provider does not support {0}")]
     Unsupported(&'static str),
@@ -473,6 +504,69 @@ pub enum ProviderError {
     /// provider's).
     #[error("the stored credentials cannot be used: {0}")]
     InvalidCredentials(String),
+    /// An inbound webhook could not be verified as the provider's (answered 401, nothing
+    /// done).
+    #[error("the webhook could not be verified: {0}")]
+    WebhookRejected(String),
+}
+
+/// An inbound provider webhook as the service received it
+/// (`POST /api/v1/provider-webhooks/{slug}`): its headers, names in lower case, and its raw
+/// body (what a signature covers).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct WebhookRequest<'a> {
+    /// Header names (lower case) and values; a header sent twice keeps its last value.
+    pub headers: &'a BTreeMap<String, String>,
+    /// The body, byte for byte.
+    pub body: &'a [u8],
+}
+
+impl<'a> WebhookRequest<'a> {
+    /// A request with these headers and body.
+    pub fn new(headers: &'a BTreeMap<String, String>, body: &'a [u8]) -> Self {
+        Self { headers, body }
+    }
+
+    /// The value of a header, by its name in any case.
+    pub fn header(&self, name: &str) -> Option<&'a str> {
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
+    }
+}
+
+/// What a verified provider webhook asks of the service ([`Provider::verify_webhook`]).
+/// `key` is what [`Provider::webhook_key`] answered for the connection concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProviderWebhook {
+    /// New data is ready: sync that connection in the background (at most one sync queued
+    /// per connection).
+    SyncAvailable {
+        /// The connection's webhook key.
+        key: String,
+    },
+    /// The user must sign in at the provider again: the connection becomes `expired` and
+    /// `connection.expired` is raised.
+    LoginRequired {
+        /// The connection's webhook key.
+        key: String,
+    },
+    /// The user's access ends soon: `connection.expiring` is raised.
+    Expiring {
+        /// The connection's webhook key.
+        key: String,
+        /// Why, in the provider's words (`PENDING_EXPIRATION`).
+        reason: String,
+    },
+    /// The user revoked the access at the provider: the connection becomes `revoked`.
+    Revoked {
+        /// The connection's webhook key.
+        key: String,
+    },
+    /// Verified, and nothing to do (a type the service does not act on).
+    Ignored,
 }
 
 /// An external financial data provider.
@@ -587,6 +681,66 @@ pub trait Provider: Send + Sync + 'static {
         Err(ProviderError::Unsupported("OAuth"))
     }
 
+    /// Exchanges the `public_token` the provider's widget gave the front end for credentials
+    /// (a [`ConnectMethod::Link`] provider). [`ProviderError::InvalidGrant`] when the
+    /// provider refuses the token (400). Default: [`ProviderError::Unsupported`].
+    async fn exchange_public_token(
+        &self,
+        public_token: &str,
+    ) -> Result<ProviderCredentials, ProviderError> {
+        let _ = public_token;
+        Err(ProviderError::Unsupported("link tokens"))
+    }
+
+    /// Whether transactions come as a change feed ([`fetch_changes`](Self::fetch_changes))
+    /// rather than by date range ([`transactions`](Self::transactions)). Default `false`.
+    fn change_feed(&self) -> bool {
+        false
+    }
+
+    /// The transaction changes of every account of the credentials since `cursor` (`None`:
+    /// from the start), with the cursor to store for the next sync (a
+    /// [`change_feed`](Self::change_feed) provider). The provider pages through the feed
+    /// itself and answers only a complete set of changes; the service stores the answer's
+    /// cursor in the same store transaction as the rows, so a sync that fails keeps the old
+    /// cursor. Count each request with [`FetchContext::count_request`]. Default:
+    /// [`ProviderError::Unsupported`].
+    async fn fetch_changes(
+        &self,
+        credentials: &ProviderCredentials,
+        cursor: Option<&str>,
+        context: &FetchContext,
+    ) -> Result<Changes, ProviderError> {
+        let _ = (credentials, cursor, context);
+        Err(ProviderError::Unsupported("a transaction change feed"))
+    }
+
+    /// Whether the provider sends webhooks to `POST /api/v1/provider-webhooks/{slug}` (the
+    /// slug is 404 there otherwise). Default `false`.
+    fn receives_webhooks(&self) -> bool {
+        false
+    }
+
+    /// What the provider's webhooks name a connection holding these credentials by (Plaid's
+    /// `item_id`); kept only as a digest. Default `None`.
+    fn webhook_key(&self, credentials: &ProviderCredentials) -> Option<String> {
+        let _ = credentials;
+        None
+    }
+
+    /// Verifies an inbound webhook as the provider's (signature, freshness, body digest) and
+    /// says what it asks for. [`ProviderError::WebhookRejected`] for anything unverified
+    /// (answered 401, nothing done); another error when the provider could not be asked
+    /// for what verification needs (answered 401 all the same). Default:
+    /// [`ProviderError::Unsupported`].
+    async fn verify_webhook(
+        &self,
+        request: &WebhookRequest<'_>,
+    ) -> Result<ProviderWebhook, ProviderError> {
+        let _ = request;
+        Err(ProviderError::Unsupported("webhooks"))
+    }
+
     /// Renews credentials whose [`renew_at`](ProviderCredentials::renew_at) is near (an
     /// OAuth refresh, for example) and answers the new ones, which replace the old.
     /// [`ProviderError::InvalidGrant`] (or the default [`ProviderError::Unsupported`]) means
@@ -670,6 +824,67 @@ pub trait Provider: Send + Sync + 'static {
         context.count_request();
         self.holdings(credentials, provider_account_id).await
     }
+}
+
+/// One transaction a change feed added or modified.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ChangedTransaction {
+    /// The account it belongs to (an [`NewAccount::provider_account_id`]).
+    pub provider_account_id: String,
+    /// The row, sign and status as the service keeps them (negative is money out).
+    pub transaction: NewTransaction,
+    /// The provider's category (Plaid's `personal_finance_category.detailed`), for
+    /// enrichment with source `provider`.
+    pub category: Option<String>,
+    /// The provider's merchant name, for enrichment.
+    pub merchant_name: Option<String>,
+}
+
+impl ChangedTransaction {
+    /// A changed transaction of this account, without category or merchant.
+    pub fn new(provider_account_id: impl Into<String>, transaction: NewTransaction) -> Self {
+        Self {
+            provider_account_id: provider_account_id.into(),
+            transaction,
+            category: None,
+            merchant_name: None,
+        }
+    }
+
+    /// With the provider's category and merchant name.
+    pub fn with_enrichment(
+        mut self,
+        category: Option<String>,
+        merchant_name: Option<String>,
+    ) -> Self {
+        self.category = category;
+        self.merchant_name = merchant_name;
+        self
+    }
+}
+
+/// One transaction a change feed removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemovedTransaction {
+    /// The account it belonged to, when the provider says.
+    pub provider_account_id: Option<String>,
+    /// The provider's id of the transaction.
+    pub provider_transaction_id: String,
+}
+
+/// What a change feed answered since a cursor ([`Provider::fetch_changes`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Changes {
+    /// Added and modified transactions, in the provider's order (a later one for the same
+    /// id wins).
+    pub transactions: Vec<ChangedTransaction>,
+    /// Removed transactions: deleted, counted as `removed`.
+    pub removed: Vec<RemovedTransaction>,
+    /// The cursor after these changes.
+    pub next_cursor: String,
+    /// Items skipped, with why.
+    pub errors: Vec<SyncItemError>,
 }
 
 /// The providers a service offers, by slug.

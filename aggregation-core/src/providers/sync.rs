@@ -27,9 +27,9 @@ use crate::events::{
     DomainEvent, DurableEvent, Event, HoldingCounts, RowCounts, SyncCompleted, SyncCompletedCounts,
 };
 use crate::store::{
-    AccountFilter, AccountRecord, AssetType, ConnectionRecord, NewAccount, NewHolding,
-    NewTransaction, SnapshotSource, StoreError, SyncAccountData, SyncBatch, SyncClaim, SyncCounts,
-    SyncKind, SyncSnapshot, UpsertCounts, now,
+    AccountFilter, AccountRecord, AssetType, ConnectionRecord, FeedUpdate, NewAccount, NewHolding,
+    NewTransaction, ProviderEnrichment, SnapshotSource, StoreError, SyncAccountData, SyncBatch,
+    SyncClaim, SyncCounts, SyncKind, SyncSnapshot, UpsertCounts, now,
 };
 
 /// What one kind of sync did, with the items the provider answered that could not be used.
@@ -324,6 +324,125 @@ impl Connections {
         .await
     }
 
+    /// A change-feed provider's changes since the connection's stored cursor, sorted by
+    /// account: each account of `accounts` gets its list (empty when nothing changed), a
+    /// change for an account the batch does not write lands in `errors`. The update that
+    /// stores the new cursor with the removals.
+    async fn fetch_feed(
+        &self,
+        connection: &ConnectionRecord,
+        provider: &Arc<dyn Provider>,
+        tokens: &mut HeldCredentials,
+        accounts: &[String],
+        context: &FetchContext,
+    ) -> Result<
+        (
+            std::collections::HashMap<String, Vec<NewTransaction>>,
+            FeedUpdate,
+            Vec<SyncItemError>,
+        ),
+        ConnectionError,
+    > {
+        let cursor = self.store.sync_cursor(connection.id).await?;
+        let p = provider.clone();
+        let changes = self
+            .call(connection, provider, tokens, move |credentials| {
+                let (p, context, cursor) = (p.clone(), context.clone(), cursor.clone());
+                async move {
+                    p.fetch_changes(&credentials, cursor.as_deref(), &context)
+                        .await
+                }
+            })
+            .await?;
+        let mut by_account: std::collections::HashMap<String, Vec<NewTransaction>> = accounts
+            .iter()
+            .map(|account| (account.clone(), Vec::new()))
+            .collect();
+        let mut errors = changes.errors;
+        let mut enrichment = Vec::new();
+        for changed in changes.transactions {
+            let Some(rows) = by_account.get_mut(&changed.provider_account_id) else {
+                errors.push(SyncItemError {
+                    item: changed.transaction.provider_transaction_id.clone(),
+                    message: "the transaction's account is not one of the connection's".to_owned(),
+                });
+                continue;
+            };
+            enrichment.push(ProviderEnrichment {
+                provider_account_id: changed.provider_account_id.clone(),
+                provider_transaction_id: changed.transaction.provider_transaction_id.clone(),
+                category: changed.category,
+                merchant_name: changed.merchant_name,
+            });
+            // A later change of the same row wins.
+            rows.retain(|row| {
+                row.provider_transaction_id != changed.transaction.provider_transaction_id
+            });
+            rows.push(changed.transaction);
+        }
+        let update = FeedUpdate {
+            cursor: changes.next_cursor,
+            removed: changes
+                .removed
+                .into_iter()
+                .map(|removed| (removed.provider_account_id, removed.provider_transaction_id))
+                .collect(),
+            enrichment,
+        };
+        Ok((by_account, update, errors))
+    }
+
+    /// Transactions sync of a change-feed provider: its accounts (so the feed's accounts
+    /// exist) and every change since the stored cursor, written with the new cursor.
+    async fn sync_feed_transactions(
+        &self,
+        connection: &ConnectionRecord,
+        provider: &Arc<dyn Provider>,
+        context: &FetchContext,
+    ) -> Result<SyncReport, ConnectionError> {
+        let mut tokens = self.usable_tokens(connection, provider).await?;
+        let accounts = self
+            .fetch_accounts(connection, provider, &mut tokens, context)
+            .await?;
+        let ids: Vec<String> = accounts
+            .items
+            .iter()
+            .map(|account| account.provider_account_id.clone())
+            .collect();
+        let (mut by_account, feed, mut errors) = self
+            .fetch_feed(connection, provider, &mut tokens, &ids, context)
+            .await?;
+        errors.extend(accounts.errors);
+        let per_account = ids
+            .iter()
+            .map(|id| SyncAccountData {
+                provider_account_id: id.clone(),
+                transactions: Some(by_account.remove(id).unwrap_or_default()),
+                pending_window: None,
+                holdings: None,
+                snapshot: None,
+            })
+            .collect();
+        let batch = SyncBatch {
+            accounts: accounts.items,
+            per_account,
+            mark_synced: true,
+            account_limit: Some(self.config.max_accounts_per_user()),
+            feed: Some(feed),
+        };
+        let counts = self.apply_sync(connection, &batch).await?;
+        let report = SyncReport {
+            counts: counts.transactions,
+            deactivated: 0,
+            removed: counts.transactions_removed,
+            matched: counts.transactions_matched,
+            transfers: counts.transfers,
+            errors,
+        };
+        self.emit_synced(connection, "transactions", &report);
+        Ok(report)
+    }
+
     /// Accounts sync: upserts the provider's accounts and records a snapshot of each.
     pub(crate) async fn sync_accounts(
         &self,
@@ -359,6 +478,7 @@ impl Connections {
                 per_account,
                 mark_synced: true,
                 account_limit: Some(self.config.max_accounts_per_user()),
+                feed: None,
             };
             let counts = self.apply_sync(connection, &batch).await?;
             let report = SyncReport {
@@ -430,6 +550,20 @@ impl Connections {
     ) -> Result<SyncReport, ConnectionError> {
         let provider = self.syncable(connection)?;
         let context = FetchContext::new(connection.id, present, force);
+        if provider.change_feed() {
+            // A feed covers the whole connection: one account (or a range) cannot be
+            // synced alone without losing the others' changes past the cursor.
+            if let Some(account_id) = account_id {
+                self.stored_accounts(connection, Some(account_id)).await?;
+            }
+            let sync = self.claimed(
+                connection.id,
+                SyncKind::Transactions,
+                force,
+                self.sync_feed_transactions(connection, &provider, &context),
+            );
+            return self.budgeted(connection, &provider, &context, sync).await;
+        }
         let accounts = self.stored_accounts(connection, account_id).await?;
         let sync = self.claimed(connection.id, SyncKind::Transactions, force, async {
             let mut tokens = self.usable_tokens(connection, &provider).await?;
@@ -467,6 +601,7 @@ impl Connections {
                 per_account,
                 mark_synced: true,
                 account_limit: None,
+                feed: None,
             };
             let counts = self.apply_sync(connection, &batch).await?;
             let report = SyncReport {
@@ -517,6 +652,7 @@ impl Connections {
                 }],
                 mark_synced: true,
                 account_limit: None,
+                feed: None,
             };
             let counts = self.apply_sync(connection, &batch).await?;
             let report = SyncReport {
@@ -554,21 +690,38 @@ impl Connections {
             let mut transaction_errors = Vec::new();
             let mut holding_errors = Vec::new();
             let mut per_account = Vec::new();
+            let (mut fed, feed) = if provider.change_feed() {
+                let ids: Vec<String> = accounts
+                    .items
+                    .iter()
+                    .map(|account| account.provider_account_id.clone())
+                    .collect();
+                let (fed, feed, errors) = self
+                    .fetch_feed(connection, &provider, &mut tokens, &ids, &context)
+                    .await?;
+                transaction_errors.extend(errors);
+                (Some(fed), Some(feed))
+            } else {
+                (None, None)
+            };
             for account in &accounts.items {
                 let id = &account.provider_account_id;
-                let transactions = per_item(
-                    self.fetch_transactions(
-                        connection,
-                        &provider,
-                        &mut tokens,
+                let transactions = match fed.as_mut() {
+                    Some(fed) => Some(fed.remove(id).unwrap_or_default()),
+                    None => per_item(
+                        self.fetch_transactions(
+                            connection,
+                            &provider,
+                            &mut tokens,
+                            id,
+                            range,
+                            &context,
+                        )
+                        .await,
                         id,
-                        range,
-                        &context,
-                    )
-                    .await,
-                    id,
-                    &mut transaction_errors,
-                )?;
+                        &mut transaction_errors,
+                    )?,
+                };
                 let holdings = per_item(
                     self.fetch_holdings(connection, &provider, &mut tokens, id, &context)
                         .await,
@@ -583,7 +736,8 @@ impl Connections {
                         cash_value: None,
                     },
                 };
-                let pending_window = transactions.is_some().then_some((range.start, range.end));
+                let pending_window =
+                    (transactions.is_some() && feed.is_none()).then_some((range.start, range.end));
                 per_account.push(SyncAccountData {
                     provider_account_id: id.clone(),
                     transactions,
@@ -597,6 +751,7 @@ impl Connections {
                 per_account,
                 mark_synced: true,
                 account_limit: Some(self.config.max_accounts_per_user()),
+                feed,
             };
             let counts = self.apply_sync(connection, &batch).await?;
             let report = ConnectionSyncReport {

@@ -225,6 +225,9 @@ pub(crate) const AUTH_TOKEN_REFRESH: Policy = Policy::new(10.0, 10.0, Scope::Ip)
 pub(crate) const PROVIDER_CONNECT: Policy = Policy::new(5.0, 5.0, Scope::User);
 /// `POST /api/v1/providers/callback`: 5 tokens, 5 per minute, per IP.
 pub(crate) const PROVIDER_CALLBACK: Policy = Policy::new(5.0, 5.0, Scope::Ip);
+/// `POST /api/v1/provider-webhooks/{slug}`: 60 tokens, 60 per minute, per IP (a provider
+/// sends from few addresses, and an unverified flood costs each sender its own bucket).
+pub(crate) const PROVIDER_WEBHOOK: Policy = Policy::new(60.0, 60.0, Scope::Ip);
 /// Connection and account/transaction syncs: 10 tokens, 5 per minute, per user and provider.
 pub(crate) const PROVIDER_SYNC: Policy = Policy::new(10.0, 5.0, Scope::UserProvider);
 /// Holdings sync: 10 tokens, 5 per minute, per user and account.

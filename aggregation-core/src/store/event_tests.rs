@@ -551,6 +551,7 @@ async fn syncs_raise_their_event_and_a_rolled_back_one_none(store: Shared) {
         }],
         mark_synced: true,
         account_limit: None,
+        feed: None,
     };
     let batch = sync_batch(
         Some(account("A", "10")),

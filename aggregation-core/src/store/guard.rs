@@ -465,6 +465,17 @@ macro_rules! for_each_store_trait {
                 raise: &RaiseEvents<'_, SyncCounts>,
                 raised: &mut Vec<Event>
             ) -> SyncCounts;
+            fn sync_cursor(connection_id: Uuid) -> Option<String>;
+            fn set_webhook_key(
+                connection_id: Uuid,
+                provider_slug: &str,
+                key_digest: &[u8]
+            ) -> ();
+            fn connection_by_webhook_key(
+                provider_slug: &str,
+                key_digest: &[u8]
+            ) -> Option<ConnectionRecord>;
+            fn record_events(events: &[Event], raised: &mut Vec<Event>) -> ();
         }}
         $apply! { ConnectionStore {
             fn create_connection(connection: &NewConnection) -> ConnectionRecord;

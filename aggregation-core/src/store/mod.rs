@@ -90,8 +90,9 @@ pub use login_networks::LoginNetworkStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{InvalidSchemaName, PostgresStore, PostgresStoreBuilder, SchemaName};
 pub use providers::{
-    EncryptedCredentials, NewOAuthState, OAuthStateRecord, ProviderConnectionStore,
-    SyncAccountData, SyncBatch, SyncClaim, SyncCounts, SyncKind, SyncSnapshot, SyncStore,
+    EncryptedCredentials, FeedUpdate, NewOAuthState, OAuthStateRecord, ProviderConnectionStore,
+    ProviderEnrichment, SyncAccountData, SyncBatch, SyncClaim, SyncCounts, SyncKind, SyncSnapshot,
+    SyncStore,
 };
 pub use records::{
     AccountFilter, AccountRecord, AccountStore, AccountType, AssetType, CategorySource,

@@ -1330,6 +1330,7 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
         ],
         mark_synced: true,
         account_limit: None,
+        feed: None,
     };
     let counts = store
         .apply_sync(
@@ -1398,6 +1399,7 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
         }],
         mark_synced: false,
         account_limit: None,
+        feed: None,
     };
     let counts = store
         .apply_sync(
@@ -1549,6 +1551,7 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
         ],
         mark_synced: true,
         account_limit: None,
+        feed: None,
     };
     assert!(is_other(
         &store

@@ -40,6 +40,7 @@ fn sync_of(rows: Vec<NewTransaction>) -> SyncBatch {
         }],
         mark_synced: true,
         account_limit: None,
+        feed: None,
     }
 }
 

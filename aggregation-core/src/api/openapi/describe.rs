@@ -109,7 +109,7 @@ impl OperationDoc {
     }
 
     /// A JSON object body with `T`'s shape.
-    fn json_body<T: ToSchema>(&mut self, required: bool) {
+    pub(crate) fn json_body<T: ToSchema>(&mut self, required: bool) {
         let schema = self.schema_ref::<T>();
         // `#[serde(default)]` bodies hold absent fields as `Field::Absent`, which the schema
         // derive would publish as a `null` default: absent means absent, not null.

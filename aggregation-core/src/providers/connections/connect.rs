@@ -53,7 +53,7 @@ impl Connections {
             .get(slug)
             .ok_or_else(|| ConnectionError::UnknownProvider(slug.to_owned()))?;
         match provider.connect_method() {
-            ConnectMethod::SetupToken => Ok(provider.clone()),
+            ConnectMethod::SetupToken | ConnectMethod::Link => Ok(provider.clone()),
             _ if provider.supports_oauth() => Ok(provider.clone()),
             _ => Err(ConnectionError::NoOAuth(slug.to_owned())),
         }
@@ -73,8 +73,13 @@ impl Connections {
             .providers
             .get(slug)
             .ok_or_else(|| ConnectionError::UnknownProvider(slug.to_owned()))?;
-        if provider.connect_method() == ConnectMethod::SetupToken {
-            return Err(ConnectionError::NeedsSetupToken(slug.to_owned()));
+        match provider.connect_method() {
+            ConnectMethod::SetupToken => {
+                return Err(ConnectionError::NeedsSetupToken(slug.to_owned()));
+            }
+            // A link provider starts and finishes through the same states and callback.
+            ConnectMethod::Link => return Ok(provider.clone()),
+            _ => {}
         }
         if !provider.supports_oauth() {
             return Err(ConnectionError::NoOAuth(slug.to_owned()));
@@ -142,6 +147,10 @@ impl Connections {
         credentials: ProviderCredentials,
     ) -> Result<(ConnectionRecord, bool), ConnectionError> {
         let at = now();
+        let webhook_key = self
+            .providers
+            .get(provider_slug)
+            .and_then(|provider| provider.webhook_key(&credentials));
         let keyring = self.config.keyring().clone();
         let encrypt = move |connection_id: Uuid| {
             encrypt_credentials(&keyring, connection_id, &credentials)
@@ -164,6 +173,12 @@ impl Connections {
             .await?;
         // Reported as `ProviderConnected`, from its `connection.created` event.
         self.events.committed(&raised);
+        if let Some(key) = webhook_key {
+            // Only its digest: what the provider's webhooks find the connection by.
+            self.store
+                .set_webhook_key(connection.id, provider_slug, &token_digest(&key))
+                .await?;
+        }
         Ok((connection, created))
     }
 
@@ -200,7 +215,8 @@ impl Connections {
                 &AuthorizationRequest::new(&state, &redirect_uri)
                     .with_pkce_challenge(challenge.as_deref())
                     .with_institution(institution_id)
-                    .with_reauthorizing(reauthorizing),
+                    .with_reauthorizing(reauthorizing)
+                    .with_user(Some(user_id)),
             )
             .await?;
         let ttl = self.config.oauth_state_ttl();
@@ -275,11 +291,65 @@ impl Connections {
             _ => return Err(ConnectionError::MalformedState),
         };
         let provider = self.oauth_provider(&stored.provider_slug)?;
+        if provider.connect_method() == ConnectMethod::Link {
+            return Err(ConnectionError::MissingGrant("public_token"));
+        }
         let credentials = provider
             .exchange_code(code, &stored.redirect_uri, verifier.as_deref())
             .await?;
         // Fail before writing anything when no key can encrypt.
         encrypt_probe(self.config.keyring())?;
+        self.save_credentials(
+            stored.user_id,
+            &stored.provider_slug,
+            stored.alias.as_deref(),
+            credentials,
+        )
+        .await
+    }
+
+    /// Finishes connecting a [`ConnectMethod::Link`] provider: consumes the state, exchanges
+    /// the `public_token` its widget gave and stores the connection with its encrypted
+    /// credentials. Without a `public_token` (the widget ran in update mode for a
+    /// reauthorization) the user's live connection of that provider and alias keeps its
+    /// stored credentials and is `active` again; with none to renew, the token is required.
+    pub(crate) async fn complete_link(
+        &self,
+        public_token: Option<&str>,
+        state: &str,
+        caller: Option<Uuid>,
+    ) -> Result<(ConnectionRecord, bool), ConnectionError> {
+        let stored = self.take_state(state, caller).await?;
+        let provider = self.oauth_provider(&stored.provider_slug)?;
+        if provider.connect_method() != ConnectMethod::Link {
+            return Err(ConnectionError::MissingGrant("code"));
+        }
+        let credentials = match public_token {
+            Some(public_token) => {
+                // Fail before the exchange (which spends the token) when no key can encrypt.
+                encrypt_probe(self.config.keyring())?;
+                match provider.exchange_public_token(public_token).await {
+                    Err(ProviderError::InvalidGrant(reason)) => {
+                        return Err(ConnectionError::PublicTokenRefused(reason));
+                    }
+                    other => other?,
+                }
+            }
+            None => {
+                let live = self
+                    .store
+                    .connections_for_user(stored.user_id, false)
+                    .await?
+                    .into_iter()
+                    .find(|connection| {
+                        connection.provider_slug == stored.provider_slug
+                            && connection.alias == stored.alias
+                            && connection.status != ConnectionStatus::Disconnected
+                    })
+                    .ok_or(ConnectionError::MissingGrant("public_token"))?;
+                self.decrypt_tokens(&live)?.credentials
+            }
+        };
         self.save_credentials(
             stored.user_id,
             &stored.provider_slug,

@@ -116,6 +116,16 @@ fn access_revoked_events(connection: &ConnectionRecord, at: DateTime<Utc>) -> Ve
     expired_events(connection, at, "access_revoked")
 }
 
+/// The events of the expiry of `connection` because the provider says the user must sign in
+/// again (Plaid's `ITEM_LOGIN_REQUIRED` webhook): `connection.expired` (reason
+/// `login_required`).
+pub(super) fn login_required_events(
+    connection: &ConnectionRecord,
+    at: DateTime<Utc>,
+) -> Vec<Event> {
+    expired_events(connection, at, "login_required")
+}
+
 /// `connection.expired` of `connection`, for `reason` (`refresh_refused`, `consent_expired`,
 /// `access_revoked`).
 fn expired_events(connection: &ConnectionRecord, at: DateTime<Utc>, reason: &str) -> Vec<Event> {
@@ -303,7 +313,7 @@ impl Connections {
     }
 
     /// [`expire`](Self::expire) with the events `events` makes.
-    async fn expire_for(
+    pub(super) async fn expire_for(
         &self,
         connection: &ConnectionRecord,
         stored: &HeldCredentials,

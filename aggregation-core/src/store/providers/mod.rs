@@ -312,6 +312,39 @@ pub struct SyncBatch {
     /// for no limit. A batch that creates accounts beyond it fails with
     /// [`StoreError::AccountLimit`] and writes nothing.
     pub account_limit: Option<u64>,
+    /// For a change-feed provider's transactions: the removed rows and the cursor to store,
+    /// both written in the batch's transaction. The batch's transactions then take over a
+    /// pending row only by the provider's link (`pending_transaction_id`), and no pending
+    /// row is deleted for being absent (`pending_window` is ignored).
+    pub feed: Option<FeedUpdate>,
+}
+
+/// What a change feed's sync writes beyond its rows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FeedUpdate {
+    /// The cursor the next sync goes on from.
+    pub cursor: String,
+    /// Rows the provider removed, by `(provider_account_id, provider_transaction_id)` (any
+    /// account of the connection when the account is `None`): deleted after the batch's
+    /// upserts (so a pending row a booked one took over is not lost), counted in
+    /// [`SyncCounts::transactions_removed`].
+    pub removed: Vec<(Option<String>, String)>,
+    /// The provider's category and merchant name per row, by `(provider_account_id,
+    /// provider_transaction_id, category, merchant_name)`, for the enrichment writer.
+    pub enrichment: Vec<ProviderEnrichment>,
+}
+
+/// A provider's category and merchant name for one row of a sync batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProviderEnrichment {
+    /// The row's account.
+    pub provider_account_id: String,
+    /// The row.
+    pub provider_transaction_id: String,
+    /// The provider's category id (Plaid's `personal_finance_category.detailed`).
+    pub category: Option<String>,
+    /// The provider's merchant name.
+    pub merchant_name: Option<String>,
 }
 
 /// What a sync batch did.
@@ -360,4 +393,33 @@ pub trait SyncStore: Send + Sync {
         raise: &RaiseEvents<'_, SyncCounts>,
         raised: &mut Vec<Event>,
     ) -> Result<SyncCounts, StoreError>;
+
+    /// The change-feed cursor stored for the connection ([`SyncBatch::feed`]); `None` when
+    /// none was stored (the feed starts from its beginning).
+    async fn sync_cursor(&self, connection_id: Uuid) -> Result<Option<String>, StoreError>;
+
+    /// Records what the provider's webhooks name the connection by (the SHA-256 digest of,
+    /// say, Plaid's `item_id`), replacing what was recorded for it.
+    async fn set_webhook_key(
+        &self,
+        connection_id: Uuid,
+        provider_slug: &str,
+        key_digest: &[u8],
+    ) -> Result<(), StoreError>;
+
+    /// The connection of this provider that is not disconnected whose webhook key has this
+    /// digest (the most recently updated one); `None` when there is none.
+    async fn connection_by_webhook_key(
+        &self,
+        provider_slug: &str,
+        key_digest: &[u8],
+    ) -> Result<Option<ConnectionRecord>, StoreError>;
+
+    /// Writes events about a connection that change nothing else (`connection.expiring`),
+    /// appended to `raised` once committed.
+    async fn record_events(
+        &self,
+        events: &[Event],
+        raised: &mut Vec<Event>,
+    ) -> Result<(), StoreError>;
 }

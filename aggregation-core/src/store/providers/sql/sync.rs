@@ -5,9 +5,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::events::{Event, RaiseEvents};
-use crate::store::backend::{Backend, SqlStore, Tx, query_as};
+use crate::store::backend::{Backend, SqlStore, Tx, query, query_as};
 use crate::store::events::sql::insert_events;
-use crate::store::records::sql::connections::mark_synced;
+use crate::store::records::sql::connections::{CONNECTION_COLUMNS, mark_synced};
 use crate::store::records::sql::reconcile::{Origin, write_transactions_in};
 use crate::store::records::sql::upserts::{
     account_in, check_account_limit, delete_missing_pending_in, upsert_in,
@@ -15,15 +15,22 @@ use crate::store::records::sql::upserts::{
 use crate::store::records::sql::{deactivate_missing_holdings_in, insert_snapshot_in};
 use crate::store::sql::tally;
 use crate::store::{
-    NewSnapshot, StoreError, SyncAccountData, SyncBatch, SyncCounts, SyncStore, TransactionSource,
+    ConnectionRecord, NewSnapshot, StoreError, SyncAccountData, SyncBatch, SyncCounts, SyncStore,
+    TransactionSource,
 };
 
-/// Writes one account's part of a sync batch.
+/// The window a change feed's batch hands the reconciler: empty, so a booked row takes over
+/// a pending one only by the provider's link, never by the amount and date rule (a feed
+/// carries only what changed, so a pending row absent from it has not disappeared).
+const LINK_ONLY: (chrono::NaiveDate, chrono::NaiveDate) =
+    (chrono::NaiveDate::MAX, chrono::NaiveDate::MIN);
+
+/// Writes one account's part of a sync batch (`feed`: of a change feed's batch).
 async fn sync_account<B: Backend>(
     tx: &mut Tx<B>,
     (user_id, connection_id): (Uuid, Uuid),
     origin: Origin<'_>,
-    item: &SyncAccountData,
+    (item, feed): (&SyncAccountData, bool),
     now: DateTime<Utc>,
     counts: &mut SyncCounts,
 ) -> Result<(), StoreError> {
@@ -40,7 +47,11 @@ async fn sync_account<B: Backend>(
             account.id,
             transactions,
             origin,
-            item.pending_window,
+            if feed {
+                Some(LINK_ONLY)
+            } else {
+                item.pending_window
+            },
             now,
         )
         .await?;
@@ -49,7 +60,7 @@ async fn sync_account<B: Backend>(
         counts.transactions_booked += done.booked;
         counts.transfers += done.transfers;
         counts.matches.extend(done.matches);
-        if let Some(window) = item.pending_window {
+        if let Some(window) = item.pending_window.filter(|_| !feed) {
             let keep: Vec<&str> = transactions
                 .iter()
                 .map(|transaction| transaction.provider_transaction_id.as_str())
@@ -129,10 +140,24 @@ impl<B: Backend> SyncStore for SqlStore<B> {
                 &mut tx,
                 (user_id, connection_id),
                 origin,
-                item,
+                (item, batch.feed.is_some()),
                 now,
                 &mut counts,
             )
+            .await?;
+        }
+        if let Some(feed) = &batch.feed {
+            counts.transactions_removed +=
+                delete_removed_in(&mut tx, connection_id, &feed.removed).await?;
+            query::<B>(
+                "INSERT INTO provider_cursors (connection_id, cursor, updated_at) \
+                 VALUES ($1, $2, $3) ON CONFLICT (connection_id) DO UPDATE \
+                 SET cursor = excluded.cursor, updated_at = excluded.updated_at",
+            )
+            .bind(connection_id)
+            .bind(feed.cursor.as_str())
+            .bind(now)
+            .execute(&mut *tx)
             .await?;
         }
         if batch.mark_synced {
@@ -144,4 +169,107 @@ impl<B: Backend> SyncStore for SqlStore<B> {
         raised.extend(events);
         Ok(counts)
     }
+
+    async fn sync_cursor(&self, connection_id: Uuid) -> Result<Option<String>, StoreError> {
+        let cursor: Option<(String,)> =
+            query_as::<B, _>("SELECT cursor FROM provider_cursors WHERE connection_id = $1")
+                .bind(connection_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(cursor.map(|(cursor,)| cursor))
+    }
+
+    async fn set_webhook_key(
+        &self,
+        connection_id: Uuid,
+        provider_slug: &str,
+        key_digest: &[u8],
+    ) -> Result<(), StoreError> {
+        query::<B>(
+            "INSERT INTO provider_webhook_keys (connection_id, provider_slug, key_digest) \
+             VALUES ($1, $2, $3) ON CONFLICT (connection_id) DO UPDATE \
+             SET provider_slug = excluded.provider_slug, key_digest = excluded.key_digest",
+        )
+        .bind(connection_id)
+        .bind(provider_slug)
+        .bind(key_digest)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn connection_by_webhook_key(
+        &self,
+        provider_slug: &str,
+        key_digest: &[u8],
+    ) -> Result<Option<ConnectionRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {CONNECTION_COLUMNS} FROM connections WHERE id IN \
+             (SELECT connection_id FROM provider_webhook_keys \
+              WHERE provider_slug = $1 AND key_digest = $2) \
+             AND status <> 'disconnected' ORDER BY updated_at DESC, id DESC LIMIT 1"
+        );
+        Ok(query_as::<B, _>(sqlx::AssertSqlSafe(sql))
+            .bind(provider_slug)
+            .bind(key_digest)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    async fn record_events(
+        &self,
+        events: &[Event],
+        raised: &mut Vec<Event>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
+        insert_events(&mut tx, events).await?;
+        tx.commit().await?;
+        raised.extend(events.iter().cloned());
+        Ok(())
+    }
+}
+
+/// Deletes the rows a change feed removed from the connection's accounts (by account and
+/// provider id, or by provider id in any of its accounts), keeping each account's
+/// transaction count. How many were deleted.
+async fn delete_removed_in<B: Backend>(
+    tx: &mut Tx<B>,
+    connection_id: Uuid,
+    removed: &[(Option<String>, String)],
+) -> Result<u64, StoreError> {
+    let mut deleted = 0;
+    for (account, transaction) in removed {
+        let accounts: Vec<(Uuid,)> =
+            match account {
+                Some(account) => query_as::<B, _>(
+                    "DELETE FROM transactions WHERE provider_transaction_id = $1 AND account_id = \
+                 (SELECT id FROM accounts WHERE connection_id = $2 AND provider_account_id = $3) \
+                 RETURNING account_id",
+                )
+                .bind(transaction.as_str())
+                .bind(connection_id)
+                .bind(account.as_str())
+                .fetch_all(&mut **tx)
+                .await?,
+                None => query_as::<B, _>(
+                    "DELETE FROM transactions WHERE provider_transaction_id = $1 AND account_id IN \
+                 (SELECT id FROM accounts WHERE connection_id = $2) RETURNING account_id",
+                )
+                .bind(transaction.as_str())
+                .bind(connection_id)
+                .fetch_all(&mut **tx)
+                .await?,
+            };
+        for (account_id,) in accounts {
+            query::<B>(
+                "UPDATE accounts SET transaction_count = transaction_count - 1 \
+                 WHERE id = $1 AND transaction_count > 0",
+            )
+            .bind(account_id)
+            .execute(&mut **tx)
+            .await?;
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
 }
