@@ -199,7 +199,9 @@ pub struct ConnectionExpired {
     pub provider: String,
     /// Why: `refresh_refused` when the provider refused its refresh token, `consent_expired`
     /// when the user's consent ended, `access_revoked` when the provider refused credentials
-    /// that cannot be renewed (a SimpleFIN access URL the user revoked at the bridge).
+    /// that cannot be renewed (a SimpleFIN access URL the user revoked at the bridge),
+    /// `login_required` when the provider's webhook said the user must sign in again
+    /// (Plaid's `ITEM_LOGIN_REQUIRED`).
     pub reason: String,
 }
 
