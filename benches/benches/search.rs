@@ -22,8 +22,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use aggregation_benches::{
-    PASSWORD, access_token, call, config, json_request, on_each_backend, runtime, service_on,
-    service_sharing, verified_user,
+    PASSWORD, access_token, call, config, json_request, on_each_backend, runtime, service_sharing,
+    verified_user,
 };
 use aggregation_core::AggregationService;
 use aggregation_core::store::{
@@ -254,7 +254,7 @@ fn bench_backend(c: &mut Criterion, name: &str, runtime: &tokio::runtime::Runtim
     let mut group = c.benchmark_group(format!("search_{name}_{}_rows", f.rows));
     group.sample_size(10);
     group.warm_up_time(Duration::from_secs(1));
-    group.measurement_time(Duration::from_secs(3));
+    group.measurement_time(Duration::from_secs(2));
     for (case, path) in &cases {
         let (p50, p99) = runtime.block_on(percentiles(f, path));
         eprintln!(
@@ -356,7 +356,7 @@ fn bench_imports(
     let accounts = AtomicU64::new(0);
     for (name, store) in stores {
         let limits = config().with_max_upload_bytes(64 * 1024 * 1024);
-        let (service, mailer) = runtime.block_on(async { service_on(store, limits) });
+        let (service, mailer) = service_sharing(store, limits);
         let token = runtime.block_on(access_token(&service, &mailer, "importer@example.com"));
         group.bench_function(name, |b| {
             b.to_async(runtime).iter_custom(|iters| {

@@ -154,7 +154,7 @@ impl<B: Backend> SqlStore<B> {
             );
         }
         // Chunks come one after the other: merge them the way each was ordered.
-        rows.sort_by(|a, b| (b.transaction_date, b.id).cmp(&(a.transaction_date, a.id)));
+        rows.sort_by_key(|row| std::cmp::Reverse((row.transaction_date, row.id)));
         rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
         Ok(rows)
     }
