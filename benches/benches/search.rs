@@ -72,7 +72,7 @@ fn description(index: usize) -> String {
     ];
     if index % 10_000 == 7 {
         format!("Zeppelin museum ticket {index}")
-    } else if index % 5 == 0 {
+    } else if index.is_multiple_of(5) {
         format!("BLUE BOTTLE COFFEE {} OAKLAND CA", index % 97)
     } else {
         format!("{} {}", MERCHANTS[index % MERCHANTS.len()], index % 1_000)
@@ -129,7 +129,7 @@ async fn seed(store: Arc<dyn Store>) -> Fixture {
                 transaction_type: TransactionType::Other,
                 subtype: None,
                 status: TransactionStatus::Settled,
-                amount: if index % 50 == 0 {
+                amount: if index.is_multiple_of(50) {
                     Decimal::new(250_000 + (index % 1_000) as i64, 2)
                 } else {
                     Decimal::new(-((index % 10_000) as i64) - 1, 2)
