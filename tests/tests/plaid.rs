@@ -657,6 +657,10 @@ async fn syncs_page_the_feed_and_flip_signs(app: TestApp) {
     let coffee = row(&rows, "SQ *BLUE BOTTLE");
     assert_eq!(coffee["amount"], "-4.50");
     assert_eq!(coffee["status"], "pending");
+    // Plaid's category and merchant name are the row's, with source `provider`.
+    assert_eq!(coffee["category"], "FOOD_AND_DRINK_COFFEE", "{coffee}");
+    assert_eq!(coffee["category_source"], "provider", "{coffee}");
+    assert_eq!(coffee["merchant_name"], "Blue Bottle Coffee", "{coffee}");
     assert_eq!(row(&rows, "ACME PAYROLL")["amount"], "2500.00");
     assert_eq!(row(&rows, "REFUND")["amount"], "10.00");
 
@@ -713,6 +717,9 @@ async fn posted_rows_take_over_pending_and_removed_rows_go(app: TestApp) {
         .expect("the pending row kept its id");
     assert_eq!(coffee["status"], "settled");
     assert_eq!(coffee["amount"], "-5.40");
+    // The posted row names no category: the pending row's stays.
+    assert_eq!(coffee["category"], "FOOD_AND_DRINK_COFFEE", "{coffee}");
+    assert_eq!(coffee["merchant_name"], "Blue Bottle Coffee", "{coffee}");
     assert_eq!(row(&after, "CORNER GROCERY")["amount"], "-52.60");
     assert!(after.iter().all(|t| t["description"] != "REFUND"));
 }

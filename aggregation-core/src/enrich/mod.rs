@@ -19,6 +19,7 @@ pub mod taxonomy;
 /// What the writer derives for a new row from what its source reported: the merchant name
 /// (from the description) and, from a bank transaction code (`DOMAIN/FAMILY/SUBFAMILY`, as
 /// CAMT's `BkTxCd` arrives in the row's `subtype`), the code and its category.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Derived {
     /// The merchant a description names.
@@ -30,6 +31,7 @@ pub(crate) struct Derived {
 }
 
 /// [`Derived`] of a row with this description and subtype.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn derive(description: Option<&str>, subtype: Option<&str>) -> Derived {
     let bank_code_category = subtype.and_then(codes::bank_code_category_text);
     Derived {
@@ -41,7 +43,7 @@ pub(crate) fn derive(description: Option<&str>, subtype: Option<&str>) -> Derive
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "sqlite", feature = "postgres")))]
 mod derive_tests {
     use super::*;
 
