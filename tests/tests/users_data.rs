@@ -205,6 +205,14 @@ async fn export_holds_every_section_in_the_reads_shapes_and_nothing_secret(app: 
         .await
         .expect(201);
     let secret = webhook["secret"].as_str().expect("secret").to_owned();
+    let category = app
+        .post(
+            "/api/v1/categories",
+            &json!({"name": "Team lunches", "primary": "FOOD_AND_DRINK"}),
+            Some(&access),
+        )
+        .await
+        .expect(201);
     // Another user's rows stay out of it.
     let (other_id, _, _) = app.user("other@example.com").await;
     seed(&app, &other_id, 3).await;
@@ -267,6 +275,8 @@ async fn export_holds_every_section_in_the_reads_shapes_and_nothing_secret(app: 
     assert_eq!(export["connections"], providers["connections"]);
     let webhooks = app.get("/api/v1/webhooks", Some(&access)).await.expect(200);
     assert_eq!(export["webhooks"], webhooks["webhooks"]);
+    // The user's own categories, as the list shows them; the taxonomy's are everyone's.
+    assert_eq!(export["categories"], json!([category]));
     assert_eq!(export["sessions"].as_array().map(Vec::len), Some(1));
     assert_eq!(export["sessions"][0]["is_current"], true);
 

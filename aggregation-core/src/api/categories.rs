@@ -67,7 +67,7 @@ pub(crate) struct CategoryJson {
     is_custom: bool,
 }
 
-fn category_json(entry: CategoryEntry) -> CategoryJson {
+pub(crate) fn category_json(entry: CategoryEntry) -> CategoryJson {
     CategoryJson {
         id: entry.id,
         primary: entry.primary,

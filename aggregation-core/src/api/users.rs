@@ -11,7 +11,8 @@
 //! transaction_matches, events}`, every record in the shape the API's reads give it, nothing
 //! secret (no token, hash, webhook secret, provider credential or key material). `imports`
 //! are the user's `import.completed` events (statement files leave no other record);
-//! `categories` and `rules` are empty in this build, which keeps none.
+//! `categories` are the user's own (the taxonomy's are everyone's); `rules` is empty in this
+//! build, which keeps none.
 //! Its own rate limit (2 an hour) and one of the caller's heavy-read slots, held until the
 //! last byte is written. The status is sent before the data: a store failure midway ends
 //! the document early, unterminated, so a client never takes a partial export for a whole
@@ -29,6 +30,7 @@ use uuid::Uuid;
 
 use super::accounts::account_json;
 use super::admin::Admin;
+use super::categories::category_json;
 use super::extract::{Json, PathUserId, User};
 use super::holdings::holding_json;
 use super::matches::match_json;
@@ -47,6 +49,7 @@ use crate::config::Config;
 use crate::events::EventType;
 use crate::problem::{ApiError, ErrorCode};
 use crate::rate_limit::policy::{API_READ, API_WRITE, USER_EXPORT};
+use crate::records::categories::CategoryEntry;
 use crate::store::{MatchFilter, Role, Store, StoreError, TransactionPosition, UserRecord, now};
 use crate::user_data::UserDataError;
 use crate::user_slots::UserSlot;
@@ -93,7 +96,8 @@ pub(crate) const EXPORT_SECTIONS: &[(&str, &str)] = &[
     ("webhooks", "As `GET /api/v1/webhooks` (no secrets)."),
     (
         "categories",
-        "Always empty: this build keeps no categories.",
+        "The caller's own categories (`custom:<uuid>`), as `GET /api/v1/categories` shows them \
+         (the taxonomy's are the same for everyone and left out).",
     ),
     ("rules", "Always empty: this build keeps no rules."),
     (
@@ -448,11 +452,17 @@ impl ExportWriter {
         }
         self.close().await?;
 
-        // This build keeps no categories or rules.
-        for section in ["categories", "rules"] {
-            self.open(section).await?;
-            self.close().await?;
+        let mut items = self.open("categories").await?;
+        for category in store.custom_categories(user_id).await? {
+            items.push(
+                &mut self.buffer,
+                &category_json(CategoryEntry::custom(&category)),
+            );
         }
+        self.close().await?;
+        // This build keeps no rules.
+        self.open("rules").await?;
+        self.close().await?;
         let mut items = self.open("transaction_matches").await?;
         let mut filter = MatchFilter {
             limit: EXPORT_PAGE_ROWS,

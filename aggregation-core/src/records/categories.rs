@@ -53,7 +53,7 @@ pub(crate) struct CategoryEntry {
 }
 
 impl CategoryEntry {
-    fn custom(record: &CustomCategoryRecord) -> Self {
+    pub(crate) fn custom(record: &CustomCategoryRecord) -> Self {
         Self {
             id: format!("{CUSTOM_PREFIX}{}", record.id),
             primary: record.primary_category.clone(),

@@ -80,7 +80,7 @@ pub const USER_TABLES: &[UserTable] = &[
     },
     UserTable {
         name: "custom_categories",
-        exported: Exported::Omitted("the user's own categories (exported with the rules API)"),
+        exported: Exported::Section("categories"),
         erase_batch: "DELETE FROM custom_categories WHERE id IN \
              (SELECT k.id FROM custom_categories k WHERE k.user_id = $1 LIMIT $2)",
     },
