@@ -84,6 +84,8 @@ struct Row {
     /// Pending (`PDNG`, no `entry_reference`, no booking date) until
     /// [`EnableBankingSandbox::book_pending`].
     pending: bool,
+    /// The card merchant's ISO 18245 code, for card purchases.
+    merchant_category_code: Option<&'static str>,
 }
 
 /// What kind of account, and how the bank identifies it.
@@ -115,6 +117,7 @@ const CURRENT_ROWS: &[Row] = &[
         counterparty: "Acme Oy",
         remittance: &["Salary"],
         pending: false,
+        merchant_category_code: None,
     },
     Row {
         reference: Some("SBX-2002"),
@@ -124,6 +127,7 @@ const CURRENT_ROWS: &[Row] = &[
         counterparty: "Sandbox Housing Ltd",
         remittance: &["RF18539007547034", "Rent"],
         pending: false,
+        merchant_category_code: None,
     },
     Row {
         reference: Some("SBX-2003"),
@@ -133,6 +137,7 @@ const CURRENT_ROWS: &[Row] = &[
         counterparty: "Sandbox Energy",
         remittance: &["Electricity invoice"],
         pending: false,
+        merchant_category_code: None,
     },
     Row {
         // The bank sends no entry reference for this one.
@@ -143,6 +148,7 @@ const CURRENT_ROWS: &[Row] = &[
         counterparty: "Corner Grocery",
         remittance: &["Card purchase", "CORNER GROCERY"],
         pending: false,
+        merchant_category_code: Some("5411"),
     },
     Row {
         reference: Some("SBX-2005"),
@@ -152,6 +158,7 @@ const CURRENT_ROWS: &[Row] = &[
         counterparty: "Maria Virtanen",
         remittance: &["Concert tickets"],
         pending: false,
+        merchant_category_code: None,
     },
     Row {
         reference: Some("SBX-2006"),
@@ -161,6 +168,7 @@ const CURRENT_ROWS: &[Row] = &[
         counterparty: "Blue Cup Coffee",
         remittance: &["Card purchase"],
         pending: true,
+        merchant_category_code: Some("5814"),
     },
 ];
 
@@ -173,6 +181,7 @@ const CARD_ROWS: &[Row] = &[
         counterparty: "Sandbox Books",
         remittance: &["Card purchase"],
         pending: false,
+        merchant_category_code: Some("5942"),
     },
     Row {
         reference: Some("SBX-3002"),
@@ -182,6 +191,7 @@ const CARD_ROWS: &[Row] = &[
         counterparty: "Card repayment",
         remittance: &["Repayment"],
         pending: false,
+        merchant_category_code: None,
     },
     Row {
         reference: Some("SBX-3003"),
@@ -191,6 +201,7 @@ const CARD_ROWS: &[Row] = &[
         counterparty: "City Taxi",
         remittance: &["Card purchase"],
         pending: true,
+        merchant_category_code: None,
     },
 ];
 
@@ -1260,6 +1271,9 @@ fn transaction_json(row: &Row, booked: bool, today: NaiveDate) -> (Value, NaiveD
         if row.credit { "debtor" } else { "creditor" }.to_owned(),
         counterparty,
     );
+    if let Some(code) = row.merchant_category_code {
+        object.insert("merchant_category_code".to_owned(), json!(code));
+    }
     if pending {
         return (value, happened, "PDNG");
     }

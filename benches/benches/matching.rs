@@ -67,6 +67,7 @@ fn row(index: usize, date: NaiveDate, prefix: &str) -> NewTransaction {
         transaction_date: date,
         settlement_date: None,
         pending_transaction_id: None,
+        merchant_code: None,
     }
 }
 

@@ -102,6 +102,7 @@ async fn seed(store: Arc<dyn Store>) -> Fixture {
                 transaction_date: start + chrono::Days::new((index / 20) as u64),
                 settlement_date: None,
                 pending_transaction_id: None,
+                merchant_code: None,
             })
             .collect();
         store

@@ -144,6 +144,7 @@ async fn seed(store: Arc<dyn Store>) -> Fixture {
                 transaction_date: first + Days::new((index * days / rows) as u64),
                 settlement_date: None,
                 pending_transaction_id: None,
+                merchant_code: None,
             })
             .collect();
         store

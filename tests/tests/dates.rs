@@ -166,6 +166,7 @@ async fn seed(app: &TestApp, email: &str) -> Seeded {
         transaction_date: day(date),
         settlement_date: None,
         pending_transaction_id: None,
+        merchant_code: None,
     };
     app.store
         .upsert_transactions(

@@ -334,6 +334,12 @@ async fn syncs_map_accounts_balances_and_pages(app: TestApp) {
         grocery["description"],
         "Corner Grocery: Card purchase CORNER GROCERY"
     );
+    // The bank's merchant category codes name the card purchases' categories.
+    assert_eq!(grocery["category"], "FOOD_AND_DRINK_GROCERIES", "{grocery}");
+    assert_eq!(grocery["category_source"], "merchant_code", "{grocery}");
+    assert_eq!(coffee["category"], "FOOD_AND_DRINK_FAST_FOOD", "{coffee}");
+    assert_eq!(coffee["category_source"], "merchant_code", "{coffee}");
+    assert_eq!(salary["category_source"], Value::Null, "{salary}");
 }
 
 /// One window synced three times; the pending rows book between the first and the second:

@@ -104,6 +104,7 @@ fn transaction(
         transaction_date: date(day),
         settlement_date: None,
         pending_transaction_id: None,
+        merchant_code: None,
     }
 }
 

@@ -26,6 +26,7 @@ fn transaction(index: usize, cents: i64) -> NewTransaction {
         transaction_date: chrono::NaiveDate::from_ymd_opt(2024, 1, 1).expect("date"),
         settlement_date: None,
         pending_transaction_id: None,
+        merchant_code: None,
     }
 }
 

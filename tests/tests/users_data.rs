@@ -106,6 +106,7 @@ async fn seed(app: &TestApp, user_id: &str, transactions: usize) -> Uuid {
                 + chrono::TimeDelta::days(i64::try_from(n % 300).expect("small")),
             settlement_date: None,
             pending_transaction_id: None,
+            merchant_code: None,
         })
         .collect();
     app.store

@@ -146,6 +146,6 @@ mod tests {
         for event_type in EventType::ALL {
             assert_eq!(EventType::parse(event_type.as_str()), Some(*event_type));
         }
-        assert_eq!(EventType::ALL.len(), 12);
+        assert_eq!(EventType::ALL.len(), 13);
     }
 }

@@ -179,6 +179,7 @@ fn transactions<'a>(
             transaction_date: entry.date,
             settlement_date: entry.value_date,
             pending_transaction_id: None,
+            merchant_code: None,
         }
     })
 }

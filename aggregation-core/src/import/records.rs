@@ -178,6 +178,7 @@ fn transaction(line: &StatementTransaction, currency: &str) -> Option<NewTransac
         transaction_date: line.posted.date_naive(),
         settlement_date: line.settled.map(|settled| settled.date_naive()),
         pending_transaction_id: None,
+        merchant_code: None,
     })
 }
 

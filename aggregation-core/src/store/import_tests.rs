@@ -62,6 +62,7 @@ fn transaction(fit_id: &str, amount: &str) -> NewTransaction {
         transaction_date: "2024-01-05".parse().unwrap(),
         settlement_date: None,
         pending_transaction_id: None,
+        merchant_code: None,
     }
 }
 

@@ -294,6 +294,7 @@ pub(super) fn transaction(provider_id: &str, amount: &str) -> NewTransaction {
         transaction_date: "2024-03-01".parse().unwrap(),
         settlement_date: None,
         pending_transaction_id: None,
+        merchant_code: None,
     }
 }
 

@@ -40,6 +40,7 @@ fn transaction(account: usize, index: usize) -> NewTransaction {
         transaction_date: chrono::NaiveDate::from_ymd_opt(2025, 1, 2).unwrap_or_default(),
         settlement_date: None,
         pending_transaction_id: None,
+        merchant_code: None,
     }
 }
 

@@ -751,6 +751,7 @@ fn map_transaction(transaction: PlaidTransaction) -> Result<ChangedTransaction, 
         transaction_date: transaction.date,
         settlement_date: None,
         pending_transaction_id: text(transaction.pending_transaction_id),
+        merchant_code: None,
     };
     Ok(ChangedTransaction::new(transaction.account_id, row)
         .with_enrichment(category, merchant_name))

@@ -873,6 +873,7 @@ fn map_transaction(
         transaction_date: date,
         settlement_date: if pending { None } else { posted },
         pending_transaction_id: None,
+        merchant_code: None,
     })
 }
 

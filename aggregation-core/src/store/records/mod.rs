@@ -488,6 +488,10 @@ pub struct NewTransaction {
     /// For a booked row, the provider's id of the pending row it books, when the provider
     /// links them (Plaid's `pending_transaction_id`): the booked row takes that row over.
     pub pending_transaction_id: Option<String>,
+    /// The merchant's ISO 18245 category code as the source reports it (four digits, such as
+    /// Enable Banking's `merchant_category_code`): the row's category when nothing of higher
+    /// precedence names one.
+    pub merchant_code: Option<String>,
 }
 
 /// One of a user's own categories, under a primary category of the taxonomy. Shown with the id

@@ -139,6 +139,26 @@ pub const USER_TABLES: &[UserTable] = &[
               JOIN connections c ON c.id = b.connection_id WHERE c.user_id = $1 LIMIT $2)",
     },
     UserTable {
+        name: "provider_cursors",
+        exported: Exported::Omitted("a change feed's position, the service's bookkeeping"),
+        erase_batch: "DELETE FROM provider_cursors WHERE connection_id IN \
+             (SELECT p.connection_id FROM provider_cursors p \
+              JOIN connections c ON c.id = p.connection_id WHERE c.user_id = $1 LIMIT $2)",
+    },
+    UserTable {
+        name: "provider_webhook_keys",
+        exported: Exported::Omitted("digests that route a provider's webhooks, bookkeeping"),
+        erase_batch: "DELETE FROM provider_webhook_keys WHERE connection_id IN \
+             (SELECT k.connection_id FROM provider_webhook_keys k \
+              JOIN connections c ON c.id = k.connection_id WHERE c.user_id = $1 LIMIT $2)",
+    },
+    UserTable {
+        name: "import_staging",
+        exported: Exported::Omitted("the accounts of an import still being written, bookkeeping"),
+        erase_batch: "DELETE FROM import_staging WHERE account_id IN \
+             (SELECT s.account_id FROM import_staging s WHERE s.user_id = $1 LIMIT $2)",
+    },
+    UserTable {
         name: "accounts",
         exported: Exported::Section("accounts"),
         erase_batch: concat!(

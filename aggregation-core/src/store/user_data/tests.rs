@@ -186,6 +186,7 @@ async fn seeded(store: &SqliteStore, user_id: Uuid, count: usize) -> Uuid {
                 + TimeDelta::days(i64::try_from(n % 28).unwrap()),
             settlement_date: None,
             pending_transaction_id: None,
+            merchant_code: None,
         })
         .collect();
     store

@@ -420,6 +420,9 @@ struct Transaction {
     reference_number: Option<String>,
     #[serde(default)]
     note: Option<String>,
+    /// The card merchant's ISO 18245 code (four digits).
+    #[serde(default)]
+    merchant_category_code: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -565,6 +568,7 @@ pub(super) fn map_transaction(
             transaction.booking_date.or(transaction.value_date)
         },
         pending_transaction_id: None,
+        merchant_code: non_blank(transaction.merchant_category_code),
     }))
 }
 

@@ -564,6 +564,7 @@ fn map_transaction(id: String, transaction: Transaction) -> Result<NewTransactio
         transaction_date,
         settlement_date,
         pending_transaction_id: None,
+        merchant_code: None,
     })
 }
 

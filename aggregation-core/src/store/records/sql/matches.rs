@@ -94,6 +94,7 @@ fn reported(stored: TransactionRecord) -> NewTransaction {
         transaction_date: stored.transaction_date,
         settlement_date: stored.settlement_date,
         pending_transaction_id: stored.pending_transaction_id,
+        merchant_code: None,
     }
 }
 

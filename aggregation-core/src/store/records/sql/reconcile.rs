@@ -157,6 +157,7 @@ impl HeldRow {
             transaction_date: row.transaction_date,
             settlement_date: row.settlement_date,
             pending_transaction_id: row.pending_transaction_id,
+            merchant_code: None,
         };
         Some((item, TransactionSource::parse(&row.source)?, row.origin))
     }

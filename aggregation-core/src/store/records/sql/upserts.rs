@@ -18,7 +18,7 @@ use crate::store::{
     StoreError, TransactionRecord, TransactionSource, mask_account_number,
 };
 
-/// Rows per multi-row statement: at most 25 parameters a row stay below SQLite's 32,766 and
+/// Rows per multi-row statement: at most 32 parameters a row stay below SQLite's 32,766 and
 /// PostgreSQL's 65,535 bound parameters.
 pub(in crate::store) const CHUNK: usize = 1_000;
 
@@ -225,7 +225,7 @@ impl Upsert for Sourced<'_> {
     const SELECT: &'static str = NewTransaction::SELECT;
     const SYNCED: bool = NewTransaction::SYNCED;
     const INSERTED: &'static str = "source, origin, pending_transaction_id, merchant_name, \
-         bank_code, category, category_source, ";
+         merchant_code, bank_code, category, category_source, ";
 
     fn key(&self) -> &str {
         self.item.key()
@@ -236,23 +236,35 @@ impl Upsert for Sourced<'_> {
     }
 
     fn bind_inserted<B: Backend>(&self, row: &mut Separated<'_, B>) {
-        // Enrichment of a new row: the merchant from its description, the category its bank
-        // transaction code names (rules and codes of higher precedence come later).
+        // Enrichment of a new row: the merchant from its description, the category its
+        // merchant code names, else its bank transaction code's (a provider's category and
+        // rules, of higher precedence, come later).
         let derived = crate::enrich::derive(
             self.item.description.as_deref(),
             self.item.subtype.as_deref(),
         );
+        let merchant_code = self
+            .item
+            .merchant_code
+            .as_deref()
+            .map(str::trim)
+            .filter(|code| !code.is_empty());
+        let (category, category_source) =
+            match merchant_code.and_then(crate::enrich::codes::merchant_code_category) {
+                Some(category) => (Some(category), Some(CategorySource::MerchantCode)),
+                None => (
+                    derived.bank_code_category,
+                    derived.bank_code_category.map(|_| CategorySource::BankCode),
+                ),
+            };
         row.push_bind(self.source.as_str())
             .push_bind(self.origin)
             .push_bind(self.item.pending_transaction_id.as_deref())
             .push_bind(derived.merchant_name)
+            .push_bind(merchant_code)
             .push_bind(derived.bank_code)
-            .push_bind(derived.bank_code_category)
-            .push_bind(
-                derived
-                    .bank_code_category
-                    .map(|_| CategorySource::BankCode.as_str()),
-            );
+            .push_bind(category)
+            .push_bind(category_source.map(|source| source.as_str()));
     }
 
     fn stored_key(stored: &TransactionRecord) -> (&str, Uuid) {
