@@ -644,9 +644,25 @@ async fn callback(
         Caller::Authenticated(claims) => Some(claims.sub),
     };
     let Some((answer, oauth_state)) = query else {
-        // A link provider's callback: `{state, public_token?}` in the body.
-        let link_state = body_state
-            .ok_or_else(|| ApiError::field("state", "required", "This field is required."))?;
+        // A link provider's callback: `{state, public_token?}` in the body. With neither that
+        // nor a query, what is missing is an OAuth callback's `code` and `state`, as the
+        // interface's callback names them.
+        let link_state = match (body_state, &public_token) {
+            (Some(link_state), _) => link_state,
+            (None, None) => {
+                return Err(ApiError::validation(vec![
+                    query::error("code", "required", "This query parameter is required."),
+                    query::error("state", "required", "This query parameter is required."),
+                ]));
+            }
+            (None, Some(_)) => {
+                return Err(ApiError::field(
+                    "state",
+                    "required",
+                    "This field is required.",
+                ));
+            }
+        };
         let (connection, _created) = state
             .connections
             .complete_link(public_token.as_deref(), &link_state, caller)
