@@ -33,6 +33,7 @@ macro_rules! string_enum {
             }
 
             /// Parses a name (exact, lowercase); `None` for an unknown one.
+            #[allow(dead_code, reason = "a set read only through `query::choice` parses no text itself")]
             $vis fn parse(name: &str) -> Option<Self> {
                 match name {
                     $($text => Some(Self::$variant),)+

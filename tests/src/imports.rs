@@ -1,9 +1,10 @@
 //! What the statement-import cases read back after an upload: the caller's accounts, an
-//! account's rows, and the counters and amounts of the answers.
+//! account's rows, and the counters and amounts of the answers; and a CSV import of plain rows
+//! into a new account.
 
 use serde_json::Value;
 
-use crate::TestApp;
+use crate::{TestApp, upload_with};
 
 /// The access token of a new user with this email.
 pub async fn access(app: &TestApp, email: &str) -> String {
@@ -50,4 +51,34 @@ pub fn sorted_field(rows: &[Value], key: &str) -> Vec<String> {
 /// The amounts of `rows`, as text, sorted.
 pub fn sorted_amounts(rows: &[Value]) -> Vec<String> {
     sorted_field(rows, "amount")
+}
+
+/// Imports `(date, description, amount)` rows as a CSV statement into a new account `name`
+/// in `currency`; the account's id.
+pub async fn import_rows(
+    app: &TestApp,
+    token: &str,
+    name: &str,
+    currency: &str,
+    rows: &[(&str, &str, &str)],
+) -> String {
+    let mut file = String::from("Date,Description,Amount\n");
+    for (date, description, amount) in rows {
+        file.push_str(&format!("{date},{description},{amount}\n"));
+    }
+    upload_with(
+        app,
+        Some("statement.csv"),
+        file.as_bytes(),
+        &[("account_name", name), ("currency", currency)],
+        token,
+    )
+    .await
+    .expect(201);
+    accounts(app, token)
+        .await
+        .into_iter()
+        .find(|account| account["name"] == name)
+        .and_then(|account| account["id"].as_str().map(str::to_owned))
+        .expect("the imported account")
 }

@@ -25,6 +25,7 @@ pub mod imports;
 pub mod proxy;
 pub mod receiver;
 mod servers;
+pub mod simplefin;
 mod statements;
 
 pub use statements::{

@@ -4,55 +4,16 @@
 //! which survive re-importing the same file and re-syncing (SimpleFIN's fake bridge). Nobody
 //! sees, uses or deletes another user's categories or edits another user's transactions.
 
-use aggregation_core::AggregationServiceBuilder;
-use aggregation_core::providers::{SimplefinConfig, SimplefinProvider};
-use aggregation_sandbox::{CHECKING_ID, SimplefinSandbox};
+use aggregation_sandbox::CHECKING_ID;
 use aggregation_tests::imports::{access, accounts, rows};
+use aggregation_tests::simplefin::bridge;
 use aggregation_tests::upload_with;
 use aggregation_tests::{Setup, TestApp, conformance};
 use http::Method;
 use serde_json::{Value, json};
 
-fn with_simplefin(builder: AggregationServiceBuilder) -> AggregationServiceBuilder {
-    let config = SimplefinConfig {
-        bridge_hosts: vec!["127.0.0.1".to_owned()],
-        allow_http: true,
-        budget: None,
-        ..SimplefinConfig::default()
-    };
-    builder.provider(SimplefinProvider::new(config).expect("provider"))
-}
-
 fn simplefin() -> Setup {
-    let mut setup = aggregation_tests::sandbox_setup();
-    setup.sandbox = None;
-    setup.builder_hook = Some(with_simplefin);
-    setup
-}
-
-/// A fake bridge on a loopback socket, stopped when dropped.
-struct Bridge {
-    sandbox: SimplefinSandbox,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn bridge() -> Bridge {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind loopback");
-    let address = listener.local_addr().expect("address");
-    let sandbox = SimplefinSandbox::new(format!("http://{address}/simplefin"));
-    let app = axum::Router::new().nest_service("/simplefin", sandbox.clone());
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Bridge { sandbox, task }
+    aggregation_tests::simplefin::setup()
 }
 
 fn id(value: &Value) -> &str {

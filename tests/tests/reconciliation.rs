@@ -7,57 +7,17 @@
 //! trail; one user's rows never match another's; and the SimpleFIN sandbox's reconciliation
 //! scenario shows a file then a sync, a tip and a transfer offline.
 
-use aggregation_core::AggregationServiceBuilder;
-use aggregation_core::providers::{SimplefinConfig, SimplefinProvider};
-use aggregation_sandbox::{
-    CHECKING_ID, RECONCILIATION_CHECKING_ID, RECONCILIATION_SAVINGS_ID, SimplefinSandbox,
-};
+use aggregation_sandbox::{CHECKING_ID, RECONCILIATION_CHECKING_ID, RECONCILIATION_SAVINGS_ID};
 use aggregation_tests::imports::{access, rows};
+use aggregation_tests::simplefin::{Bridge, bridge};
 use aggregation_tests::upload_with;
 use aggregation_tests::{Setup, TestApp, conformance};
 use serde_json::{Value, json};
 
-fn with_simplefin(builder: AggregationServiceBuilder) -> AggregationServiceBuilder {
-    let config = SimplefinConfig {
-        bridge_hosts: vec!["127.0.0.1".to_owned()],
-        allow_http: true,
-        budget: None,
-        ..SimplefinConfig::default()
-    };
-    builder.provider(SimplefinProvider::new(config).expect("provider"))
-}
-
 fn simplefin() -> Setup {
-    let mut setup = aggregation_tests::sandbox_setup();
-    setup.sandbox = None;
-    setup.builder_hook = Some(with_simplefin);
+    let mut setup = aggregation_tests::simplefin::setup();
     setup.config = setup.config.with_admin_emails(vec![ADMIN.to_owned()]);
     setup
-}
-
-/// A fake bridge on a loopback socket, stopped when dropped.
-struct Bridge {
-    sandbox: SimplefinSandbox,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn bridge() -> Bridge {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind loopback");
-    let address = listener.local_addr().expect("address");
-    let sandbox = SimplefinSandbox::new(format!("http://{address}/simplefin"));
-    let app = axum::Router::new().nest_service("/simplefin", sandbox.clone());
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Bridge { sandbox, task }
 }
 
 fn id(value: &Value) -> &str {

@@ -6,8 +6,7 @@
 
 use std::collections::HashSet;
 
-use aggregation_tests::imports::{access, accounts};
-use aggregation_tests::upload_with;
+use aggregation_tests::imports::{access, import_rows};
 use aggregation_tests::{TestApp, conformance};
 use serde_json::Value;
 
@@ -20,41 +19,6 @@ conformance!(
     search_parameters_and_cursors_are_422,
     the_account_listing_pages_by_cursor,
 );
-
-/// A CSV statement of `(date, description, amount)` rows.
-fn csv(rows: &[(&str, &str, &str)]) -> String {
-    let mut file = String::from("Date,Description,Amount\n");
-    for (date, description, amount) in rows {
-        file.push_str(&format!("{date},{description},{amount}\n"));
-    }
-    file
-}
-
-/// Imports `rows` into a new account named `name` (currency `currency`); its id.
-async fn import(
-    app: &TestApp,
-    token: &str,
-    name: &str,
-    currency: &str,
-    rows: &[(&str, &str, &str)],
-) -> String {
-    let file = csv(rows);
-    upload_with(
-        app,
-        Some("statement.csv"),
-        file.as_bytes(),
-        &[("account_name", name), ("currency", currency)],
-        token,
-    )
-    .await
-    .expect(201);
-    accounts(app, token)
-        .await
-        .into_iter()
-        .find(|account| account["name"] == name)
-        .and_then(|account| account["id"].as_str().map(str::to_owned))
-        .expect("the imported account")
-}
 
 /// The descriptions of a page's rows, in order.
 fn descriptions(page: &Value) -> Vec<String> {
@@ -163,8 +127,8 @@ async fn two_accounts(app: &TestApp, token: &str) -> (String, String) {
             )
         })
         .collect();
-    let checking_id = import(app, token, "Checking", "USD", &as_refs(&checking)).await;
-    let savings_id = import(app, token, "Savings", "USD", &as_refs(&savings)).await;
+    let checking_id = import_rows(app, token, "Checking", "USD", &as_refs(&checking)).await;
+    let savings_id = import_rows(app, token, "Savings", "USD", &as_refs(&savings)).await;
     (checking_id, savings_id)
 }
 
@@ -196,7 +160,7 @@ async fn paging_by_cursor_gives_every_row_once_newest_first(app: TestApp) {
 
 async fn words_match_description_words_across_accounts(app: TestApp) {
     let token = access(&app, "words@example.com").await;
-    import(
+    import_rows(
         &app,
         &token,
         "Card",
@@ -212,7 +176,7 @@ async fn words_match_description_words_across_accounts(app: TestApp) {
         ],
     )
     .await;
-    import(
+    import_rows(
         &app,
         &token,
         "Other card",
@@ -266,7 +230,7 @@ async fn words_match_description_words_across_accounts(app: TestApp) {
 
 async fn query_syntax_is_read_as_plain_words(app: TestApp) {
     let token = access(&app, "syntax@example.com").await;
-    import(
+    import_rows(
         &app,
         &token,
         "Card",
@@ -339,7 +303,7 @@ async fn query_syntax_is_read_as_plain_words(app: TestApp) {
 
 async fn filters_narrow_the_search(app: TestApp) {
     let token = access(&app, "filters@example.com").await;
-    let card = import(
+    let card = import_rows(
         &app,
         &token,
         "Card",
@@ -352,7 +316,7 @@ async fn filters_narrow_the_search(app: TestApp) {
         ],
     )
     .await;
-    let other = import(
+    let other = import_rows(
         &app,
         &token,
         "Other",
@@ -417,7 +381,7 @@ async fn filters_narrow_the_search(app: TestApp) {
 async fn the_search_sees_only_the_callers_rows(app: TestApp) {
     let owner = access(&app, "owner@example.com").await;
     let stranger = access(&app, "stranger@example.com").await;
-    let account = import(
+    let account = import_rows(
         &app,
         &owner,
         "Card",
@@ -428,7 +392,7 @@ async fn the_search_sees_only_the_callers_rows(app: TestApp) {
         ],
     )
     .await;
-    import(
+    import_rows(
         &app,
         &stranger,
         "Card",

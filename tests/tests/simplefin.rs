@@ -8,22 +8,10 @@ use aggregation_core::jobs::{RunOutcome, SYNC_CONNECTIONS};
 use aggregation_core::providers::{RequestBudget, SimplefinConfig, SimplefinProvider};
 use aggregation_sandbox::{CHECKING_ID, SANDBOX_ERROR, SimplefinSandbox};
 use aggregation_tests::proxy::{Fault, FaultProxy};
+use aggregation_tests::simplefin::{Bridge, bridge, provider_config, serve, with_simplefin};
 use aggregation_tests::{Setup, TestApp, conformance};
 use base64::Engine as _;
 use serde_json::{Value, json};
-
-fn provider_config() -> SimplefinConfig {
-    SimplefinConfig {
-        bridge_hosts: vec!["127.0.0.1".to_owned()],
-        allow_http: true,
-        budget: None,
-        ..SimplefinConfig::default()
-    }
-}
-
-fn with_simplefin(builder: AggregationServiceBuilder) -> AggregationServiceBuilder {
-    builder.provider(SimplefinProvider::new(provider_config()).expect("provider"))
-}
 
 fn with_budgeted_simplefin(builder: AggregationServiceBuilder) -> AggregationServiceBuilder {
     let config = SimplefinConfig {
@@ -77,31 +65,6 @@ fn budgeted() -> Setup {
     setup
 }
 
-/// A fake bridge on a loopback socket, stopped when dropped.
-struct Bridge {
-    sandbox: SimplefinSandbox,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn bridge() -> Bridge {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind loopback");
-    let address = listener.local_addr().expect("address");
-    let sandbox = SimplefinSandbox::new(format!("http://{address}/simplefin"));
-    let app = axum::Router::new().nest_service("/simplefin", sandbox.clone());
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Bridge { sandbox, task }
-}
-
 /// A fake bridge reached through a fault proxy (its claim and access URLs name the proxy),
 /// so a case can make it hang.
 struct ProxiedBridge {
@@ -115,12 +78,8 @@ async fn proxied_bridge() -> ProxiedBridge {
         .expect("bind loopback");
     let proxy = FaultProxy::start(listener.local_addr().expect("address")).await;
     let sandbox = SimplefinSandbox::new(format!("http://{}/simplefin", proxy.address()));
-    let app = axum::Router::new().nest_service("/simplefin", sandbox.clone());
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
     ProxiedBridge {
-        bridge: Bridge { sandbox, task },
+        bridge: serve(listener, sandbox),
         proxy,
     }
 }

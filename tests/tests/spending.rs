@@ -3,8 +3,7 @@
 //! accounts left out, exact decimal sums, only the caller's rows, and the 422s (at most 1,000
 //! periods).
 
-use aggregation_tests::imports::{access, accounts};
-use aggregation_tests::upload_with;
+use aggregation_tests::imports::{access, import_rows};
 use aggregation_tests::{TestApp, conformance};
 use serde_json::{Value, json};
 
@@ -15,38 +14,9 @@ conformance!(
     spending_bounds_are_422,
 );
 
-/// Imports `(date, description, amount)` rows into a new account `name` in `currency`; its id.
-async fn import(
-    app: &TestApp,
-    token: &str,
-    name: &str,
-    currency: &str,
-    rows: &[(&str, &str, &str)],
-) -> String {
-    let mut file = String::from("Date,Description,Amount\n");
-    for (date, description, amount) in rows {
-        file.push_str(&format!("{date},{description},{amount}\n"));
-    }
-    upload_with(
-        app,
-        Some("statement.csv"),
-        file.as_bytes(),
-        &[("account_name", name), ("currency", currency)],
-        token,
-    )
-    .await
-    .expect(201);
-    accounts(app, token)
-        .await
-        .into_iter()
-        .find(|account| account["name"] == name)
-        .and_then(|account| account["id"].as_str().map(str::to_owned))
-        .expect("the imported account")
-}
-
 /// A checking and a savings account in USD with a transfer between them, and a EUR card.
 async fn household(app: &TestApp, token: &str) -> (String, String, String) {
-    let checking = import(
+    let checking = import_rows(
         app,
         token,
         "Checking",
@@ -61,7 +31,7 @@ async fn household(app: &TestApp, token: &str) -> (String, String, String) {
         ],
     )
     .await;
-    let savings = import(
+    let savings = import_rows(
         app,
         token,
         "Savings",
@@ -72,7 +42,7 @@ async fn household(app: &TestApp, token: &str) -> (String, String, String) {
         ],
     )
     .await;
-    let card = import(
+    let card = import_rows(
         app,
         token,
         "Carte",
@@ -268,7 +238,7 @@ async fn spending_sees_only_the_callers_rows(app: TestApp) {
         .await
         .expect(200);
     assert_eq!(nothing["currencies"], json!([]));
-    import(
+    import_rows(
         &app,
         &stranger,
         "Wallet",

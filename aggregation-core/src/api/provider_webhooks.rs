@@ -20,7 +20,6 @@ use super::routes::{Route, limited, route};
 use super::{ApiResult, RequestBody, json};
 use crate::app::App;
 use crate::problem::{ApiError, ErrorCode};
-use crate::providers::connections::ConnectionError;
 use crate::rate_limit::policy::PROVIDER_WEBHOOK;
 
 pub(crate) const ROUTES: &[Route] = &[route!(
@@ -94,16 +93,9 @@ struct WebhookReceived {
 
 /// `POST /api/v1/provider-webhooks/{slug}`
 async fn receive(state: &App, PathSlug(slug): PathSlug, webhook: WebhookBody) -> ApiResult {
-    match state
+    state
         .connections
         .receive_webhook(&slug, &webhook.headers, &webhook.body)
-        .await
-    {
-        Ok(()) => json(StatusCode::OK, &WebhookReceived { received: true }),
-        Err(ConnectionError::WebhookRejected) => Err(ApiError::new(
-            ErrorCode::Unauthorized,
-            "The webhook could not be verified as the provider's.",
-        )),
-        Err(error) => Err(error.into()),
-    }
+        .await?;
+    json(StatusCode::OK, &WebhookReceived { received: true })
 }

@@ -287,24 +287,6 @@ pub(crate) struct SpendingQuery {
     group_by: Option<String>,
 }
 
-/// A grouping name (ASCII case-insensitive); an unknown one, the empty one included, is
-/// `invalid_choice` listing the allowed ones.
-fn group_by(raw: Option<String>) -> Result<Option<GroupBy>, FieldError> {
-    let Some(raw) = raw else {
-        return Ok(None);
-    };
-    GroupBy::parse(&raw.trim().to_ascii_lowercase())
-        .map(Some)
-        .ok_or_else(|| {
-            let allowed: Vec<&str> = GroupBy::ALL.iter().map(|value| value.as_str()).collect();
-            query::error(
-                "group_by",
-                "invalid_choice",
-                format!("Must be one of: {}.", allowed.join(", ")),
-            )
-        })
-}
-
 /// The spending summary asked for.
 pub(crate) struct SpendingRequest {
     from: NaiveDate,
@@ -322,7 +304,7 @@ impl Validate for SpendingQuery {
             query::date("from", self.from),
             query::date("to", self.to),
             query::choice("interval", self.interval, Interval::ALL, Interval::as_str),
-            group_by(self.group_by),
+            query::choice("group_by", self.group_by, GroupBy::ALL, GroupBy::as_str),
         )
             .all_valid()?;
         let to = to.unwrap_or_else(|| crate::store::now().date_naive());

@@ -331,44 +331,31 @@ struct ExportWriter {
     _slot: UserSlot,
 }
 
-/// The export's sections that are read account by account.
+/// A section of the export read account by account, and where in one account its next
+/// keyset page starts (`None`: the first page). Transactions are keyed by their listing
+/// position, holdings and snapshots by id.
 #[derive(Clone, Copy)]
 enum PerAccount {
-    Transactions,
-    Holdings,
-    Snapshots,
+    Transactions(Option<TransactionPosition>),
+    Holdings(Option<Uuid>),
+    Snapshots(Option<Uuid>),
 }
 
 impl PerAccount {
     fn name(self) -> &'static str {
         match self {
-            Self::Transactions => "transactions",
-            Self::Holdings => "holdings",
-            Self::Snapshots => "balance_snapshots",
-        }
-    }
-}
-
-/// Where the next page of a per-account section starts: transactions are keyed by their
-/// listing position, holdings and snapshots by id.
-#[derive(Clone, Copy)]
-enum PageAfter {
-    Transaction(TransactionPosition),
-    Id(Uuid),
-}
-
-impl PageAfter {
-    fn transaction(self) -> Option<TransactionPosition> {
-        match self {
-            Self::Transaction(position) => Some(position),
-            Self::Id(_) => None,
+            Self::Transactions(_) => "transactions",
+            Self::Holdings(_) => "holdings",
+            Self::Snapshots(_) => "balance_snapshots",
         }
     }
 
-    fn id(self) -> Option<Uuid> {
+    /// The section's first page in an account.
+    fn first(self) -> Self {
         match self {
-            Self::Id(id) => Some(id),
-            Self::Transaction(_) => None,
+            Self::Transactions(_) => Self::Transactions(None),
+            Self::Holdings(_) => Self::Holdings(None),
+            Self::Snapshots(_) => Self::Snapshots(None),
         }
     }
 }
@@ -437,9 +424,9 @@ impl ExportWriter {
 
         let accounts = self.accounts().await?;
         for section in [
-            PerAccount::Transactions,
-            PerAccount::Holdings,
-            PerAccount::Snapshots,
+            PerAccount::Transactions(None),
+            PerAccount::Holdings(None),
+            PerAccount::Snapshots(None),
         ] {
             self.per_account(section, &accounts).await?;
         }
@@ -515,14 +502,12 @@ impl ExportWriter {
     async fn per_account(&mut self, section: PerAccount, accounts: &[Uuid]) -> Result<(), Stop> {
         let mut items = self.open(section.name()).await?;
         for &account_id in accounts {
-            let mut after = None;
+            let mut page = section.first();
             loop {
-                let (rows, last) = self
-                    .account_page(section, account_id, after, &mut items)
-                    .await?;
+                let (rows, next) = self.account_page(page, account_id, &mut items).await?;
                 self.flush_if_full().await?;
-                match last {
-                    Some(last) if rows == EXPORT_PAGE_ROWS as usize => after = Some(last),
+                match next {
+                    Some(next) if rows == EXPORT_PAGE_ROWS as usize => page = next,
                     _ => break,
                 }
             }
@@ -530,50 +515,49 @@ impl ExportWriter {
         self.close().await
     }
 
-    /// Writes one page of `section` for `account_id` after `after`: how many rows it held and
-    /// where the next page starts.
+    /// Writes the page `page` of `account_id`: how many rows it held and where the next page
+    /// starts.
     async fn account_page(
         &mut self,
-        section: PerAccount,
+        page: PerAccount,
         account_id: Uuid,
-        after: Option<PageAfter>,
         items: &mut Items,
-    ) -> Result<(usize, Option<PageAfter>), Stop> {
+    ) -> Result<(usize, Option<PerAccount>), Stop> {
         let (user_id, store) = (self.user_id, &self.store);
         let buffer = &mut self.buffer;
-        Ok(match section {
-            PerAccount::Transactions => {
-                let after = after.and_then(PageAfter::transaction);
-                let page = store
-                    .export_transactions(user_id, account_id, after, EXPORT_PAGE_ROWS)
+        let limit = EXPORT_PAGE_ROWS;
+        Ok(match page {
+            PerAccount::Transactions(after) => {
+                let rows = store
+                    .export_transactions(user_id, account_id, after, limit)
                     .await?;
-                for transaction in &page {
+                for transaction in &rows {
                     items.push(buffer, &transaction_json(transaction));
                 }
-                let last = page
+                let next = rows
                     .last()
-                    .map(|last| PageAfter::Transaction(TransactionPosition::of(last)));
-                (page.len(), last)
+                    .map(|last| PerAccount::Transactions(Some(TransactionPosition::of(last))));
+                (rows.len(), next)
             }
-            PerAccount::Holdings => {
-                let after = after.and_then(PageAfter::id);
-                let page = store
-                    .export_holdings(user_id, account_id, after, EXPORT_PAGE_ROWS)
+            PerAccount::Holdings(after) => {
+                let rows = store
+                    .export_holdings(user_id, account_id, after, limit)
                     .await?;
-                for holding in &page {
+                for holding in &rows {
                     items.push(buffer, &holding_json(holding));
                 }
-                (page.len(), page.last().map(|last| PageAfter::Id(last.id)))
+                let next = rows.last().map(|last| PerAccount::Holdings(Some(last.id)));
+                (rows.len(), next)
             }
-            PerAccount::Snapshots => {
-                let after = after.and_then(PageAfter::id);
-                let page = store
-                    .export_snapshots(user_id, account_id, after, EXPORT_PAGE_ROWS)
+            PerAccount::Snapshots(after) => {
+                let rows = store
+                    .export_snapshots(user_id, account_id, after, limit)
                     .await?;
-                for snapshot in &page {
+                for snapshot in &rows {
                     items.push(buffer, &snapshot_json(snapshot));
                 }
-                (page.len(), page.last().map(|last| PageAfter::Id(last.id)))
+                let next = rows.last().map(|last| PerAccount::Snapshots(Some(last.id)));
+                (rows.len(), next)
             }
         })
     }

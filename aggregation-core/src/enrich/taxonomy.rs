@@ -665,6 +665,16 @@ static CATEGORIES: &[Category] = &[
     ),
 ];
 
+/// The prefix of the id of a user's own category (`custom:<uuid>`), as transactions and the
+/// API carry it.
+pub(crate) const CUSTOM_PREFIX: &str = "custom:";
+
+/// The uuid of a user's own category's id (`custom:<uuid>`); `None` for anything else.
+pub(crate) fn custom_id(id: &str) -> Option<uuid::Uuid> {
+    id.strip_prefix(CUSTOM_PREFIX)
+        .and_then(|rest| uuid::Uuid::parse_str(rest).ok())
+}
+
 /// The detailed category with this identifier, `None` when the taxonomy has none (a primary's
 /// identifier is not a detailed category: see [`primary`]).
 pub fn category(id: &str) -> Option<&'static Category> {

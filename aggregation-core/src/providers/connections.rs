@@ -49,7 +49,7 @@ pub(crate) enum ConnectionError {
     PublicTokenRefused(String),
     #[error("The callback needs a {0} for this provider.")]
     MissingGrant(&'static str),
-    #[error("The webhook could not be verified.")]
+    #[error("The webhook could not be verified as the provider's.")]
     WebhookRejected,
     #[error("{}", refusal_detail(error, description.as_deref()))]
     RefusedAtProvider {

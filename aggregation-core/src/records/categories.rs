@@ -8,16 +8,13 @@ use chrono::Utc;
 use uuid::Uuid;
 
 use super::Records;
-use crate::enrich::taxonomy;
+use crate::enrich::taxonomy::{self, CUSTOM_PREFIX, custom_id};
 use crate::store::{
     CustomCategoryRecord, StoreError, TransactionEdit, TransactionEdited, TransactionRecord,
 };
 
 /// The most categories of their own a user may hold.
 pub(crate) const MAX_CUSTOM_CATEGORIES: u64 = 500;
-
-/// The prefix of a custom category's id.
-pub(crate) const CUSTOM_PREFIX: &str = "custom:";
 
 /// Why a category operation or a transaction edit failed.
 #[derive(Debug, thiserror::Error)]
@@ -61,12 +58,6 @@ impl CategoryEntry {
             is_custom: true,
         }
     }
-}
-
-/// The uuid of a `custom:<uuid>` id; `None` for anything else.
-pub(crate) fn custom_id(id: &str) -> Option<Uuid> {
-    id.strip_prefix(CUSTOM_PREFIX)
-        .and_then(|rest| Uuid::parse_str(rest).ok())
 }
 
 impl Records {

@@ -219,28 +219,9 @@ impl EnableBankingProvider {
     /// A provider with its HTTP client and signer. [`ProviderError::Configuration`] when the
     /// base URL is not an http(s) URL, or the key cannot sign.
     pub fn new(config: EnableBankingConfig) -> Result<Self, ProviderError> {
-        let mut base = Url::parse(config.base_url.trim()).map_err(|_| {
-            ProviderError::Configuration(format!(
-                "the Enable Banking base URL {:?} is not a URL",
-                config.base_url
-            ))
-        })?;
-        if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
-            return Err(ProviderError::Configuration(
-                "the Enable Banking base URL must be http(s)".to_owned(),
-            ));
-        }
-        if !base.path().ends_with('/') {
-            let path = format!("{}/", base.path());
-            base.set_path(&path);
-        }
+        let base = super::api_base_url(&config.base_url, "Enable Banking", true)?;
         let token = ApplicationToken::new(&config.application_id, &config.private_key_pem)?;
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(REQUEST_TIMEOUT)
-            .build()
-            .map_err(|error| ProviderError::Configuration(describe_request_error(&error)))?;
+        let http = super::api_client(CONNECT_TIMEOUT, REQUEST_TIMEOUT)?;
         Ok(Self {
             slug: config.slug,
             name: config.name,

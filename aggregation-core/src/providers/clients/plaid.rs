@@ -53,6 +53,7 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use url::Url;
 
+use super::non_blank;
 use crate::outbound::{describe_request_error, read_limited};
 use crate::providers::{
     AuthorizationRequest, ChangedTransaction, Changes, ConnectMethod, DateRange, FetchContext,
@@ -361,33 +362,13 @@ impl PlaidProvider {
     /// is not an `https` URL (or `http` with [`PlaidConfig::allow_http`]), or the keys are
     /// empty.
     pub fn new(config: PlaidConfig) -> Result<Self, ProviderError> {
-        let mut base = Url::parse(config.base_url.trim()).map_err(|_| {
-            ProviderError::Configuration(format!(
-                "the Plaid base URL {:?} is not a URL",
-                config.base_url
-            ))
-        })?;
-        let scheme_ok = base.scheme() == "https" || (config.allow_http && base.scheme() == "http");
-        if !scheme_ok || base.cannot_be_a_base() {
-            return Err(ProviderError::Configuration(
-                "the Plaid base URL must be https".to_owned(),
-            ));
-        }
-        if !base.path().ends_with('/') {
-            let path = format!("{}/", base.path());
-            base.set_path(&path);
-        }
+        let base = super::api_base_url(&config.base_url, "Plaid", config.allow_http)?;
         if config.client_id.trim().is_empty() || config.secret.trim().is_empty() {
             return Err(ProviderError::Configuration(
                 "Plaid needs a client id and a secret".to_owned(),
             ));
         }
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(config.connect_timeout)
-            .timeout(config.request_timeout)
-            .build()
-            .map_err(|error| ProviderError::Configuration(describe_request_error(&error)))?;
+        let http = super::api_client(config.connect_timeout, config.request_timeout)?;
         Ok(Self {
             slug: config.slug,
             name: config.name,
@@ -694,13 +675,6 @@ fn money(number: &serde_json::Number) -> Option<Decimal> {
     })
 }
 
-/// Trims a text and drops an empty one.
-fn text(value: Option<String>) -> Option<String> {
-    value
-        .map(|value| value.trim().to_owned())
-        .filter(|value| !value.is_empty())
-}
-
 /// A Plaid transaction as ours: the sign flipped (Plaid's positive is money out).
 fn map_transaction(transaction: PlaidTransaction) -> Result<ChangedTransaction, SyncItemError> {
     let item = |message: String| SyncItemError {
@@ -729,12 +703,12 @@ fn map_transaction(transaction: PlaidTransaction) -> Result<ChangedTransaction, 
         Some("BANK_FEES") => TransactionType::Fee,
         _ => TransactionType::Other,
     };
-    let merchant_name = text(transaction.merchant_name);
-    let description = text(transaction.name).or_else(|| merchant_name.clone());
+    let merchant_name = non_blank(transaction.merchant_name);
+    let description = non_blank(transaction.name).or_else(|| merchant_name.clone());
     let row = NewTransaction {
         provider_transaction_id: transaction.transaction_id,
         transaction_type,
-        subtype: text(transaction.payment_channel),
+        subtype: non_blank(transaction.payment_channel),
         status: if transaction.pending {
             TransactionStatus::Pending
         } else {
@@ -750,7 +724,7 @@ fn map_transaction(transaction: PlaidTransaction) -> Result<ChangedTransaction, 
         commission: None,
         transaction_date: transaction.date,
         settlement_date: None,
-        pending_transaction_id: text(transaction.pending_transaction_id),
+        pending_transaction_id: non_blank(transaction.pending_transaction_id),
         merchant_code: None,
     };
     Ok(ChangedTransaction::new(transaction.account_id, row)
@@ -852,11 +826,11 @@ fn map_account(account: PlaidAccount) -> Result<NewAccount, SyncItemError> {
         .unwrap_or(Decimal::ZERO);
     let available = account.balances.available.as_ref().and_then(money);
     Ok(NewAccount {
-        name: text(account.name)
-            .or_else(|| text(account.official_name))
+        name: non_blank(account.name)
+            .or_else(|| non_blank(account.official_name))
             .unwrap_or_else(|| "Plaid account".to_owned()),
         provider_account_id: account.account_id,
-        account_number: text(account.mask),
+        account_number: non_blank(account.mask),
         account_type,
         currency,
         // Plaid reports what is owed on credit and loans as a positive amount.
@@ -956,13 +930,13 @@ fn map_holdings(answer: HoldingsAnswer, account: &str) -> Fetched<NewHolding> {
             .unwrap_or(Decimal::ZERO);
         let cost_basis = holding.cost_basis.as_ref().and_then(money);
         let symbol = security
-            .and_then(|security| text(security.ticker_symbol.clone()))
-            .or_else(|| security.and_then(|security| text(security.name.clone())))
+            .and_then(|security| non_blank(security.ticker_symbol.clone()))
+            .or_else(|| security.and_then(|security| non_blank(security.name.clone())))
             .unwrap_or_else(|| holding.security_id.clone());
         fetched.items.push(NewHolding {
             provider_holding_id: holding.security_id.clone(),
             symbol,
-            security_name: security.and_then(|security| text(security.name.clone())),
+            security_name: security.and_then(|security| non_blank(security.name.clone())),
             asset_type: asset_type_of(security.and_then(|s| s.security_type.as_deref())),
             quantity,
             cost_basis,

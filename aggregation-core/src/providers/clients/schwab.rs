@@ -189,12 +189,7 @@ impl SchwabProvider {
             .set_client_secret(ClientSecret::new(config.client_secret.clone()))
             .set_auth_uri(auth_url)
             .set_token_uri(token_url);
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(TIMEOUT)
-            .timeout(TIMEOUT)
-            .build()
-            .map_err(|error| ProviderError::Configuration(describe_request_error(&error)))?;
+        let http = super::api_client(TIMEOUT, TIMEOUT)?;
         Ok(Self {
             config,
             base,

@@ -11,9 +11,7 @@ use uuid::Uuid;
 use crate::events::{Event, RaiseEvents};
 use crate::store::backend::{Backend, SqlStore, Tx, query, query_as};
 use crate::store::events::sql::insert_events;
-use crate::store::records::sql::connections::{
-    find_or_create_connection_in, live_connection_in, mark_synced,
-};
+use crate::store::records::sql::connections::{find_or_create_connection_in, mark_synced};
 use crate::store::records::sql::insert_snapshot_in;
 use crate::store::records::sql::reconcile::{Origin, write_transactions_in};
 use crate::store::records::sql::upserts::{account_in, check_account_limit, upsert_in, upsert_one};
@@ -241,7 +239,7 @@ async fn write_batch<B: Backend>(
             ),
             None => {
                 let alias = Some(institution.alias.as_str());
-                let connection =
+                let (connection, _) =
                     find_or_create_connection_in(tx, user_id, FILE_IMPORT_PROVIDER, alias, now)
                         .await?;
                 (connection.id, true)
@@ -407,10 +405,7 @@ async fn begin_in_batches<'a, B: Backend>(
             return Ok(None);
         }
         let alias = Some(institution.alias.as_str());
-        let existed = live_connection_in(tx, user_id, FILE_IMPORT_PROVIDER, alias)
-            .await?
-            .is_some();
-        let connection =
+        let (connection, created) =
             find_or_create_connection_in(tx, user_id, FILE_IMPORT_PROVIDER, alias, now).await?;
         plan.connections.push((connection.id, true));
         counts.connection_ids.push(connection.id);
@@ -426,7 +421,7 @@ async fn begin_in_batches<'a, B: Backend>(
             .bind(done.account_id)
             .bind(import_id)
             .bind(user_id)
-            .bind((!existed).then_some(connection.id))
+            .bind(created.then_some(connection.id))
             .bind(now)
             .execute(&mut **tx)
             .await?;

@@ -8,6 +8,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+use crate::providers::clients::non_blank;
 use crate::providers::{Institution, SyncItemError, iso_currency};
 use crate::store::{
     AccountType, NewAccount, NewTransaction, TransactionStatus, TransactionType,
@@ -186,11 +187,6 @@ pub(super) fn session_accounts(
         }
     }
     (usable, errors)
-}
-
-fn non_blank(text: Option<String>) -> Option<String> {
-    text.map(|text| text.trim().to_owned())
-        .filter(|text| !text.is_empty())
 }
 
 fn session_account(account: AccountResource) -> SessionAccount {

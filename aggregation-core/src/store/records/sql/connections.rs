@@ -60,7 +60,7 @@ impl<B: Backend> ConnectionStore for SqlStore<B> {
         now: DateTime<Utc>,
     ) -> Result<ConnectionRecord, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
-        let record =
+        let (record, _) =
             find_or_create_connection_in(&mut tx, user_id, provider_slug, alias, now).await?;
         tx.commit().await?;
         Ok(record)
@@ -121,17 +121,17 @@ pub(in crate::store) async fn live_connection_in<B: Backend>(
 }
 
 /// The user's connection with this slug and alias that is not disconnected, created (active,
-/// no credentials) when there is none.
+/// no credentials) when there is none; and whether it was created.
 pub(in crate::store) async fn find_or_create_connection_in<B: Backend>(
     tx: &mut Tx<B>,
     user_id: Uuid,
     provider_slug: &str,
     alias: Option<&str>,
     now: DateTime<Utc>,
-) -> Result<ConnectionRecord, StoreError> {
+) -> Result<(ConnectionRecord, bool), StoreError> {
     lock_user_in(tx, user_id).await?;
     if let Some(existing) = live_connection_in(tx, user_id, provider_slug, alias).await? {
-        return Ok(existing);
+        return Ok((existing, false));
     }
     let connection = NewConnection {
         id: Uuid::now_v7(),
@@ -144,7 +144,7 @@ pub(in crate::store) async fn find_or_create_connection_in<B: Backend>(
         credentials_expires_at: None,
         created_at: now,
     };
-    insert_connection(tx, &connection).await
+    Ok((insert_connection(tx, &connection).await?, true))
 }
 
 /// Moves the connection's last sync (and last change) to `now`.

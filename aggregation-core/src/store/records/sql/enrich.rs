@@ -4,15 +4,14 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::store::backend::{Backend, SqlStore, query, query_as, query_scalar};
+use crate::enrich::taxonomy::{CUSTOM_PREFIX, custom_id};
+use crate::store::backend::{Backend, QueryBuilder, SqlStore, query, query_as, query_scalar};
 use crate::store::records::sql::SELECT_TRANSACTION;
+use crate::store::records::sql::connections::lock_user_in;
 use crate::store::{
     CategorySource, CustomCategoryRecord, StoreError, TransactionEdit, TransactionEdited,
     TransactionRecord,
 };
-
-/// The prefix of a custom category's id as transactions and the API carry it.
-pub(in crate::store) const CUSTOM_PREFIX: &str = "custom:";
 
 const SELECT_CATEGORY: &str =
     "SELECT id, user_id, primary_category, name, created_at, updated_at FROM custom_categories";
@@ -42,12 +41,8 @@ impl<B: Backend> SqlStore<B> {
         limit: u64,
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
-        // Locks the user's row (PostgreSQL; SQLite's writers are serialized already), so two
-        // creations cannot both pass the limit.
-        query::<B>("UPDATE users SET updated_at = updated_at WHERE id = $1")
-            .bind(category.user_id)
-            .execute(&mut *tx)
-            .await?;
+        // Two creations cannot both pass the limit.
+        lock_user_in(&mut tx, category.user_id).await?;
         let held: i64 =
             query_scalar::<B, _>("SELECT COUNT(*) FROM custom_categories WHERE user_id = $1")
                 .bind(category.user_id)
@@ -114,23 +109,47 @@ impl<B: Backend> SqlStore<B> {
         now: DateTime<Utc>,
     ) -> Result<TransactionEdited, StoreError> {
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
-        let select =
-            format!("{SELECT_TRANSACTION} FROM transactions t WHERE t.id = $2 AND {OWNED}");
-        let found: Option<TransactionRecord> =
-            query_as::<B, _>(sqlx::AssertSqlSafe(select.clone()))
-                .bind(user_id)
-                .bind(transaction_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        if found.is_none() {
+        // One statement sets every field the edit names, each then the user's.
+        let mut update = QueryBuilder::<B>::new("UPDATE transactions SET updated_at = ");
+        update.push_bind(now);
+        if let Some(category) = &edit.category {
+            update
+                .push(", category = ")
+                .push_bind(category.as_deref())
+                .push(", category_source = ")
+                .push_bind(category.as_ref().map(|_| CategorySource::User.as_str()))
+                .push(", category_by_user = TRUE");
+        }
+        if let Some(merchant_name) = &edit.merchant_name {
+            update
+                .push(", merchant_name = ")
+                .push_bind(merchant_name.as_deref())
+                .push(", merchant_name_by_user = TRUE");
+        }
+        if let Some(notes) = &edit.notes {
+            update
+                .push(", notes = ")
+                .push_bind(notes.as_deref())
+                .push(", notes_by_user = TRUE");
+        }
+        update
+            .push(" WHERE id = ")
+            .push_bind(transaction_id)
+            .push(
+                " AND account_id IN (SELECT a.id FROM accounts a JOIN connections c \
+                 ON c.id = a.connection_id WHERE c.user_id = ",
+            )
+            .push_bind(user_id)
+            .push(")");
+        if update.build().execute(&mut *tx).await?.rows_affected() == 0 {
             tx.rollback().await?;
             return Ok(TransactionEdited::NotFound);
         }
         if let Some(Some(category)) = &edit.category
-            && let Some(custom) = category.strip_prefix(CUSTOM_PREFIX)
+            && category.starts_with(CUSTOM_PREFIX)
         {
-            let owned = match Uuid::parse_str(custom) {
-                Ok(id) => query_scalar::<B, i64>(
+            let owned = match custom_id(category) {
+                Some(id) => query_scalar::<B, i64>(
                     "SELECT COUNT(*) FROM custom_categories WHERE id = $1 AND user_id = $2",
                 )
                 .bind(id)
@@ -138,47 +157,16 @@ impl<B: Backend> SqlStore<B> {
                 .fetch_one(&mut *tx)
                 .await?
                 .eq(&1),
-                Err(_) => false,
+                None => false,
             };
             if !owned {
+                // Undoes the update.
                 tx.rollback().await?;
                 return Ok(TransactionEdited::UnknownCategory);
             }
         }
-        if let Some(category) = &edit.category {
-            query::<B>(
-                "UPDATE transactions SET category = $1, category_source = $2, \
-                 category_by_user = TRUE, updated_at = $3 WHERE id = $4",
-            )
-            .bind(category.as_deref())
-            .bind(category.as_ref().map(|_| CategorySource::User.as_str()))
-            .bind(now)
-            .bind(transaction_id)
-            .execute(&mut *tx)
-            .await?;
-        }
-        if let Some(merchant_name) = &edit.merchant_name {
-            query::<B>(
-                "UPDATE transactions SET merchant_name = $1, merchant_name_by_user = TRUE, \
-                 updated_at = $2 WHERE id = $3",
-            )
-            .bind(merchant_name.as_deref())
-            .bind(now)
-            .bind(transaction_id)
-            .execute(&mut *tx)
-            .await?;
-        }
-        if let Some(notes) = &edit.notes {
-            query::<B>(
-                "UPDATE transactions SET notes = $1, notes_by_user = TRUE, updated_at = $2 \
-                 WHERE id = $3",
-            )
-            .bind(notes.as_deref())
-            .bind(now)
-            .bind(transaction_id)
-            .execute(&mut *tx)
-            .await?;
-        }
+        let select =
+            format!("{SELECT_TRANSACTION} FROM transactions t WHERE t.id = $2 AND {OWNED}");
         let edited: Option<TransactionRecord> = query_as::<B, _>(sqlx::AssertSqlSafe(select))
             .bind(user_id)
             .bind(transaction_id)
