@@ -77,6 +77,7 @@ pub(crate) mod provider_webhooks;
 pub(crate) mod providers;
 pub(crate) mod router;
 pub(crate) mod routes;
+pub(crate) mod rules;
 pub(crate) mod running;
 pub(crate) mod search;
 pub(crate) mod sessions;
@@ -111,6 +112,7 @@ const ROUTE_TABLES: &[&[Route]] = &[
     transactions::ROUTES,
     matches::ROUTES,
     categories::ROUTES,
+    rules::ROUTES,
     holdings::ROUTES,
     snapshots::ROUTES,
     imports::ROUTES,

@@ -11,8 +11,8 @@
 //! transaction_matches, events}`, every record in the shape the API's reads give it, nothing
 //! secret (no token, hash, webhook secret, provider credential or key material). `imports`
 //! are the user's `import.completed` events (statement files leave no other record);
-//! `categories` are the user's own (the taxonomy's are everyone's); `rules` is empty in this
-//! build, which keeps none.
+//! `categories` are the user's own (the taxonomy's are everyone's); `rules` in the order they
+//! run.
 //! Its own rate limit (2 an hour) and one of the caller's heavy-read slots, held until the
 //! last byte is written. The status is sent before the data: a store failure midway ends
 //! the document early, unterminated, so a client never takes a partial export for a whole
@@ -31,6 +31,7 @@ use uuid::Uuid;
 use super::accounts::account_json;
 use super::admin::Admin;
 use super::categories::category_json;
+use super::rules::rule_json;
 use super::extract::{Json, PathUserId, User};
 use super::holdings::holding_json;
 use super::matches::match_json;
@@ -50,6 +51,7 @@ use crate::events::EventType;
 use crate::problem::{ApiError, ErrorCode};
 use crate::rate_limit::policy::{API_READ, API_WRITE, USER_EXPORT};
 use crate::records::categories::CategoryEntry;
+use crate::records::rules::RuleEntry;
 use crate::store::{MatchFilter, Role, Store, StoreError, TransactionPosition, UserRecord, now};
 use crate::user_data::UserDataError;
 use crate::user_slots::UserSlot;
@@ -99,7 +101,10 @@ pub(crate) const EXPORT_SECTIONS: &[(&str, &str)] = &[
         "The caller's own categories (`custom:<uuid>`), as `GET /api/v1/categories` shows them \
          (the taxonomy's are the same for everyone and left out).",
     ),
-    ("rules", "Always empty: this build keeps no rules."),
+    (
+        "rules",
+        "The caller's rules, as `GET /api/v1/rules` shows them, in the order they run.",
+    ),
     (
         "transaction_matches",
         "As `GET /api/v1/transaction-matches`, every status, newest first.",
@@ -447,8 +452,12 @@ impl ExportWriter {
             );
         }
         self.close().await?;
-        // This build keeps no rules.
-        self.open("rules").await?;
+        let mut items = self.open("rules").await?;
+        for rule in store.rules(user_id).await? {
+            if let Some(entry) = RuleEntry::of(&rule) {
+                items.push(&mut self.buffer, &rule_json(&entry));
+            }
+        }
         self.close().await?;
         let mut items = self.open("transaction_matches").await?;
         let mut filter = MatchFilter {

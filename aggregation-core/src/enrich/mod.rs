@@ -14,6 +14,7 @@
 
 pub mod codes;
 pub mod merchant;
+pub mod rules;
 pub mod taxonomy;
 
 /// What the writer derives for a new row from what its source reported: the merchant name

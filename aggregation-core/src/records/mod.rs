@@ -3,6 +3,7 @@
 
 pub(crate) mod categories;
 pub(crate) mod matches;
+pub(crate) mod rules;
 pub(crate) mod search;
 pub(crate) mod worth;
 

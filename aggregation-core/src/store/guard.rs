@@ -530,6 +530,20 @@ macro_rules! for_each_store_trait {
                 edit: &TransactionEdit,
                 now: DateTime<Utc>
             ) -> TransactionEdited;
+            fn rules(user_id: Uuid) -> Vec<RuleRecord>;
+            fn create_rule(rule: &RuleRecord, limit: u64) -> bool;
+            fn update_rule(rule: &RuleRecord) -> bool;
+            fn delete_rule(user_id: Uuid, rule_id: Uuid) -> bool;
+            fn preview_rule(
+                user_id: Uuid,
+                rule: &crate::enrich::rules::Rule,
+                sample: usize
+            ) -> crate::enrich::rules::RulePreview;
+            fn apply_rule(
+                user_id: Uuid,
+                rule: &crate::enrich::rules::Rule,
+                now: DateTime<Utc>
+            ) -> u64;
         }}
         $apply! { HoldingStore {
             fn upsert_holdings(

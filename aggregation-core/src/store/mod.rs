@@ -99,7 +99,7 @@ pub use records::{
     ConnectionRecord, ConnectionStatus, ConnectionStore, CustomCategoryRecord, HoldingFilter,
     HoldingPage, HoldingRecord, HoldingStore, MatchDecision, MatchFilter, MatchKind, MatchRecord,
     MatchStatus, NewAccount, NewConnection, NewHolding, NewSnapshot, NewTransaction, Page,
-    PageAfter, PointBalance, SnapshotRecord, SnapshotSource, SnapshotStore, TransactionEdit,
+    PageAfter, PointBalance, RuleRecord, SnapshotRecord, SnapshotSource, SnapshotStore, TransactionEdit,
     TransactionEdited, TransactionPosition, TransactionQuery, TransactionRecord, TransactionSource,
     TransactionStatus, TransactionStore, TransactionType, UpsertCounts, mask_account_number,
     provider_id,

@@ -513,6 +513,31 @@ pub struct CustomCategoryRecord {
     pub updated_at: DateTime<Utc>,
 }
 
+/// One of a user's rules, as stored: its conditions and actions are JSON arrays in the API's
+/// shape ([`crate::enrich::rules`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(any(feature = "sqlite", feature = "postgres"), derive(sqlx::FromRow))]
+pub struct RuleRecord {
+    /// Id (UUIDv7).
+    pub id: Uuid,
+    /// Its owner.
+    pub user_id: Uuid,
+    /// Its name.
+    pub name: String,
+    /// `[{field, op, value}]`, as JSON text.
+    pub conditions: String,
+    /// `[{set_category | set_merchant_name | set_notes: value}]`, as JSON text.
+    pub actions: String,
+    /// Rules run lowest first (then by id).
+    pub priority: i32,
+    /// Whether a match ends the run for the row.
+    pub stop_processing: bool,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+}
+
 /// The user's change to a transaction's enrichment fields: for each, `None` leaves it as it
 /// is, `Some(None)` clears it and `Some(Some(value))` sets it. A field the user changed (set or
 /// cleared) is the user's from then on: no re-sync, re-import or rule changes it again.
@@ -1031,6 +1056,39 @@ pub trait TransactionStore: Send + Sync {
         edit: &TransactionEdit,
         now: DateTime<Utc>,
     ) -> Result<TransactionEdited, StoreError>;
+    /// The user's rules in the order they run: priority, then id.
+    async fn rules(&self, user_id: Uuid) -> Result<Vec<RuleRecord>, StoreError>;
+
+    /// Stores a new rule of `rule.user_id`, unless the user holds `limit` already (`false`,
+    /// nothing stored). Atomic: two concurrent creations cannot pass the limit.
+    async fn create_rule(&self, rule: &RuleRecord, limit: u64) -> Result<bool, StoreError>;
+
+    /// Rewrites the user's rule `rule.id` (name, conditions, actions, priority,
+    /// stop_processing, updated_at); `false` when the user has no such rule.
+    async fn update_rule(&self, rule: &RuleRecord) -> Result<bool, StoreError>;
+
+    /// Deletes one of the user's rules; `false` when the user has no such rule.
+    async fn delete_rule(&self, user_id: Uuid, rule_id: Uuid) -> Result<bool, StoreError>;
+
+    /// What running `rule` alone over every transaction of the user would change (fields the
+    /// user set left alone): the count and the first `sample` changes. Reads page by page
+    /// (bounded memory), writes nothing.
+    async fn preview_rule(
+        &self,
+        user_id: Uuid,
+        rule: &crate::enrich::rules::Rule,
+        sample: usize,
+    ) -> Result<crate::enrich::rules::RulePreview, StoreError>;
+
+    /// Runs `rule` alone over every transaction of the user, in one database transaction,
+    /// page by page; fields the user set are left alone, a category it sets gets the source
+    /// `rule`. How many rows changed.
+    async fn apply_rule(
+        &self,
+        user_id: Uuid,
+        rule: &crate::enrich::rules::Rule,
+        now: DateTime<Utc>,
+    ) -> Result<u64, StoreError>;
 }
 
 /// Holdings.

@@ -86,7 +86,7 @@ pub const USER_TABLES: &[UserTable] = &[
     },
     UserTable {
         name: "rules",
-        exported: Exported::Omitted("the user's rules (exported with the rules API)"),
+        exported: Exported::Section("rules"),
         erase_batch: "DELETE FROM rules WHERE id IN \
              (SELECT r.id FROM rules r WHERE r.user_id = $1 LIMIT $2)",
     },

@@ -8,6 +8,7 @@ pub(in crate::store) mod connections;
 pub(in crate::store) mod enrich;
 pub(in crate::store) mod matches;
 pub(in crate::store) mod reconcile;
+pub(in crate::store) mod rules;
 pub(in crate::store) mod upserts;
 
 use async_trait::async_trait;
@@ -23,7 +24,7 @@ use crate::store::sql::{count, counted, currency, currency as currency_code, opt
 use crate::store::{
     AccountFilter, AccountRecord, AccountStore, CustomCategoryRecord, HoldingFilter, HoldingPage,
     HoldingStore, MatchDecision, MatchFilter, MatchRecord, NewAccount, NewHolding, NewSnapshot,
-    NewTransaction, Page, PageAfter, PointBalance, SnapshotRecord, SnapshotSource, SnapshotStore,
+    NewTransaction, Page, PageAfter, PointBalance, RuleRecord, SnapshotRecord, SnapshotSource, SnapshotStore,
     StoreError, TransactionEdit, TransactionEdited, TransactionPosition, TransactionQuery,
     TransactionRecord, TransactionStore, TransactionType, UpsertCounts,
 };
@@ -341,6 +342,40 @@ impl<B: Backend> TransactionStore for SqlStore<B> {
         now: DateTime<Utc>,
     ) -> Result<TransactionEdited, StoreError> {
         self.edit(user_id, transaction_id, edit, now).await
+    }
+
+    async fn rules(&self, user_id: Uuid) -> Result<Vec<RuleRecord>, StoreError> {
+        self.rules_of(user_id).await
+    }
+
+    async fn create_rule(&self, rule: &RuleRecord, limit: u64) -> Result<bool, StoreError> {
+        self.insert_rule(rule, limit).await
+    }
+
+    async fn update_rule(&self, rule: &RuleRecord) -> Result<bool, StoreError> {
+        self.rewrite_rule(rule).await
+    }
+
+    async fn delete_rule(&self, user_id: Uuid, rule_id: Uuid) -> Result<bool, StoreError> {
+        self.remove_rule(user_id, rule_id).await
+    }
+
+    async fn preview_rule(
+        &self,
+        user_id: Uuid,
+        rule: &crate::enrich::rules::Rule,
+        sample: usize,
+    ) -> Result<crate::enrich::rules::RulePreview, StoreError> {
+        self.preview(user_id, rule, sample).await
+    }
+
+    async fn apply_rule(
+        &self,
+        user_id: Uuid,
+        rule: &crate::enrich::rules::Rule,
+        now: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        self.apply(user_id, rule, now).await
     }
 }
 

@@ -399,6 +399,8 @@ pub(in crate::store) async fn write_transactions_in<B: Backend>(
             Fate::Held => {}
         }
     }
+    // The user's rules, before transfer pairing (which yields to any category).
+    super::rules::run_rules_in(tx, user_id, &done.outcomes, now).await?;
     done.transfers = pair_transfers(tx, user_id, account_id, items, &created, &mut matches).await?;
     done.matches = insert_matches(tx, user_id, &matches, now).await?;
     Ok(done)
