@@ -6,7 +6,7 @@
 //! caller's two slots, as the search and the export take).
 //!
 //! Fields, ops, the case rules and the bounds are [`crate::enrich::rules`]'s: at most
-//! [`MAX_RULES`] rules a user, 20 conditions and 3 actions a rule.
+//! [`MAX_RULES`](crate::records::rules::MAX_RULES) rules a user, 20 conditions and 3 actions a rule.
 
 use chrono::{DateTime, Utc};
 use http::StatusCode;
@@ -28,7 +28,7 @@ use crate::enrich::rules::{
 };
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::rate_limit::policy::{API_READ, API_WRITE};
-use crate::records::rules::{MAX_RULES, RuleDraft, RuleEntry, RuleError, RulePatch};
+use crate::records::rules::{RuleDraft, RuleEntry, RuleError, RulePatch};
 
 pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/rules" => list, limited(API_READ),

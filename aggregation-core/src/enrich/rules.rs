@@ -713,7 +713,7 @@ mod tests {
         Rule::compile(Uuid::nil(), &conditions, &actions, stop).expect("rule")
     }
 
-    fn subject(description: &str, amount: &str) -> Subject<'_> {
+    fn subject<'a>(description: &'a str, amount: &str) -> Subject<'a> {
         Subject {
             account_id: Uuid::nil(),
             amount: Decimal::from_str(amount).expect("amount"),
