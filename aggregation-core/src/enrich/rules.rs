@@ -263,11 +263,9 @@ pub struct RulePreview {
 
 fn text_value(place: &str, value: &Value) -> Result<String, RuleError> {
     match value {
-        Value::String(text) if text.is_empty() => Err(RuleError::new(
-            place,
-            "too_short",
-            "Must not be empty.",
-        )),
+        Value::String(text) if text.is_empty() => {
+            Err(RuleError::new(place, "too_short", "Must not be empty."))
+        }
         Value::String(text) if text.chars().count() > MAX_PATTERN_CHARS => Err(RuleError::new(
             place,
             "too_long",
@@ -687,7 +685,12 @@ impl Rule {
 /// Runs `rules` (already in priority order) on one row: each that matches sets its fields on
 /// `fields` (never one in `user`); a matching rule with `stop_processing` ends the run. Which
 /// fields the rules set.
-pub fn run(rules: &[Rule], subject: &Subject<'_>, fields: &mut RuleFields, user: UserSet) -> Applied {
+pub fn run(
+    rules: &[Rule],
+    subject: &Subject<'_>,
+    fields: &mut RuleFields,
+    user: UserSet,
+) -> Applied {
     let mut applied = Applied::default();
     for rule in rules {
         if rule.matches(subject, fields) {
@@ -799,7 +802,11 @@ mod tests {
 
     #[test]
     fn nonsense_is_refused_naming_the_place() {
-        let refused = |conditions: Value| condition_specs(&conditions).err().map(|e| (e.field, e.code));
+        let refused = |conditions: Value| {
+            condition_specs(&conditions)
+                .err()
+                .map(|e| (e.field, e.code))
+        };
         assert_eq!(
             refused(json!([{"field": "amount", "op": "contains", "value": "1"}])),
             Some(("conditions[0].op".to_owned(), "invalid_op"))

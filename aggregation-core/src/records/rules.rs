@@ -97,7 +97,8 @@ impl RuleEntry {
 }
 
 fn stored_json<T: serde::Serialize>(value: &T) -> Result<String, RuleError> {
-    serde_json::to_string(value).map_err(|error| RuleError::Store(StoreError::Other(error.to_string())))
+    serde_json::to_string(value)
+        .map_err(|error| RuleError::Store(StoreError::Other(error.to_string())))
 }
 
 impl Records {
@@ -165,7 +166,7 @@ impl Records {
     ) -> Result<RuleEntry, RuleError> {
         let id = Uuid::now_v7();
         self.compile(user_id, id, &draft).await?;
-        let now = Utc::now();
+        let now = crate::dates::truncate_to_micros(Utc::now());
         let record = RuleRecord {
             id,
             user_id,
@@ -204,7 +205,7 @@ impl Records {
             stop_processing: patch.stop_processing.unwrap_or(entry.draft.stop_processing),
         };
         self.compile(user_id, rule_id, &draft).await?;
-        let now = Utc::now();
+        let now = crate::dates::truncate_to_micros(Utc::now());
         let record = RuleRecord {
             id: rule_id,
             user_id,

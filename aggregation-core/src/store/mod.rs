@@ -99,10 +99,10 @@ pub use records::{
     ConnectionRecord, ConnectionStatus, ConnectionStore, CustomCategoryRecord, HoldingFilter,
     HoldingPage, HoldingRecord, HoldingStore, MatchDecision, MatchFilter, MatchKind, MatchRecord,
     MatchStatus, NewAccount, NewConnection, NewHolding, NewSnapshot, NewTransaction, Page,
-    PageAfter, PointBalance, RuleRecord, SnapshotRecord, SnapshotSource, SnapshotStore, TransactionEdit,
-    TransactionEdited, TransactionPosition, TransactionQuery, TransactionRecord, TransactionSource,
-    TransactionStatus, TransactionStore, TransactionType, UpsertCounts, mask_account_number,
-    provider_id,
+    PageAfter, PointBalance, RuleRecord, SnapshotRecord, SnapshotSource, SnapshotStore,
+    TransactionEdit, TransactionEdited, TransactionPosition, TransactionQuery, TransactionRecord,
+    TransactionSource, TransactionStatus, TransactionStore, TransactionType, UpsertCounts,
+    mask_account_number, provider_id,
 };
 pub use search::{SearchStore, SpendingRow, TransactionSearch};
 pub use security::{

@@ -24,9 +24,9 @@ use crate::store::sql::{count, counted, currency, currency as currency_code, opt
 use crate::store::{
     AccountFilter, AccountRecord, AccountStore, CustomCategoryRecord, HoldingFilter, HoldingPage,
     HoldingStore, MatchDecision, MatchFilter, MatchRecord, NewAccount, NewHolding, NewSnapshot,
-    NewTransaction, Page, PageAfter, PointBalance, RuleRecord, SnapshotRecord, SnapshotSource, SnapshotStore,
-    StoreError, TransactionEdit, TransactionEdited, TransactionPosition, TransactionQuery,
-    TransactionRecord, TransactionStore, TransactionType, UpsertCounts,
+    NewTransaction, Page, PageAfter, PointBalance, RuleRecord, SnapshotRecord, SnapshotSource,
+    SnapshotStore, StoreError, TransactionEdit, TransactionEdited, TransactionPosition,
+    TransactionQuery, TransactionRecord, TransactionStore, TransactionType, UpsertCounts,
 };
 
 pub(in crate::store) const SELECT_ACCOUNT: &str = "SELECT a.id, a.connection_id, a.provider_account_id, \

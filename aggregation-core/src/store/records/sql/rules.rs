@@ -9,7 +9,9 @@ use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
-use crate::enrich::rules::{self, Applied, Rule, RuleChange, RuleFields, RulePreview, Subject, UserSet};
+use crate::enrich::rules::{
+    self, Applied, Rule, RuleChange, RuleFields, RulePreview, Subject, UserSet,
+};
 use crate::store::backend::{Backend, QueryBuilder, SqlStore, Tx, query, query_as, query_scalar};
 use crate::store::records::sql::connections::lock_user_in;
 use crate::store::records::sql::upserts::CHUNK;
@@ -311,7 +313,10 @@ impl<B: Backend> SqlStore<B> {
     }
 
     /// See [`crate::store::TransactionStore::update_rule`].
-    pub(in crate::store) async fn rewrite_rule(&self, rule: &RuleRecord) -> Result<bool, StoreError> {
+    pub(in crate::store) async fn rewrite_rule(
+        &self,
+        rule: &RuleRecord,
+    ) -> Result<bool, StoreError> {
         let updated = query::<B>(
             "UPDATE rules SET name = $3, conditions = $4, actions = $5, priority = $6, \
              stop_processing = $7, updated_at = $8 WHERE id = $1 AND user_id = $2",
