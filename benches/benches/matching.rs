@@ -9,7 +9,7 @@
 
 use aggregation_core::matching::{books_pending, description_similarity, transfer_legs};
 use aggregation_core::store::{
-    AccountType, ImportAccount, ImportBatch, ImportCounts, ImportInstitution, ImportStore,
+    AccountType, ImportAccount, ImportBatch, BatchCounts, ImportInstitution, ImportStore,
     NewAccount, NewTransaction, NewUser, SqliteStore, TransactionStatus, TransactionType,
     UserStore, now,
 };
@@ -135,7 +135,7 @@ fn per_account_size(c: &mut Criterion) {
                     row(index, date, "csv")
                 })
                 .collect();
-            let none = |_: &ImportCounts| Vec::new();
+            let none = |_: &BatchCounts| Vec::new();
             store
                 .apply_import(
                     user_id,

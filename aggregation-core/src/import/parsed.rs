@@ -1,5 +1,5 @@
 //! From a [`ParsedFile`] (CSV, QIF, CAMT.052/053/054, MT940/942) to the normalized batch every
-//! format maps to ([`NormalizedBatch`], assembled by `import::batch`), with the warnings the
+//! format maps to ([`ParsedBatch`], assembled by `import::batch`), with the warnings the
 //! answer reports. One set of rules for every format of the statement model; the parsers only
 //! read.
 //!
@@ -48,7 +48,7 @@ use rust_decimal::Decimal;
 use sha2::{Digest as _, Sha256};
 
 use super::batch::{
-    BalanceHistory, BatchBuilder, Defaults, ImportWarning, Normalize, NormalizedBatch, Refusal,
+    BalanceHistory, BatchBuilder, Defaults, ImportWarning, Normalize, ParsedBatch, Refusal,
     ReportedBalance, account_name, clean, clean_opt,
 };
 use super::model::{
@@ -246,7 +246,7 @@ pub(crate) fn import_batch(
     file: &ParsedFile,
     defaults: &Defaults<'_>,
     now: DateTime<Utc>,
-) -> Result<NormalizedBatch, Refusal> {
+) -> Result<ParsedBatch, Refusal> {
     if file.statements.is_empty() {
         return Err(Refusal::NoStatement);
     }
@@ -332,7 +332,7 @@ impl Normalize for ParsedFile {
         &self,
         defaults: &Defaults<'_>,
         now: DateTime<Utc>,
-    ) -> Result<NormalizedBatch, Refusal> {
+    ) -> Result<ParsedBatch, Refusal> {
         import_batch(self, defaults, now)
     }
 }
@@ -350,7 +350,7 @@ mod tests {
         super::import_batch(file, defaults, Utc::now())
     }
 
-    type Mapped = NormalizedBatch;
+    type Mapped = ParsedBatch;
 
     fn dec(text: &str) -> Decimal {
         text.parse().expect("decimal")

@@ -1,5 +1,5 @@
 //! From a parsed OFX document to the normalized batch every format maps to
-//! ([`NormalizedBatch`], assembled by `import::batch`).
+//! ([`ParsedBatch`], assembled by `import::batch`).
 //!
 //! # Mapping
 //!
@@ -43,7 +43,7 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
 use super::batch::{
-    BalanceHistory, BatchBuilder, Defaults, ImportWarning, Normalize, NormalizedBatch, Refusal,
+    BalanceHistory, BatchBuilder, Defaults, ImportWarning, Normalize, ParsedBatch, Refusal,
     ReportedBalance, account_name, clean, clean_opt, overflow,
 };
 use super::ofx::{
@@ -313,7 +313,7 @@ fn balances(
 pub(crate) fn import_batch(
     doc: &OfxDocument,
     now: DateTime<Utc>,
-) -> Result<NormalizedBatch, Refusal> {
+) -> Result<ParsedBatch, Refusal> {
     if let Some(signon) = &doc.signon
         && (signon.status_code != 0 && signon.severity.trim().eq_ignore_ascii_case("ERROR"))
     {
@@ -368,7 +368,7 @@ pub(crate) fn import_batch(
 
 impl Normalize for OfxDocument {
     /// The file names its accounts and currencies: the caller's defaults do not apply.
-    fn normalize(&self, _: &Defaults<'_>, now: DateTime<Utc>) -> Result<NormalizedBatch, Refusal> {
+    fn normalize(&self, _: &Defaults<'_>, now: DateTime<Utc>) -> Result<ParsedBatch, Refusal> {
         import_batch(self, now)
     }
 }

@@ -140,9 +140,9 @@ async fn imports_count_and_repeat_as_skips() {
     assert_eq!(counts.connection_ids.len(), 1);
     assert_eq!(
         (
-            counts.accounts_created,
-            counts.transactions_created,
-            counts.holdings_created,
+            counts.accounts.created,
+            counts.transactions.created,
+            counts.holdings.created,
             counts.snapshots_created
         ),
         (1, 2, 1, 1)
@@ -178,8 +178,8 @@ async fn imports_count_and_repeat_as_skips() {
         )
         .await
         .unwrap();
-    assert_eq!(counts.transactions_updated, 1);
-    assert_eq!(counts.transactions_created, 0);
+    assert_eq!(counts.transactions.updated, 1);
+    assert_eq!(counts.transactions.created, 0);
 }
 
 #[tokio::test]
@@ -358,10 +358,10 @@ async fn an_import_into_a_chosen_connection_keeps_its_alias_and_sync_time() {
         .unwrap();
     assert_eq!(counts.connection_ids, vec![connection_id]);
     assert_eq!(
-        counts.accounts[0].account_id,
+        counts.per_account[0].account_id,
         applied.accounts[0].account_id
     );
-    assert_eq!(counts.transactions_created, 1);
+    assert_eq!(counts.transactions.created, 1);
     assert_eq!(
         count(&pool, "connections").await,
         1,
@@ -407,7 +407,7 @@ async fn all_counts(pool: &sqlx::SqlitePool) -> [i64; 7] {
 async fn a_large_import_into_new_accounts_is_written_in_batches_and_repeats_as_skips() {
     let (store, pool) = store().await;
     let user_id = user(&store).await;
-    let rows = 2 * crate::store::imports::sql::ROWS_PER_WRITE + 500;
+    let rows = 2 * crate::store::batches::sql::ROWS_PER_WRITE + 500;
     let large = batch("Bank", "111", many(rows));
     let mut raised = Vec::new();
     let counts = store
@@ -422,14 +422,14 @@ async fn a_large_import_into_new_accounts_is_written_in_batches_and_repeats_as_s
         .unwrap();
     assert_eq!(
         (
-            counts.accounts_created,
-            counts.transactions_created,
-            counts.holdings_created,
+            counts.accounts.created,
+            counts.transactions.created,
+            counts.holdings.created,
             counts.snapshots_created
         ),
         (1, rows as u64, 1, 1)
     );
-    assert_eq!(counts.accounts[0].transactions_created, rows as u64);
+    assert_eq!(counts.per_account[0].transactions_created, rows as u64);
     assert!(!raised.is_empty(), "the events of the import");
     assert_eq!(count(&pool, "import_staging").await, 0, "staging ended");
     assert_eq!(count(&pool, "transactions").await, rows as i64);
@@ -476,7 +476,7 @@ async fn a_large_import_failing_half_way_leaves_nothing() {
     .await
     .unwrap();
     let before = all_counts(&pool).await;
-    let rows = 2 * crate::store::imports::sql::ROWS_PER_WRITE + 500;
+    let rows = 2 * crate::store::batches::sql::ROWS_PER_WRITE + 500;
     let mut transactions = many(rows);
     // In the third batch: two batches are committed when it fails.
     transactions[rows - 100].provider_transaction_id = "BOOM".to_owned();
@@ -542,7 +542,7 @@ async fn what_an_abandoned_large_import_left_is_removed_at_start() {
          (SELECT id FROM transactions WHERE account_id = $1 LIMIT 1) WHERE account_id = $2",
     )
     .bind(staged.accounts[0].account_id)
-    .bind(counts.accounts[0].account_id)
+    .bind(counts.per_account[0].account_id)
     .execute(&pool)
     .await
     .unwrap();

@@ -13,7 +13,7 @@
 use std::time::Instant;
 
 use aggregation_core::store::{
-    AccountType, ImportAccount, ImportBatch, ImportCounts, ImportInstitution, ImportStore,
+    AccountType, ImportAccount, ImportBatch, BatchCounts, ImportInstitution, ImportStore,
     NewAccount, NewTransaction, NewUser, SqliteStore, TransactionStatus, TransactionType,
     UserStore, now,
 };
@@ -107,7 +107,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             })
             .await?;
         let batch = batch(accounts, per_account);
-        let no_events = |_: &ImportCounts| Vec::new();
+        let no_events = |_: &BatchCounts| Vec::new();
         for run in ["first", "again"] {
             let started = Instant::now();
             let counts = store
@@ -118,9 +118,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                  write transaction {} ms (accounts created {}, transactions created {}, \
                  skipped {})",
                 started.elapsed().as_millis(),
-                counts.accounts_created,
-                counts.transactions_created,
-                counts.transactions_skipped,
+                counts.accounts.created,
+                counts.transactions.created,
+                counts.transactions.unchanged,
             );
         }
         drop(store);
