@@ -654,11 +654,7 @@ fn preview_accounts(imported: &Imported, accounts: &[BatchAccount]) -> Vec<Previ
                 holdings_updated: done.map_or(0, |d| d.holdings_updated),
                 snapshots_created: done.map_or(0, |d| d.snapshots_created),
                 transactions_in_file: rows.len(),
-                rows: rows
-                    .iter()
-                    .take(PREVIEW_ROWS)
-                    .map(preview_row)
-                    .collect(),
+                rows: rows.iter().take(PREVIEW_ROWS).map(preview_row).collect(),
             }
         })
         .collect()

@@ -502,3 +502,33 @@ fn tell_reused_ids_apart(transactions: &mut [NewTransaction]) {
         }
     }
 }
+
+#[cfg(test)]
+impl BatchAccount {
+    /// The account's fields (an imported account always states them).
+    pub(crate) fn fields(&self) -> &NewAccount {
+        self.account
+            .as_ref()
+            .expect("an imported account states its fields")
+    }
+
+    /// The account's transactions.
+    pub(crate) fn rows(&self) -> &[NewTransaction] {
+        self.transactions.as_deref().unwrap_or_default()
+    }
+
+    /// The account's holdings.
+    pub(crate) fn positions(&self) -> &[NewHolding] {
+        self.holdings.as_deref().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+impl BatchSnapshot {
+    /// The balances an imported file states.
+    pub(crate) fn balances(&self) -> &StatedBalances {
+        self.stated
+            .as_ref()
+            .expect("an imported snapshot states its balances")
+    }
+}

@@ -20,9 +20,7 @@ use super::ofx::OfxError;
 use crate::events::{
     DomainEvent, DurableEvent, Event, Events, ImportCompleted, ImportCompletedCounts, RowCounts,
 };
-use crate::store::{
-    AccountRecord, BatchAccount, BatchCounts, BatchTarget, Store, StoreError, now,
-};
+use crate::store::{AccountRecord, BatchAccount, BatchCounts, BatchTarget, Store, StoreError, now};
 use crate::work::{WorkError, WorkGate};
 
 /// Files at least this large are parsed on the parsing gate's threads rather than inline.
@@ -462,9 +460,9 @@ mod tests {
             (1, 3)
         );
         let accounts = preview.preview.expect("a preview");
-        assert_eq!(accounts[0].account.name, "Wallet");
-        assert_eq!(accounts[0].account.currency, "EUR");
-        assert_eq!(accounts[0].transactions.len(), 3, "two coffees stay two");
+        assert_eq!(accounts[0].fields().name, "Wallet");
+        assert_eq!(accounts[0].fields().currency, "EUR");
+        assert_eq!(accounts[0].rows().len(), 3, "two coffees stay two");
         assert!(f.sink.events().is_empty(), "no event for a dry run");
         let listed = f
             .store
@@ -481,7 +479,10 @@ mod tests {
         assert!(imported.preview.is_none());
         assert_eq!(imported.counts.accounts.created, 1);
         assert_eq!(imported.counts.transactions.created, 3);
-        assert_eq!(imported.counts.per_account[0].account_id.get_version_num(), 7);
+        assert_eq!(
+            imported.counts.per_account[0].account_id.get_version_num(),
+            7
+        );
         assert_eq!(f.sink.events().len(), 1);
         let account_id = imported.counts.per_account[0].account_id;
         let rows = f

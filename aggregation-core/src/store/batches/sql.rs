@@ -12,7 +12,9 @@ use uuid::Uuid;
 use crate::events::{Event, RaiseEvents};
 use crate::store::backend::{Backend, SqlStore, Tx, query, query_as};
 use crate::store::events::sql::insert_events;
-use crate::store::providers::sql::sync::{delete_removed_in, enrich_from_provider_in, store_cursor_in};
+use crate::store::providers::sql::sync::{
+    delete_removed_in, enrich_from_provider_in, store_cursor_in,
+};
 use crate::store::records::sql::connections::{find_or_create_connection_in, mark_synced};
 use crate::store::records::sql::reconcile::{Origin, write_transactions_in};
 use crate::store::records::sql::upserts::{
@@ -23,8 +25,7 @@ use crate::store::sql::{OptionalDec, Upserted};
 use crate::store::{
     AbsentHoldings, AccountCounts, BatchAccount, BatchConnection, BatchCounts, BatchSnapshot,
     BatchStore, BatchTarget, FILE_IMPORT_PROVIDER, ImportOutcome, NewAccount, NewSnapshot,
-    NewTransaction, NormalizedBatch, StatedBalances, StoreError, TransactionSource,
-    UpsertCounts,
+    NewTransaction, NormalizedBatch, StatedBalances, StoreError, TransactionSource, UpsertCounts,
 };
 
 /// The window a change feed's batch hands the reconciler: empty, so a booked row takes over
@@ -161,7 +162,9 @@ async fn upsert_accounts_in<B: Backend>(
         stated.push(account);
     }
     let stated: Vec<NewAccount> = stated.into_iter().map(Cow::into_owned).collect();
-    let mut upserted = upsert_in(tx, connection_id, &stated, now).await?.into_iter();
+    let mut upserted = upsert_in(tx, connection_id, &stated, now)
+        .await?
+        .into_iter();
     let mut done = Vec::with_capacity(accounts.len());
     for item in accounts {
         let (account_id, outcome_of) = if item.account.is_some() {
@@ -670,8 +673,7 @@ async fn apply_in_batches<B: Backend>(
     let mut longest = Duration::ZERO;
     let started = Instant::now();
     let mut tx = pool.begin_with(B::BEGIN_WRITE).await?;
-    let Some(plan) =
-        begin_in_batches(&mut tx, user_id, import_id, batch, now, &mut counts).await?
+    let Some(plan) = begin_in_batches(&mut tx, user_id, import_id, batch, now, &mut counts).await?
     else {
         tx.rollback().await?;
         return Ok(None);
