@@ -9,8 +9,8 @@ use super::provider_tests::on_postgres;
 #[cfg(feature = "sqlite")]
 use super::provider_tests::sqlite_store;
 use super::provider_tests::{
-    Shared, SyncFixture, account, apply_sync, authorize, credentials, expired_events_of, is_other,
-    suite, sync_events_of, transaction, user,
+    Shared, SyncFixture, account, authorize, credentials, expired_events_of, is_other, suite,
+    sync_events_of, transaction, user, write_sync,
 };
 use super::sql::EVENTS_PER_STATEMENT;
 use super::*;
@@ -562,7 +562,7 @@ async fn syncs_raise_their_event_and_a_rolled_back_one_none(store: Shared) {
         vec![transaction("t1", "1"), transaction("t2", "2")],
     );
     let mut raised = Vec::new();
-    let counts = apply_sync(
+    let counts = write_sync(
         &store,
         connection.id,
         &batch,
@@ -589,7 +589,7 @@ async fn syncs_raise_their_event_and_a_rolled_back_one_none(store: Shared) {
     let failing = sync_batch(None, "unknown", vec![transaction("t3", "3")]);
     let mut none = Vec::new();
     assert!(is_other(
-        &apply_sync(
+        &write_sync(
             &store,
             connection.id,
             &failing,

@@ -91,7 +91,7 @@ impl SyncFixture {
 
 /// Applies a sync of `connection_id` through the batch writer, for the connection's user (the
 /// nil id for an unknown connection).
-pub(super) async fn apply_sync(
+pub(super) async fn write_sync(
     store: &Shared,
     connection_id: Uuid,
     sync: &SyncFixture,
@@ -167,8 +167,8 @@ suite!(
     claim_sync_cools_down_forces_and_releases,
     concurrent_claims_grant_one,
     request_budgets_add_up_from_the_later_instant,
-    apply_sync_counts_and_snapshots,
-    apply_sync_rolls_back_on_unknown_account,
+    sync_batch_counts_and_snapshots,
+    sync_batch_rolls_back_on_unknown_account,
     purge_deletes_expired_oauth_states,
 );
 
@@ -1113,7 +1113,7 @@ async fn due_for_refresh_and_sync_selection(store: Shared) {
     let mark = |connection_id: Uuid, at: DateTime<Utc>| {
         let store = store.clone();
         async move {
-            apply_sync(
+            write_sync(
                 &store,
                 connection_id,
                 &SyncFixture {
@@ -1374,7 +1374,7 @@ async fn concurrent_claims_grant_one(store: Shared) {
     assert!(previous >= t0 && previous < t0 + seconds(1));
 }
 
-async fn apply_sync_counts_and_snapshots(store: Shared) {
+async fn sync_batch_counts_and_snapshots(store: Shared) {
     let user_id = user(&store).await;
     let t0 = now();
     let (connection, _) = authorize(&store, user_id, Some("Main"), 1, t0, t0).await;
@@ -1417,7 +1417,7 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
         account_limit: None,
         feed: None,
     };
-    let counts = apply_sync(
+    let counts = write_sync(
         &store,
         connection.id,
         &first,
@@ -1490,7 +1490,7 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
         account_limit: None,
         feed: None,
     };
-    let counts = apply_sync(
+    let counts = write_sync(
         &store,
         connection.id,
         &second,
@@ -1601,7 +1601,7 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
         }],
         ..SyncFixture::default()
     };
-    let counts = apply_sync(
+    let counts = write_sync(
         &store,
         connection.id,
         &third,
@@ -1615,7 +1615,7 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
     assert_eq!(counts.snapshots_created, 0);
 }
 
-async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
+async fn sync_batch_rolls_back_on_unknown_account(store: Shared) {
     let user_id = user(&store).await;
     let t0 = now();
     let (connection, _) = authorize(&store, user_id, Some("Main"), 1, t0, t0).await;
@@ -1653,7 +1653,7 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
         feed: None,
     };
     assert!(is_other(
-        &apply_sync(
+        &write_sync(
             &store,
             connection.id,
             &failing,
@@ -1697,7 +1697,7 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
     // Once the account exists, a batch naming only it succeeds.
     let mut fixed = failing.clone();
     fixed.per_account.pop();
-    let counts = apply_sync(
+    let counts = write_sync(
         &store,
         connection.id,
         &fixed,
@@ -1709,7 +1709,7 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
     .unwrap();
     assert_eq!(counts.transactions.created, 1);
     assert!(is_other(
-        &apply_sync(
+        &write_sync(
             &store,
             Uuid::now_v7(),
             &SyncFixture::default(),

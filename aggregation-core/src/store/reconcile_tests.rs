@@ -7,7 +7,7 @@ use super::provider_tests::on_postgres;
 #[cfg(feature = "sqlite")]
 use super::provider_tests::sqlite_store;
 use super::provider_tests::{
-    Shared, SyncFixture, account, apply_sync, authorize, sync_events_of, transaction, user,
+    Shared, SyncFixture, account, authorize, sync_events_of, transaction, user, write_sync,
 };
 use super::*;
 use crate::events::EventType;
@@ -67,7 +67,7 @@ async fn booked_rows_take_over_by_link_and_by_the_tip_rule(store: Shared) {
         row("p-fuel", "-50.00", "2024-03-01", "Fuel Stop", pending),
     ]);
     let raise = sync_events_of(&store, connection.id, t0).await;
-    let counts = apply_sync(&store, connection.id, &first, t0, &raise, &mut Vec::new())
+    let counts = write_sync(&store, connection.id, &first, t0, &raise, &mut Vec::new())
         .await
         .expect("first sync");
     let account_id = counts.accounts.ids[0];
@@ -101,7 +101,7 @@ async fn booked_rows_take_over_by_link_and_by_the_tip_rule(store: Shared) {
         row("b-fuel", "-65.00", "2024-03-02", "FUEL STOP", settled),
     ]);
     let mut raised = Vec::new();
-    let counts = apply_sync(&store, connection.id, &second, t0, &raise, &mut raised)
+    let counts = write_sync(&store, connection.id, &second, t0, &raise, &mut raised)
         .await
         .expect("second sync");
     assert_eq!(counts.transactions_booked, 2);
@@ -174,7 +174,7 @@ async fn transfers_raise_matched_events_and_decisions_unmatched(store: Shared) {
     });
     let raise = sync_events_of(&store, connection.id, t0).await;
     let mut raised = Vec::new();
-    let counts = apply_sync(&store, connection.id, &batch, t0, &raise, &mut raised)
+    let counts = write_sync(&store, connection.id, &batch, t0, &raise, &mut raised)
         .await
         .expect("sync");
     assert_eq!(counts.transfers, 1);

@@ -576,13 +576,16 @@ struct Plan<'a> {
     accounts: Vec<(Place<'a>, &'a [NewTransaction])>,
 }
 
-/// Whether the batch may be written in batches: an import whose parts all go into
-/// `file_import` connections (an import into a provider's connection names an account that
-/// exists), without a change feed or a pending window, with more rows than one write batch.
+/// Whether the batch may be written in batches: an import without a change feed or a pending
+/// window, with more rows than one write batch (whose accounts
+/// [`begin_in_batches`] then checks).
 fn in_batches(batch: &NormalizedBatch) -> bool {
+    if batch.source != TransactionSource::Import {
+        return false;
+    }
     let mut rows = 0;
     for part in &batch.connections {
-        if !matches!(part.target, BatchTarget::FileImport { .. }) || part.feed.is_some() {
+        if part.feed.is_some() {
             return false;
         }
         for account in &part.accounts {
@@ -616,6 +619,11 @@ async fn begin_in_batches<'a, B: Backend>(
         name: batch.origin.as_deref().unwrap_or(FILE_IMPORT_PROVIDER),
     };
     for part in &batch.connections {
+        // Only accounts of connections the import finds or creates: an import into a
+        // provider's connection names an account that exists.
+        if matches!(part.target, BatchTarget::Connection(_)) {
+            return Ok(None);
+        }
         let target = target_in(tx, user_id, batch.source, &part.target, now).await?;
         counts.connection_ids.push(target.id);
         plan.connections
