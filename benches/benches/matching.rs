@@ -9,9 +9,9 @@
 
 use aggregation_core::matching::{books_pending, description_similarity, transfer_legs};
 use aggregation_core::store::{
-    AccountType, ImportAccount, ImportBatch, ImportCounts, ImportInstitution, ImportStore,
-    NewAccount, NewTransaction, NewUser, SqliteStore, TransactionStatus, TransactionType,
-    UserStore, now,
+    AbsentHoldings, AccountType, BatchAccount, BatchConnection, BatchCounts, BatchStore,
+    BatchTarget, NewAccount, NewTransaction, NewUser, NormalizedBatch, SqliteStore,
+    TransactionSource, TransactionStatus, TransactionType, UserStore, now,
 };
 use chrono::NaiveDate;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -71,13 +71,20 @@ fn row(index: usize, date: NaiveDate, prefix: &str) -> NewTransaction {
     }
 }
 
-fn batch(transactions: Vec<NewTransaction>, origin: &str) -> ImportBatch {
-    ImportBatch {
-        institutions: vec![ImportInstitution {
-            alias: "Bench Bank".to_owned(),
-            connection_id: None,
-            accounts: vec![ImportAccount {
-                account: NewAccount {
+fn batch(transactions: Vec<NewTransaction>, origin: &str) -> NormalizedBatch {
+    NormalizedBatch {
+        source: TransactionSource::Import,
+        connections: vec![BatchConnection {
+            target: BatchTarget::FileImport {
+                alias: "Bench Bank".to_owned(),
+            },
+            feed: None,
+            mark_synced: true,
+            accounts: vec![BatchAccount {
+                provider_account_id: "bench-checking".to_owned(),
+                pending_window: None,
+                absent_holdings: AbsentHoldings::Kept,
+                account: Some(NewAccount {
                     provider_account_id: "bench-checking".to_owned(),
                     account_number: None,
                     name: "Checking".to_owned(),
@@ -86,10 +93,10 @@ fn batch(transactions: Vec<NewTransaction>, origin: &str) -> ImportBatch {
                     balance_amount: Decimal::ZERO,
                     available_balance_amount: None,
                     is_active: true,
-                },
+                }),
                 balance_reported: false,
-                transactions,
-                holdings: Vec::new(),
+                transactions: Some(transactions),
+                holdings: Some(Vec::new()),
                 snapshots: Vec::new(),
             }],
         }],
@@ -135,9 +142,9 @@ fn per_account_size(c: &mut Criterion) {
                     row(index, date, "csv")
                 })
                 .collect();
-            let none = |_: &ImportCounts| Vec::new();
+            let none = |_: &BatchCounts| Vec::new();
             store
-                .apply_import(
+                .apply_batch(
                     user_id,
                     &batch(history, "csv"),
                     now(),
@@ -164,7 +171,7 @@ fn per_account_size(c: &mut Criterion) {
         group.bench_function(format!("account_of_{held}"), |b| {
             b.to_async(&runtime).iter(|| async {
                 store
-                    .preview_import(user_id, &incoming, now())
+                    .preview_batch(user_id, &incoming, now())
                     .await
                     .expect("preview")
             });

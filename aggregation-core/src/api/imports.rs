@@ -37,7 +37,7 @@ use crate::import::statement::{ImportError, ImportRequest, Imported, MAX_ACCOUNT
 use crate::problem::{ApiError, ErrorCode, FieldError};
 use crate::rate_limit::policy::{API_WRITE, PUBLIC_READ};
 use crate::store::{
-    AccountType, ImportAccount, ImportCounts, ImportOutcome, NewTransaction, StoreError,
+    AccountType, BatchAccount, BatchCounts, ImportOutcome, NewTransaction, StoreError,
     TransactionStatus, TransactionType,
 };
 
@@ -494,7 +494,7 @@ impl From<ImportError> for ApiError {
     }
 }
 
-fn summary(institution: &str, counts: &ImportCounts, dry_run: bool) -> String {
+fn summary(institution: &str, counts: &BatchCounts, dry_run: bool) -> String {
     let lead = if dry_run {
         "Dry run, nothing written: would import"
     } else {
@@ -503,13 +503,13 @@ fn summary(institution: &str, counts: &ImportCounts, dry_run: bool) -> String {
     format!(
         "{lead} from {institution}: accounts {} created, {} updated; transactions {} \
          created, {} updated, {} skipped; holdings {} created, {} updated.",
-        counts.accounts_created,
-        counts.accounts_updated,
-        counts.transactions_created,
-        counts.transactions_updated,
-        counts.transactions_skipped,
-        counts.holdings_created,
-        counts.holdings_updated,
+        counts.accounts.created,
+        counts.accounts.updated,
+        counts.transactions.created,
+        counts.transactions.updated,
+        counts.transactions.unchanged,
+        counts.holdings.created,
+        counts.holdings.updated,
     )
 }
 
@@ -626,22 +626,26 @@ fn preview_row(row: &NewTransaction) -> PreviewRowJson {
     }
 }
 
-fn preview_accounts(imported: &Imported, accounts: &[ImportAccount]) -> Vec<PreviewAccountJson> {
+fn preview_accounts(imported: &Imported, accounts: &[BatchAccount]) -> Vec<PreviewAccountJson> {
     accounts
         .iter()
         .enumerate()
-        .map(|(index, item)| {
-            let done = imported.counts.accounts.get(index);
-            let outcome = done.map_or(ImportOutcome::Created, |done| done.outcome);
+        .filter_map(|(index, item)| Some((index, item, item.account.as_ref()?)))
+        .map(|(index, item, account)| {
+            let done = imported.counts.per_account.get(index);
+            let outcome = done
+                .and_then(|done| done.outcome)
+                .unwrap_or(ImportOutcome::Created);
+            let rows = item.transactions.as_deref().unwrap_or_default();
             PreviewAccountJson {
                 account_id: done
                     .filter(|_| outcome != ImportOutcome::Created)
                     .map(|done| done.account_id),
-                provider_account_id: item.account.provider_account_id.clone(),
-                name: item.account.name.clone(),
-                account_type: item.account.account_type.as_str(),
-                currency: item.account.currency.clone(),
-                balance_amount: item.balance_reported.then_some(item.account.balance_amount),
+                provider_account_id: account.provider_account_id.clone(),
+                name: account.name.clone(),
+                account_type: account.account_type.as_str(),
+                currency: account.currency.clone(),
+                balance_amount: item.balance_reported.then_some(account.balance_amount),
                 outcome: outcome.as_str(),
                 transactions_created: done.map_or(0, |d| d.transactions_created),
                 transactions_updated: done.map_or(0, |d| d.transactions_updated),
@@ -649,13 +653,8 @@ fn preview_accounts(imported: &Imported, accounts: &[ImportAccount]) -> Vec<Prev
                 holdings_created: done.map_or(0, |d| d.holdings_created),
                 holdings_updated: done.map_or(0, |d| d.holdings_updated),
                 snapshots_created: done.map_or(0, |d| d.snapshots_created),
-                transactions_in_file: item.transactions.len(),
-                rows: item
-                    .transactions
-                    .iter()
-                    .take(PREVIEW_ROWS)
-                    .map(preview_row)
-                    .collect(),
+                transactions_in_file: rows.len(),
+                rows: rows.iter().take(PREVIEW_ROWS).map(preview_row).collect(),
             }
         })
         .collect()
@@ -687,13 +686,13 @@ async fn import(state: &App, User(claims): User, _slot: ImportSlot, upload: Uplo
             &DryRunJson {
                 dry_run: true,
                 connection_id: None,
-                accounts_created: counts.accounts_created,
-                accounts_updated: counts.accounts_updated,
-                transactions_created: counts.transactions_created,
-                transactions_updated: counts.transactions_updated,
-                transactions_skipped: counts.transactions_skipped,
-                holdings_created: counts.holdings_created,
-                holdings_updated: counts.holdings_updated,
+                accounts_created: counts.accounts.created,
+                accounts_updated: counts.accounts.updated,
+                transactions_created: counts.transactions.created,
+                transactions_updated: counts.transactions.updated,
+                transactions_skipped: counts.transactions.unchanged,
+                holdings_created: counts.holdings.created,
+                holdings_updated: counts.holdings.updated,
                 matched: counts.transactions_matched,
                 transfers: counts.transfers,
                 message: summary(&institutions, counts, true),
@@ -707,13 +706,13 @@ async fn import(state: &App, User(claims): User, _slot: ImportSlot, upload: Uplo
         StatusCode::CREATED,
         &ImportJson {
             connection_id: counts.connection_ids.first().copied(),
-            accounts_created: counts.accounts_created,
-            accounts_updated: counts.accounts_updated,
-            transactions_created: counts.transactions_created,
-            transactions_updated: counts.transactions_updated,
-            transactions_skipped: counts.transactions_skipped,
-            holdings_created: counts.holdings_created,
-            holdings_updated: counts.holdings_updated,
+            accounts_created: counts.accounts.created,
+            accounts_updated: counts.accounts.updated,
+            transactions_created: counts.transactions.created,
+            transactions_updated: counts.transactions.updated,
+            transactions_skipped: counts.transactions.unchanged,
+            holdings_created: counts.holdings.created,
+            holdings_updated: counts.holdings.updated,
             matched: counts.transactions_matched,
             transfers: counts.transfers,
             message: summary(&institutions, counts, false),

@@ -8,8 +8,9 @@
 //! same key are one account, their transactions are united by provider id (the later version
 //! in the earlier place, [`keep_last_by_id`]), a later statement's holdings replace an earlier
 //! one's when it states any, and the reported balances become the account's balance and its
-//! snapshots by the format's [`BalanceHistory`]. The result is a [`NormalizedBatch`]: the
-//! store's [`ImportBatch`] with the warnings the answer reports.
+//! snapshots by the format's [`BalanceHistory`]. The result is a [`ParsedBatch`]: the
+//! store's [`NormalizedBatch`] (the one batch every source, provider syncs included, hands the
+//! one writer) with the warnings the answer reports.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -18,8 +19,9 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
 use crate::store::{
-    AccountRecord, AccountType, ImportAccount, ImportBatch, ImportInstitution, ImportSnapshot,
-    NewAccount, NewHolding, NewTransaction,
+    AbsentHoldings, AccountRecord, AccountType, BatchAccount, BatchConnection, BatchSnapshot,
+    BatchTarget, NewAccount, NewHolding, NewTransaction, NormalizedBatch, SnapshotSource,
+    StatedBalances, TransactionSource,
 };
 
 /// Why a parsed file cannot be imported.
@@ -74,9 +76,9 @@ pub(crate) struct Defaults<'a> {
 
 /// The records of a parsed file and the warnings to report: what every format maps to.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct NormalizedBatch {
+pub(crate) struct ParsedBatch {
     /// What to write.
-    pub(crate) batch: ImportBatch,
+    pub(crate) batch: NormalizedBatch,
     /// The parser's warnings, then the mapping's, in file order.
     pub(crate) warnings: Vec<ImportWarning>,
 }
@@ -89,7 +91,7 @@ pub(crate) trait Normalize: Send {
         &self,
         defaults: &Defaults<'_>,
         now: DateTime<Utc>,
-    ) -> Result<NormalizedBatch, Refusal>;
+    ) -> Result<ParsedBatch, Refusal>;
 }
 
 /// How an account's reported balances become its balance and its snapshots.
@@ -162,51 +164,54 @@ impl AccountBuilder {
     }
 
     /// The account with its balance, transactions (one per id), holdings and snapshots.
-    fn finish(mut self, history: BalanceHistory, now: DateTime<Utc>) -> ImportAccount {
+    fn finish(mut self, history: BalanceHistory, now: DateTime<Utc>) -> BatchAccount {
         keep_last_by_id(&mut self.transactions);
-        let captured = |balance: &ReportedBalance| ImportSnapshot {
-            balance: balance.balance,
-            available_balance: balance.available,
+        let captured = |balance: &ReportedBalance| BatchSnapshot {
+            source: SnapshotSource::FileImport,
+            stated: Some(StatedBalances {
+                balance: balance.balance,
+                available_balance: balance.available,
+                captured_at: crate::dates::truncate_to_micros(balance.as_of.unwrap_or(now)),
+            }),
             holdings_value: balance.holdings_value,
             cash_value: balance.cash,
-            captured_at: crate::dates::truncate_to_micros(balance.as_of.unwrap_or(now)),
         };
-        let snapshots: Vec<ImportSnapshot> = match history {
+        let snapshots: Vec<BatchSnapshot> = match history {
             BalanceHistory::LastReported => {
                 self.balances.last().map(captured).into_iter().collect()
             }
             BalanceHistory::PerCapture => {
-                let mut by_time: Vec<ImportSnapshot> = Vec::new();
+                let mut by_time: Vec<BatchSnapshot> = Vec::new();
                 for snapshot in self.balances.iter().map(captured) {
                     match by_time
                         .iter_mut()
-                        .find(|kept| kept.captured_at == snapshot.captured_at)
+                        .find(|kept| captured_at(kept) == captured_at(&snapshot))
                     {
                         Some(slot) => *slot = snapshot,
                         None => by_time.push(snapshot),
                     }
                 }
                 // Stable: at equal times the later report stays later.
-                by_time.sort_by_key(|snapshot| snapshot.captured_at);
+                by_time.sort_by_key(captured_at);
                 by_time
             }
         };
         let mut account = self.account;
-        if let Some(latest) = snapshots.last() {
+        if let Some(latest) = snapshots.last().and_then(|latest| latest.stated.as_ref()) {
             account.balance_amount = latest.balance;
             account.available_balance_amount = latest.available_balance;
         }
-        ImportAccount {
+        imported_account(
             account,
-            balance_reported: !snapshots.is_empty(),
-            transactions: self.transactions,
-            holdings: self.holdings,
+            !snapshots.is_empty(),
+            self.transactions,
+            self.holdings,
             snapshots,
-        }
+        )
     }
 }
 
-/// Assembles the [`NormalizedBatch`] of one file: its institution's accounts, one per key.
+/// Assembles the [`ParsedBatch`] of one file: its institution's accounts, one per key.
 #[derive(Debug)]
 pub(crate) struct BatchBuilder {
     institution: String,
@@ -263,22 +268,22 @@ impl BatchBuilder {
     }
 
     /// The batch: one institution with its accounts in the order first read.
-    pub(crate) fn finish(self, now: DateTime<Utc>) -> NormalizedBatch {
+    pub(crate) fn finish(self, now: DateTime<Utc>) -> ParsedBatch {
         let history = self.history;
         let accounts = self
             .accounts
             .into_iter()
             .map(|account| account.finish(history, now))
             .collect();
-        NormalizedBatch {
-            batch: ImportBatch {
-                institutions: vec![ImportInstitution {
-                    alias: self.institution,
-                    connection_id: None,
+        ParsedBatch {
+            batch: NormalizedBatch {
+                connections: vec![imported_connection(
+                    BatchTarget::FileImport {
+                        alias: self.institution,
+                    },
                     accounts,
-                }],
-                account_limit: None,
-                origin: None,
+                )],
+                ..NormalizedBatch::new(TransactionSource::Import)
             },
             warnings: self.warnings,
         }
@@ -321,13 +326,13 @@ pub(crate) fn existing_account(
 /// Points a batch of one account at the account the caller chose (`account_id`): its
 /// connection, its key and fields; the file's transactions, holdings and balances.
 pub(crate) fn into_existing(
-    mut batch: ImportBatch,
+    mut batch: NormalizedBatch,
     record: &AccountRecord,
-) -> Result<ImportBatch, Refusal> {
-    let mut accounts: Vec<ImportAccount> = batch
-        .institutions
+) -> Result<NormalizedBatch, Refusal> {
+    let mut accounts: Vec<BatchAccount> = batch
+        .connections
         .drain(..)
-        .flat_map(|institution| institution.accounts)
+        .flat_map(|part| part.accounts)
         .collect();
     if accounts.len() > 1 {
         return Err(Refusal::SeveralAccounts {
@@ -337,20 +342,57 @@ pub(crate) fn into_existing(
     let Some(mut only) = accounts.pop() else {
         return Err(Refusal::NoStatement);
     };
-    let balance = only.balance_reported.then_some((
-        only.account.balance_amount,
-        only.account.available_balance_amount,
-    ));
-    only.account = existing_account(record, balance);
-    Ok(ImportBatch {
-        institutions: vec![ImportInstitution {
-            alias: record.name.clone(),
-            connection_id: Some(record.connection_id),
-            accounts: vec![only],
-        }],
-        account_limit: batch.account_limit,
-        origin: batch.origin,
-    })
+    let balance = only
+        .account
+        .as_ref()
+        .filter(|_| only.balance_reported)
+        .map(|account| (account.balance_amount, account.available_balance_amount));
+    let account = existing_account(record, balance);
+    only.provider_account_id = account.provider_account_id.clone();
+    only.account = Some(account);
+    batch.connections = vec![imported_connection(
+        BatchTarget::Connection(record.connection_id),
+        vec![only],
+    )];
+    Ok(batch)
+}
+
+/// An account of an imported file in the batch: its fields (with the balance when the file
+/// reports one), all its transactions, the holdings it states (others are left as they are)
+/// and its snapshots.
+pub(crate) fn imported_account(
+    account: NewAccount,
+    balance_reported: bool,
+    transactions: Vec<NewTransaction>,
+    holdings: Vec<NewHolding>,
+    snapshots: Vec<BatchSnapshot>,
+) -> BatchAccount {
+    BatchAccount {
+        provider_account_id: account.provider_account_id.clone(),
+        account: Some(account),
+        balance_reported,
+        transactions: Some(transactions),
+        pending_window: None,
+        holdings: Some(holdings),
+        absent_holdings: AbsentHoldings::Kept,
+        snapshots,
+    }
+}
+
+/// The part of an import's batch that goes into `target`: its accounts, no change feed, and
+/// the connection's sync time moved (a provider's connection keeps its own).
+fn imported_connection(target: BatchTarget, accounts: Vec<BatchAccount>) -> BatchConnection {
+    BatchConnection {
+        target,
+        accounts,
+        feed: None,
+        mark_synced: true,
+    }
+}
+
+/// When a snapshot of a file held.
+fn captured_at(snapshot: &BatchSnapshot) -> Option<DateTime<Utc>> {
+    snapshot.stated.as_ref().map(|stated| stated.captured_at)
 }
 
 /// Removes NUL characters and surrounding whitespace; `None` when nothing is left.
@@ -458,5 +500,35 @@ fn tell_reused_ids_apart(transactions: &mut [NewTransaction]) {
         if let Some(item) = transactions.get_mut(at) {
             item.provider_transaction_id = format!("{}#{ordinal}", item.provider_transaction_id);
         }
+    }
+}
+
+#[cfg(test)]
+impl BatchAccount {
+    /// The account's fields (an imported account always states them).
+    pub(crate) fn fields(&self) -> &NewAccount {
+        self.account
+            .as_ref()
+            .expect("an imported account states its fields")
+    }
+
+    /// The account's transactions.
+    pub(crate) fn rows(&self) -> &[NewTransaction] {
+        self.transactions.as_deref().unwrap_or_default()
+    }
+
+    /// The account's holdings.
+    pub(crate) fn positions(&self) -> &[NewHolding] {
+        self.holdings.as_deref().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+impl BatchSnapshot {
+    /// The balances an imported file states.
+    pub(crate) fn balances(&self) -> &StatedBalances {
+        self.stated
+            .as_ref()
+            .expect("an imported snapshot states its balances")
     }
 }

@@ -1,5 +1,5 @@
 //! From a [`ParsedFile`] (CSV, QIF, CAMT.052/053/054, MT940/942) to the normalized batch every
-//! format maps to ([`NormalizedBatch`], assembled by `import::batch`), with the warnings the
+//! format maps to ([`ParsedBatch`], assembled by `import::batch`), with the warnings the
 //! answer reports. One set of rules for every format of the statement model; the parsers only
 //! read.
 //!
@@ -48,7 +48,7 @@ use rust_decimal::Decimal;
 use sha2::{Digest as _, Sha256};
 
 use super::batch::{
-    BalanceHistory, BatchBuilder, Defaults, ImportWarning, Normalize, NormalizedBatch, Refusal,
+    BalanceHistory, BatchBuilder, Defaults, ImportWarning, Normalize, ParsedBatch, Refusal,
     ReportedBalance, account_name, clean, clean_opt,
 };
 use super::model::{
@@ -246,7 +246,7 @@ pub(crate) fn import_batch(
     file: &ParsedFile,
     defaults: &Defaults<'_>,
     now: DateTime<Utc>,
-) -> Result<NormalizedBatch, Refusal> {
+) -> Result<ParsedBatch, Refusal> {
     if file.statements.is_empty() {
         return Err(Refusal::NoStatement);
     }
@@ -332,7 +332,7 @@ impl Normalize for ParsedFile {
         &self,
         defaults: &Defaults<'_>,
         now: DateTime<Utc>,
-    ) -> Result<NormalizedBatch, Refusal> {
+    ) -> Result<ParsedBatch, Refusal> {
         import_batch(self, defaults, now)
     }
 }
@@ -343,14 +343,14 @@ mod tests {
 
     use super::*;
     use crate::import::model::{ParseWarning, ParsedAccount, ParsedBalance};
-    use crate::store::ImportAccount;
+    use crate::store::{BatchAccount, BatchTarget};
 
     /// The batch of a file at a fixed time.
     fn import_batch(file: &ParsedFile, defaults: &Defaults<'_>) -> Result<Mapped, Refusal> {
         super::import_batch(file, defaults, Utc::now())
     }
 
-    type Mapped = NormalizedBatch;
+    type Mapped = ParsedBatch;
 
     fn dec(text: &str) -> Decimal {
         text.parse().expect("decimal")
@@ -389,8 +389,8 @@ mod tests {
         }
     }
 
-    fn only(mapped: &Mapped) -> &ImportAccount {
-        let [institution] = mapped.batch.institutions.as_slice() else {
+    fn only(mapped: &Mapped) -> &BatchAccount {
+        let [institution] = mapped.batch.connections.as_slice() else {
             panic!("one institution: {mapped:?}");
         };
         let [account] = institution.accounts.as_slice() else {
@@ -419,13 +419,13 @@ mod tests {
         };
         let mapped = import_batch(&file, &defaults).expect("maps");
         let account = only(&mapped);
-        assert_eq!(account.account.provider_account_id, "name:Wallet");
-        assert_eq!(account.account.name, "Wallet");
-        assert_eq!(account.account.currency, "EUR");
-        assert_eq!(account.account.account_type, AccountType::Checking);
+        assert_eq!(account.fields().provider_account_id, "name:Wallet");
+        assert_eq!(account.fields().name, "Wallet");
+        assert_eq!(account.fields().currency, "EUR");
+        assert_eq!(account.fields().account_type, AccountType::Checking);
         assert!(!account.balance_reported);
         let ids: Vec<&str> = account
-            .transactions
+            .rows()
             .iter()
             .map(|t| t.provider_transaction_id.as_str())
             .collect();
@@ -452,7 +452,7 @@ mod tests {
         };
         let mapped_again = import_batch(&again, &defaults).expect("maps");
         assert_eq!(
-            only(&mapped_again).transactions[0].provider_transaction_id,
+            only(&mapped_again).rows()[0].provider_transaction_id,
             ids[0]
         );
     }
@@ -478,23 +478,28 @@ mod tests {
         };
         let mapped = import_batch(&file, &Defaults::default()).expect("maps");
         let account = only(&mapped);
-        assert_eq!(mapped.batch.institutions[0].alias, "Example Bank");
         assert_eq!(
-            account.account.provider_account_id,
+            mapped.batch.connections[0].target,
+            BatchTarget::FileImport {
+                alias: "Example Bank".to_owned()
+            }
+        );
+        assert_eq!(
+            account.fields().provider_account_id,
             "DE89370400440532013000"
         );
-        assert_eq!(account.account.name, "Example Bank Checking ****3000");
-        assert_eq!(account.account.currency, "USD", "nothing says otherwise");
-        assert_eq!(account.transactions.len(), 3);
-        assert_eq!(account.transactions[0].provider_transaction_id, "REF1");
+        assert_eq!(account.fields().name, "Example Bank Checking ****3000");
+        assert_eq!(account.fields().currency, "USD", "nothing says otherwise");
+        assert_eq!(account.rows().len(), 3);
+        assert_eq!(account.rows()[0].provider_transaction_id, "REF1");
         assert_eq!(
-            account.transactions[0].description.as_deref(),
+            account.rows()[0].description.as_deref(),
             Some("Rent March"),
             "the later wins"
         );
-        assert_eq!(account.transactions[1].status, TransactionStatus::Pending);
-        assert_eq!(account.transactions[2].provider_transaction_id, "REF1#2");
-        assert_eq!(account.transactions[2].amount, dec("-11"));
+        assert_eq!(account.rows()[1].status, TransactionStatus::Pending);
+        assert_eq!(account.rows()[2].provider_transaction_id, "REF1#2");
+        assert_eq!(account.rows()[2].amount, dec("-11"));
     }
 
     #[test]
@@ -533,24 +538,27 @@ mod tests {
             mapped.warnings[1]
         );
         let account = only(&mapped);
-        assert_eq!(account.account.currency, "EUR", "from the balances");
+        assert_eq!(account.fields().currency, "EUR", "from the balances");
         assert!(account.balance_reported);
         assert_eq!(
-            account.account.balance_amount,
+            account.fields().balance_amount,
             dec("99.00"),
             "the latest date"
         );
-        assert_eq!(account.account.available_balance_amount, None);
+        assert_eq!(account.fields().available_balance_amount, None);
         let captured: Vec<String> = account
             .snapshots
             .iter()
-            .map(|s| s.captured_at.to_rfc3339())
+            .map(|s| s.balances().captured_at.to_rfc3339())
             .collect();
         assert_eq!(
             captured,
             ["2024-01-31T00:00:00+00:00", "2024-02-29T00:00:00+00:00"]
         );
-        assert_eq!(account.snapshots[0].available_balance, Some(dec("120.00")));
+        assert_eq!(
+            account.snapshots[0].balances().available_balance,
+            Some(dec("120.00"))
+        );
     }
 
     #[test]
@@ -571,10 +579,13 @@ mod tests {
         };
         let mapped = import_batch(&file, &Defaults::default()).expect("maps");
         let account = only(&mapped);
-        assert_eq!(account.account.account_type, AccountType::Brokerage);
-        assert_eq!(account.account.provider_account_id, "name:Brokerage");
-        assert_eq!(account.holdings[0].market_value, dec("25.00"));
-        assert_eq!(account.holdings[0].unrealized_gain_loss, Some(dec("5.00")));
+        assert_eq!(account.fields().account_type, AccountType::Brokerage);
+        assert_eq!(account.fields().provider_account_id, "name:Brokerage");
+        assert_eq!(account.positions()[0].market_value, dec("25.00"));
+        assert_eq!(
+            account.positions()[0].unrealized_gain_loss,
+            Some(dec("5.00"))
+        );
         assert_eq!(
             import_batch(&ParsedFile::default(), &Defaults::default()),
             Err(Refusal::NoStatement)

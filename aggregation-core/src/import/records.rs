@@ -1,5 +1,5 @@
 //! From a parsed OFX document to the normalized batch every format maps to
-//! ([`NormalizedBatch`], assembled by `import::batch`).
+//! ([`ParsedBatch`], assembled by `import::batch`).
 //!
 //! # Mapping
 //!
@@ -43,7 +43,7 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
 use super::batch::{
-    BalanceHistory, BatchBuilder, Defaults, ImportWarning, Normalize, NormalizedBatch, Refusal,
+    BalanceHistory, BatchBuilder, Defaults, ImportWarning, Normalize, ParsedBatch, Refusal,
     ReportedBalance, account_name, clean, clean_opt, overflow,
 };
 use super::ofx::{
@@ -310,10 +310,7 @@ fn balances(
 
 /// The batch of a parsed OFX document, or why it cannot be imported. Balances follow
 /// [`BalanceHistory::LastReported`]; one undated is captured at `now`.
-pub(crate) fn import_batch(
-    doc: &OfxDocument,
-    now: DateTime<Utc>,
-) -> Result<NormalizedBatch, Refusal> {
+pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<ParsedBatch, Refusal> {
     if let Some(signon) = &doc.signon
         && (signon.status_code != 0 && signon.severity.trim().eq_ignore_ascii_case("ERROR"))
     {
@@ -368,7 +365,7 @@ pub(crate) fn import_batch(
 
 impl Normalize for OfxDocument {
     /// The file names its accounts and currencies: the caller's defaults do not apply.
-    fn normalize(&self, _: &Defaults<'_>, now: DateTime<Utc>) -> Result<NormalizedBatch, Refusal> {
+    fn normalize(&self, _: &Defaults<'_>, now: DateTime<Utc>) -> Result<ParsedBatch, Refusal> {
         import_batch(self, now)
     }
 }
@@ -378,6 +375,7 @@ mod tests {
     use super::*;
     use crate::import::batch::keep_last_by_id;
     use crate::import::parse_ofx;
+    use crate::store::BatchTarget;
 
     const BANK: &str = "OFXHEADER:100\nDATA:OFXSGML\nVERSION:102\n\n<OFX>
 <SIGNONMSGSRSV1><SONRS><STATUS><CODE>0<SEVERITY>INFO</STATUS>
@@ -457,7 +455,7 @@ mod tests {
     fn a_restated_id_keeps_its_first_place_and_its_last_version() {
         let doc = parse_ofx(BANK.as_bytes()).expect("parses");
         let batch = import_batch(&doc, Utc::now()).expect("importable").batch;
-        let row = batch.institutions[0].accounts[0].transactions[0].clone();
+        let row = batch.connections[0].accounts[0].rows()[0].clone();
         // A restatement has the same date and amount; its text or status may have changed.
         let version = |id: &str, cents: i64, text: &str| NewTransaction {
             provider_transaction_id: id.to_owned(),
@@ -497,7 +495,7 @@ mod tests {
     fn a_reused_id_with_another_amount_or_date_is_another_transaction() {
         let doc = parse_ofx(BANK.as_bytes()).expect("parses");
         let batch = import_batch(&doc, Utc::now()).expect("importable").batch;
-        let row = batch.institutions[0].accounts[0].transactions[0].clone();
+        let row = batch.connections[0].accounts[0].rows()[0].clone();
         let day = row.transaction_date;
         let next = day.succ_opt().expect("a next day");
         let version = |cents: i64, date: chrono::NaiveDate, text: &str| NewTransaction {
@@ -537,41 +535,43 @@ mod tests {
     fn bank_statement_maps_to_one_account() {
         let doc = parse_ofx(BANK.as_bytes()).expect("parses");
         let batch = import_batch(&doc, Utc::now()).expect("importable").batch;
-        let [institution] = batch.institutions.as_slice() else {
+        let [institution] = batch.connections.as_slice() else {
             panic!("one institution");
         };
-        assert_eq!(institution.alias, "First Bank");
+        assert_eq!(
+            institution.target,
+            BatchTarget::FileImport {
+                alias: "First Bank".to_owned()
+            }
+        );
         let [account] = institution.accounts.as_slice() else {
             panic!("one account");
         };
-        assert_eq!(account.account.provider_account_id, "123456789");
-        assert_eq!(account.account.name, "First Bank Checking ****6789");
-        assert_eq!(account.account.account_type, AccountType::Checking);
-        assert_eq!(account.account.balance_amount, dec("1000.00"));
+        assert_eq!(account.fields().provider_account_id, "123456789");
+        assert_eq!(account.fields().name, "First Bank Checking ****6789");
+        assert_eq!(account.fields().account_type, AccountType::Checking);
+        assert_eq!(account.fields().balance_amount, dec("1000.00"));
         assert_eq!(
-            account.account.available_balance_amount,
+            account.fields().available_balance_amount,
             Some(dec("900.00"))
         );
-        assert_eq!(account.transactions.len(), 2, "FITID A2 is merged");
-        let coffee = &account.transactions[0];
+        assert_eq!(account.rows().len(), 2, "FITID A2 is merged");
+        let coffee = &account.rows()[0];
         assert_eq!(coffee.transaction_type, TransactionType::Other);
         assert_eq!(coffee.subtype.as_deref(), Some("DEBIT"));
         assert_eq!(coffee.description.as_deref(), Some("Coffee - Card 1234"));
         // The restatement (same date and amount) wins, in the first one's place.
         assert_eq!(
-            account.transactions[1].description.as_deref(),
+            account.rows()[1].description.as_deref(),
             Some("Interest January")
         );
-        assert_eq!(
-            account.transactions[1].transaction_type,
-            TransactionType::Income
-        );
+        assert_eq!(account.rows()[1].transaction_type, TransactionType::Income);
         let [snapshot] = account.snapshots.as_slice() else {
             panic!("one snapshot");
         };
-        assert_eq!(snapshot.balance, dec("1000.00"));
+        assert_eq!(snapshot.balances().balance, dec("1000.00"));
         assert_eq!(
-            snapshot.captured_at.to_rfc3339(),
+            snapshot.balances().captured_at.to_rfc3339(),
             "2024-01-31T00:00:00+00:00"
         );
     }

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::batch::{Defaults, ImportWarning, Normalize, NormalizedBatch, Refusal, into_existing};
+use super::batch::{Defaults, ImportWarning, Normalize, ParsedBatch, Refusal, into_existing};
 use super::csv::CsvMapping;
 use super::format::Format;
 use super::model::ParseError;
@@ -20,7 +20,7 @@ use super::ofx::OfxError;
 use crate::events::{
     DomainEvent, DurableEvent, Event, Events, ImportCompleted, ImportCompletedCounts, RowCounts,
 };
-use crate::store::{AccountRecord, ImportAccount, ImportCounts, Store, StoreError, now};
+use crate::store::{AccountRecord, BatchAccount, BatchCounts, BatchTarget, Store, StoreError, now};
 use crate::work::{WorkError, WorkGate};
 
 /// Files at least this large are parsed on the parsing gate's threads rather than inline.
@@ -106,13 +106,13 @@ pub(crate) struct Imported {
     /// The format the file was read as.
     pub(crate) format: Format,
     /// The counts of the store transaction.
-    pub(crate) counts: ImportCounts,
+    pub(crate) counts: BatchCounts,
     /// The institutions of the file, in file order (their connections' aliases).
     pub(crate) institutions: Vec<String>,
     /// What was read but doubted.
     pub(crate) warnings: Vec<ImportWarning>,
     /// For a dry run: the accounts as they would be written, in batch order.
-    pub(crate) preview: Option<Vec<ImportAccount>>,
+    pub(crate) preview: Option<Vec<BatchAccount>>,
 }
 
 /// A parsed file of any format, ready to be normalized.
@@ -124,7 +124,7 @@ fn batch_for(
     request: &ImportRequest,
     existing: Option<&AccountRecord>,
     at: DateTime<Utc>,
-) -> Result<NormalizedBatch, Refusal> {
+) -> Result<ParsedBatch, Refusal> {
     let defaults = Defaults {
         account_name: request.account_name.as_deref(),
         currency: existing
@@ -142,7 +142,7 @@ fn batch_for(
 pub(crate) fn import_events(
     user_id: Uuid,
     at: DateTime<Utc>,
-) -> impl Fn(&ImportCounts) -> Vec<Event> + Send + Sync {
+) -> impl Fn(&BatchCounts) -> Vec<Event> + Send + Sync {
     move |counts| {
         let mut events = vec![import_completed(user_id, counts).event_at(at)];
         events.extend(crate::records::matches::matches_events(&counts.matches, at));
@@ -151,25 +151,25 @@ pub(crate) fn import_events(
 }
 
 /// The `import.completed` event of an import that wrote `counts`.
-fn import_completed(user_id: Uuid, counts: &ImportCounts) -> ImportCompleted {
+fn import_completed(user_id: Uuid, counts: &BatchCounts) -> ImportCompleted {
     ImportCompleted {
         user_id,
         connection_ids: counts.connection_ids.clone(),
         counts: ImportCompletedCounts {
             accounts: RowCounts {
-                created: counts.accounts_created,
-                updated: counts.accounts_updated,
-                unchanged: counts.accounts_unchanged,
+                created: counts.accounts.created,
+                updated: counts.accounts.updated,
+                unchanged: counts.accounts.unchanged,
             },
             transactions: RowCounts {
-                created: counts.transactions_created,
-                updated: counts.transactions_updated,
-                unchanged: counts.transactions_skipped,
+                created: counts.transactions.created,
+                updated: counts.transactions.updated,
+                unchanged: counts.transactions.unchanged,
             },
             holdings: RowCounts {
-                created: counts.holdings_created,
-                updated: counts.holdings_updated,
-                unchanged: counts.holdings_unchanged,
+                created: counts.holdings.created,
+                updated: counts.holdings.updated,
+                unchanged: counts.holdings.unchanged,
             },
             snapshots_created: counts.snapshots_created,
         },
@@ -249,28 +249,34 @@ impl Imports {
         existing: Option<&AccountRecord>,
     ) -> Result<Imported, ImportError> {
         let at = now();
-        let NormalizedBatch {
+        let ParsedBatch {
             mut batch,
             warnings,
         } = batch_for(&*parsed, request, existing, at).map_err(ImportError::Refused)?;
         drop(parsed);
         batch.origin = Some(request.format.as_str().to_owned());
         let count = batch
-            .institutions
+            .connections
             .iter()
-            .map(|institution| institution.accounts.len())
+            .map(|part| part.accounts.len())
             .sum();
         if count > MAX_ACCOUNTS_PER_IMPORT {
             return Err(ImportError::TooManyAccounts { count });
         }
         batch.account_limit = self.account_limit;
         let institutions = batch
-            .institutions
+            .connections
             .iter()
-            .map(|institution| institution.alias.clone())
+            .map(|part| match &part.target {
+                BatchTarget::FileImport { alias } => alias.clone(),
+                // The account the caller chose: its name stands for the institution.
+                BatchTarget::Connection(_) => existing
+                    .map(|account| account.name.clone())
+                    .unwrap_or_default(),
+            })
             .collect();
         if request.dry_run {
-            let counts = self.store.preview_import(user_id, &batch, at).await?;
+            let counts = self.store.preview_batch(user_id, &batch, at).await?;
             return Ok(Imported {
                 format: request.format,
                 counts,
@@ -278,9 +284,9 @@ impl Imports {
                 warnings,
                 preview: Some(
                     batch
-                        .institutions
+                        .connections
                         .into_iter()
-                        .flat_map(|institution| institution.accounts)
+                        .flat_map(|part| part.accounts)
                         .collect(),
                 ),
             });
@@ -288,7 +294,7 @@ impl Imports {
         let mut raised = Vec::new();
         let counts = self
             .store
-            .apply_import(
+            .apply_batch(
                 user_id,
                 &batch,
                 at,
@@ -301,10 +307,10 @@ impl Imports {
             user_id,
             connection_id: counts.connection_ids.first().copied(),
             format: request.format.as_str(),
-            accounts_created: counts.accounts_created,
-            transactions_created: counts.transactions_created,
-            transactions_updated: counts.transactions_updated,
-            transactions_skipped: counts.transactions_skipped,
+            accounts_created: counts.accounts.created,
+            transactions_created: counts.transactions.created,
+            transactions_updated: counts.transactions.updated,
+            transactions_skipped: counts.transactions.unchanged,
         });
         Ok(Imported {
             format: request.format,
@@ -448,15 +454,15 @@ mod tests {
             .expect("previewed");
         assert_eq!(
             (
-                preview.counts.accounts_created,
-                preview.counts.transactions_created
+                preview.counts.accounts.created,
+                preview.counts.transactions.created
             ),
             (1, 3)
         );
         let accounts = preview.preview.expect("a preview");
-        assert_eq!(accounts[0].account.name, "Wallet");
-        assert_eq!(accounts[0].account.currency, "EUR");
-        assert_eq!(accounts[0].transactions.len(), 3, "two coffees stay two");
+        assert_eq!(accounts[0].fields().name, "Wallet");
+        assert_eq!(accounts[0].fields().currency, "EUR");
+        assert_eq!(accounts[0].rows().len(), 3, "two coffees stay two");
         assert!(f.sink.events().is_empty(), "no event for a dry run");
         let listed = f
             .store
@@ -471,11 +477,14 @@ mod tests {
             .await
             .expect("imported");
         assert!(imported.preview.is_none());
-        assert_eq!(imported.counts.accounts_created, 1);
-        assert_eq!(imported.counts.transactions_created, 3);
-        assert_eq!(imported.counts.accounts[0].account_id.get_version_num(), 7);
+        assert_eq!(imported.counts.accounts.created, 1);
+        assert_eq!(imported.counts.transactions.created, 3);
+        assert_eq!(
+            imported.counts.per_account[0].account_id.get_version_num(),
+            7
+        );
         assert_eq!(f.sink.events().len(), 1);
-        let account_id = imported.counts.accounts[0].account_id;
+        let account_id = imported.counts.per_account[0].account_id;
         let rows = f
             .store
             .transactions_for_account(
@@ -503,9 +512,9 @@ mod tests {
             .expect("imported again");
         assert_eq!(
             (
-                again.counts.accounts_created,
-                again.counts.transactions_created,
-                again.counts.transactions_skipped
+                again.counts.accounts.created,
+                again.counts.transactions.created,
+                again.counts.transactions.unchanged
             ),
             (0, 0, 3),
             "the same file again creates nothing"
@@ -520,7 +529,7 @@ mod tests {
             .import_parsed(f.user_id, request(Format::Csv), coffees())
             .await
             .expect("imported");
-        let account_id = first.counts.accounts[0].account_id;
+        let account_id = first.counts.per_account[0].account_id;
         // The same rows by account_id are the same transactions (the file states no account).
         let mut into = request(Format::Csv);
         into.account_name = None;
@@ -536,12 +545,12 @@ mod tests {
             .await
             .expect("imported");
         assert_eq!(again.counts.connection_ids, first.counts.connection_ids);
-        assert_eq!(again.counts.accounts[0].account_id, account_id);
+        assert_eq!(again.counts.per_account[0].account_id, account_id);
         assert_eq!(
             (
-                again.counts.accounts_created,
-                again.counts.transactions_created,
-                again.counts.transactions_skipped
+                again.counts.accounts.created,
+                again.counts.transactions.created,
+                again.counts.transactions.unchanged
             ),
             (0, 1, 3)
         );
@@ -608,11 +617,11 @@ mod tests {
         assert_eq!(imported.institutions, ["Example Bank"]);
         assert_eq!(imported.warnings.len(), 1, "{:?}", imported.warnings);
         assert!(imported.warnings[0].message.contains("-5.00"));
-        assert_eq!(imported.counts.transactions_created, 1);
+        assert_eq!(imported.counts.transactions.created, 1);
         assert_eq!(imported.counts.snapshots_created, 1);
         let account = f
             .store
-            .account_for_user(f.user_id, imported.counts.accounts[0].account_id)
+            .account_for_user(f.user_id, imported.counts.per_account[0].account_id)
             .await
             .expect("read")
             .expect("account");

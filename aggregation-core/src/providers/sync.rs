@@ -5,8 +5,9 @@
 //! sync without `force` is refused with [`ConnectionError::CoolingDown`], and a sync that fails
 //! hands the claim back. A provider failure for one account lands in the report's `errors` and
 //! the other accounts are still written; a failure of the whole call writes nothing. Everything
-//! a sync fetched is written in one store transaction and reported as
-//! [`DomainEvent::ConnectionSynced`].
+//! a sync fetched is mapped by one function ([`sync_batch`]) into the same normalized batch a
+//! file import makes ([`NormalizedBatch`]), written by the one batch writer in one store
+//! transaction, and reported as [`DomainEvent::ConnectionSynced`].
 //!
 //! [`Config::sync_cooldown`]: crate::Config::sync_cooldown
 
@@ -27,9 +28,10 @@ use crate::events::{
     DomainEvent, DurableEvent, Event, HoldingCounts, RowCounts, SyncCompleted, SyncCompletedCounts,
 };
 use crate::store::{
-    AccountFilter, AccountRecord, AssetType, ConnectionRecord, FeedUpdate, NewAccount, NewHolding,
-    NewTransaction, ProviderEnrichment, SnapshotSource, StoreError, SyncAccountData, SyncBatch,
-    SyncClaim, SyncCounts, SyncKind, SyncSnapshot, UpsertCounts, now,
+    AbsentHoldings, AccountFilter, AccountRecord, AssetType, BatchAccount, BatchConnection,
+    BatchCounts, BatchSnapshot, BatchTarget, ConnectionRecord, FeedUpdate, NewAccount, NewHolding,
+    NewTransaction, NormalizedBatch, ProviderEnrichment, SnapshotSource, StoreError, SyncClaim,
+    SyncKind, TransactionSource, UpsertCounts, now,
 };
 
 /// What one kind of sync did, with the items the provider answered that could not be used.
@@ -59,7 +61,7 @@ pub(crate) fn sync_events(
     user_id: Uuid,
     connection_id: Uuid,
     at: DateTime<Utc>,
-) -> impl Fn(&SyncCounts) -> Vec<Event> + Send + Sync {
+) -> impl Fn(&BatchCounts) -> Vec<Event> + Send + Sync {
     move |counts| {
         let mut events = vec![sync_completed(user_id, connection_id, counts).event_at(at)];
         events.extend(crate::records::matches::matches_events(&counts.matches, at));
@@ -68,7 +70,7 @@ pub(crate) fn sync_events(
 }
 
 /// The `sync.completed` event of a sync of the connection that wrote `counts`.
-fn sync_completed(user_id: Uuid, connection_id: Uuid, counts: &SyncCounts) -> SyncCompleted {
+fn sync_completed(user_id: Uuid, connection_id: Uuid, counts: &BatchCounts) -> SyncCompleted {
     let rows = |counts: &UpsertCounts| RowCounts {
         created: counts.created,
         updated: counts.updated,
@@ -413,24 +415,21 @@ impl Connections {
             .fetch_feed(connection, provider, &mut tokens, &ids, context)
             .await?;
         errors.extend(accounts.errors);
-        let per_account = ids
+        let transactions = ids
             .iter()
-            .map(|id| SyncAccountData {
-                provider_account_id: id.clone(),
-                transactions: Some(by_account.remove(id).unwrap_or_default()),
-                pending_window: None,
-                holdings: None,
-                snapshot: None,
-            })
+            .map(|id| (id.clone(), by_account.remove(id).unwrap_or_default()))
             .collect();
-        let batch = SyncBatch {
-            accounts: accounts.items,
-            per_account,
-            mark_synced: true,
-            account_limit: Some(self.config.max_accounts_per_user()),
-            feed: Some(feed),
-        };
-        let counts = self.apply_sync(connection, &batch).await?;
+        let batch = sync_batch(
+            connection.id,
+            Synced {
+                accounts: accounts.items,
+                transactions,
+                feed: Some(feed),
+                account_limit: Some(self.config.max_accounts_per_user()),
+                ..Synced::default()
+            },
+        );
+        let counts = self.write_batch(connection, &batch).await?;
         let report = SyncReport {
             counts: counts.transactions,
             deactivated: 0,
@@ -458,29 +457,16 @@ impl Connections {
             let fetched = self
                 .fetch_accounts(connection, &provider, &mut tokens, &context)
                 .await?;
-            let per_account = fetched
-                .items
-                .iter()
-                .map(|account| SyncAccountData {
-                    provider_account_id: account.provider_account_id.clone(),
-                    transactions: None,
-                    pending_window: None,
-                    holdings: None,
-                    snapshot: Some(SyncSnapshot {
-                        source: SnapshotSource::AccountSync,
-                        holdings_value: None,
-                        cash_value: None,
-                    }),
-                })
-                .collect();
-            let batch = SyncBatch {
-                accounts: fetched.items,
-                per_account,
-                mark_synced: true,
-                account_limit: Some(self.config.max_accounts_per_user()),
-                feed: None,
-            };
-            let counts = self.apply_sync(connection, &batch).await?;
+            let batch = sync_batch(
+                connection.id,
+                Synced {
+                    accounts: fetched.items,
+                    snapshot: Some(SnapshotSource::AccountSync),
+                    account_limit: Some(self.config.max_accounts_per_user()),
+                    ..Synced::default()
+                },
+            );
+            let counts = self.write_batch(connection, &batch).await?;
             let report = SyncReport {
                 counts: counts.accounts,
                 deactivated: 0,
@@ -568,7 +554,7 @@ impl Connections {
         let sync = self.claimed(connection.id, SyncKind::Transactions, force, async {
             let mut tokens = self.usable_tokens(connection, &provider).await?;
             let mut errors = Vec::new();
-            let mut per_account = Vec::new();
+            let mut fetched_rows = Vec::new();
             for account in &accounts {
                 let fetched = self
                     .fetch_transactions(
@@ -582,28 +568,23 @@ impl Connections {
                     .await;
                 if let Some(transactions) = per_item(fetched, &account.id.to_string(), &mut errors)?
                 {
-                    per_account.push(SyncAccountData {
-                        provider_account_id: account.provider_account_id.clone(),
-                        transactions: Some(transactions),
-                        pending_window: Some((range.start, range.end)),
-                        holdings: None,
-                        snapshot: None,
-                    });
+                    fetched_rows.push((account.provider_account_id.clone(), transactions));
                 }
             }
-            if per_account.is_empty() && !accounts.is_empty() {
+            if fetched_rows.is_empty() && !accounts.is_empty() {
                 return Err(ConnectionError::Provider(ProviderError::Http(
                     "every account's transactions request failed".to_owned(),
                 )));
             }
-            let batch = SyncBatch {
-                accounts: Vec::new(),
-                per_account,
-                mark_synced: true,
-                account_limit: None,
-                feed: None,
-            };
-            let counts = self.apply_sync(connection, &batch).await?;
+            let batch = sync_batch(
+                connection.id,
+                Synced {
+                    transactions: fetched_rows,
+                    window: Some(range),
+                    ..Synced::default()
+                },
+            );
+            let counts = self.write_batch(connection, &batch).await?;
             let report = SyncReport {
                 counts: counts.transactions,
                 deactivated: 0,
@@ -640,21 +621,15 @@ impl Connections {
                     &context,
                 )
                 .await?;
-            let snapshot = holdings_snapshot(SnapshotSource::HoldingsSync, &fetched.items);
-            let batch = SyncBatch {
-                accounts: Vec::new(),
-                per_account: vec![SyncAccountData {
-                    provider_account_id: account.provider_account_id.clone(),
-                    transactions: None,
-                    pending_window: None,
-                    holdings: Some(fetched.items),
-                    snapshot: Some(snapshot),
-                }],
-                mark_synced: true,
-                account_limit: None,
-                feed: None,
-            };
-            let counts = self.apply_sync(connection, &batch).await?;
+            let batch = sync_batch(
+                connection.id,
+                Synced {
+                    holdings: vec![(account.provider_account_id.clone(), fetched.items)],
+                    snapshot: Some(SnapshotSource::HoldingsSync),
+                    ..Synced::default()
+                },
+            );
+            let counts = self.write_batch(connection, &batch).await?;
             let report = SyncReport {
                 counts: counts.holdings,
                 deactivated: counts.holdings_deactivated,
@@ -689,7 +664,8 @@ impl Connections {
                 .await?;
             let mut transaction_errors = Vec::new();
             let mut holding_errors = Vec::new();
-            let mut per_account = Vec::new();
+            let mut fetched_rows = Vec::new();
+            let mut fetched_holdings = Vec::new();
             let (mut fed, feed) = if provider.change_feed() {
                 let ids: Vec<String> = accounts
                     .items
@@ -728,32 +704,26 @@ impl Connections {
                     id,
                     &mut holding_errors,
                 )?;
-                let snapshot = match &holdings {
-                    Some(items) => holdings_snapshot(source, items),
-                    None => SyncSnapshot {
-                        source,
-                        holdings_value: None,
-                        cash_value: None,
-                    },
-                };
-                let pending_window =
-                    (transactions.is_some() && feed.is_none()).then_some((range.start, range.end));
-                per_account.push(SyncAccountData {
-                    provider_account_id: id.clone(),
-                    transactions,
-                    pending_window,
-                    holdings,
-                    snapshot: Some(snapshot),
-                });
+                if let Some(transactions) = transactions {
+                    fetched_rows.push((id.clone(), transactions));
+                }
+                if let Some(holdings) = holdings {
+                    fetched_holdings.push((id.clone(), holdings));
+                }
             }
-            let batch = SyncBatch {
-                accounts: accounts.items,
-                per_account,
-                mark_synced: true,
-                account_limit: Some(self.config.max_accounts_per_user()),
-                feed,
-            };
-            let counts = self.apply_sync(connection, &batch).await?;
+            let batch = sync_batch(
+                connection.id,
+                Synced {
+                    accounts: accounts.items,
+                    transactions: fetched_rows,
+                    window: Some(range),
+                    holdings: fetched_holdings,
+                    snapshot: Some(source),
+                    feed,
+                    account_limit: Some(self.config.max_accounts_per_user()),
+                },
+            );
+            let counts = self.write_batch(connection, &batch).await?;
             let report = ConnectionSyncReport {
                 accounts: SyncReport {
                     counts: counts.accounts,
@@ -790,17 +760,17 @@ impl Connections {
 
     /// Writes a sync batch (with its `sync.completed` event) and publishes the event once
     /// committed.
-    async fn apply_sync(
+    async fn write_batch(
         &self,
         connection: &ConnectionRecord,
-        batch: &SyncBatch,
-    ) -> Result<SyncCounts, StoreError> {
+        batch: &NormalizedBatch,
+    ) -> Result<BatchCounts, StoreError> {
         let mut raised = Vec::new();
         let at = now();
         let raise = sync_events(connection.user_id, connection.id, at);
         let counts = self
             .store
-            .apply_sync(connection.id, batch, at, &raise, &mut raised)
+            .apply_batch(connection.user_id, batch, at, &raise, &mut raised)
             .await?;
         self.events.committed(&raised);
         Ok(counts)
@@ -884,8 +854,8 @@ fn per_item<T>(
 }
 
 /// A snapshot carrying the market value of the holdings (and the cash-equivalent part).
-fn holdings_snapshot(source: SnapshotSource, holdings: &[NewHolding]) -> SyncSnapshot {
-    let total = |cash_only: bool| {
+fn holdings_snapshot(source: SnapshotSource, holdings: Option<&[NewHolding]>) -> BatchSnapshot {
+    let total = |holdings: &[NewHolding], cash_only: bool| {
         holdings
             .iter()
             .filter(|holding| !cash_only || holding.asset_type == AssetType::CashEquivalent)
@@ -893,9 +863,98 @@ fn holdings_snapshot(source: SnapshotSource, holdings: &[NewHolding]) -> SyncSna
                 sum.saturating_add(holding.market_value)
             })
     };
-    SyncSnapshot {
+    BatchSnapshot {
         source,
-        holdings_value: Some(total(false)),
-        cash_value: Some(total(true)),
+        stated: None,
+        holdings_value: holdings.map(|holdings| total(holdings, false)),
+        cash_value: holdings.map(|holdings| total(holdings, true)),
+    }
+}
+
+/// What one sync fetched from the provider, as [`sync_batch`] maps it into a batch.
+#[derive(Debug, Default)]
+struct Synced {
+    /// The provider's accounts, when they were fetched: upserted, in this order.
+    accounts: Vec<NewAccount>,
+    /// Transactions by `provider_account_id`, for each account they were fetched for.
+    transactions: Vec<(String, Vec<NewTransaction>)>,
+    /// The range the transactions were fetched for. The provider's answer is complete for
+    /// it, so pending rows dated in it that it lacks go (not with a change feed, whose
+    /// answer is only what changed).
+    window: Option<DateRange>,
+    /// Holdings by `provider_account_id`, for each account they were fetched for: the
+    /// provider's complete list, so stored ones it lacks are deactivated.
+    holdings: Vec<(String, Vec<NewHolding>)>,
+    /// The snapshot every account of the batch gets (with the market value of its holdings
+    /// when they were fetched), if any.
+    snapshot: Option<SnapshotSource>,
+    /// A change feed's cursor, removals and enrichment.
+    feed: Option<FeedUpdate>,
+    /// The most accounts the user may hold afterwards, when the sync may create accounts.
+    account_limit: Option<u64>,
+}
+
+/// The first entry of `list` keyed `key`, taken out.
+fn take_keyed<T>(list: &mut Vec<(String, T)>, key: &str) -> Option<T> {
+    let at = list.iter().position(|(id, _)| id == key)?;
+    Some(list.remove(at).1)
+}
+
+/// The one mapping of a provider's fetched items into the normalized batch the writer
+/// applies to the connection: the fetched accounts first (each with its rows), then the
+/// stored accounts rows were fetched for; every account's holdings list complete, its
+/// transactions complete for the window, its snapshot taken from the account as written.
+fn sync_batch(connection_id: Uuid, synced: Synced) -> NormalizedBatch {
+    let Synced {
+        accounts,
+        mut transactions,
+        window,
+        mut holdings,
+        snapshot,
+        feed,
+        account_limit,
+    } = synced;
+    let mut items: Vec<BatchAccount> = accounts
+        .into_iter()
+        .map(|account| BatchAccount {
+            provider_account_id: account.provider_account_id.clone(),
+            account: Some(account),
+            balance_reported: true,
+            ..BatchAccount::new(String::new())
+        })
+        .collect();
+    let stored: Vec<String> = transactions
+        .iter()
+        .map(|(id, _)| id)
+        .chain(holdings.iter().map(|(id, _)| id))
+        .cloned()
+        .collect();
+    for id in stored {
+        if !items.iter().any(|item| item.provider_account_id == id) {
+            items.push(BatchAccount::new(id));
+        }
+    }
+    for item in &mut items {
+        item.transactions = take_keyed(&mut transactions, &item.provider_account_id);
+        item.pending_window = window
+            .filter(|_| item.transactions.is_some() && feed.is_none())
+            .map(|range| (range.start, range.end));
+        item.holdings = take_keyed(&mut holdings, &item.provider_account_id);
+        item.absent_holdings = AbsentHoldings::Deactivated;
+        if let Some(source) = snapshot {
+            item.snapshots
+                .push(holdings_snapshot(source, item.holdings.as_deref()));
+        }
+    }
+    NormalizedBatch {
+        source: TransactionSource::Sync,
+        origin: None,
+        account_limit,
+        connections: vec![BatchConnection {
+            target: BatchTarget::Connection(connection_id),
+            accounts: items,
+            feed,
+            mark_synced: true,
+        }],
     }
 }

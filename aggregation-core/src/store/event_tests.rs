@@ -9,8 +9,8 @@ use super::provider_tests::on_postgres;
 #[cfg(feature = "sqlite")]
 use super::provider_tests::sqlite_store;
 use super::provider_tests::{
-    Shared, account, authorize, credentials, expired_events_of, is_other, suite, sync_events_of,
-    transaction, user,
+    Shared, SyncFixture, account, authorize, credentials, expired_events_of, is_other, suite,
+    sync_events_of, transaction, user, write_sync,
 };
 use super::sql::EVENTS_PER_STATEMENT;
 use super::*;
@@ -540,14 +540,17 @@ async fn syncs_raise_their_event_and_a_rolled_back_one_none(store: Shared) {
     let (connection, _) = authorize(&store, user_id, None, 1, t0, t0).await;
     let before = stored(&store, user_id).await;
     // Transactions of one account (with the account itself, when given).
-    let sync_batch = |new: Option<NewAccount>, account_id: &str, transactions| SyncBatch {
+    let sync_batch = |new: Option<NewAccount>, account_id: &str, transactions| SyncFixture {
         accounts: new.into_iter().collect(),
-        per_account: vec![SyncAccountData {
+        per_account: vec![BatchAccount {
+            account: None,
+            balance_reported: false,
+            absent_holdings: AbsentHoldings::Deactivated,
             provider_account_id: account_id.to_owned(),
             transactions: Some(transactions),
             pending_window: None,
             holdings: None,
-            snapshot: None,
+            snapshots: Vec::new(),
         }],
         mark_synced: true,
         account_limit: None,
@@ -559,16 +562,16 @@ async fn syncs_raise_their_event_and_a_rolled_back_one_none(store: Shared) {
         vec![transaction("t1", "1"), transaction("t2", "2")],
     );
     let mut raised = Vec::new();
-    let counts = store
-        .apply_sync(
-            connection.id,
-            &batch,
-            t0,
-            &sync_events_of(&store, connection.id, t0).await,
-            &mut raised,
-        )
-        .await
-        .unwrap();
+    let counts = write_sync(
+        &store,
+        connection.id,
+        &batch,
+        t0,
+        &sync_events_of(&store, connection.id, t0).await,
+        &mut raised,
+    )
+    .await
+    .unwrap();
     assert_eq!(counts.transactions.created, 2);
     assert_eq!(raised.len(), 1);
     let event = &raised[0];
@@ -586,15 +589,15 @@ async fn syncs_raise_their_event_and_a_rolled_back_one_none(store: Shared) {
     let failing = sync_batch(None, "unknown", vec![transaction("t3", "3")]);
     let mut none = Vec::new();
     assert!(is_other(
-        &store
-            .apply_sync(
-                connection.id,
-                &failing,
-                t0,
-                &sync_events_of(&store, connection.id, t0).await,
-                &mut none
-            )
-            .await
+        &write_sync(
+            &store,
+            connection.id,
+            &failing,
+            t0,
+            &sync_events_of(&store, connection.id, t0).await,
+            &mut none
+        )
+        .await
     ));
     assert!(none.is_empty());
     let mut expected = before;

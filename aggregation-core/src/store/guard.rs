@@ -376,15 +376,15 @@ macro_rules! for_each_store_trait {
             fn audit_events(filter: &AuditFilter) -> Vec<Event>;
             fn purge_events_before(cutoff: DateTime<Utc>) -> u64;
         }}
-        $apply! { ImportStore {
-            fn apply_import(
+        $apply! { BatchStore {
+            fn apply_batch(
                 user_id: Uuid,
-                batch: &ImportBatch,
+                batch: &NormalizedBatch,
                 now: DateTime<Utc>,
-                raise: &RaiseEvents<'_, ImportCounts>,
+                raise: &RaiseEvents<'_, BatchCounts>,
                 raised: &mut Vec<Event>
-            ) -> ImportCounts;
-            fn preview_import(user_id: Uuid, batch: &ImportBatch, now: DateTime<Utc>) -> ImportCounts;
+            ) -> BatchCounts;
+            fn preview_batch(user_id: Uuid, batch: &NormalizedBatch, now: DateTime<Utc>) -> BatchCounts;
         }}
         $apply! { ProviderConnectionStore {
             fn insert_oauth_state(state: &NewOAuthState) -> ();
@@ -458,13 +458,6 @@ macro_rules! for_each_store_trait {
             ) -> ();
         }}
         $apply! { SyncStore {
-            fn apply_sync(
-                connection_id: Uuid,
-                batch: &SyncBatch,
-                now: DateTime<Utc>,
-                raise: &RaiseEvents<'_, SyncCounts>,
-                raised: &mut Vec<Event>
-            ) -> SyncCounts;
             fn sync_cursor(connection_id: Uuid) -> Option<String>;
             fn set_webhook_key(
                 connection_id: Uuid,

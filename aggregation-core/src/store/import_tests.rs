@@ -1,4 +1,4 @@
-//! `apply_import` on SQLite: counts, idempotence, and all-or-nothing on failure.
+//! `apply_batch` of file imports on SQLite: counts, idempotence, and all-or-nothing on failure.
 
 use std::str::FromStr as _;
 
@@ -66,13 +66,20 @@ fn transaction(fit_id: &str, amount: &str) -> NewTransaction {
     }
 }
 
-fn batch(alias: &str, account_id: &str, transactions: Vec<NewTransaction>) -> ImportBatch {
-    ImportBatch {
-        institutions: vec![ImportInstitution {
-            alias: alias.to_owned(),
-            connection_id: None,
-            accounts: vec![ImportAccount {
-                account: NewAccount {
+fn batch(alias: &str, account_id: &str, transactions: Vec<NewTransaction>) -> NormalizedBatch {
+    NormalizedBatch {
+        source: TransactionSource::Import,
+        connections: vec![BatchConnection {
+            target: BatchTarget::FileImport {
+                alias: alias.to_owned(),
+            },
+            feed: None,
+            mark_synced: true,
+            accounts: vec![BatchAccount {
+                provider_account_id: account_id.to_owned(),
+                pending_window: None,
+                absent_holdings: AbsentHoldings::Kept,
+                account: Some(NewAccount {
                     provider_account_id: account_id.to_owned(),
                     account_number: Some(account_id.to_owned()),
                     name: format!("{alias} Checking"),
@@ -81,10 +88,10 @@ fn batch(alias: &str, account_id: &str, transactions: Vec<NewTransaction>) -> Im
                     balance_amount: dec("100.00"),
                     available_balance_amount: None,
                     is_active: true,
-                },
+                }),
                 balance_reported: true,
-                transactions,
-                holdings: vec![NewHolding {
+                transactions: Some(transactions),
+                holdings: Some(vec![NewHolding {
                     provider_holding_id: "037833100".to_owned(),
                     symbol: "AAPL".to_owned(),
                     security_name: None,
@@ -96,13 +103,16 @@ fn batch(alias: &str, account_id: &str, transactions: Vec<NewTransaction>) -> Im
                     average_price: None,
                     current_price: Some(dec("190.00")),
                     unrealized_gain_loss: None,
-                }],
-                snapshots: vec![ImportSnapshot {
-                    balance: dec("100.00"),
-                    available_balance: None,
+                }]),
+                snapshots: vec![BatchSnapshot {
+                    source: SnapshotSource::FileImport,
+                    stated: Some(StatedBalances {
+                        balance: dec("100.00"),
+                        available_balance: None,
+                        captured_at: now(),
+                    }),
                     holdings_value: None,
                     cash_value: None,
-                    captured_at: now(),
                 }],
             }],
         }],
@@ -128,7 +138,7 @@ async fn imports_count_and_repeat_as_skips() {
         vec![transaction("A", "-1.00"), transaction("B", "-2.00")],
     );
     let counts = store
-        .apply_import(
+        .apply_batch(
             user_id,
             &first,
             now(),
@@ -140,15 +150,15 @@ async fn imports_count_and_repeat_as_skips() {
     assert_eq!(counts.connection_ids.len(), 1);
     assert_eq!(
         (
-            counts.accounts_created,
-            counts.transactions_created,
-            counts.holdings_created,
+            counts.accounts.created,
+            counts.transactions.created,
+            counts.holdings.created,
             counts.snapshots_created
         ),
         (1, 2, 1, 1)
     );
     let again = store
-        .apply_import(
+        .apply_batch(
             user_id,
             &first,
             now(),
@@ -160,16 +170,16 @@ async fn imports_count_and_repeat_as_skips() {
     assert_eq!(again.connection_ids, counts.connection_ids);
     assert_eq!(
         (
-            again.accounts_unchanged,
-            again.transactions_skipped,
-            again.holdings_unchanged,
+            again.accounts.unchanged,
+            again.transactions.unchanged,
+            again.holdings.unchanged,
             again.snapshots_created
         ),
         (1, 2, 1, 0)
     );
     let changed = batch("Bank", "111", vec![transaction("A", "-1.50")]);
     let counts = store
-        .apply_import(
+        .apply_batch(
             user_id,
             &changed,
             now(),
@@ -178,8 +188,8 @@ async fn imports_count_and_repeat_as_skips() {
         )
         .await
         .unwrap();
-    assert_eq!(counts.transactions_updated, 1);
-    assert_eq!(counts.transactions_created, 0);
+    assert_eq!(counts.transactions.updated, 1);
+    assert_eq!(counts.transactions.created, 0);
 }
 
 #[tokio::test]
@@ -187,7 +197,7 @@ async fn a_failure_rolls_the_whole_import_back() {
     let (store, pool) = store().await;
     let user_id = user(&store).await;
     store
-        .apply_import(
+        .apply_batch(
             user_id,
             &batch("Bank", "111", vec![transaction("A", "-1.00")]),
             now(),
@@ -217,13 +227,13 @@ async fn a_failure_rolls_the_whole_import_back() {
         vec![transaction("C", "-3.00"), transaction("BOOM", "-4.00")],
     );
     failing
-        .institutions
-        .extend(batch("Bank", "111", vec![transaction("A", "-9.00")]).institutions);
-    failing.institutions.reverse();
+        .connections
+        .extend(batch("Bank", "111", vec![transaction("A", "-9.00")]).connections);
+    failing.connections.reverse();
     let mut raised = Vec::new();
     assert!(
         store
-            .apply_import(
+            .apply_batch(
                 user_id,
                 &failing,
                 now(),
@@ -250,7 +260,7 @@ async fn a_failure_rolls_the_whole_import_back() {
     assert_eq!(amount, "-1.00", "the update of A was rolled back too");
     assert!(
         store
-            .apply_import(
+            .apply_batch(
                 Uuid::now_v7(),
                 &batch("Bank", "1", Vec::new()),
                 now(),
@@ -280,18 +290,18 @@ async fn a_preview_counts_like_an_import_and_writes_nothing() {
     for table in tables {
         before.push(count(&pool, table).await);
     }
-    let preview = store.preview_import(user_id, &first, now()).await.unwrap();
+    let preview = store.preview_batch(user_id, &first, now()).await.unwrap();
     assert_eq!(
         (
-            preview.accounts_created,
-            preview.transactions_created,
+            preview.accounts.created,
+            preview.transactions.created,
             preview.snapshots_created
         ),
         (1, 1, 1)
     );
-    assert_eq!(preview.accounts.len(), 1);
-    assert_eq!(preview.accounts[0].outcome, ImportOutcome::Created);
-    assert_eq!(preview.accounts[0].provider_account_id, "111");
+    assert_eq!(preview.per_account.len(), 1);
+    assert_eq!(preview.per_account[0].outcome, Some(ImportOutcome::Created));
+    assert_eq!(preview.per_account[0].provider_account_id, "111");
     let mut after = Vec::new();
     for table in tables {
         after.push(count(&pool, table).await);
@@ -299,7 +309,7 @@ async fn a_preview_counts_like_an_import_and_writes_nothing() {
     assert_eq!(before, after, "nothing written");
 
     let applied = store
-        .apply_import(
+        .apply_batch(
             user_id,
             &first,
             now(),
@@ -313,16 +323,16 @@ async fn a_preview_counts_like_an_import_and_writes_nothing() {
         "111",
         vec![transaction("A", "-1.00"), transaction("B", "-2.00")],
     );
-    let preview = store.preview_import(user_id, &second, now()).await.unwrap();
+    let preview = store.preview_batch(user_id, &second, now()).await.unwrap();
     assert_eq!(preview.connection_ids, applied.connection_ids);
     assert_eq!(
-        preview.accounts[0].account_id,
-        applied.accounts[0].account_id
+        preview.per_account[0].account_id,
+        applied.per_account[0].account_id
     );
     assert_eq!(
         (
-            preview.accounts[0].transactions_created,
-            preview.accounts[0].transactions_skipped
+            preview.per_account[0].transactions_created,
+            preview.per_account[0].transactions_skipped
         ),
         (1, 1)
     );
@@ -334,7 +344,7 @@ async fn an_import_into_a_chosen_connection_keeps_its_alias_and_sync_time() {
     let (store, pool) = store().await;
     let user_id = user(&store).await;
     let applied = store
-        .apply_import(
+        .apply_batch(
             user_id,
             &batch("Bank", "111", vec![transaction("A", "-1.00")]),
             now(),
@@ -345,9 +355,9 @@ async fn an_import_into_a_chosen_connection_keeps_its_alias_and_sync_time() {
         .unwrap();
     let connection_id = applied.connection_ids[0];
     let mut into = batch("Ignored alias", "111", vec![transaction("B", "-2.00")]);
-    into.institutions[0].connection_id = Some(connection_id);
+    into.connections[0].target = BatchTarget::Connection(connection_id);
     let counts = store
-        .apply_import(
+        .apply_batch(
             user_id,
             &into,
             now(),
@@ -358,10 +368,10 @@ async fn an_import_into_a_chosen_connection_keeps_its_alias_and_sync_time() {
         .unwrap();
     assert_eq!(counts.connection_ids, vec![connection_id]);
     assert_eq!(
-        counts.accounts[0].account_id,
-        applied.accounts[0].account_id
+        counts.per_account[0].account_id,
+        applied.per_account[0].account_id
     );
-    assert_eq!(counts.transactions_created, 1);
+    assert_eq!(counts.transactions.created, 1);
     assert_eq!(
         count(&pool, "connections").await,
         1,
@@ -370,7 +380,7 @@ async fn an_import_into_a_chosen_connection_keeps_its_alias_and_sync_time() {
 
     let stranger = user(&store).await;
     let refused = store
-        .apply_import(
+        .apply_batch(
             stranger,
             &into,
             now(),
@@ -407,11 +417,11 @@ async fn all_counts(pool: &sqlx::SqlitePool) -> [i64; 7] {
 async fn a_large_import_into_new_accounts_is_written_in_batches_and_repeats_as_skips() {
     let (store, pool) = store().await;
     let user_id = user(&store).await;
-    let rows = 2 * crate::store::imports::sql::ROWS_PER_WRITE + 500;
+    let rows = 2 * crate::store::batches::sql::ROWS_PER_WRITE + 500;
     let large = batch("Bank", "111", many(rows));
     let mut raised = Vec::new();
     let counts = store
-        .apply_import(
+        .apply_batch(
             user_id,
             &large,
             now(),
@@ -422,14 +432,14 @@ async fn a_large_import_into_new_accounts_is_written_in_batches_and_repeats_as_s
         .unwrap();
     assert_eq!(
         (
-            counts.accounts_created,
-            counts.transactions_created,
-            counts.holdings_created,
+            counts.accounts.created,
+            counts.transactions.created,
+            counts.holdings.created,
             counts.snapshots_created
         ),
         (1, rows as u64, 1, 1)
     );
-    assert_eq!(counts.accounts[0].transactions_created, rows as u64);
+    assert_eq!(counts.per_account[0].transactions_created, rows as u64);
     assert!(!raised.is_empty(), "the events of the import");
     assert_eq!(count(&pool, "import_staging").await, 0, "staging ended");
     assert_eq!(count(&pool, "transactions").await, rows as i64);
@@ -439,7 +449,7 @@ async fn a_large_import_into_new_accounts_is_written_in_batches_and_repeats_as_s
         .unwrap();
     assert_eq!(stored, rows as i64);
     let again = store
-        .apply_import(
+        .apply_batch(
             user_id,
             &large,
             now(),
@@ -449,7 +459,7 @@ async fn a_large_import_into_new_accounts_is_written_in_batches_and_repeats_as_s
         .await
         .unwrap();
     assert_eq!(
-        (again.transactions_created, again.transactions_skipped),
+        (again.transactions.created, again.transactions.unchanged),
         (0, rows as u64)
     );
 }
@@ -459,7 +469,7 @@ async fn a_large_import_failing_half_way_leaves_nothing() {
     let (store, pool) = store().await;
     let user_id = user(&store).await;
     store
-        .apply_import(
+        .apply_batch(
             user_id,
             &batch("Bank", "111", vec![transaction("A", "-1.00")]),
             now(),
@@ -476,14 +486,14 @@ async fn a_large_import_failing_half_way_leaves_nothing() {
     .await
     .unwrap();
     let before = all_counts(&pool).await;
-    let rows = 2 * crate::store::imports::sql::ROWS_PER_WRITE + 500;
+    let rows = 2 * crate::store::batches::sql::ROWS_PER_WRITE + 500;
     let mut transactions = many(rows);
     // In the third batch: two batches are committed when it fails.
     transactions[rows - 100].provider_transaction_id = "BOOM".to_owned();
     let mut raised = Vec::new();
     assert!(
         store
-            .apply_import(
+            .apply_batch(
                 user_id,
                 &batch("Other Bank", "222", transactions),
                 now(),
@@ -502,7 +512,7 @@ async fn what_an_abandoned_large_import_left_is_removed_at_start() {
     let (store, pool) = store().await;
     let user_id = user(&store).await;
     let counts = store
-        .apply_import(
+        .apply_batch(
             user_id,
             &batch("Bank", "111", vec![transaction("A", "-1.00")]),
             now(),
@@ -514,7 +524,7 @@ async fn what_an_abandoned_large_import_left_is_removed_at_start() {
     let before = all_counts(&pool).await;
     let large = batch("Other Bank", "222", many(10));
     let staged = store
-        .apply_import(
+        .apply_batch(
             user_id,
             &large,
             now(),
@@ -529,7 +539,7 @@ async fn what_an_abandoned_large_import_left_is_removed_at_start() {
         "INSERT INTO import_staging (account_id, import_id, user_id, connection_id, started_at) \
          VALUES ($1, $2, $3, $4, $5)",
     )
-    .bind(staged.accounts[0].account_id)
+    .bind(staged.per_account[0].account_id)
     .bind(Uuid::now_v7())
     .bind(user_id)
     .bind(staged.connection_ids[0])
@@ -541,8 +551,8 @@ async fn what_an_abandoned_large_import_left_is_removed_at_start() {
         "UPDATE transactions SET transfer_transaction_id = \
          (SELECT id FROM transactions WHERE account_id = $1 LIMIT 1) WHERE account_id = $2",
     )
-    .bind(staged.accounts[0].account_id)
-    .bind(counts.accounts[0].account_id)
+    .bind(staged.per_account[0].account_id)
+    .bind(counts.per_account[0].account_id)
     .execute(&pool)
     .await
     .unwrap();

@@ -27,7 +27,7 @@ impl<B: Backend> SqlStore<B> {
         B::run_migrations(&migrator, &mut tx).await?;
         tx.commit().await?;
         // What imports stopped half-way by the end of a process left.
-        crate::store::imports::sql::discard_abandoned(&self.pool, None, chrono::Utc::now()).await?;
+        crate::store::batches::sql::discard_abandoned(&self.pool, None, chrono::Utc::now()).await?;
         Ok(())
     }
 

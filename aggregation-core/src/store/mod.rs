@@ -6,7 +6,8 @@
 //! Each aggregate is one module holding its trait(s), its records and, in a `sql` submodule
 //! compiled with `sqlite` or `postgres`, their implementation: `users` (users, roles, single-use
 //! tokens), `sessions`, `security` (token rotations), `jobs`, `records` (connections, accounts,
-//! transactions, holdings, snapshots), `imports`, `providers` (provider connections and syncs),
+//! transactions, holdings, snapshots), `batches` (the one writer of every source's rows),
+//! `providers` (provider connections, cursors and webhook keys),
 //! `webhooks`, `events` (the outbox and audit list), `login_networks`, `user_data` (erasure
 //! and export of a user's own data) and `search` (search and spending across accounts). Everything public is
 //! re-exported here.
@@ -32,6 +33,7 @@ use chrono::{DateTime, Utc};
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod backend;
+mod batches;
 #[cfg(test)]
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod event_tests;
@@ -40,7 +42,6 @@ mod guard;
 #[cfg(test)]
 #[cfg(feature = "sqlite")]
 mod import_tests;
-mod imports;
 mod jobs;
 #[cfg(test)]
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -77,22 +78,22 @@ mod webhooks;
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use backend::{Backend, SqlStore};
+pub use batches::{
+    AbsentHoldings, AccountCounts, BatchAccount, BatchConnection, BatchCounts, BatchSnapshot,
+    BatchStore, BatchTarget, FILE_IMPORT_PROVIDER, FeedUpdate, ImportOutcome, NormalizedBatch,
+    ProviderEnrichment, StatedBalances,
+};
 pub use events::{AuditFilter, EventStore};
 pub(crate) use guard::GuardedStore;
 #[cfg(feature = "testing")]
 pub(crate) use guard::for_each_store_trait;
-pub use imports::{
-    FILE_IMPORT_PROVIDER, ImportAccount, ImportBatch, ImportCounts, ImportInstitution,
-    ImportOutcome, ImportSnapshot, ImportStore, ImportedAccount,
-};
 pub use jobs::{JobRunRecord, JobStore, PurgeCounts};
 pub use login_networks::LoginNetworkStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{InvalidSchemaName, PostgresStore, PostgresStoreBuilder, SchemaName};
 pub use providers::{
-    EncryptedCredentials, FeedUpdate, NewOAuthState, OAuthStateRecord, ProviderConnectionStore,
-    ProviderEnrichment, SyncAccountData, SyncBatch, SyncClaim, SyncCounts, SyncKind, SyncSnapshot,
-    SyncStore,
+    EncryptedCredentials, NewOAuthState, OAuthStateRecord, ProviderConnectionStore, SyncClaim,
+    SyncKind, SyncStore,
 };
 pub use records::{
     AccountFilter, AccountRecord, AccountStore, AccountType, AssetType, CategorySource,
@@ -149,7 +150,7 @@ pub enum StoreError {
     #[error("conflict: {0}")]
     Conflict(String),
     /// The write would leave the user with more accounts than its batch allows
-    /// ([`ImportBatch::account_limit`], [`SyncBatch::account_limit`]); nothing was written
+    /// ([`NormalizedBatch::account_limit`]); nothing was written
     /// (answered as 422).
     #[error("the user would hold more than {limit} accounts")]
     AccountLimit {
@@ -180,7 +181,7 @@ pub trait Store:
     + TransactionStore
     + HoldingStore
     + SnapshotStore
-    + ImportStore
+    + BatchStore
     + ProviderConnectionStore
     + SyncStore
     + WebhookStore
@@ -203,7 +204,7 @@ impl<T> Store for T where
         + TransactionStore
         + HoldingStore
         + SnapshotStore
-        + ImportStore
+        + BatchStore
         + ProviderConnectionStore
         + SyncStore
         + WebhookStore

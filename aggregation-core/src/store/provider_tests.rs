@@ -1,4 +1,4 @@
-//! [`ProviderConnectionStore`] and [`SyncStore`]: one suite, run on in-memory SQLite always and
+//! [`ProviderConnectionStore`], [`SyncStore`] and provider syncs through [`BatchStore`]: one suite, run on in-memory SQLite always and
 //! on PostgreSQL when `AGG_TEST_DATABASE_URL` is set (each case in a schema of its own, dropped
 //! after it, so cases run in parallel and leave nothing behind). The concurrent cases also run
 //! on a SQLite file with several connections.
@@ -11,7 +11,7 @@ use rust_decimal::Decimal;
 use uuid::Uuid;
 
 use super::*;
-use crate::events::Event;
+use crate::events::{Event, RaiseEvents};
 use crate::providers::connections::{
     connection_created_events, connection_deleted_events, connection_expired_events,
 };
@@ -23,13 +23,89 @@ pub(super) async fn sync_events_of(
     store: &Shared,
     connection_id: Uuid,
     at: DateTime<Utc>,
-) -> impl Fn(&SyncCounts) -> Vec<Event> + Send + Sync + use<> {
+) -> impl Fn(&BatchCounts) -> Vec<Event> + Send + Sync + use<> {
     let user_id = store
         .connection_by_id(connection_id)
         .await
         .unwrap()
         .map_or_else(Uuid::nil, |connection| connection.user_id);
     sync_events(user_id, connection_id, at)
+}
+
+/// A provider sync's batch as the suite states it: the accounts the provider listed (upserted
+/// first), then each account's rows.
+#[derive(Debug, Clone, Default)]
+pub(super) struct SyncFixture {
+    /// The accounts fetched.
+    pub(super) accounts: Vec<NewAccount>,
+    /// Each account's rows (merged into its entry when the account was fetched).
+    pub(super) per_account: Vec<BatchAccount>,
+    /// Whether the connection's sync time moves.
+    pub(super) mark_synced: bool,
+    /// The account limit.
+    pub(super) account_limit: Option<u64>,
+    /// A change feed's update.
+    pub(super) feed: Option<FeedUpdate>,
+}
+
+impl SyncFixture {
+    /// The normalized batch of this sync into `connection_id`.
+    pub(super) fn batch(&self, connection_id: Uuid) -> NormalizedBatch {
+        let mut accounts: Vec<BatchAccount> = self
+            .accounts
+            .iter()
+            .map(|account| BatchAccount {
+                account: Some(account.clone()),
+                balance_reported: true,
+                absent_holdings: AbsentHoldings::Deactivated,
+                ..BatchAccount::new(account.provider_account_id.clone())
+            })
+            .collect();
+        for rows in &self.per_account {
+            match accounts
+                .iter_mut()
+                .find(|item| item.provider_account_id == rows.provider_account_id)
+            {
+                Some(item) => {
+                    item.transactions.clone_from(&rows.transactions);
+                    item.pending_window = rows.pending_window;
+                    item.holdings.clone_from(&rows.holdings);
+                    item.snapshots.clone_from(&rows.snapshots);
+                }
+                None => accounts.push(rows.clone()),
+            }
+        }
+        NormalizedBatch {
+            source: TransactionSource::Sync,
+            origin: None,
+            account_limit: self.account_limit,
+            connections: vec![BatchConnection {
+                target: BatchTarget::Connection(connection_id),
+                accounts,
+                feed: self.feed.clone(),
+                mark_synced: self.mark_synced,
+            }],
+        }
+    }
+}
+
+/// Applies a sync of `connection_id` through the batch writer, for the connection's user (the
+/// nil id for an unknown connection).
+pub(super) async fn write_sync(
+    store: &Shared,
+    connection_id: Uuid,
+    sync: &SyncFixture,
+    at: DateTime<Utc>,
+    raise: &RaiseEvents<'_, BatchCounts>,
+    raised: &mut Vec<Event>,
+) -> Result<BatchCounts, StoreError> {
+    let user_id = store
+        .connection_by_id(connection_id)
+        .await?
+        .map_or_else(Uuid::nil, |connection| connection.user_id);
+    store
+        .apply_batch(user_id, &sync.batch(connection_id), at, raise, raised)
+        .await
 }
 
 /// The service's `connection.expired` events of an expiry of `connection_id`, read from
@@ -91,8 +167,8 @@ suite!(
     claim_sync_cools_down_forces_and_releases,
     concurrent_claims_grant_one,
     request_budgets_add_up_from_the_later_instant,
-    apply_sync_counts_and_snapshots,
-    apply_sync_rolls_back_on_unknown_account,
+    sync_batch_counts_and_snapshots,
+    sync_batch_rolls_back_on_unknown_account,
     purge_deletes_expired_oauth_states,
 );
 
@@ -1037,19 +1113,19 @@ async fn due_for_refresh_and_sync_selection(store: Shared) {
     let mark = |connection_id: Uuid, at: DateTime<Utc>| {
         let store = store.clone();
         async move {
-            store
-                .apply_sync(
-                    connection_id,
-                    &SyncBatch {
-                        mark_synced: true,
-                        ..SyncBatch::default()
-                    },
-                    at,
-                    &sync_events_of(&store, connection_id, at).await,
-                    &mut Vec::new(),
-                )
-                .await
-                .unwrap();
+            write_sync(
+                &store,
+                connection_id,
+                &SyncFixture {
+                    mark_synced: true,
+                    ..SyncFixture::default()
+                },
+                at,
+                &sync_events_of(&store, connection_id, at).await,
+                &mut Vec::new(),
+            )
+            .await
+            .unwrap();
         }
     };
     mark(late.id, t0 - seconds(100)).await;
@@ -1298,51 +1374,59 @@ async fn concurrent_claims_grant_one(store: Shared) {
     assert!(previous >= t0 && previous < t0 + seconds(1));
 }
 
-async fn apply_sync_counts_and_snapshots(store: Shared) {
+async fn sync_batch_counts_and_snapshots(store: Shared) {
     let user_id = user(&store).await;
     let t0 = now();
     let (connection, _) = authorize(&store, user_id, Some("Main"), 1, t0, t0).await;
     let t1 = t0 + seconds(1);
-    let first = SyncBatch {
+    let first = SyncFixture {
         accounts: vec![account("A", "100.00"), account("B", "5")],
         per_account: vec![
-            SyncAccountData {
+            BatchAccount {
+                account: None,
+                balance_reported: false,
+                absent_holdings: AbsentHoldings::Deactivated,
                 provider_account_id: "A".to_owned(),
                 transactions: Some(vec![transaction("t1", "-1.00"), transaction("t2", "2.5")]),
                 pending_window: None,
                 holdings: Some(vec![holding("AAPL", "380"), holding("MSFT", "800")]),
-                snapshot: Some(SyncSnapshot {
+                snapshots: vec![BatchSnapshot {
+                    stated: None,
                     source: SnapshotSource::ManualSync,
                     holdings_value: Some(dec("1180")),
                     cash_value: Some(dec("100.00")),
-                }),
+                }],
             },
-            SyncAccountData {
+            BatchAccount {
+                account: None,
+                balance_reported: false,
+                absent_holdings: AbsentHoldings::Deactivated,
                 provider_account_id: "B".to_owned(),
                 transactions: None,
                 pending_window: None,
                 holdings: None,
-                snapshot: Some(SyncSnapshot {
+                snapshots: vec![BatchSnapshot {
+                    stated: None,
                     source: SnapshotSource::AccountSync,
                     holdings_value: None,
                     cash_value: None,
-                }),
+                }],
             },
         ],
         mark_synced: true,
         account_limit: None,
         feed: None,
     };
-    let counts = store
-        .apply_sync(
-            connection.id,
-            &first,
-            t1,
-            &sync_events_of(&store, connection.id, t1).await,
-            &mut Vec::new(),
-        )
-        .await
-        .unwrap();
+    let counts = write_sync(
+        &store,
+        connection.id,
+        &first,
+        t1,
+        &sync_events_of(&store, connection.id, t1).await,
+        &mut Vec::new(),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         (
             counts.accounts.created,
@@ -1381,9 +1465,12 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
     // Second sync: A's balance changes, B is the same; t1 unchanged, t2 changed, t3 new;
     // AAPL unchanged, MSFT gone.
     let t2 = t1 + seconds(1);
-    let second = SyncBatch {
+    let second = SyncFixture {
         accounts: vec![account("A", "150.25"), account("B", "5.00")],
-        per_account: vec![SyncAccountData {
+        per_account: vec![BatchAccount {
+            account: None,
+            balance_reported: false,
+            absent_holdings: AbsentHoldings::Deactivated,
             provider_account_id: "A".to_owned(),
             transactions: Some(vec![
                 transaction("t1", "-1.00"),
@@ -1392,26 +1479,27 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
             ]),
             pending_window: None,
             holdings: Some(vec![holding("AAPL", "380")]),
-            snapshot: Some(SyncSnapshot {
+            snapshots: vec![BatchSnapshot {
+                stated: None,
                 source: SnapshotSource::ScheduledSync,
                 holdings_value: Some(dec("380")),
                 cash_value: None,
-            }),
+            }],
         }],
         mark_synced: false,
         account_limit: None,
         feed: None,
     };
-    let counts = store
-        .apply_sync(
-            connection.id,
-            &second,
-            t2,
-            &sync_events_of(&store, connection.id, t2).await,
-            &mut Vec::new(),
-        )
-        .await
-        .unwrap();
+    let counts = write_sync(
+        &store,
+        connection.id,
+        &second,
+        t2,
+        &sync_events_of(&store, connection.id, t2).await,
+        &mut Vec::new(),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         (
             counts.accounts.created,
@@ -1500,54 +1588,64 @@ async fn apply_sync_counts_and_snapshots(store: Shared) {
     );
 
     // Holdings synced as an empty list deactivate every active holding.
-    let third = SyncBatch {
-        per_account: vec![SyncAccountData {
+    let third = SyncFixture {
+        per_account: vec![BatchAccount {
+            account: None,
+            balance_reported: false,
+            absent_holdings: AbsentHoldings::Deactivated,
             provider_account_id: "A".to_owned(),
             transactions: None,
             pending_window: None,
             holdings: Some(Vec::new()),
-            snapshot: None,
+            snapshots: Vec::new(),
         }],
-        ..SyncBatch::default()
+        ..SyncFixture::default()
     };
-    let counts = store
-        .apply_sync(
-            connection.id,
-            &third,
-            t2 + seconds(1),
-            &sync_events_of(&store, connection.id, t2 + seconds(1)).await,
-            &mut Vec::new(),
-        )
-        .await
-        .unwrap();
+    let counts = write_sync(
+        &store,
+        connection.id,
+        &third,
+        t2 + seconds(1),
+        &sync_events_of(&store, connection.id, t2 + seconds(1)).await,
+        &mut Vec::new(),
+    )
+    .await
+    .unwrap();
     assert_eq!(counts.holdings_deactivated, 1);
     assert_eq!(counts.snapshots_created, 0);
 }
 
-async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
+async fn sync_batch_rolls_back_on_unknown_account(store: Shared) {
     let user_id = user(&store).await;
     let t0 = now();
     let (connection, _) = authorize(&store, user_id, Some("Main"), 1, t0, t0).await;
-    let failing = SyncBatch {
+    let failing = SyncFixture {
         accounts: vec![account("A", "1")],
         per_account: vec![
-            SyncAccountData {
+            BatchAccount {
+                account: None,
+                balance_reported: false,
+                absent_holdings: AbsentHoldings::Deactivated,
                 provider_account_id: "A".to_owned(),
                 transactions: Some(vec![transaction("t1", "1")]),
                 pending_window: None,
                 holdings: Some(vec![holding("AAPL", "1")]),
-                snapshot: Some(SyncSnapshot {
+                snapshots: vec![BatchSnapshot {
+                    stated: None,
                     source: SnapshotSource::ManualSync,
                     holdings_value: None,
                     cash_value: None,
-                }),
+                }],
             },
-            SyncAccountData {
+            BatchAccount {
+                account: None,
+                balance_reported: false,
+                absent_holdings: AbsentHoldings::Deactivated,
                 provider_account_id: "unknown".to_owned(),
                 transactions: Some(vec![transaction("t2", "1")]),
                 pending_window: None,
                 holdings: None,
-                snapshot: None,
+                snapshots: Vec::new(),
             },
         ],
         mark_synced: true,
@@ -1555,15 +1653,15 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
         feed: None,
     };
     assert!(is_other(
-        &store
-            .apply_sync(
-                connection.id,
-                &failing,
-                t0,
-                &sync_events_of(&store, connection.id, t0).await,
-                &mut Vec::new()
-            )
-            .await
+        &write_sync(
+            &store,
+            connection.id,
+            &failing,
+            t0,
+            &sync_events_of(&store, connection.id, t0).await,
+            &mut Vec::new()
+        )
+        .await
     ));
     assert!(
         store
@@ -1599,27 +1697,27 @@ async fn apply_sync_rolls_back_on_unknown_account(store: Shared) {
     // Once the account exists, a batch naming only it succeeds.
     let mut fixed = failing.clone();
     fixed.per_account.pop();
-    let counts = store
-        .apply_sync(
-            connection.id,
-            &fixed,
-            t0,
-            &sync_events_of(&store, connection.id, t0).await,
-            &mut Vec::new(),
-        )
-        .await
-        .unwrap();
+    let counts = write_sync(
+        &store,
+        connection.id,
+        &fixed,
+        t0,
+        &sync_events_of(&store, connection.id, t0).await,
+        &mut Vec::new(),
+    )
+    .await
+    .unwrap();
     assert_eq!(counts.transactions.created, 1);
     assert!(is_other(
-        &store
-            .apply_sync(
-                Uuid::now_v7(),
-                &SyncBatch::default(),
-                t0,
-                &sync_events_of(&store, Uuid::now_v7(), t0).await,
-                &mut Vec::new()
-            )
-            .await
+        &write_sync(
+            &store,
+            Uuid::now_v7(),
+            &SyncFixture::default(),
+            t0,
+            &sync_events_of(&store, Uuid::now_v7(), t0).await,
+            &mut Vec::new()
+        )
+        .await
     ));
 }
 

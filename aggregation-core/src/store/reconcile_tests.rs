@@ -6,7 +6,9 @@
 use super::provider_tests::on_postgres;
 #[cfg(feature = "sqlite")]
 use super::provider_tests::sqlite_store;
-use super::provider_tests::{Shared, account, authorize, sync_events_of, transaction, user};
+use super::provider_tests::{
+    Shared, SyncFixture, account, authorize, sync_events_of, transaction, user, write_sync,
+};
 use super::*;
 use crate::events::EventType;
 
@@ -25,10 +27,13 @@ fn row(
     }
 }
 
-fn sync_of(rows: Vec<NewTransaction>) -> SyncBatch {
-    SyncBatch {
+fn sync_of(rows: Vec<NewTransaction>) -> SyncFixture {
+    SyncFixture {
         accounts: vec![account("A", "100.00"), account("B", "0")],
-        per_account: vec![SyncAccountData {
+        per_account: vec![BatchAccount {
+            account: None,
+            balance_reported: false,
+            absent_holdings: AbsentHoldings::Deactivated,
             provider_account_id: "A".to_owned(),
             transactions: Some(rows),
             pending_window: Some((
@@ -36,7 +41,7 @@ fn sync_of(rows: Vec<NewTransaction>) -> SyncBatch {
                 "2024-03-31".parse().expect("date"),
             )),
             holdings: None,
-            snapshot: None,
+            snapshots: Vec::new(),
         }],
         mark_synced: true,
         account_limit: None,
@@ -62,8 +67,7 @@ async fn booked_rows_take_over_by_link_and_by_the_tip_rule(store: Shared) {
         row("p-fuel", "-50.00", "2024-03-01", "Fuel Stop", pending),
     ]);
     let raise = sync_events_of(&store, connection.id, t0).await;
-    let counts = store
-        .apply_sync(connection.id, &first, t0, &raise, &mut Vec::new())
+    let counts = write_sync(&store, connection.id, &first, t0, &raise, &mut Vec::new())
         .await
         .expect("first sync");
     let account_id = counts.accounts.ids[0];
@@ -97,8 +101,7 @@ async fn booked_rows_take_over_by_link_and_by_the_tip_rule(store: Shared) {
         row("b-fuel", "-65.00", "2024-03-02", "FUEL STOP", settled),
     ]);
     let mut raised = Vec::new();
-    let counts = store
-        .apply_sync(connection.id, &second, t0, &raise, &mut raised)
+    let counts = write_sync(&store, connection.id, &second, t0, &raise, &mut raised)
         .await
         .expect("second sync");
     assert_eq!(counts.transactions_booked, 2);
@@ -153,7 +156,10 @@ async fn transfers_raise_matched_events_and_decisions_unmatched(store: Shared) {
         "To savings",
         settled,
     )]);
-    batch.per_account.push(SyncAccountData {
+    batch.per_account.push(BatchAccount {
+        account: None,
+        balance_reported: false,
+        absent_holdings: AbsentHoldings::Deactivated,
         provider_account_id: "B".to_owned(),
         transactions: Some(vec![row(
             "in",
@@ -164,12 +170,11 @@ async fn transfers_raise_matched_events_and_decisions_unmatched(store: Shared) {
         )]),
         pending_window: None,
         holdings: None,
-        snapshot: None,
+        snapshots: Vec::new(),
     });
     let raise = sync_events_of(&store, connection.id, t0).await;
     let mut raised = Vec::new();
-    let counts = store
-        .apply_sync(connection.id, &batch, t0, &raise, &mut raised)
+    let counts = write_sync(&store, connection.id, &batch, t0, &raise, &mut raised)
         .await
         .expect("sync");
     assert_eq!(counts.transfers, 1);

@@ -1,5 +1,5 @@
 //! How long one import holds the SQLite write lock: the duration of
-//! [`ImportStore::apply_import`], whose transaction starts with `BEGIN IMMEDIATE` (the write
+//! [`BatchStore::apply_batch`], whose transaction starts with `BEGIN IMMEDIATE` (the write
 //! lock) and ends with its commit, for the shapes a 10 MiB statement file can take. Each
 //! shape runs against a fresh SQLite file (WAL, as the reference server opens it) and is
 //! imported twice: once into an empty store, once again (every row unchanged).
@@ -13,9 +13,9 @@
 use std::time::Instant;
 
 use aggregation_core::store::{
-    AccountType, ImportAccount, ImportBatch, ImportCounts, ImportInstitution, ImportStore,
-    NewAccount, NewTransaction, NewUser, SqliteStore, TransactionStatus, TransactionType,
-    UserStore, now,
+    AbsentHoldings, AccountType, BatchAccount, BatchConnection, BatchCounts, BatchStore,
+    BatchTarget, NewAccount, NewTransaction, NewUser, NormalizedBatch, SqliteStore,
+    TransactionSource, TransactionStatus, TransactionType, UserStore, now,
 };
 use rust_decimal::Decimal;
 use uuid::Uuid;
@@ -44,14 +44,21 @@ fn transaction(account: usize, index: usize) -> NewTransaction {
     }
 }
 
-fn batch(accounts: usize, per_account: usize) -> ImportBatch {
-    ImportBatch {
-        institutions: vec![ImportInstitution {
-            alias: "Generated Bank".to_owned(),
-            connection_id: None,
+fn batch(accounts: usize, per_account: usize) -> NormalizedBatch {
+    NormalizedBatch {
+        source: TransactionSource::Import,
+        connections: vec![BatchConnection {
+            target: BatchTarget::FileImport {
+                alias: "Generated Bank".to_owned(),
+            },
+            feed: None,
+            mark_synced: true,
             accounts: (0..accounts)
-                .map(|account| ImportAccount {
-                    account: NewAccount {
+                .map(|account| BatchAccount {
+                    provider_account_id: format!("DE{account:020}"),
+                    pending_window: None,
+                    absent_holdings: AbsentHoldings::Kept,
+                    account: Some(NewAccount {
                         provider_account_id: format!("DE{account:020}"),
                         account_number: Some(format!("DE{account:020}")),
                         name: format!("Account {account}"),
@@ -60,12 +67,14 @@ fn batch(accounts: usize, per_account: usize) -> ImportBatch {
                         balance_amount: Decimal::new(100, 0),
                         available_balance_amount: None,
                         is_active: true,
-                    },
+                    }),
                     balance_reported: true,
-                    transactions: (0..per_account)
-                        .map(|index| transaction(account, index))
-                        .collect(),
-                    holdings: Vec::new(),
+                    transactions: Some(
+                        (0..per_account)
+                            .map(|index| transaction(account, index))
+                            .collect(),
+                    ),
+                    holdings: Some(Vec::new()),
                     snapshots: Vec::new(),
                 })
                 .collect(),
@@ -107,20 +116,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             })
             .await?;
         let batch = batch(accounts, per_account);
-        let no_events = |_: &ImportCounts| Vec::new();
+        let no_events = |_: &BatchCounts| Vec::new();
         for run in ["first", "again"] {
             let started = Instant::now();
             let counts = store
-                .apply_import(user_id, &batch, now(), &no_events, &mut Vec::new())
+                .apply_batch(user_id, &batch, now(), &no_events, &mut Vec::new())
                 .await?;
             println!(
                 "{shape:>6} {run:>5}: {accounts} accounts x {per_account} transactions, \
                  write transaction {} ms (accounts created {}, transactions created {}, \
                  skipped {})",
                 started.elapsed().as_millis(),
-                counts.accounts_created,
-                counts.transactions_created,
-                counts.transactions_skipped,
+                counts.accounts.created,
+                counts.transactions.created,
+                counts.transactions.unchanged,
             );
         }
         drop(store);

@@ -1,5 +1,6 @@
 //! Provider connections beyond the records: OAuth state values, encrypted credentials, the
-//! connection lifecycle, sync cool-downs, and provider syncs applied as one store operation.
+//! connection lifecycle, sync cool-downs, change-feed cursors and webhook keys. What a sync
+//! fetched is written by the one batch writer, [`BatchStore`](super::BatchStore).
 //!
 //! Credentials reach the store already encrypted (see [`crate::crypto::Keyring`]) and OAuth
 //! states only as their SHA-256 digest, so neither a database dump nor a log line carries a
@@ -7,14 +8,10 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rust_decimal::Decimal;
 use uuid::Uuid;
 
 use super::StoreError;
-use super::records::{
-    ConnectionRecord, ConnectionStatus, MatchRecord, NewAccount, NewHolding, NewTransaction,
-    SnapshotSource, UpsertCounts,
-};
+use super::records::{ConnectionRecord, ConnectionStatus};
 use crate::enums::string_enum;
 use crate::events::{Event, RaiseEvents};
 
@@ -267,134 +264,11 @@ pub trait ProviderConnectionStore: Send + Sync {
     ) -> Result<(), StoreError>;
 }
 
-/// What one provider sync writes for one account.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SyncAccountData {
-    /// The account's `provider_account_id` within the connection. It must exist already,
-    /// or be in [`SyncBatch::accounts`] of the same batch.
-    pub provider_account_id: String,
-    /// Transactions to upsert, when transactions were synced.
-    pub transactions: Option<Vec<NewTransaction>>,
-    /// The inclusive window the transactions were fetched for, when the provider's answer is
-    /// complete for it: the account's `pending` transactions dated in it that are not in
-    /// `transactions` are deleted (they booked under another id, or were dropped), counted in
-    /// [`SyncCounts::transactions_removed`]. `None` deletes nothing.
-    pub pending_window: Option<(chrono::NaiveDate, chrono::NaiveDate)>,
-    /// Holdings to upsert, when holdings were synced. Active holdings of the account absent
-    /// from this list are deactivated.
-    pub holdings: Option<Vec<NewHolding>>,
-    /// The balance snapshot to record, if any (the account's currency and `balance` are
-    /// taken from the account row as it stands after the batch's account upsert).
-    pub snapshot: Option<SyncSnapshot>,
-}
-
-/// The figures of a sync's snapshot beyond what the account row holds.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SyncSnapshot {
-    /// What writes it.
-    pub source: SnapshotSource,
-    /// Market value of the holdings, if known.
-    pub holdings_value: Option<Decimal>,
-    /// Cash, if known.
-    pub cash_value: Option<Decimal>,
-}
-
-/// Everything one sync of a connection writes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct SyncBatch {
-    /// Accounts to upsert (accounts sync), keyed on `provider_account_id`.
-    pub accounts: Vec<NewAccount>,
-    /// Per-account data.
-    pub per_account: Vec<SyncAccountData>,
-    /// Whether to set the connection's `last_sync_at` to `now`.
-    pub mark_synced: bool,
-    /// The most accounts the connection's user may hold once the batch is written; `None`
-    /// for no limit. A batch that creates accounts beyond it fails with
-    /// [`StoreError::AccountLimit`] and writes nothing.
-    pub account_limit: Option<u64>,
-    /// For a change-feed provider's transactions: the removed rows and the cursor to store,
-    /// both written in the batch's transaction. The batch's transactions then take over a
-    /// pending row only by the provider's link (`pending_transaction_id`), and no pending
-    /// row is deleted for being absent (`pending_window` is ignored).
-    pub feed: Option<FeedUpdate>,
-}
-
-/// What a change feed's sync writes beyond its rows.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FeedUpdate {
-    /// The cursor the next sync goes on from.
-    pub cursor: String,
-    /// Rows the provider removed, by `(provider_account_id, provider_transaction_id)` (any
-    /// account of the connection when the account is `None`): deleted after the batch's
-    /// upserts (so a pending row a booked one took over is not lost), counted in
-    /// [`SyncCounts::transactions_removed`].
-    pub removed: Vec<(Option<String>, String)>,
-    /// The provider's category and merchant name per row, by `(provider_account_id,
-    /// provider_transaction_id, category, merchant_name)`, for the enrichment writer.
-    pub enrichment: Vec<ProviderEnrichment>,
-}
-
-/// A provider's category and merchant name for one row of a sync batch.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProviderEnrichment {
-    /// The row's account.
-    pub provider_account_id: String,
-    /// The row.
-    pub provider_transaction_id: String,
-    /// The provider's category id (Plaid's `personal_finance_category.detailed`).
-    pub category: Option<String>,
-    /// The provider's merchant name.
-    pub merchant_name: Option<String>,
-}
-
-/// What a sync batch did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SyncCounts {
-    /// Accounts upserted.
-    pub accounts: UpsertCounts,
-    /// Transactions upserted, summed over accounts.
-    pub transactions: UpsertCounts,
-    /// Holdings upserted, summed over accounts.
-    pub holdings: UpsertCounts,
-    /// Holdings marked inactive because the provider no longer lists them.
-    pub holdings_deactivated: u64,
-    /// Pending transactions deleted because the provider no longer returns them for the
-    /// synced window.
-    pub transactions_removed: u64,
-    /// Snapshots written.
-    pub snapshots_created: u64,
-    /// Transactions recognised as rows another source wrote already (automatic duplicates):
-    /// not written, recorded as matches.
-    pub transactions_matched: u64,
-    /// Booked transactions that took over a pending row (keeping its id).
-    pub transactions_booked: u64,
-    /// Transfers paired between the user's accounts.
-    pub transfers: u64,
-    /// The matches recorded (automatic and suggested, duplicates and transfers).
-    pub matches: Vec<MatchRecord>,
-}
-
-/// Provider syncs as one store operation.
+/// What provider syncs keep beyond their rows (those go through
+/// [`BatchStore::apply_batch`](super::BatchStore::apply_batch)).
 #[async_trait]
 pub trait SyncStore: Send + Sync {
-    /// Applies a sync batch to one connection in one database transaction, all or nothing:
-    /// upserts the accounts (rules of [`upsert_accounts`](super::AccountStore::upsert_accounts)),
-    /// then per account its transactions and holdings (deactivating holdings absent from a
-    /// given list) and its snapshot, then marks the connection synced. [`StoreError::Other`]
-    /// when the connection or a named account does not exist; the caller checks ownership.
-    /// `raise` is called with the counts in the same transaction and the events it returns
-    /// are written there (so a sync that rolls back has none) and appended to `raised` once
-    /// committed.
-    async fn apply_sync(
-        &self,
-        connection_id: Uuid,
-        batch: &SyncBatch,
-        now: DateTime<Utc>,
-        raise: &RaiseEvents<'_, SyncCounts>,
-        raised: &mut Vec<Event>,
-    ) -> Result<SyncCounts, StoreError>;
-
-    /// The change-feed cursor stored for the connection ([`SyncBatch::feed`]); `None` when
+    /// The change-feed cursor stored for the connection ([`BatchConnection::feed`](super::BatchConnection::feed)); `None` when
     /// none was stored (the feed starts from its beginning).
     async fn sync_cursor(&self, connection_id: Uuid) -> Result<Option<String>, StoreError>;
 

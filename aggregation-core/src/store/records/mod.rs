@@ -967,8 +967,8 @@ pub trait TransactionStore: Send + Sync {
     /// Inserts or updates transactions of an account, keyed on `provider_transaction_id`
     /// within the account, all in one transaction (all or nothing). An existing row counts as
     /// updated only when a field differs, and only then moves `updated_at`. Identity only: the
-    /// rows are not reconciled (that is the import's and the sync's write,
-    /// [`ImportStore`](super::ImportStore), [`SyncStore`](super::SyncStore)), and new ones
+    /// rows are not reconciled (that is the batch writer's, for imports and syncs alike:
+    /// [`BatchStore`](super::BatchStore)), and new ones
     /// take the source `import` with the origin `file_import`.
     /// [`StoreError::Other`] when the account does not exist; the caller checks ownership.
     async fn upsert_transactions(

@@ -1,7 +1,7 @@
 //! Provider connections: OAuth states, the connection lifecycle and credentials, and sync
 //! cool-downs.
 
-mod sync;
+pub(in crate::store) mod sync;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

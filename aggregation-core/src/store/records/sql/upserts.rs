@@ -299,19 +299,6 @@ pub(in crate::store) async fn upsert_in<B: Backend, T: Upsert>(
     Ok(outcomes)
 }
 
-/// Upserts one item; its id and outcome.
-pub(in crate::store) async fn upsert_one<B: Backend, T: Upsert>(
-    tx: &mut Tx<B>,
-    parent: Uuid,
-    item: &T,
-    now: DateTime<Utc>,
-) -> Result<(Uuid, Upserted), StoreError> {
-    let done = upsert_in(tx, parent, std::slice::from_ref(item), now).await?;
-    done.into_iter()
-        .next()
-        .ok_or_else(|| StoreError::Other(format!("no outcome for {:?}", item.key())))
-}
-
 /// Upserts the account's transactions and adds those created to its stored count (same
 /// transaction as the inserts, so the count never drifts).
 pub(in crate::store) async fn upsert_transactions_in<B: Backend, T: Upsert>(
