@@ -597,8 +597,13 @@ impl PlaidSandbox {
                     escape(&item.item_id)
                 ));
             }
+            let mutation = if item.mutated {
+                "; 1 mutation during paging answered"
+            } else {
+                ""
+            };
             list.push_str(&format!(
-                "<li>{} (feed step {} of 2) {buttons}</li>",
+                "<li>{} (feed step {} of 2{mutation}) {buttons}</li>",
                 escape(&item.item_id),
                 item.step
             ));

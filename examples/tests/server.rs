@@ -260,6 +260,18 @@ impl Server {
         token: Option<&str>,
         body: Option<&str>,
     ) -> (u16, String, String) {
+        self.request_as(method, path, token, "application/json", body)
+    }
+
+    /// [`Self::request_with_head`] with a body of `content_type`.
+    fn request_as(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        content_type: &str,
+        body: Option<&str>,
+    ) -> (u16, String, String) {
         let mut stream =
             TcpStream::connect_timeout(&self.address(), TIMEOUT).expect("server reachable");
         stream.set_read_timeout(Some(TIMEOUT)).expect("timeout set");
@@ -272,7 +284,7 @@ impl Server {
         }
         let body = body.unwrap_or_default();
         if !body.is_empty() {
-            request.push_str("Content-Type: application/json\r\n");
+            request.push_str(&format!("Content-Type: {content_type}\r\n"));
         }
         request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
         stream.write_all(request.as_bytes()).expect("request sent");
@@ -1003,4 +1015,481 @@ fn an_idle_http2_connection_is_pinged_then_closed() {
     }
     assert!(pings > 0, "the server pings an idle HTTP/2 connection");
     assert!(goaway, "the idle connection ends with GOAWAY");
+}
+
+/// One HTML form of a sandbox page: the path it posts to and its inputs, as a browser would
+/// submit them.
+struct HtmlForm {
+    action: String,
+    fields: Vec<(String, String)>,
+}
+
+impl HtmlForm {
+    /// The value of input `name`.
+    fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// The fields as `application/x-www-form-urlencoded`, with `changes` replacing values.
+    fn encoded(&self, changes: &[(&str, &str)]) -> String {
+        let percent = |text: &str| -> String {
+            text.bytes()
+                .map(|byte| {
+                    if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
+                        char::from(byte).to_string()
+                    } else {
+                        format!("%{byte:02X}")
+                    }
+                })
+                .collect()
+        };
+        self.fields
+            .iter()
+            .map(|(key, value)| {
+                let value = changes
+                    .iter()
+                    .find(|(changed, _)| changed == key)
+                    .map_or(value.as_str(), |(_, new)| *new);
+                format!("{}={}", percent(key), percent(value))
+            })
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+}
+
+/// The attribute `name` of an HTML tag's text, unescaped.
+fn attribute(tag: &str, name: &str) -> Option<String> {
+    let marker = format!(" {name}=\"");
+    let start = tag.find(&marker)? + marker.len();
+    let end = start + tag[start..].find('"')?;
+    Some(
+        tag[start..end]
+            .replace("&quot;", "\"")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&"),
+    )
+}
+
+/// The forms of an HTML page, in order.
+fn forms(html: &str) -> Vec<HtmlForm> {
+    html.split("<form")
+        .skip(1)
+        .map(|rest| {
+            let form = rest.split("</form>").next().unwrap_or(rest);
+            let tag = form.split('>').next().unwrap_or_default();
+            let fields = form
+                .split("<input")
+                .skip(1)
+                .filter_map(|input| {
+                    let tag = input.split('>').next()?;
+                    Some((
+                        attribute(tag, "name")?,
+                        attribute(tag, "value").unwrap_or_default(),
+                    ))
+                })
+                .collect();
+            HtmlForm {
+                action: attribute(tag, "action").unwrap_or_default(),
+                fields,
+            }
+        })
+        .collect()
+}
+
+/// `GET /api/v1/events` held open: what it streamed so far.
+struct EventStream {
+    stream: TcpStream,
+    seen: String,
+}
+
+impl EventStream {
+    fn open(server: &Server, token: &str) -> Self {
+        let mut stream = server.connect();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("timeout set");
+        let request = format!(
+            "GET /api/v1/events HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+             Accept: text/event-stream\r\n\r\n",
+            server.address()
+        );
+        stream.write_all(request.as_bytes()).expect("request sent");
+        let mut events = Self {
+            stream,
+            seen: String::new(),
+        };
+        events.wait_for(": connected", 1);
+        assert!(events.seen.starts_with("HTTP/1.0 200"), "{}", events.seen);
+        events
+    }
+
+    /// Reads until `needle` was streamed `times` times.
+    fn wait_for(&mut self, needle: &str, times: usize) {
+        let deadline = Instant::now() + TIMEOUT;
+        while self.seen.matches(needle).count() < times {
+            assert!(
+                Instant::now() < deadline,
+                "{needle:?} not streamed {times} times; streamed:\n{}",
+                self.seen
+            );
+            let mut buffer = [0_u8; 4096];
+            match self.stream.read(&mut buffer) {
+                Ok(0) => panic!("the event stream ended:\n{}", self.seen),
+                Ok(read) => self
+                    .seen
+                    .push_str(&String::from_utf8_lossy(&buffer[..read])),
+                Err(error)
+                    if matches!(
+                        error.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(error) => panic!("the event stream failed: {error}"),
+            }
+        }
+    }
+}
+
+impl Server {
+    /// A JSON request that must answer `expected`: its JSON body (`null` when empty).
+    fn json(
+        &self,
+        method: &str,
+        path: &str,
+        token: &str,
+        body: Option<serde_json::Value>,
+        expected: u16,
+    ) -> serde_json::Value {
+        let body = body.map(|body| body.to_string());
+        let (status, answer) = self.request(method, path, Some(token), body.as_deref());
+        assert_eq!(status, expected, "{method} {path}: {answer}");
+        if answer.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::from_str(&answer).unwrap_or_else(|_| panic!("JSON from {path}: {answer}"))
+        }
+    }
+
+    /// An HTML page of the server (a sandbox's): its text.
+    fn page(&self, path: &str) -> String {
+        let (status, body) = self.request("GET", path, None, None);
+        assert_eq!(status, 200, "GET {path}: {body}");
+        body
+    }
+
+    /// Submits `form` as a browser does, with `changes` to its values: the page answered.
+    fn submit(&self, form: &HtmlForm, changes: &[(&str, &str)]) -> String {
+        let origin = format!("http://{}", self.address());
+        let path = form
+            .action
+            .strip_prefix(&origin)
+            .unwrap_or_else(|| panic!("the form posts to this server: {}", form.action));
+        let (status, _, body) = self.request_as(
+            "POST",
+            path,
+            None,
+            "application/x-www-form-urlencoded",
+            Some(&form.encoded(changes)),
+        );
+        assert_eq!(status, 200, "POST {path}: {body}");
+        body
+    }
+
+    /// `POST /api/v1/provider-webhooks/{slug}` with this `Plaid-Verification` header: the
+    /// status.
+    fn post_webhook(&self, slug: &str, body: &str, verification: Option<&str>) -> u16 {
+        let mut stream = self.connect();
+        let mut request = format!(
+            "POST /api/v1/provider-webhooks/{slug} HTTP/1.0\r\nHost: {}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n",
+            self.address(),
+            body.len()
+        );
+        if let Some(verification) = verification {
+            request.push_str(&format!("Plaid-Verification: {verification}\r\n"));
+        }
+        request.push_str("\r\n");
+        request.push_str(body);
+        stream.write_all(request.as_bytes()).expect("request sent");
+        read_answer_status(&read_until_closed(&mut stream))
+    }
+
+    /// Every transaction of the user, over their accounts.
+    fn transactions(&self, token: &str) -> Vec<serde_json::Value> {
+        let accounts = self.json("GET", "/api/v1/accounts", token, None, 200);
+        let mut rows = Vec::new();
+        for account in accounts["accounts"].as_array().expect("accounts") {
+            let id = account["id"].as_str().expect("id");
+            let path = format!("/api/v1/accounts/{id}/transactions?limit=100");
+            let listed = self.json("GET", &path, token, None, 200);
+            rows.extend(listed["transactions"].as_array().expect("rows").clone());
+        }
+        rows
+    }
+
+    /// Signs in at the Plaid sandbox's Link page for `link_token`: the page it ends on.
+    fn plaid_link(&self, link_token: &str) -> String {
+        let page = self.page(&format!("/sandbox/plaid/link?token={link_token}"));
+        let form = forms(&page).into_iter().next().expect("the Link form");
+        assert_eq!(form.field("token"), Some(link_token), "{page}");
+        // A wrong password is refused on the page itself.
+        let refused = self.submit(&form, &[("password", "wrong")]);
+        assert!(refused.contains("not right"), "{refused}");
+        assert!(!refused.contains("public-token"), "{refused}");
+        assert_eq!(form.field("username"), Some("user_good"), "{page}");
+        self.submit(&form, &[])
+    }
+}
+
+fn read_answer_status(answer: &str) -> u16 {
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("a status line in {answer:?}"))
+}
+
+/// The row of `rows` with this description.
+fn row<'a>(rows: &'a [serde_json::Value], description: &str) -> &'a serde_json::Value {
+    rows.iter()
+        .find(|row| row["description"] == description)
+        .unwrap_or_else(|| panic!("{description} in {rows:?}"))
+}
+
+/// The whole Plaid flow of the README's "Connecting Plaid", offline: the reference server
+/// with `AGG_SANDBOX=1`, driven only through HTTP (the Link page's form submitted as a
+/// browser would): a link token, Link, the public token's exchange, syncs through which a
+/// pending row posts, a row is modified and one removed (the last meeting a mutation during
+/// paging), webhooks the sandbox signs with its own ES256 key (a sync, an expiring and an
+/// expired item, a revocation) and forged ones refused, reauthorization in update mode, and
+/// the disconnect that removes the item at Plaid.
+fn plaid_sandbox_flow(env: &[(&str, &str)]) {
+    use serde_json::json;
+    let workspace = Workspace::new();
+    let mut settings = vec![("AGG_SANDBOX", "1")];
+    settings.extend_from_slice(env);
+    let server = workspace.start(&settings);
+    server.register_and_verify(&workspace, "pat@example.com");
+    let token = server.login("pat@example.com");
+
+    let offered = server.json("GET", "/api/v1/supported-providers", &token, None, 200);
+    let sandbox = offered["providers"]
+        .as_array()
+        .expect("providers")
+        .iter()
+        .find(|provider| provider["slug"] == "plaid-sandbox")
+        .cloned()
+        .unwrap_or_else(|| panic!("plaid-sandbox offered: {offered}"));
+    assert_eq!(sandbox["connect"], "link", "{sandbox}");
+
+    // 1. The link token, 2. Link, 3. the callback with the public token.
+    let link = server.json(
+        "POST",
+        "/api/v1/providers",
+        &token,
+        Some(json!({"provider_slug": "plaid-sandbox", "alias": "Sandbox Bank"})),
+        201,
+    );
+    let link_token = link["link_token"].as_str().expect("link_token");
+    assert!(link["expires_in"].as_u64().is_some_and(|s| s > 0), "{link}");
+    let done = server.plaid_link(link_token);
+    let public_token = done
+        .split("<pre id=\"public-token\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</pre>").next())
+        .unwrap_or_else(|| panic!("a public token on {done}"))
+        .to_owned();
+    let connection = server.json(
+        "POST",
+        "/api/v1/providers/callback",
+        &token,
+        Some(json!({"state": link["state"], "public_token": public_token})),
+        201,
+    );
+    assert_eq!(connection["status"], "active", "{connection}");
+    assert_eq!(connection["provider_slug"], "plaid-sandbox");
+    assert!(!connection.to_string().contains("access-sandbox"));
+    let id = connection["id"].as_str().expect("id").to_owned();
+    let sync_path = format!("/api/v1/providers/{id}/sync");
+    let sync = || {
+        server.json(
+            "POST",
+            &sync_path,
+            &token,
+            Some(json!({"force": true})),
+            201,
+        )
+    };
+
+    // 4. The first sync: accounts, the feed's first rows, the brokerage account's holdings.
+    let synced = sync();
+    assert_eq!(synced["accounts"]["created"], 4, "{synced}");
+    assert_eq!(synced["transactions"]["created"], 6, "{synced}");
+    assert_eq!(synced["holdings"]["created"], 3, "{synced}");
+    let accounts = server.json("GET", "/api/v1/accounts", &token, None, 200);
+    let card = accounts["accounts"]
+        .as_array()
+        .expect("accounts")
+        .iter()
+        .find(|account| account["account_type"] == "credit_card")
+        .cloned()
+        .unwrap_or_else(|| panic!("a card in {accounts}"));
+    assert_eq!(card["balance_amount"], "-410.55", "owed is negative");
+    let rows = server.transactions(&token);
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    let coffee = row(&rows, "BLUE BOTTLE COFFEE 0423").clone();
+    assert_eq!(coffee["status"], "pending", "{coffee}");
+    assert_eq!(coffee["amount"], "-4.75", "money out is negative");
+    assert_eq!(coffee["category"], "FOOD_AND_DRINK_COFFEE", "{coffee}");
+    assert_eq!(coffee["merchant_name"], "Blue Bottle Coffee", "{coffee}");
+    assert_eq!(row(&rows, "ACME CORP PAYROLL")["amount"], "2450.00");
+
+    // The next sync: the coffee posts (with a tip) keeping its row, the grocery row changes.
+    let synced = sync();
+    assert_eq!(synced["transactions"]["created"], 0, "{synced}");
+    assert_eq!(synced["transactions"]["updated"], 2, "{synced}");
+    let rows = server.transactions(&token);
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    let posted = row(&rows, "BLUE BOTTLE COFFEE 0423");
+    assert_eq!(
+        posted["id"], coffee["id"],
+        "the posted row took the pending one over"
+    );
+    assert_eq!(posted["status"], "settled", "{posted}");
+    assert_eq!(posted["amount"], "-5.50", "{posted}");
+    assert_eq!(row(&rows, "CORNER GROCERY #12")["amount"], "-86.40");
+
+    // The next: the duplicate charge goes and new rows arrive; the feed changes while it is
+    // paged, and the sync starts its loop again from its first cursor.
+    let synced = sync();
+    assert_eq!(synced["transactions"]["created"], 3, "{synced}");
+    assert_eq!(synced["transactions"]["removed"], 1, "{synced}");
+    let rows = server.transactions(&token);
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    assert!(
+        rows.iter()
+            .all(|row| row["description"] != "STREAMFLIX.COM")
+    );
+    assert_eq!(row(&rows, "TST* NOODLE BAR")["status"], "pending");
+    assert_eq!(row(&rows, "INTEREST PAYMENT")["amount"], "1.23");
+    let items = server.page("/sandbox/plaid/");
+    assert!(items.contains("feed step 2 of 2"), "{items}");
+    assert!(
+        items.contains("1 mutation during paging answered"),
+        "{items}"
+    );
+    // Caught up: nothing more.
+    let synced = sync();
+    for count in ["created", "updated", "removed"] {
+        assert_eq!(synced["transactions"][count], 0, "{count}: {synced}");
+    }
+
+    // Webhooks, signed by the sandbox, sent from its page's buttons.
+    let mut events = EventStream::open(&server, &token);
+    let fire = |code: &str| {
+        let page = server.page("/sandbox/plaid/");
+        let form = forms(&page)
+            .into_iter()
+            .find(|form| form.field("webhook_code") == Some(code))
+            .unwrap_or_else(|| panic!("a {code} button on {page}"));
+        let sent = server.submit(&form, &[]);
+        assert!(sent.contains("HTTP 200"), "{code}: {sent}");
+        form.field("item_id").expect("item_id").to_owned()
+    };
+    fire("SYNC_UPDATES_AVAILABLE");
+    events.wait_for("event: sync.completed", 1);
+    fire("PENDING_EXPIRATION");
+    events.wait_for("event: connection.expiring", 1);
+    let item_id = fire("ITEM_LOGIN_REQUIRED");
+    events.wait_for("event: connection.expired", 1);
+    let expired = server.json("GET", &format!("/api/v1/providers/{id}"), &token, None, 200);
+    assert_eq!(expired["status"], "expired", "{expired}");
+    assert_eq!(expired["needs_reauthentication"], true, "{expired}");
+    server.json(
+        "POST",
+        &sync_path,
+        &token,
+        Some(json!({"force": true})),
+        409,
+    );
+
+    // Reauthorization: a link token in update mode for the same item, no public token.
+    let update = server.json(
+        "POST",
+        &format!("/api/v1/providers/{id}/reauthorizations"),
+        &token,
+        Some(json!({})),
+        201,
+    );
+    let done = server.plaid_link(update["link_token"].as_str().expect("link_token"));
+    assert!(done.contains("Signed in again"), "{done}");
+    let renewed = server.json(
+        "POST",
+        "/api/v1/providers/callback",
+        &token,
+        Some(json!({"state": update["state"]})),
+        201,
+    );
+    assert_eq!(renewed["id"], id.as_str(), "{renewed}");
+    assert_eq!(renewed["status"], "active", "{renewed}");
+    let synced = sync();
+    assert_eq!(synced["transactions"]["created"], 0, "{synced}");
+
+    // Forged webhooks are 401 and change nothing.
+    let forged = json!({"webhook_type": "ITEM", "webhook_code": "USER_PERMISSION_REVOKED",
+                        "item_id": item_id, "environment": "sandbox"})
+    .to_string();
+    for verification in [None, Some("not.a.jwt"), Some("")] {
+        let status = server.post_webhook("plaid-sandbox", &forged, verification);
+        assert_eq!(status, 401, "{verification:?}");
+    }
+    let still = server.json("GET", &format!("/api/v1/providers/{id}"), &token, None, 200);
+    assert_eq!(still["status"], "active", "{still}");
+
+    // Revoked at Plaid, then disconnected: the item is removed at Plaid in the background.
+    fire("USER_PERMISSION_REVOKED");
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let now = server.json("GET", &format!("/api/v1/providers/{id}"), &token, None, 200);
+        if now["status"] == "revoked" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not revoked: {now}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server.json(
+        "DELETE",
+        &format!("/api/v1/providers/{id}"),
+        &token,
+        None,
+        204,
+    );
+    let deadline = Instant::now() + TIMEOUT;
+    while server.page("/sandbox/plaid/").contains(&item_id) {
+        assert!(
+            Instant::now() < deadline,
+            "the item was not removed at Plaid"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_plaid_sandbox_runs_the_whole_flow_offline() {
+    plaid_sandbox_flow(&[]);
+}
+
+#[test]
+fn the_plaid_sandbox_runs_the_whole_flow_offline_on_postgresql() {
+    let Ok(url) = std::env::var("AGG_TEST_DATABASE_URL") else {
+        return;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.subsec_nanos());
+    let schema = format!("plaid_sandbox_{}_{nanos}", std::process::id());
+    plaid_sandbox_flow(&[("AGG_DATABASE_URL", &url), ("AGG_DATABASE_SCHEMA", &schema)]);
 }

@@ -761,6 +761,142 @@ async fn a_failed_sync_keeps_the_cursor(app: TestApp) {
     assert!(pages[2].get("cursor").is_none(), "{pages:?}");
 }
 
+/// Five more changes after the first feed (cursor `c5`), in pages of two: `c5` brings a new
+/// row and a modified one, `c7` another new row and a removal, `c9` a last new row.
+fn second_log() -> Vec<Change> {
+    vec![
+        Change::Added(tx(
+            "tx-books",
+            "acc-checking",
+            23.0,
+            "2026-11-22",
+            "CORNER BOOKSHOP",
+            false,
+        )),
+        Change::Modified(tx(
+            "tx-grocery",
+            "acc-checking",
+            60.0,
+            "2026-11-18",
+            "CORNER GROCERY",
+            false,
+        )),
+        Change::Added(tx(
+            "tx-cinema",
+            "acc-card",
+            14.0,
+            "2026-11-22",
+            "CINEMA",
+            false,
+        )),
+        Change::Removed("acc-card", "tx-refund"),
+        Change::Added(tx("tx-taxi", "acc-card", 31.5, "2026-11-23", "TAXI", false)),
+    ]
+}
+
+async fn a_failure_on_a_later_page_keeps_the_stored_cursor_and_no_row(app: TestApp) {
+    let (_, token, _) = app.user("later-page@example.com").await;
+    let connection = connect(&app, &token).await;
+    sync(&app, &token, &connection).await;
+    let before = all_rows(&app, &token).await;
+    assert_eq!(before.len(), 5);
+    let asked = {
+        let mut fake = fake(&app);
+        fake.log.extend(second_log());
+        // Page 2 of the 3 pages after the stored cursor fails.
+        fake.fail_at = Some(fake.sync_requests + 2);
+        fake.requests.len()
+    };
+    let sync_path = format!("/api/v1/providers/{}/sync", id(&connection));
+    app.post(&sync_path, &json!({"force": true}), Some(&token))
+        .await
+        .expect_problem(502, "provider_error");
+    let pages: Vec<Value> = fake(&app).requests[asked..]
+        .iter()
+        .filter(|(path, _)| path == "transactions/sync")
+        .map(|(_, body)| body.clone())
+        .collect();
+    assert_eq!(pages.len(), 2, "{pages:?}");
+    assert_eq!(pages[0]["cursor"], "c5");
+    assert_eq!(pages[1]["cursor"], "c7");
+    // Nothing of page 1 was kept: no new row, the modified row as it was, the removed row
+    // still there.
+    let after = all_rows(&app, &token).await;
+    assert_eq!(after.len(), 5, "{after:?}");
+    assert!(after.iter().all(|t| t["description"] != "CORNER BOOKSHOP"));
+    assert_eq!(row(&after, "CORNER GROCERY")["amount"], "-52.10");
+    assert_eq!(row(&after, "REFUND")["amount"], "10.00");
+
+    // The stored cursor is still the old one: the next sync reads from it again, and every
+    // change lands once.
+    let asked = fake(&app).requests.len();
+    let synced = sync(&app, &token, &connection).await;
+    let stats = &synced["transactions"];
+    assert_eq!(stats["created"], 3, "{synced}");
+    assert_eq!(stats["updated"], 1, "{synced}");
+    assert_eq!(stats["removed"], 1, "{synced}");
+    let pages: Vec<Value> = fake(&app).requests[asked..]
+        .iter()
+        .filter(|(path, _)| path == "transactions/sync")
+        .map(|(_, body)| body.clone())
+        .collect();
+    let cursors: Vec<&Value> = pages.iter().map(|page| &page["cursor"]).collect();
+    assert_eq!(cursors, [&json!("c5"), &json!("c7"), &json!("c9")]);
+    let rows = all_rows(&app, &token).await;
+    assert_eq!(rows.len(), 7, "{rows:?}");
+    assert_eq!(row(&rows, "CORNER GROCERY")["amount"], "-60.00");
+    assert_eq!(row(&rows, "TAXI")["amount"], "-31.50");
+    // And that sync saved the last page's cursor.
+    let again = sync(&app, &token, &connection).await;
+    assert_eq!(again["transactions"]["created"], 0, "{again}");
+    let last = requests_to(&app, "transactions/sync");
+    assert_eq!(last.last().expect("a page")["cursor"], "c10");
+}
+
+async fn a_mutation_restarts_from_the_stored_cursor_not_the_failed_page(app: TestApp) {
+    let (_, token, _) = app.user("mutation-later@example.com").await;
+    let connection = connect(&app, &token).await;
+    sync(&app, &token, &connection).await;
+    let asked = {
+        let mut fake = fake(&app);
+        fake.log.extend(second_log());
+        // Page 2 of the 3 after the stored cursor meets a mutation.
+        fake.mutate_at = Some(fake.sync_requests + 2);
+        fake.requests.len()
+    };
+    let synced = sync(&app, &token, &connection).await;
+    let stats = &synced["transactions"];
+    // Page 1's changes, read twice, land once.
+    assert_eq!(stats["created"], 3, "{synced}");
+    assert_eq!(stats["updated"], 1, "{synced}");
+    assert_eq!(stats["removed"], 1, "{synced}");
+    let pages: Vec<Value> = fake(&app).requests[asked..]
+        .iter()
+        .filter(|(path, _)| path == "transactions/sync")
+        .map(|(_, body)| body.clone())
+        .collect();
+    let cursors: Vec<&Value> = pages.iter().map(|page| &page["cursor"]).collect();
+    // c5, the refused c7, then the whole loop again from c5 (the loop's first cursor).
+    assert_eq!(
+        cursors,
+        [
+            &json!("c5"),
+            &json!("c7"),
+            &json!("c5"),
+            &json!("c7"),
+            &json!("c9")
+        ]
+    );
+    let rows = all_rows(&app, &token).await;
+    assert_eq!(rows.len(), 7, "{rows:?}");
+    assert_eq!(
+        rows.iter()
+            .filter(|t| t["description"] == "CORNER BOOKSHOP")
+            .count(),
+        1
+    );
+}
+
 async fn rate_limits_are_503_with_retry_after(app: TestApp) {
     let (_, token, _) = app.user("rate@example.com").await;
     let connection = connect(&app, &token).await;
@@ -1043,6 +1179,8 @@ conformance!(setup = plaid;
     posted_rows_take_over_pending_and_removed_rows_go,
     a_mutation_during_paging_restarts_from_the_first_cursor,
     a_failed_sync_keeps_the_cursor,
+    a_failure_on_a_later_page_keeps_the_stored_cursor_and_no_row,
+    a_mutation_restarts_from_the_stored_cursor_not_the_failed_page,
     rate_limits_are_503_with_retry_after,
     login_required_expires_and_update_mode_renews,
     disconnecting_removes_the_item,

@@ -25,7 +25,7 @@ use crate::rate_limit::policy::PROVIDER_WEBHOOK;
 pub(crate) const ROUTES: &[Route] = &[route!(
     POST "/api/v1/provider-webhooks/{slug}" => receive, limited(PROVIDER_WEBHOOK),
     "Receive a provider's webhook (Plaid), verified by the provider's signature",
-    [200: WebhookReceived; Unauthorized, PayloadTooLarge]
+    [200: WebhookReceived; NotFound, Unauthorized, PayloadTooLarge]
 )];
 
 /// Largest webhook body read.

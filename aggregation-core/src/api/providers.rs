@@ -42,9 +42,9 @@ pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/v1/providers" => list, limited(API_READ),
         "List the caller's provider connections", [200: ConnectionList<'static>]),
     route!(POST "/api/v1/providers" => connect, limited(PROVIDER_CONNECT),
-        "Connect a provider: an OAuth authorization URL, or the connection a setup token made", [201: ConnectAnswer<'static>; NotFound, CommandValidationFailed, ProviderError]),
+        "Connect a provider: an OAuth authorization URL, a link token for the provider's widget (Plaid Link), or the connection a setup token made", [201: ConnectAnswer<'static>; NotFound, CommandValidationFailed, ProviderError]),
     route!(POST "/api/v1/providers/callback" => callback, limited(PROVIDER_CALLBACK),
-        "Complete connecting a provider with the OAuth code and state", [201: ConnectionJson<'static>; NotFound, CommandValidationFailed, ProviderError]),
+        "Complete connecting a provider: the OAuth code and state in the query, or a link provider's state and public token in the body", [201: ConnectionJson<'static>; NotFound, CommandValidationFailed, ProviderError]),
     route!(GET "/api/v1/providers/{id}" => get, limited(API_READ),
         "Read one of the caller's connections", [200: ConnectionJson<'static>]),
     route!(PATCH "/api/v1/providers/{id}" => update, limited(API_WRITE),
@@ -54,7 +54,7 @@ pub(crate) const ROUTES: &[Route] = &[
     route!(POST "/api/v1/providers/{id}/token-refreshes" => refresh_tokens, limited(API_WRITE),
         "Refresh a connection's provider tokens", [201: TokenRefreshJson; CommandValidationFailed, ProviderError]),
     route!(POST "/api/v1/providers/{id}/reauthorizations" => reauthorize, limited(PROVIDER_CONNECT),
-        "Authorize an existing connection again: an OAuth authorization URL whose callback renews it, or the connection a new setup token renewed", [201: ConnectAnswer<'static>; CommandValidationFailed, ProviderError]),
+        "Authorize an existing connection again: an OAuth authorization URL or a link token in update mode whose callback renews it, or the connection a new setup token renewed", [201: ConnectAnswer<'static>; CommandValidationFailed, ProviderError]),
 ];
 
 /// Longest alias.

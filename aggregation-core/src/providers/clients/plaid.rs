@@ -71,8 +71,6 @@ pub const DEFAULT_BASE_URL: &str = "https://production.plaid.com";
 const MAX_BODY: usize = 16 * 1024 * 1024;
 /// The Plaid API version the requests are written for.
 const API_VERSION: &str = "2020-09-14";
-/// Whether `INVALID_API_KEYS` was logged already (it is logged once per process).
-static KEYS_REFUSED_LOGGED: AtomicBool = AtomicBool::new(false);
 /// Most connections whose investment accounts are remembered at once.
 const MAX_KEPT_CONNECTIONS: usize = 1024;
 
@@ -188,6 +186,8 @@ pub struct PlaidProvider {
     investment_accounts: Arc<Mutex<HashMap<uuid::Uuid, HashSet<String>>>>,
     /// Webhook verification keys by `kid`.
     keys: Arc<Mutex<HashMap<String, CachedKey>>>,
+    /// Whether Plaid's refusal of the keys (`INVALID_API_KEYS`) was logged: once per provider.
+    keys_refused_logged: Arc<AtomicBool>,
 }
 
 /// A webhook verification key as fetched.
@@ -309,8 +309,15 @@ const NO_HOLDINGS_CODES: &[&str] = &[
     "INVALID_PRODUCT",
 ];
 
-/// What a failed answer means.
-fn failure_of(call: &str, status: u16, retry_after: Option<u64>, body: &[u8]) -> Failure {
+/// What a failed answer means. A refusal of the keys is logged the first time `logged` sees
+/// one.
+fn failure_of(
+    call: &str,
+    status: u16,
+    retry_after: Option<u64>,
+    body: &[u8],
+    logged: &AtomicBool,
+) -> Failure {
     let error: ErrorBody = serde_json::from_slice(body).unwrap_or_default();
     let code = error.error_code.as_deref().unwrap_or("");
     let kind = error.error_type.as_deref().unwrap_or("");
@@ -326,7 +333,7 @@ fn failure_of(call: &str, status: u16, retry_after: Option<u64>, body: &[u8]) ->
         });
     }
     if code == "INVALID_API_KEYS" || code == "UNAUTHORIZED_ENVIRONMENT" {
-        if !KEYS_REFUSED_LOGGED.swap(true, Ordering::Relaxed) {
+        if !logged.swap(true, Ordering::Relaxed) {
             tracing::error!(
                 error_code = code,
                 "Plaid refused the configured client id and secret (AGG_PLAID_CLIENT_ID, AGG_PLAID_SECRET, AGG_PLAID_BASE_URL)"
@@ -388,6 +395,7 @@ impl PlaidProvider {
             http,
             investment_accounts: Arc::default(),
             keys: Arc::default(),
+            keys_refused_logged: Arc::default(),
         })
     }
 
@@ -486,7 +494,13 @@ impl PlaidProvider {
             .await
             .map_err(|error| ProviderError::Http(format!("{call}: {error}")))?;
         if !status.is_success() {
-            return Err(failure_of(&call, status.as_u16(), retry_after, &bytes));
+            return Err(failure_of(
+                &call,
+                status.as_u16(),
+                retry_after,
+                &bytes,
+                &self.keys_refused_logged,
+            ));
         }
         serde_json::from_slice(&bytes).map_err(|error| {
             Failure::Provider(ProviderError::InvalidResponse(format!("{call}: {error}")))
@@ -1249,6 +1263,32 @@ impl Provider for PlaidProvider {
 mod tests {
     use super::*;
 
+    /// [`failure_of`] with a flag of its own.
+    fn fail(call: &str, status: u16, retry_after: Option<u64>, body: &[u8]) -> Failure {
+        failure_of(call, status, retry_after, body, &AtomicBool::new(false))
+    }
+
+    #[test]
+    fn refused_keys_are_a_configuration_error_logged_once() {
+        let captured = crate::testing::CapturedLog::default();
+        let _guard = tracing::subscriber::set_default(captured.subscriber(tracing::Level::INFO));
+        let body = serde_json::to_vec(&json!({"error_type": "INVALID_INPUT",
+            "error_code": "INVALID_API_KEYS", "error_message": "x", "display_message": null}))
+        .expect("json");
+        let logged = AtomicBool::new(false);
+        for _ in 0..3 {
+            assert!(matches!(
+                failure_of("POST /accounts/get", 400, None, &body, &logged),
+                Failure::Provider(ProviderError::Configuration(_))
+            ));
+        }
+        let lines = captured.lines();
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(lines[0].contains("ERROR"), "{}", lines[0]);
+        assert!(lines[0].contains("AGG_PLAID_CLIENT_ID"), "{}", lines[0]);
+        assert!(!lines[0].contains("\"x\""), "{}", lines[0]);
+    }
+
     #[test]
     fn types_and_owed_balances_map() {
         assert_eq!(
@@ -1306,11 +1346,11 @@ mod tests {
                 .expect("json")
         };
         assert!(matches!(
-            failure_of("c", 400, None, &body("ITEM_LOGIN_REQUIRED", "ITEM_ERROR")),
+            fail("c", 400, None, &body("ITEM_LOGIN_REQUIRED", "ITEM_ERROR")),
             Failure::Provider(ProviderError::Unauthorized)
         ));
         assert!(matches!(
-            failure_of(
+            fail(
                 "c",
                 429,
                 Some(7),
@@ -1321,11 +1361,11 @@ mod tests {
             })
         ));
         assert!(matches!(
-            failure_of("c", 400, None, &body("INVALID_API_KEYS", "INVALID_INPUT")),
+            fail("c", 400, None, &body("INVALID_API_KEYS", "INVALID_INPUT")),
             Failure::Provider(ProviderError::Configuration(_))
         ));
         assert!(matches!(
-            failure_of(
+            fail(
                 "c",
                 400,
                 None,
@@ -1336,7 +1376,7 @@ mod tests {
             ),
             Failure::Mutation
         ));
-        match failure_of("c", 500, None, b"<html>secret detail</html>") {
+        match fail("c", 500, None, b"<html>secret detail</html>") {
             Failure::Provider(ProviderError::Http(message)) => {
                 assert_eq!(message, "c: Plaid answered HTTP 500");
             }
