@@ -673,6 +673,33 @@ async fn syncs_page_the_feed_and_flip_signs(app: TestApp) {
     assert_eq!(pages[3]["cursor"], "c5");
 }
 
+async fn a_rule_has_the_last_word_over_the_providers_merchant_name(app: TestApp) {
+    let (_, token, _) = app.user("rule-over-plaid@example.com").await;
+    // Its condition reads the provider's merchant name, which the description lacks.
+    app.post(
+        "/api/v1/rules",
+        &json!({
+            "name": "Coffee",
+            "conditions": [{"field": "merchant_name", "op": "equals", "value": "blue bottle coffee"}],
+            "actions": [{"set_merchant_name": "My coffee place"}, {"set_notes": "ruled"}],
+        }),
+        Some(&token),
+    )
+    .await
+    .expect(201);
+    let connection = connect(&app, &token).await;
+    sync(&app, &token, &connection).await;
+    let rows = all_rows(&app, &token).await;
+    let coffee = row(&rows, "SQ *BLUE BOTTLE");
+    assert_eq!(coffee["merchant_name"], "My coffee place", "{coffee}");
+    assert_eq!(coffee["notes"], "ruled", "{coffee}");
+    // The rule set no category: the provider's stays.
+    assert_eq!(coffee["category"], "FOOD_AND_DRINK_COFFEE", "{coffee}");
+    assert_eq!(coffee["category_source"], "provider", "{coffee}");
+    // A row the rule does not match keeps what the feed and the description give.
+    assert_ne!(row(&rows, "CORNER GROCERY")["notes"], "ruled");
+}
+
 async fn posted_rows_take_over_pending_and_removed_rows_go(app: TestApp) {
     let (_, token, _) = app.user("posted@example.com").await;
     let connection = connect(&app, &token).await;
@@ -1176,6 +1203,7 @@ conformance!(setup = plaid;
     unverified_webhooks_are_401_and_do_nothing,
     links_and_exchanges_the_public_token,
     syncs_page_the_feed_and_flip_signs,
+    a_rule_has_the_last_word_over_the_providers_merchant_name,
     posted_rows_take_over_pending_and_removed_rows_go,
     a_mutation_during_paging_restarts_from_the_first_cursor,
     a_failed_sync_keeps_the_cursor,

@@ -22,6 +22,7 @@ conformance!(setup = simplefin;
     rules_run_at_import_in_priority_order,
     rules_leave_fields_the_user_set,
     rules_run_at_a_simplefin_sync,
+    a_duplicate_written_by_a_reject_gets_the_rules,
     preview_saves_nothing_and_apply_counts,
     patterns_are_bounded_and_linear,
     preview_takes_a_heavy_read_slot,
@@ -552,6 +553,67 @@ async fn rules_run_at_a_simplefin_sync(app: TestApp) {
     assert_eq!(rent["merchant_name"], "Maple Apartments", "{rent}");
     let groceries = by_amount(&synced, "-84.12");
     assert_ne!(groceries["category_source"], "rule", "{groceries}");
+}
+
+async fn a_duplicate_written_by_a_reject_gets_the_rules(app: TestApp) {
+    let token = access(&app, "rules-reject@example.com").await;
+    let account_id = import_rows(
+        &app,
+        &token,
+        "Checking",
+        "USD",
+        &[("2026-03-05", "Lunch Spot", "-12.00")],
+    )
+    .await;
+    // Created after the CSV row was written (and never applied to it).
+    create(
+        &app,
+        &token,
+        &json!({
+            "name": "Lunch",
+            "conditions": [{"field": "description", "op": "contains", "value": "lunch"}],
+            "actions": [{"set_notes": "lunch rule"}],
+        }),
+    )
+    .await
+    .expect(201);
+    // Another format's row of the same lunch is held back as its duplicate.
+    let qif = "!Type:Bank\nD3/6/2026\nT-12.00\nPLUNCH SPOT\n^\n";
+    let imported = upload_with(
+        &app,
+        Some("lunch.qif"),
+        qif.as_bytes(),
+        &[("account_id", account_id.as_str())],
+        &token,
+    )
+    .await
+    .expect(201);
+    assert_eq!(imported["matched"], 1, "{imported}");
+    let list = app
+        .get("/api/v1/transaction-matches?status=automatic", Some(&token))
+        .await
+        .expect(200);
+    let match_id = id(&list["matches"][0]).to_owned();
+    // Rejected, the held-back row is written as a new row: the rules run on it.
+    app.post(
+        &format!("/api/v1/transaction-matches/{match_id}/reject"),
+        &json!({}),
+        Some(&token),
+    )
+    .await
+    .expect(200);
+    let rows = rows(&app, &token, &account_id).await;
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let written = rows
+        .iter()
+        .find(|row| row["description"] == "LUNCH SPOT")
+        .expect("the written duplicate");
+    assert_eq!(written["notes"], "lunch rule", "{written}");
+    let first = rows
+        .iter()
+        .find(|row| row["description"] == "Lunch Spot")
+        .expect("the CSV row");
+    assert_eq!(first["notes"], Value::Null, "{first}");
 }
 
 async fn preview_saves_nothing_and_apply_counts(app: TestApp) {

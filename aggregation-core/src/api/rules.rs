@@ -11,8 +11,11 @@
 use chrono::{DateTime, Utc};
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use utoipa::openapi::schema::ObjectBuilder;
+use serde_json::{Value, json};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{
+    ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type,
+};
 use uuid::Uuid;
 
 use super::extract::{Json, PathId, User};
@@ -76,51 +79,100 @@ impl From<RuleError> for ApiError {
     }
 }
 
-/// A condition: the row's `field`, the `op` and the `value` it is compared with.
-#[derive(Serialize, Deserialize, utoipa::ToSchema)]
-#[schema(example = json!({"field": "description", "op": "contains", "value": "blue bottle"}))]
+/// A condition: the row's `field`, the `op` and the `value` it is compared with. Its
+/// schema ([`condition_schema`]) states which ops and which value each field takes.
+#[derive(Serialize, Deserialize)]
 pub(crate) struct ConditionJson {
-    /// `description`, `merchant_name`, `amount`, `account_id`, `currency`, `category` or
-    /// `merchant_code`.
-    #[schema(schema_with = field_schema)]
     field: String,
-    /// `contains`, `equals`, `starts_with`, `regex` (text fields, any case; a pattern of at
-    /// most 500 characters whose compiled form stays within 256 KiB); `equals`, `gt`, `lt`,
-    /// `between` (amount, signed: negative is money out); `equals` (account_id).
-    #[schema(schema_with = op_schema)]
     op: String,
-    /// Text; a decimal (number or text) for amount; `[low, high]` (inclusive) for `between`;
-    /// an account id for account_id.
-    #[schema(value_type = Object)]
     value: Value,
 }
 
-fn field_schema() -> ObjectBuilder {
-    ObjectBuilder::new()
-        .schema_type(utoipa::openapi::schema::Type::String)
-        .enum_values(Some([
-            "description",
-            "merchant_name",
-            "amount",
-            "account_id",
-            "currency",
-            "category",
-            "merchant_code",
-        ]))
+impl utoipa::PartialSchema for ConditionJson {
+    fn schema() -> RefOr<Schema> {
+        condition_schema().into()
+    }
 }
 
-fn op_schema() -> ObjectBuilder {
+impl utoipa::ToSchema for ConditionJson {}
+
+/// The fields compared as text: any case, the value a literal (or a pattern for `regex`).
+const TEXT_FIELDS: [&str; 5] = [
+    "description",
+    "merchant_name",
+    "currency",
+    "category",
+    "merchant_code",
+];
+
+/// One of a condition's shapes: `field` one of `fields`, `op` one of `ops`, and `value`.
+fn condition_shape(
+    fields: &[&str],
+    ops: &[&str],
+    value: impl Into<RefOr<Schema>>,
+    description: &str,
+) -> ObjectBuilder {
+    let names = |names: &[&str]| {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(names.iter().copied()))
+    };
     ObjectBuilder::new()
-        .schema_type(utoipa::openapi::schema::Type::String)
-        .enum_values(Some([
-            "contains",
-            "equals",
-            "starts_with",
-            "regex",
-            "gt",
-            "lt",
-            "between",
-        ]))
+        .schema_type(Type::Object)
+        .description(Some(description))
+        .property("field", names(fields))
+        .property("op", names(ops))
+        .property("value", value)
+        .required("field")
+        .required("op")
+        .required("value")
+}
+
+/// A decimal bound of an amount condition: a JSON number or its text (`-12.50`).
+fn decimal_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Number, Type::String]))
+        .description(Some("A decimal: a number, or text such as `-12.50`."))
+}
+
+/// The shapes a condition takes, one per kind of field. The server checks more than a
+/// schema states: a `regex` must compile (at most 256 KiB), `between`'s low bound must not be
+/// above its high one, and a decimal's text must read as one.
+fn condition_schema() -> OneOfBuilder {
+    use crate::enrich::rules::MAX_PATTERN_CHARS;
+    OneOfBuilder::new()
+        .description(Some(
+            "A condition: the row's `field`, the `op`, and the `value` compared with.",
+        ))
+        .examples([json!({"field": "description", "op": "contains", "value": "blue bottle"})])
+        .item(condition_shape(
+            &TEXT_FIELDS,
+            &["contains", "equals", "starts_with", "regex"],
+            schemas::text(1, MAX_PATTERN_CHARS, false),
+            "A text field, compared in any case; `regex` takes a pattern (the regex crate's \
+             syntax, linear time) whose compiled form stays within 256 KiB.",
+        ))
+        .item(condition_shape(
+            &["amount"],
+            &["equals", "gt", "lt"],
+            decimal_schema(),
+            "The signed amount (negative is money out) against a decimal.",
+        ))
+        .item(condition_shape(
+            &["amount"],
+            &["between"],
+            ArrayBuilder::new()
+                .items(decimal_schema())
+                .min_items(Some(2))
+                .max_items(Some(2)),
+            "The signed amount within `[low, high]`, both inclusive, low not above high.",
+        ))
+        .item(condition_shape(
+            &["account_id"],
+            &["equals"],
+            ObjectBuilder::new().schema_type(Type::String),
+            "The row's account: an account id.",
+        ))
 }
 
 /// An action: an object of exactly one of these keys.
@@ -276,16 +328,16 @@ pub(crate) struct RulePatchBody {
     #[schema(schema_with = name_schema)]
     name: Field,
     /// New conditions (all of them).
-    #[schema(value_type = Option<Vec<ConditionJson>>, min_items = 1, max_items = 20)]
+    #[schema(required = false, value_type = Vec<ConditionJson>, min_items = 1, max_items = 20)]
     conditions: Field,
     /// New actions (all of them).
-    #[schema(value_type = Option<Vec<ActionJson>>, min_items = 1, max_items = 3)]
+    #[schema(required = false, value_type = Vec<ActionJson>, min_items = 1, max_items = 3)]
     actions: Field,
     /// A new priority.
-    #[schema(value_type = Option<i32>, minimum = -1000000, maximum = 1000000)]
+    #[schema(required = false, value_type = i32, minimum = -1000000, maximum = 1000000)]
     priority: Field,
     /// A new stop flag.
-    #[schema(value_type = Option<bool>)]
+    #[schema(required = false, value_type = bool)]
     stop_processing: Field,
 }
 
@@ -473,4 +525,68 @@ async fn preview(
 async fn apply(state: &App, User(claims): User, PathId(id): PathId, _slot: HeavyRead) -> ApiResult {
     let changed = state.records.apply_rule(claims.sub, id).await?;
     json(StatusCode::OK, &AppliedJson { changed })
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use std::sync::Arc;
+
+    use http::{Method, Request};
+    use tower::ServiceExt as _;
+
+    use crate::api::extract::{Caller, buffered_body};
+    use crate::api::router::{ApiState, Dispatch, RouterLayer};
+    use crate::app::App;
+    use crate::auth::AccessClaims;
+    use crate::config::Config;
+    use crate::problem::ErrorCode;
+
+    /// The body is read before the slot is asked for, so no request held half-sent can keep a
+    /// slot: the caller's slots are taken here, as two running heavy reads would hold them.
+    #[tokio::test]
+    async fn preview_and_apply_are_429_while_the_callers_heavy_reads_run() {
+        let config = Config::new("http://localhost:8080", vec![7; 32]).expect("config");
+        let app = App::for_tests(config).await;
+        let user = uuid::Uuid::now_v7();
+        let mut held = Vec::new();
+        while let Ok(slot) = app.heavy_reads.try_acquire(user) {
+            held.push(slot);
+        }
+        assert!(!held.is_empty(), "the caller has heavy-read slots");
+        let service = tower::ServiceBuilder::new()
+            .layer(RouterLayer::new())
+            .service(Dispatch::new(Arc::clone(&app), ApiState::default()));
+        let send = |path: String, caller: uuid::Uuid| {
+            let mut request = Request::builder()
+                .method(Method::POST)
+                .uri(path)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(buffered_body(bytes::Bytes::from_static(
+                    br#"{"name": "Coffee", "conditions": [{"field": "description", "op": "contains", "value": "coffee"}], "actions": [{"set_notes": "coffee"}]}"#,
+                )))
+                .expect("request");
+            request
+                .extensions_mut()
+                .insert(Caller::Authenticated(Arc::new(AccessClaims::for_tests(
+                    caller,
+                    uuid::Uuid::nil(),
+                ))));
+            service.clone().oneshot(request)
+        };
+        let rule = uuid::Uuid::now_v7();
+        for path in [
+            "/api/v1/rules/preview".to_owned(),
+            format!("/api/v1/rules/{rule}/apply"),
+        ] {
+            let error = send(path.clone(), user).await.expect_err("429");
+            assert_eq!(error.code(), ErrorCode::RateLimitExceeded, "{path}");
+            assert!(error.detail().contains("running already"), "{path}");
+        }
+        // Another user's preview runs; once the caller's reads end, theirs does too.
+        let other = send("/api/v1/rules/preview".to_owned(), uuid::Uuid::now_v7()).await;
+        assert!(other.is_ok(), "{:?}", other.err().map(|e| e.code()));
+        drop(held);
+        let answered = send("/api/v1/rules/preview".to_owned(), user).await;
+        assert!(answered.is_ok(), "{:?}", answered.err().map(|e| e.code()));
+    }
 }

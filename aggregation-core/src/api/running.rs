@@ -69,7 +69,7 @@ impl FromParts for HeavyRead {
             parts,
             app,
             &app.heavy_reads,
-            "net worth, portfolio and export reads",
+            "heavy reads (net worth, portfolio, export, search, spending, rule previews)",
         )
         .await
         .map(Self)

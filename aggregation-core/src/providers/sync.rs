@@ -958,3 +958,114 @@ fn sync_batch(connection_id: Uuid, synced: Synced) -> NormalizedBatch {
         }],
     }
 }
+
+#[cfg(all(test, any(feature = "sqlite", feature = "postgres")))]
+mod tests {
+    use super::*;
+    use crate::store::provider_tests::{account, holding, transaction};
+
+    fn day(text: &str) -> NaiveDate {
+        text.parse().expect("date")
+    }
+
+    fn keys(batch: &NormalizedBatch) -> Vec<&str> {
+        batch.connections[0]
+            .accounts
+            .iter()
+            .map(|item| item.provider_account_id.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn fetched_accounts_come_first_then_the_stored_ones_rows_were_fetched_for() {
+        let connection_id = Uuid::now_v7();
+        let mut cash = holding("cash", "5.00");
+        cash.asset_type = AssetType::CashEquivalent;
+        let batch = sync_batch(
+            connection_id,
+            Synced {
+                accounts: vec![account("b", "1.00"), account("a", "2.00")],
+                transactions: vec![
+                    ("a".to_owned(), vec![transaction("t1", "-3.00")]),
+                    ("stored".to_owned(), vec![transaction("t2", "4.00")]),
+                ],
+                window: Some(DateRange {
+                    start: day("2024-01-01"),
+                    end: day("2024-01-31"),
+                }),
+                holdings: vec![
+                    ("stored".to_owned(), vec![holding("h1", "10.00"), cash]),
+                    ("held-only".to_owned(), Vec::new()),
+                ],
+                snapshot: Some(SnapshotSource::ManualSync),
+                feed: None,
+                account_limit: Some(7),
+            },
+        );
+        assert_eq!(batch.source, TransactionSource::Sync);
+        assert_eq!(batch.account_limit, Some(7));
+        assert_eq!(batch.connections.len(), 1);
+        let part = &batch.connections[0];
+        assert_eq!(part.target, BatchTarget::Connection(connection_id));
+        assert!(part.mark_synced);
+        // Fetched accounts in the provider's order; a stored account named by both rows and
+        // holdings appears once.
+        assert_eq!(keys(&batch), ["b", "a", "stored", "held-only"]);
+        let [b, a, stored, held_only] = &part.accounts[..] else {
+            panic!("four accounts");
+        };
+        assert!(b.account.is_some() && b.balance_reported);
+        assert!(stored.account.is_none() && !stored.balance_reported);
+        // Rows go to their account; only an account with rows gets the complete window.
+        assert_eq!(b.transactions, None);
+        assert_eq!(b.pending_window, None);
+        assert_eq!(a.transactions.as_ref().map(Vec::len), Some(1));
+        assert_eq!(
+            a.pending_window,
+            Some((day("2024-01-01"), day("2024-01-31")))
+        );
+        assert_eq!(stored.transactions.as_ref().map(Vec::len), Some(1));
+        // Holdings lists are complete: absent ones are deactivated, an empty list included.
+        assert_eq!(stored.holdings.as_ref().map(Vec::len), Some(2));
+        assert_eq!(held_only.holdings.as_ref().map(Vec::len), Some(0));
+        assert!(
+            part.accounts
+                .iter()
+                .all(|item| item.absent_holdings == AbsentHoldings::Deactivated)
+        );
+        // Every account gets the snapshot; its values are those of the holdings fetched.
+        let snapshot = &stored.snapshots[0];
+        assert_eq!(snapshot.source, SnapshotSource::ManualSync);
+        assert_eq!(snapshot.stated, None);
+        assert_eq!(snapshot.holdings_value, Some(Decimal::new(1500, 2)));
+        assert_eq!(snapshot.cash_value, Some(Decimal::new(500, 2)));
+        assert_eq!(b.snapshots.len(), 1);
+        assert_eq!(b.snapshots[0].holdings_value, None);
+    }
+
+    #[test]
+    fn a_change_feed_carries_no_pending_window_and_no_snapshot_without_a_source() {
+        let feed = FeedUpdate {
+            cursor: "c1".to_owned(),
+            ..FeedUpdate::default()
+        };
+        let batch = sync_batch(
+            Uuid::now_v7(),
+            Synced {
+                transactions: vec![("a".to_owned(), vec![transaction("t1", "-3.00")])],
+                window: Some(DateRange {
+                    start: day("2024-01-01"),
+                    end: day("2024-01-31"),
+                }),
+                feed: Some(feed.clone()),
+                ..Synced::default()
+            },
+        );
+        let part = &batch.connections[0];
+        assert_eq!(part.feed, Some(feed));
+        assert_eq!(keys(&batch), ["a"]);
+        assert_eq!(part.accounts[0].pending_window, None);
+        assert!(part.accounts[0].snapshots.is_empty());
+        assert_eq!(batch.account_limit, None);
+    }
+}

@@ -56,7 +56,7 @@ mod migrate_tests;
 mod postgres;
 #[cfg(test)]
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod provider_tests;
+pub(crate) mod provider_tests;
 mod providers;
 #[cfg(test)]
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -340,7 +340,7 @@ pub(super) async fn authorize(
         .unwrap()
 }
 
-pub(super) fn account(provider_account_id: &str, balance: &str) -> NewAccount {
+pub(crate) fn account(provider_account_id: &str, balance: &str) -> NewAccount {
     NewAccount {
         provider_account_id: provider_account_id.to_owned(),
         account_number: Some(format!("9876{provider_account_id}")),
@@ -353,7 +353,7 @@ pub(super) fn account(provider_account_id: &str, balance: &str) -> NewAccount {
     }
 }
 
-pub(super) fn transaction(provider_id: &str, amount: &str) -> NewTransaction {
+pub(crate) fn transaction(provider_id: &str, amount: &str) -> NewTransaction {
     NewTransaction {
         provider_transaction_id: provider_id.to_owned(),
         transaction_type: TransactionType::Transfer,
@@ -374,7 +374,7 @@ pub(super) fn transaction(provider_id: &str, amount: &str) -> NewTransaction {
     }
 }
 
-pub(super) fn holding(provider_id: &str, value: &str) -> NewHolding {
+pub(crate) fn holding(provider_id: &str, value: &str) -> NewHolding {
     NewHolding {
         provider_holding_id: provider_id.to_owned(),
         symbol: provider_id.to_owned(),

@@ -12,9 +12,7 @@ use uuid::Uuid;
 use crate::events::{Event, RaiseEvents};
 use crate::store::backend::{Backend, SqlStore, Tx, query, query_as};
 use crate::store::events::sql::insert_events;
-use crate::store::providers::sql::sync::{
-    delete_removed_in, enrich_from_provider_in, store_cursor_in,
-};
+use crate::store::providers::sql::sync::{delete_removed_in, store_cursor_in};
 use crate::store::records::sql::connections::{find_or_create_connection_in, mark_synced};
 use crate::store::records::sql::reconcile::{Origin, write_transactions_in};
 use crate::store::records::sql::upserts::{
@@ -24,8 +22,9 @@ use crate::store::records::sql::{deactivate_missing_holdings_in, insert_snapshot
 use crate::store::sql::{OptionalDec, Upserted};
 use crate::store::{
     AbsentHoldings, AccountCounts, BatchAccount, BatchConnection, BatchCounts, BatchSnapshot,
-    BatchStore, BatchTarget, FILE_IMPORT_PROVIDER, ImportOutcome, NewAccount, NewSnapshot,
-    NewTransaction, NormalizedBatch, StatedBalances, StoreError, TransactionSource, UpsertCounts,
+    BatchStore, BatchTarget, FILE_IMPORT_PROVIDER, FeedUpdate, ImportOutcome, NewAccount,
+    NewSnapshot, NewTransaction, NormalizedBatch, ProviderEnrichment, StatedBalances, StoreError,
+    TransactionSource, UpsertCounts,
 };
 
 /// The window a change feed's batch hands the reconciler: empty, so a booked row takes over
@@ -221,8 +220,10 @@ struct Place<'a> {
     /// Its entry in `counts.per_account`.
     index: usize,
     origin: Origin<'a>,
-    /// Whether its part carries a change feed's update.
-    feed: bool,
+    /// Its key within its connection.
+    provider_account_id: &'a str,
+    /// The change feed's update its part carries, if any.
+    feed: Option<&'a FeedUpdate>,
 }
 
 /// Reconciles and writes `transactions` (all or some of an account's) into the account,
@@ -235,17 +236,27 @@ async fn write_rows_in<B: Backend>(
     now: DateTime<Utc>,
     counts: &mut BatchCounts,
 ) -> Result<(), StoreError> {
+    let enrichment: Vec<&ProviderEnrichment> = place
+        .feed
+        .map(|feed| {
+            feed.enrichment
+                .iter()
+                .filter(|row| row.provider_account_id == place.provider_account_id)
+                .collect()
+        })
+        .unwrap_or_default();
     let reconciled = write_transactions_in(
         tx,
         place.user_id,
         place.account_id,
         transactions,
         place.origin,
-        if place.feed {
+        if place.feed.is_some() {
             Some(LINK_ONLY)
         } else {
             pending_window
         },
+        &enrichment,
         now,
     )
     .await?;
@@ -275,7 +286,7 @@ async fn delete_absent_pending_in<B: Backend>(
     counts: &mut BatchCounts,
 ) -> Result<(), StoreError> {
     if let (Some(transactions), Some(window)) = (&item.transactions, item.pending_window)
-        && !place.feed
+        && place.feed.is_none()
     {
         let keep: Vec<&str> = transactions
             .iter()
@@ -428,7 +439,8 @@ async fn write_part_in<B: Backend>(
             account_id,
             index: first + offset,
             origin,
-            feed: part.feed.is_some(),
+            provider_account_id: &item.provider_account_id,
+            feed: part.feed.as_ref(),
         };
         if let Some(transactions) = &item.transactions {
             write_rows_in(tx, place, transactions, item.pending_window, now, counts).await?;
@@ -437,7 +449,6 @@ async fn write_part_in<B: Backend>(
         write_holdings_in(tx, place, (target.id, item), now, counts).await?;
     }
     if let Some(feed) = &part.feed {
-        enrich_from_provider_in(tx, target.id, &feed.enrichment).await?;
         counts.transactions_removed += delete_removed_in(tx, target.id, &feed.removed).await?;
         store_cursor_in(tx, target.id, &feed.cursor, now).await?;
     }
@@ -652,7 +663,8 @@ async fn begin_in_batches<'a, B: Backend>(
                 account_id,
                 index: first + offset,
                 origin,
-                feed: false,
+                provider_account_id: &item.provider_account_id,
+                feed: None,
             };
             write_holdings_in(tx, place, (target.id, item), now, counts).await?;
             plan.accounts

@@ -9,7 +9,7 @@ use crate::events::Event;
 use crate::store::backend::{Backend, SqlStore, Tx, query, query_as};
 use crate::store::events::sql::insert_events;
 use crate::store::records::sql::connections::CONNECTION_COLUMNS;
-use crate::store::{ConnectionRecord, ProviderEnrichment, StoreError, SyncStore};
+use crate::store::{ConnectionRecord, StoreError, SyncStore};
 
 #[async_trait]
 impl<B: Backend> SyncStore for SqlStore<B> {
@@ -70,53 +70,6 @@ impl<B: Backend> SyncStore for SqlStore<B> {
         raised.extend(events.iter().cloned());
         Ok(())
     }
-}
-
-/// Writes the provider's category and merchant name onto the rows a change feed upserted.
-/// The provider's merchant name replaces the one derived from the description; its category
-/// (when the taxonomy knows it) takes precedence over merchant and bank codes and transfer
-/// pairing, never over the user's choice or a rule's. What the provider said is kept in
-/// `provider_category` whatever else decides the category.
-pub(in crate::store) async fn enrich_from_provider_in<B: Backend>(
-    tx: &mut Tx<B>,
-    connection_id: Uuid,
-    enrichment: &[ProviderEnrichment],
-) -> Result<(), StoreError> {
-    for row in enrichment {
-        if row.category.is_none() && row.merchant_name.is_none() {
-            continue;
-        }
-        let category = row
-            .category
-            .as_deref()
-            .filter(|id| crate::enrich::taxonomy::category(id).is_some());
-        let merchant_name = row
-            .merchant_name
-            .as_deref()
-            .map(str::trim)
-            .filter(|name| !name.is_empty());
-        query::<B>(
-            "UPDATE transactions SET \
-             provider_category = COALESCE($1, provider_category), \
-             merchant_name = CASE WHEN merchant_name_by_user OR $2 IS NULL \
-                 THEN merchant_name ELSE $2 END, \
-             category_source = CASE WHEN category_by_user OR $3 IS NULL \
-                 OR category_source = 'rule' THEN category_source ELSE 'provider' END, \
-             category = CASE WHEN category_by_user OR $3 IS NULL \
-                 OR category_source = 'rule' THEN category ELSE $3 END \
-             WHERE provider_transaction_id = $4 AND account_id = \
-             (SELECT id FROM accounts WHERE connection_id = $5 AND provider_account_id = $6)",
-        )
-        .bind(row.category.as_deref())
-        .bind(merchant_name)
-        .bind(category)
-        .bind(row.provider_transaction_id.as_str())
-        .bind(connection_id)
-        .bind(row.provider_account_id.as_str())
-        .execute(&mut **tx)
-        .await?;
-    }
-    Ok(())
 }
 
 /// Deletes the rows a change feed removed from the connection's accounts (by account and

@@ -150,7 +150,7 @@ async fn hold_back<B: Backend>(
     Ok(())
 }
 
-/// Writes a duplicate held back in the match into its account.
+/// Writes a duplicate held back in the match into its account, running the user's rules on it.
 async fn write_held<B: Backend>(
     tx: &mut Tx<B>,
     row: &MatchRow,
@@ -169,12 +169,14 @@ async fn write_held<B: Backend>(
     };
     let done =
         upsert_transactions_in(tx, row.account_id, std::slice::from_ref(&sourced), now).await?;
-    let Some((written, _)) = done.into_iter().next() else {
+    let Some(&(written, _)) = done.first() else {
         return Err(StoreError::Other(format!(
             "no row written for match {}",
             row.id
         )));
     };
+    // A row written now is a new row: the user's rules run on it as at any sync or import.
+    super::rules::run_rules_in(tx, row.user_id, &done, now).await?;
     query::<B>(
         "UPDATE transaction_matches SET other_transaction_id = $1, held = NULL WHERE id = $2",
     )

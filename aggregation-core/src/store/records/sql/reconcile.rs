@@ -33,8 +33,8 @@ use crate::store::backend::{Backend, QueryBuilder, Tx, query};
 use crate::store::records::sql::upserts::{CHUNK, Sourced, upsert_transactions_in};
 use crate::store::sql::{Upserted, currency, optional_text, text};
 use crate::store::{
-    CategorySource, MatchKind, MatchRecord, MatchStatus, NewTransaction, StoreError,
-    TransactionSource, TransactionStatus, TransactionType,
+    CategorySource, MatchKind, MatchRecord, MatchStatus, NewTransaction, ProviderEnrichment,
+    StoreError, TransactionSource, TransactionStatus, TransactionType,
 };
 
 /// The categories of a transfer's legs: money out, money in.
@@ -204,17 +204,11 @@ async fn stored_keys<B: Backend>(
 ) -> Result<HashSet<String>, StoreError> {
     let mut stored = HashSet::new();
     for chunk in keys.chunks(CHUNK) {
-        let mut lookup = QueryBuilder::<B>::new(
-            "SELECT provider_transaction_id FROM transactions WHERE account_id = ",
-        );
+        let mut lookup = QueryBuilder::<B>::new("SELECT t.provider_transaction_id FROM ");
         lookup
-            .push_bind(account_id)
-            .push(" AND provider_transaction_id IN (");
-        let mut listed = lookup.separated(", ");
-        for key in chunk {
-            listed.push_bind(*key);
-        }
-        lookup.push(")");
+            .push_key_list(chunk.iter().copied())
+            .push(" JOIN transactions t ON t.provider_transaction_id = keys.column1 AND t.account_id = ")
+            .push_bind(account_id);
         let found: Vec<String> = lookup.build_query_scalar().fetch_all(&mut **tx).await?;
         stored.extend(found);
     }
@@ -230,18 +224,15 @@ async fn held_keys<B: Backend>(
 ) -> Result<HashMap<String, Uuid>, StoreError> {
     let mut held = HashMap::new();
     for chunk in keys.chunks(CHUNK) {
-        let mut lookup = QueryBuilder::<B>::new(
-            "SELECT provider_transaction_id, transaction_id FROM transaction_matches \
-             WHERE other_transaction_id IS NULL AND held IS NOT NULL AND account_id = ",
-        );
+        let mut lookup =
+            QueryBuilder::<B>::new("SELECT m.provider_transaction_id, m.transaction_id FROM ");
         lookup
-            .push_bind(account_id)
-            .push(" AND provider_transaction_id IN (");
-        let mut listed = lookup.separated(", ");
-        for key in chunk {
-            listed.push_bind(*key);
-        }
-        lookup.push(")");
+            .push_key_list(chunk.iter().copied())
+            .push(
+                " JOIN transaction_matches m ON m.provider_transaction_id = keys.column1 \
+                 AND m.other_transaction_id IS NULL AND m.held IS NOT NULL AND m.account_id = ",
+            )
+            .push_bind(account_id);
         let found: Vec<(String, Uuid)> = lookup.build_query_as().fetch_all(&mut **tx).await?;
         held.extend(found);
     }
@@ -305,6 +296,7 @@ pub(in crate::store) async fn write_transactions_in<B: Backend>(
     items: &[NewTransaction],
     origin: Origin<'_>,
     pending_window: Option<(NaiveDate, NaiveDate)>,
+    enrichment: &[&ProviderEnrichment],
     now: DateTime<Utc>,
 ) -> Result<Reconciled, StoreError> {
     let mut done = Reconciled::default();
@@ -399,11 +391,60 @@ pub(in crate::store) async fn write_transactions_in<B: Backend>(
             Fate::Held => {}
         }
     }
-    // The user's rules, before transfer pairing (which yields to any category).
+    // The provider's enrichment, then the user's rules (which have the last word), then
+    // transfer pairing (which yields to any category).
+    enrich_from_provider_in(tx, account_id, enrichment).await?;
     super::rules::run_rules_in(tx, user_id, &done.outcomes, now).await?;
     done.transfers = pair_transfers(tx, user_id, account_id, items, &created, &mut matches).await?;
     done.matches = insert_matches(tx, user_id, &matches, now).await?;
     Ok(done)
+}
+
+/// Writes the provider's category and merchant name onto rows of the account a change feed
+/// upserted, before the user's rules run on them (so a rule's merchant name or category is
+/// the last word, and its conditions read the provider's merchant name). The provider's
+/// merchant name replaces the one derived from the description; its category (when the
+/// taxonomy knows it) takes precedence over merchant and bank codes and transfer pairing,
+/// never over the user's choice or a rule's. What the provider said is kept in
+/// `provider_category` whatever else decides the category.
+async fn enrich_from_provider_in<B: Backend>(
+    tx: &mut Tx<B>,
+    account_id: Uuid,
+    enrichment: &[&ProviderEnrichment],
+) -> Result<(), StoreError> {
+    for row in enrichment {
+        if row.category.is_none() && row.merchant_name.is_none() {
+            continue;
+        }
+        let category = row
+            .category
+            .as_deref()
+            .filter(|id| crate::enrich::taxonomy::category(id).is_some());
+        let merchant_name = row
+            .merchant_name
+            .as_deref()
+            .map(str::trim)
+            .filter(|name| !name.is_empty());
+        query::<B>(
+            "UPDATE transactions SET \
+             provider_category = COALESCE($1, provider_category), \
+             merchant_name = CASE WHEN merchant_name_by_user OR $2 IS NULL \
+                 THEN merchant_name ELSE $2 END, \
+             category_source = CASE WHEN category_by_user OR $3 IS NULL \
+                 OR category_source = 'rule' THEN category_source ELSE 'provider' END, \
+             category = CASE WHEN category_by_user OR $3 IS NULL \
+                 OR category_source = 'rule' THEN category ELSE $3 END \
+             WHERE provider_transaction_id = $4 AND account_id = $5",
+        )
+        .bind(row.category.as_deref())
+        .bind(merchant_name)
+        .bind(category)
+        .bind(row.provider_transaction_id.as_str())
+        .bind(account_id)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
 }
 
 /// The pending rows booked rows of the batch take over (the provider's link, else the
@@ -446,18 +487,13 @@ async fn take_over_pending<B: Backend>(
         .filter_map(|&index| items[index].pending_transaction_id.as_deref())
         .collect();
     for chunk in linked.chunks(CHUNK) {
-        let mut lookup =
-            QueryBuilder::<B>::new(format!("{SELECT_CANDIDATE} WHERE t.account_id = "));
+        let mut lookup = QueryBuilder::<B>::new(format!("{SELECT_CANDIDATE} JOIN "));
         lookup
+            .push_key_list(chunk.iter().copied())
+            .push(" ON t.provider_transaction_id = keys.column1 WHERE t.account_id = ")
             .push_bind(account_id)
             .push(" AND t.status = ")
-            .push_bind(TransactionStatus::Pending.as_str())
-            .push(" AND t.provider_transaction_id IN (");
-        let mut listed = lookup.separated(", ");
-        for key in chunk {
-            listed.push_bind(*key);
-        }
-        lookup.push(")");
+            .push_bind(TransactionStatus::Pending.as_str());
         let found: Vec<Candidate> = lookup.build_query_as().fetch_all(&mut **tx).await?;
         pending.extend(found);
     }

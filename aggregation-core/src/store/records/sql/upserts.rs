@@ -424,23 +424,25 @@ async fn upsert_chunk<B: Backend, T: Upsert>(
     let mut existing = HashMap::new();
     if inserted.len() < fresh.len() {
         let mut lookup = QueryBuilder::<B>::new(format!(
-            "{} FROM {table} {alias} WHERE {alias}.{} = ",
+            "{} FROM {table} {alias} JOIN ",
             T::SELECT,
-            T::PARENT,
             table = T::TABLE,
             alias = T::ALIAS,
         ));
         lookup
-            .push_bind(parent)
-            .push(format_args!(" AND {}.{} IN (", T::ALIAS, T::KEY));
-        let mut listed = lookup.separated(", ");
-        for (_, item) in fresh
-            .iter()
-            .filter(|(_, item)| !inserted.contains_key(item.key()))
-        {
-            listed.push_bind(item.key());
-        }
-        lookup.push(")");
+            .push_key_list(
+                fresh
+                    .iter()
+                    .filter(|(_, item)| !inserted.contains_key(item.key()))
+                    .map(|(_, item)| item.key()),
+            )
+            .push(format_args!(
+                " ON {alias}.{} = keys.column1 WHERE {alias}.{} = ",
+                T::KEY,
+                T::PARENT,
+                alias = T::ALIAS,
+            ))
+            .push_bind(parent);
         let rows: Vec<T::Stored> = lookup.build_query_as().fetch_all(&mut **tx).await?;
         for stored in rows {
             let (key, id) = T::stored_key(&stored);
