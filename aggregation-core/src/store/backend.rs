@@ -433,6 +433,37 @@ impl<B: Backend> QueryBuilder<B> {
         self.push(") AS keys")
     }
 
+    /// Appends the keyset condition of a page that goes on after the row at `after` in
+    /// `(t.transaction_date, t.id)` order (`newest_first`: the other way), within `range`'s
+    /// bound on that side if the query has one (which the caller then leaves out). Both arms
+    /// are spelled out rather than as a row comparison (the same text on both backends),
+    /// behind one bound on the date alone, the tighter of the position's and the range's:
+    /// that bound is what lets SQLite seek the `(account_id, transaction_date, id)` index to
+    /// the position instead of reading every row before it (page 20,000 of a 1,000,000-row
+    /// account took 144 ms without it, more than by `offset`), and SQLite seeks with the
+    /// first of two bounds on one side, not the tighter.
+    pub(super) fn push_after_position(
+        &mut self,
+        (date, id): (chrono::NaiveDate, uuid::Uuid),
+        range: Option<chrono::NaiveDate>,
+        newest_first: bool,
+    ) -> &mut Self {
+        let (bound, before) = if newest_first {
+            (range.map_or(date, |end| end.min(date)), "<")
+        } else {
+            (range.map_or(date, |start| start.max(date)), ">")
+        };
+        self.push(format_args!(" AND t.transaction_date {before}= "))
+            .push_bind(bound)
+            .push(format_args!(" AND (t.transaction_date {before} "))
+            .push_bind(date)
+            .push(" OR (t.transaction_date = ")
+            .push_bind(date)
+            .push(format_args!(" AND t.id {before} "))
+            .push_bind(id)
+            .push("))")
+    }
+
     /// The statement.
     pub(super) fn build(&mut self) -> Query<B> {
         Query(self.take())

@@ -267,7 +267,74 @@ async fn transfers_raise_matched_events_and_decisions_unmatched(store: Shared) {
     );
 }
 
+/// Spending's rows page on from the position, one bound on the date (the keyset's seek), and
+/// never before `from` even when a position before it is given.
+async fn spending_rows_page_on_from_the_position(store: Shared) {
+    let user_id = user(&store).await;
+    let connection = store
+        .find_or_create_connection(user_id, "file_import", Some("Paged"), now())
+        .await
+        .expect("connection");
+    let upserted = store
+        .upsert_accounts(connection.id, &[account("A", "0")], now())
+        .await
+        .expect("account");
+    let rows: Vec<NewTransaction> = (0..7)
+        .map(|index| {
+            row(
+                &format!("r{index}"),
+                "-1.00",
+                &format!("2024-03-0{}", 1 + index / 2),
+                "Row",
+                TransactionStatus::Settled,
+            )
+        })
+        .collect();
+    store
+        .upsert_transactions(upserted.ids[0], &rows, now())
+        .await
+        .expect("rows");
+    let (from, to) = (
+        "2024-03-02".parse().expect("date"),
+        "2024-03-04".parse().expect("date"),
+    );
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .spending_rows(user_id, from, to, after, 2)
+            .await
+            .expect("page");
+        if page.is_empty() {
+            break;
+        }
+        after = page.last().map(|last| TransactionPosition {
+            transaction_date: last.transaction_date,
+            id: last.id,
+        });
+        seen.extend(page.into_iter().map(|row| (row.transaction_date, row.id)));
+    }
+    // r2..r6: two rows a day from 2 March, one on 4 March; in order, each once.
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted, seen);
+    // A position before `from` still starts at `from`.
+    let early = TransactionPosition {
+        transaction_date: "2024-02-01".parse().expect("date"),
+        id: uuid::Uuid::nil(),
+    };
+    let page = store
+        .spending_rows(user_id, from, to, Some(early), 10)
+        .await
+        .expect("page");
+    assert_eq!(page.len(), 5);
+    assert!(page.iter().all(|row| row.transaction_date >= from));
+}
+
 super::provider_tests::suite!(
     booked_rows_take_over_by_link_and_by_the_tip_rule,
     transfers_raise_matched_events_and_decisions_unmatched,
+    spending_rows_page_on_from_the_position,
 );

@@ -76,8 +76,15 @@ fn push_conditions<B: Backend>(
     if let Some(start) = search.start_date {
         query.push(" AND t.transaction_date >= ").push_bind(start);
     }
-    if let Some(end) = search.end_date {
-        query.push(" AND t.transaction_date <= ").push_bind(end);
+    match search.after {
+        Some(after) => {
+            query.push_after_position((after.transaction_date, after.id), search.end_date, true);
+        }
+        None => {
+            if let Some(end) = search.end_date {
+                query.push(" AND t.transaction_date <= ").push_bind(end);
+            }
+        }
     }
     for (bound, operator) in [(search.min_amount, ">="), (search.max_amount, "<=")] {
         if let Some(bound) = bound {
@@ -95,17 +102,6 @@ fn push_conditions<B: Backend>(
             .push(open)
             .push_bind(quoted_words(&search.words))
             .push(close);
-    }
-    if let Some(after) = search.after {
-        // Spelled out rather than as a row comparison: the same text on both backends.
-        query
-            .push(" AND (t.transaction_date < ")
-            .push_bind(after.transaction_date)
-            .push(" OR (t.transaction_date = ")
-            .push_bind(after.transaction_date)
-            .push(" AND t.id < ")
-            .push_bind(after.id)
-            .push("))");
     }
 }
 
@@ -234,20 +230,14 @@ impl<B: Backend> SearchStore for SqlStore<B> {
             .push_bind(TransactionStatus::Pending.as_str())
             .push(", ")
             .push_bind(TransactionStatus::Settled.as_str())
-            .push(") AND t.transaction_date >= ")
-            .push_bind(from)
-            .push(" AND t.transaction_date <= ")
+            .push(") AND t.transaction_date <= ")
             .push_bind(to);
-        if let Some(after) = after {
-            query
-                .push(" AND (t.transaction_date > ")
-                .push_bind(after.transaction_date)
-                .push(" OR (t.transaction_date = ")
-                .push_bind(after.transaction_date)
-                .push(" AND t.id > ")
-                .push_bind(after.id)
-                .push("))");
-        }
+        match after {
+            Some(after) => {
+                query.push_after_position((after.transaction_date, after.id), Some(from), false)
+            }
+            None => query.push(" AND t.transaction_date >= ").push_bind(from),
+        };
         query
             .push(" ORDER BY t.transaction_date, t.id LIMIT ")
             .push_bind(i64::from(limit));

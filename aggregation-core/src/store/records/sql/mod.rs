@@ -142,14 +142,7 @@ impl<B: Backend> SqlStore<B> {
         };
         if let Some(after) = after {
             // As the date-range listing does, the other way round.
-            lister
-                .push(" AND (t.transaction_date < ")
-                .push_bind(after.transaction_date)
-                .push(" OR (t.transaction_date = ")
-                .push_bind(after.transaction_date)
-                .push(" AND t.id < ")
-                .push_bind(after.id)
-                .push("))");
+            lister.push_after_position((after.transaction_date, after.id), None, true);
         }
         lister
             .push(" ORDER BY t.transaction_date DESC, t.id DESC LIMIT ")
@@ -248,24 +241,17 @@ impl<B: Backend> TransactionStore for SqlStore<B> {
                 let mut lister = scoped(SELECT_TRANSACTION);
                 let mut counter = scoped("SELECT COUNT(*)");
                 for query in [&mut lister, &mut counter] {
-                    query
-                        .push(" AND t.transaction_date >= ")
-                        .push_bind(start)
-                        .push(" AND t.transaction_date <= ")
-                        .push_bind(end);
+                    query.push(" AND t.transaction_date <= ").push_bind(end);
                 }
-                // Spelled out rather than as a row comparison: the same text on both backends,
-                // and each arm can use the (account_id, transaction_date, id) index.
-                if let Some(after) = after {
-                    lister
-                        .push(" AND (t.transaction_date > ")
-                        .push_bind(after.transaction_date)
-                        .push(" OR (t.transaction_date = ")
-                        .push_bind(after.transaction_date)
-                        .push(" AND t.id > ")
-                        .push_bind(after.id)
-                        .push("))");
-                }
+                counter.push(" AND t.transaction_date >= ").push_bind(start);
+                match after {
+                    Some(after) => lister.push_after_position(
+                        (after.transaction_date, after.id),
+                        Some(start),
+                        false,
+                    ),
+                    None => lister.push(" AND t.transaction_date >= ").push_bind(start),
+                };
                 lister
                     .push(" ORDER BY t.transaction_date, t.id LIMIT ")
                     .push_bind(i64::from(limit) + 1);

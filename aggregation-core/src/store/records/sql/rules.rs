@@ -231,13 +231,7 @@ async fn sweep_in<B: Backend>(
                 page.push(" AND t.currency = ").push_bind(currency.as_str());
             }
             if let Some((date, id)) = after {
-                page.push(" AND (t.transaction_date > ")
-                    .push_bind(date)
-                    .push(" OR (t.transaction_date = ")
-                    .push_bind(date)
-                    .push(" AND t.id > ")
-                    .push_bind(id)
-                    .push("))");
+                page.push_after_position((date, id), None, false);
             }
             page.push(" ORDER BY t.transaction_date, t.id LIMIT ")
                 .push_bind(PAGE_ROWS);
