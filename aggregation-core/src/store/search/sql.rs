@@ -225,8 +225,15 @@ impl<B: Backend> SearchStore for SqlStore<B> {
              t.category, t.merchant_name",
             user_id,
         );
+        // "Not a transfer leg" is written so that no index can serve it: as a plain `IS NULL`
+        // SQLite's planner read it through `transactions_transfer` (every unpaired row of
+        // every user), then sorted: 9.2 s for a year of 200,000 rows against 1.2 s through
+        // the account's date index.
         query
-            .push(" AND t.transfer_transaction_id IS NULL AND t.status IN (")
+            .push(
+                " AND (CASE WHEN t.transfer_transaction_id IS NULL THEN 1 ELSE 0 END) = 1 \
+                 AND t.status IN (",
+            )
             .push_bind(TransactionStatus::Pending.as_str())
             .push(", ")
             .push_bind(TransactionStatus::Settled.as_str())
