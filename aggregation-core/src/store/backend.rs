@@ -444,10 +444,11 @@ impl<B: Backend> QueryBuilder<B> {
     /// first of two bounds on one side, not the tighter.
     pub(super) fn push_after_position(
         &mut self,
-        (date, id): (chrono::NaiveDate, uuid::Uuid),
+        after: crate::store::TransactionPosition,
         range: Option<chrono::NaiveDate>,
         newest_first: bool,
     ) -> &mut Self {
+        let (date, id) = (after.transaction_date, after.id);
         let (bound, before) = if newest_first {
             (range.map_or(date, |end| end.min(date)), "<")
         } else {

@@ -78,7 +78,7 @@ fn push_conditions<B: Backend>(
     }
     match search.after {
         Some(after) => {
-            query.push_after_position((after.transaction_date, after.id), search.end_date, true);
+            query.push_after_position(after, search.end_date, true);
         }
         None => {
             if let Some(end) = search.end_date {
@@ -240,9 +240,7 @@ impl<B: Backend> SearchStore for SqlStore<B> {
             .push(") AND t.transaction_date <= ")
             .push_bind(to);
         match after {
-            Some(after) => {
-                query.push_after_position((after.transaction_date, after.id), Some(from), false)
-            }
+            Some(after) => query.push_after_position(after, Some(from), false),
             None => query.push(" AND t.transaction_date >= ").push_bind(from),
         };
         query

@@ -142,7 +142,7 @@ impl<B: Backend> SqlStore<B> {
         };
         if let Some(after) = after {
             // As the date-range listing does, the other way round.
-            lister.push_after_position((after.transaction_date, after.id), None, true);
+            lister.push_after_position(after, None, true);
         }
         lister
             .push(" ORDER BY t.transaction_date DESC, t.id DESC LIMIT ")
@@ -245,11 +245,7 @@ impl<B: Backend> TransactionStore for SqlStore<B> {
                 }
                 counter.push(" AND t.transaction_date >= ").push_bind(start);
                 match after {
-                    Some(after) => lister.push_after_position(
-                        (after.transaction_date, after.id),
-                        Some(start),
-                        false,
-                    ),
+                    Some(after) => lister.push_after_position(after, Some(start), false),
                     None => lister.push(" AND t.transaction_date >= ").push_bind(start),
                 };
                 lister

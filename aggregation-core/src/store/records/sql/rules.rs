@@ -16,7 +16,7 @@ use crate::store::backend::{Backend, QueryBuilder, SqlStore, Tx, query, query_as
 use crate::store::records::sql::connections::lock_user_in;
 use crate::store::records::sql::upserts::CHUNK;
 use crate::store::sql::Upserted;
-use crate::store::{CategorySource, RuleRecord, StoreError};
+use crate::store::{CategorySource, RuleRecord, StoreError, TransactionPosition};
 
 const SELECT_RULE: &str = "SELECT id, user_id, name, conditions, actions, priority, \
      stop_processing, created_at, updated_at FROM rules";
@@ -223,21 +223,24 @@ async fn sweep_in<B: Backend>(
     let currency = rule.currency();
     let mut changed = 0;
     for (account_id,) in accounts {
-        let mut after: Option<(NaiveDate, Uuid)> = None;
+        let mut after: Option<TransactionPosition> = None;
         loop {
             let mut page = QueryBuilder::<B>::new(format!("{SELECT_ROW} WHERE t.account_id = "));
             page.push_bind(account_id);
             if let Some(currency) = &currency {
                 page.push(" AND t.currency = ").push_bind(currency.as_str());
             }
-            if let Some((date, id)) = after {
-                page.push_after_position((date, id), None, false);
+            if let Some(after) = after {
+                page.push_after_position(after, None, false);
             }
             page.push(" ORDER BY t.transaction_date, t.id LIMIT ")
                 .push_bind(PAGE_ROWS);
             let rows: Vec<RuleRow> = page.build_query_as().fetch_all(&mut **tx).await?;
             let full = i64::try_from(rows.len()).unwrap_or(i64::MAX) >= PAGE_ROWS;
-            after = rows.last().map(|row| (row.12, row.0));
+            after = rows.last().map(|row| TransactionPosition {
+                transaction_date: row.12,
+                id: row.0,
+            });
             let changes: Vec<Evaluated> = rows
                 .into_iter()
                 .filter_map(|row| evaluate(std::slice::from_ref(rule), row))
