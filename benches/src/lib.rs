@@ -176,10 +176,42 @@ pub fn runtime() -> tokio::runtime::Runtime {
 /// Prepares a fixture with `prepare` over SQLite in a temporary file and hands it to `bench`
 /// as `("sqlite", fixture)`; then the same over a database created on the PostgreSQL server
 /// of `AGG_BENCH_DATABASE_URL` (`"postgres"`), when it is set. Both are removed afterwards.
+/// `AGG_BENCH_BACKEND=postgres` (or `sqlite`) runs that backend alone: a fixture of a million
+/// rows takes minutes to prepare on each.
 pub fn on_each_backend<T, F, Fut>(
     runtime: &tokio::runtime::Runtime,
     prepare: F,
     mut bench: impl FnMut(&str, &T),
+) where
+    F: Fn(std::sync::Arc<dyn Store>) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let only = std::env::var("AGG_BENCH_BACKEND").ok();
+    let runs = |backend: &str| only.as_deref().is_none_or(|only| only == backend);
+    if runs("sqlite") {
+        on_sqlite(runtime, &prepare, &mut bench);
+    }
+    if !runs("postgres") {
+        return;
+    }
+    let Some(admin_url) = std::env::var("AGG_BENCH_DATABASE_URL").ok() else {
+        eprintln!("skipping PostgreSQL: AGG_BENCH_DATABASE_URL is not set");
+        return;
+    };
+    let (database, postgres) = runtime.block_on(async {
+        let (database, store) = BenchDatabase::create(&admin_url).await;
+        (database, prepare(std::sync::Arc::new(store)).await)
+    });
+    bench("postgres", &postgres);
+    drop(postgres);
+    runtime.block_on(database.drop_database());
+}
+
+/// [`on_each_backend`]'s SQLite half: a store in a temporary file, removed afterwards.
+fn on_sqlite<T, F, Fut>(
+    runtime: &tokio::runtime::Runtime,
+    prepare: &F,
+    bench: &mut impl FnMut(&str, &T),
 ) where
     F: Fn(std::sync::Arc<dyn Store>) -> Fut,
     Fut: std::future::Future<Output = T>,
@@ -198,18 +230,6 @@ pub fn on_each_backend<T, F, Fut>(
     bench("sqlite", &sqlite);
     drop(sqlite);
     let _ = std::fs::remove_dir_all(&folder);
-
-    let Some(admin_url) = std::env::var("AGG_BENCH_DATABASE_URL").ok() else {
-        eprintln!("skipping PostgreSQL: AGG_BENCH_DATABASE_URL is not set");
-        return;
-    };
-    let (database, postgres) = runtime.block_on(async {
-        let (database, store) = BenchDatabase::create(&admin_url).await;
-        (database, prepare(std::sync::Arc::new(store)).await)
-    });
-    bench("postgres", &postgres);
-    drop(postgres);
-    runtime.block_on(database.drop_database());
 }
 
 /// Creates `count` live sessions (with their refresh tokens) of `user_id` directly in `store`,

@@ -507,21 +507,40 @@ fn without_web_ending(word: &str) -> &str {
     word
 }
 
+/// The most words a key of [`KNOWN_NAMES`] has.
+const LONGEST_KEY: usize = {
+    let mut longest = 0;
+    let mut index = 0;
+    while index < KNOWN_NAMES.len() {
+        if KNOWN_NAMES[index].0.len() > longest {
+            longest = KNOWN_NAMES[index].0.len();
+        }
+        index += 1;
+    }
+    longest
+};
+
 fn known_name(text: &str) -> Option<&'static str> {
+    // The first words, split once for every entry (split per entry, they cost more than the
+    // rest of the derivation).
+    let mut found = [""; LONGEST_KEY];
+    let mut count = 0;
+    // `APPLE.COM/BILL`, `CVS/PHARMACY`: a slash between letters separates words.
+    for word in words(text)
+        .flat_map(|word| word.split('/').filter(|part| !part.is_empty()))
+        .take(LONGEST_KEY)
+    {
+        found[count] = without_web_ending(word);
+        count += 1;
+    }
+    let found = found.get(..count).unwrap_or_default();
     KNOWN_NAMES.iter().find_map(|&(keys, name)| {
-        // `APPLE.COM/BILL`, `CVS/PHARMACY`: a slash between letters separates words.
-        let mut found = words(text).flat_map(|word| {
-            word.split('/')
-                .filter(|part| !part.is_empty())
-                .map(without_web_ending)
-        });
-        keys.iter()
-            .all(|key| {
-                found
-                    .next()
-                    .is_some_and(|word| word.eq_ignore_ascii_case(key))
-            })
-            .then_some(name)
+        (keys.len() <= found.len()
+            && keys
+                .iter()
+                .zip(found)
+                .all(|(key, word)| word.eq_ignore_ascii_case(key)))
+        .then_some(name)
     })
 }
 

@@ -43,6 +43,10 @@ pub trait Driver: sqlx::Database {
     /// Starts a transaction that will write.
     const BEGIN_WRITE: &'static str;
 
+    /// Whether one write transaction at a time holds the whole database (SQLite's write
+    /// lock), so that a long writer makes every other one wait.
+    const ONE_WRITER: bool;
+
     /// Counts the `applied_at` column, which only the former migration runner's table has.
     const LEGACY_MIGRATIONS_PROBE: &'static str;
 

@@ -19,6 +19,7 @@ impl Driver for sqlx::Postgres {
 
     /// Row locks order the writers.
     const BEGIN_WRITE: &'static str = "BEGIN";
+    const ONE_WRITER: bool = false;
     const LEGACY_MIGRATIONS_PROBE: &'static str = "SELECT COUNT(*) FROM information_schema.columns \
          WHERE table_schema = current_schema() AND table_name = 'aggregation_migrations' \
          AND column_name = 'applied_at'";

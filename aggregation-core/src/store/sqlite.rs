@@ -19,6 +19,7 @@ impl Driver for sqlx::Sqlite {
     /// `BEGIN IMMEDIATE` takes the write lock at once, so a read-then-write transaction cannot
     /// fail to upgrade its lock.
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
+    const ONE_WRITER: bool = true;
     const LEGACY_MIGRATIONS_PROBE: &'static str = "SELECT COUNT(*) FROM pragma_table_info('aggregation_migrations') \
          WHERE name = 'applied_at'";
     /// The FTS5 index kept by triggers (`transactions_search`, external content on the

@@ -473,12 +473,37 @@ async fn write_batch<B: Backend>(
 }
 
 /// An import with more transactions than this, all into accounts it creates, writes them in
-/// batches of this many rows, each its own short write transaction: no other writer waits
-/// long for SQLite's write lock (`benches import-lock-hold` measures the longest hold).
+/// batches, each its own short write transaction: no other writer waits long for SQLite's
+/// write lock (`benches import-lock-hold` measures the longest hold). The first batch has
+/// this many rows; the next ones as many as [`BATCH_TIME`] holds.
 pub(in crate::store) const ROWS_PER_WRITE: usize = 1_000;
 
-/// The longest pause between two batches of an import written in batches (a third of the
-/// batch's time, so about a quarter of the time the lock is free for other writers).
+/// How long one batch of an import written in batches should hold its write transaction: the
+/// rows of the next batch follow from the time the last one took per row, within
+/// [`BATCH_ROWS`]. Fewer, fuller batches cost the import less (each commit flushes and
+/// merges the search index and may checkpoint SQLite's log); shorter ones cost the other
+/// writers less.
+const BATCH_TIME: Duration = Duration::from_millis(150);
+
+/// The fewest and the most rows of one batch.
+const BATCH_ROWS: (usize, usize) = (200, 10_000);
+
+/// The rows of the batch after one of `rows` that took `held`: as many as [`BATCH_TIME`]
+/// holds at that pace, within [`BATCH_ROWS`].
+fn next_batch_rows(rows: usize, held: Duration) -> usize {
+    let held = held.as_nanos();
+    if held == 0 {
+        return BATCH_ROWS.1;
+    }
+    let fitting = (rows as u128).saturating_mul(BATCH_TIME.as_nanos()) / held;
+    usize::try_from(fitting)
+        .unwrap_or(usize::MAX)
+        .clamp(BATCH_ROWS.0, BATCH_ROWS.1)
+}
+
+/// The longest pause between two batches of an import written in batches while other
+/// connections are in use (a third of the batch's time, so about a quarter of the time the
+/// lock is free for other writers).
 const MAX_PAUSE: Duration = Duration::from_millis(100);
 
 /// How old a staged account may be before it counts as abandoned (its import stopped
@@ -675,8 +700,19 @@ async fn begin_in_batches<'a, B: Backend>(
     Ok(Some(plan))
 }
 
+/// Whether a writer of this process may be waiting for the write lock an import's batch holds
+/// (called while the batch's transaction is open): only on a backend of [one
+/// writer](crate::store::backend::Driver::ONE_WRITER), and only while another connection of
+/// the pool is in use (a waiting writer holds one; a reader counts too, and costs a pause it
+/// did not need). Alone, an import writes its batches back to back.
+fn others_use_the_store<B: Backend>(pool: &sqlx::Pool<B>) -> bool {
+    B::ONE_WRITER
+        && usize::try_from(pool.size()).unwrap_or(usize::MAX) > pool.num_idle().saturating_add(1)
+}
+
 /// Applies a large import whose accounts are all new in bounded write transactions: the
-/// accounts first (staged), then each account's transactions [`ROWS_PER_WRITE`] at a time,
+/// accounts first (staged), then each account's transactions in batches of about
+/// [`BATCH_TIME`] each,
 /// then the events and the end of staging. A failure on the way removes the staged accounts
 /// with everything written into them. `None` (nothing written) when the batch does not
 /// qualify.
@@ -702,16 +738,26 @@ async fn apply_in_batches<B: Backend>(
     longest = longest.max(started.elapsed());
     let written = async {
         for (place, transactions) in &plan.accounts {
-            for chunk in transactions.chunks(ROWS_PER_WRITE) {
+            let mut rest: &[NewTransaction] = transactions;
+            let mut rows = ROWS_PER_WRITE;
+            while !rest.is_empty() {
+                let (chunk, after) = rest.split_at(rows.min(rest.len()));
+                rest = after;
                 let started = Instant::now();
                 let mut tx = begin_write(pool).await?;
                 write_rows_in(&mut tx, *place, chunk, None, now, &mut counts).await?;
+                // Read while this batch's connection is surely out of the pool.
+                let others_waiting = others_use_the_store(pool);
                 tx.commit().await?;
                 let held = started.elapsed();
                 longest = longest.max(held);
-                // Room for the writers that waited: SQLite's busy handler retries every 100
-                // ms at most, and would seldom find the lock free between two batches.
-                tokio::time::sleep((held / 3).min(MAX_PAUSE)).await;
+                rows = next_batch_rows(chunk.len(), held);
+                if others_waiting {
+                    // Room for the writers that waited: SQLite's busy handler retries every
+                    // 100 ms at most, and would seldom find the lock free between two
+                    // batches.
+                    tokio::time::sleep((held / 3).min(MAX_PAUSE)).await;
+                }
             }
         }
         let started = Instant::now();
@@ -809,5 +855,31 @@ impl<B: Backend> BatchStore for SqlStore<B> {
         let counts = write_batch(&mut tx, user_id, batch, now).await?;
         tx.rollback().await?;
         Ok(counts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{BATCH_ROWS, BATCH_TIME, next_batch_rows};
+
+    #[test]
+    fn a_batch_holds_about_the_batch_time_within_its_bounds() {
+        // 1,000 rows in 50 ms: three times as many fit in 150 ms.
+        assert_eq!(BATCH_TIME, Duration::from_millis(150));
+        assert_eq!(next_batch_rows(1_000, Duration::from_millis(50)), 3_000);
+        // Slower than the batch time: fewer rows, never below the floor.
+        assert_eq!(next_batch_rows(1_000, Duration::from_millis(300)), 500);
+        assert_eq!(
+            next_batch_rows(1_000, Duration::from_secs(60)),
+            BATCH_ROWS.0
+        );
+        // Instant or very fast batches: the ceiling.
+        assert_eq!(next_batch_rows(1_000, Duration::ZERO), BATCH_ROWS.1);
+        assert_eq!(
+            next_batch_rows(1_000, Duration::from_micros(1)),
+            BATCH_ROWS.1
+        );
     }
 }
