@@ -2,8 +2,9 @@
 //! loopback that checks the application's `client_id` and `secret` on every call: Link
 //! (link token, public token exchange), the `/transactions/sync` change feed (paging, a
 //! mutation during paging, modified and removed rows, pending rows that post keeping their
-//! id, the sign flip), accounts and holdings, error mapping, reauthorization in update mode,
-//! and the disconnect that removes the item.
+//! id, the sign flip), accounts and holdings, error mapping, reauthorization in update mode
+//! (and only then a callback without a public token), and the disconnect that removes the
+//! item.
 
 use std::sync::{Arc, Mutex};
 
@@ -468,6 +469,47 @@ async fn post_webhook(
             .expect("request"),
     )
     .await
+}
+
+/// The data of the user's events of this type, oldest first.
+async fn events_of(app: &TestApp, connection: &Value, event_type: &str) -> Vec<Value> {
+    let user_id = connection["user_id"].as_str().expect("user_id");
+    let user_id = uuid::Uuid::parse_str(user_id).expect("a uuid");
+    app.store
+        .user_events_after(user_id, None, 100)
+        .await
+        .expect("events")
+        .into_iter()
+        .filter(|event| event.event_type.as_str() == event_type)
+        .map(|event| event.data)
+        .collect()
+}
+
+/// The connection's status as `GET /providers/{id}` reads it.
+async fn status_of(app: &TestApp, token: &str, connection: &Value) -> Value {
+    app.get(
+        &format!("/api/v1/providers/{}", id(connection)),
+        Some(token),
+    )
+    .await
+    .expect(200)["status"]
+        .clone()
+}
+
+/// Connects, syncs, and has the next sync meet `ITEM_LOGIN_REQUIRED`: the connection, expired.
+async fn expired_connection(app: &TestApp, token: &str) -> Value {
+    let connection = connect(app, token).await;
+    sync(app, token, &connection).await;
+    fake(app).fail_next = Some((400, "ITEM_ERROR", "ITEM_LOGIN_REQUIRED"));
+    app.post(
+        &format!("/api/v1/providers/{}/sync", id(&connection)),
+        &json!({"force": true}),
+        Some(token),
+    )
+    .await
+    .expect_problem(409, "conflict");
+    app.expect_expired(token, &connection).await;
+    connection
 }
 
 fn id(value: &Value) -> &str {
@@ -1198,6 +1240,103 @@ async fn unverified_webhooks_are_401_and_do_nothing(app: TestApp) {
     assert_eq!(too_large.status, 413);
 }
 
+/// A fresh `POST /providers` state is not a reauthorization: its callback without a public
+/// token is refused and the user's expired connection stays expired (Link never ran for it).
+/// A reauthorization's state renews exactly its connection, renamed meanwhile or not, and one
+/// disconnected meanwhile is not brought back.
+async fn only_a_reauthorization_finishes_without_a_public_token(app: TestApp) {
+    let (_, token, _) = app.user("fresh-state@example.com").await;
+    let connection = expired_connection(&app, &token).await;
+    let created_before = events_of(&app, &connection, "connection.created")
+        .await
+        .len();
+    // Same provider and alias as the expired connection.
+    let fresh = start(&app, &token).await;
+    let refused = app
+        .post(
+            "/api/v1/providers/callback",
+            &json!({"state": fresh["state"]}),
+            Some(&token),
+        )
+        .await
+        .expect_problem(400, "command_validation_failed");
+    assert!(refused.to_string().contains("public_token"), "{refused}");
+    app.expect_expired(&token, &connection).await;
+    let listed = app.get("/api/v1/providers", Some(&token)).await.expect(200);
+    assert_eq!(listed["total_count"], 1, "{listed}");
+    assert_eq!(
+        events_of(&app, &connection, "connection.created")
+            .await
+            .len(),
+        created_before,
+        "nothing was authorized"
+    );
+    // The state was spent: the same callback again is an unknown state.
+    app.post(
+        "/api/v1/providers/callback",
+        &json!({"state": fresh["state"]}),
+        Some(&token),
+    )
+    .await
+    .expect_problem(400, "command_validation_failed");
+    app.expect_expired(&token, &connection).await;
+
+    // A reauthorization, the connection renamed before its callback: that connection renews.
+    let link = app
+        .post(
+            &format!("/api/v1/providers/{}/reauthorizations", id(&connection)),
+            &json!({}),
+            Some(&token),
+        )
+        .await
+        .expect(201);
+    app.call(
+        http::Method::PATCH,
+        &format!("/api/v1/providers/{}", id(&connection)),
+        Some(&json!({"alias": "Renamed"})),
+        Some(&token),
+    )
+    .await
+    .expect(200);
+    let renewed = app
+        .post(
+            "/api/v1/providers/callback",
+            &json!({"state": link["state"]}),
+            Some(&token),
+        )
+        .await
+        .expect(201);
+    assert_eq!(renewed["id"], connection["id"]);
+    assert_eq!(renewed["status"], "active");
+    assert_eq!(renewed["alias"], "Renamed");
+    let listed = app.get("/api/v1/providers", Some(&token)).await.expect(200);
+    assert_eq!(listed["total_count"], 1, "{listed}");
+    let created = events_of(&app, &connection, "connection.created").await;
+    assert_eq!(created.len(), created_before + 1);
+    assert_eq!(created.last().expect("renewed")["reauthorized"], true);
+
+    // A reauthorization whose connection is disconnected before its callback: refused, and
+    // the connection stays disconnected.
+    let link = app
+        .post(
+            &format!("/api/v1/providers/{}/reauthorizations", id(&connection)),
+            &json!({}),
+            Some(&token),
+        )
+        .await
+        .expect(201);
+    let path = format!("/api/v1/providers/{}", id(&connection));
+    assert_eq!(app.delete(&path, None, Some(&token)).await.status, 204);
+    app.post(
+        "/api/v1/providers/callback",
+        &json!({"state": link["state"]}),
+        Some(&token),
+    )
+    .await
+    .expect_problem(400, "command_validation_failed");
+    assert_eq!(status_of(&app, &token, &connection).await, "disconnected");
+}
+
 conformance!(setup = plaid;
     verified_webhooks_sync_expire_and_revoke,
     unverified_webhooks_are_401_and_do_nothing,
@@ -1212,6 +1351,7 @@ conformance!(setup = plaid;
     rate_limits_are_503_with_retry_after,
     login_required_expires_and_update_mode_renews,
     disconnecting_removes_the_item,
+    only_a_reauthorization_finishes_without_a_public_token,
 );
 
 mod keys {
