@@ -3,8 +3,8 @@
 //! (link token, public token exchange), the `/transactions/sync` change feed (paging, a
 //! mutation during paging, modified and removed rows, pending rows that post keeping their
 //! id, the sign flip), accounts and holdings, error mapping, reauthorization in update mode
-//! (and only then a callback without a public token), and the disconnect that removes the
-//! item.
+//! (and only then a callback without a public token), verified webhooks and their events, and
+//! the disconnect that removes the item.
 
 use std::sync::{Arc, Mutex};
 
@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 const CLIENT_ID: &str = "client-test-1";
 const SECRET: &str = "secret-test-1";
 const PUBLIC_TOKEN: &str = "public-sandbox-good";
+/// An administrator of these cases (reads the audit trail).
+const ADMIN: &str = "plaid-admin@example.com";
 /// The id of the fake's webhook verification key.
 const KID: &str = "fake-plaid-key-1";
 
@@ -383,6 +385,7 @@ fn served_setup(secret: &'static str) -> Setup {
     let provider = PlaidProvider::new(config).expect("provider");
     let mut setup = aggregation_tests::sandbox_setup();
     setup.sandbox = None;
+    setup.config = setup.config.with_admin_emails(vec![ADMIN.to_owned()]);
     setup.builder_with = Some(Box::new(move |builder| builder.provider(provider)));
     setup.context = Some(Arc::new(FakePlaid { state, task }));
     setup
@@ -471,6 +474,12 @@ async fn post_webhook(
     .await
 }
 
+/// Posts a webhook signed by the fake's key: 200.
+async fn post_signed_webhook(app: &TestApp, body: &[u8]) {
+    let answer = post_webhook(app, body, Some(&verification(SIGNING_KEY, KID, 0, body))).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.json());
+}
+
 /// The data of the user's events of this type, oldest first.
 async fn events_of(app: &TestApp, connection: &Value, event_type: &str) -> Vec<Value> {
     let user_id = connection["user_id"].as_str().expect("user_id");
@@ -483,6 +492,26 @@ async fn events_of(app: &TestApp, connection: &Value, event_type: &str) -> Vec<V
         .filter(|event| event.event_type.as_str() == event_type)
         .map(|event| event.data)
         .collect()
+}
+
+/// The user's events of this type once there are `count` (the webhook's work runs in the
+/// background).
+async fn events_once(
+    app: &TestApp,
+    connection: &Value,
+    event_type: &str,
+    count: usize,
+) -> Vec<Value> {
+    let mut events = Vec::new();
+    for _ in 0..200 {
+        events = events_of(app, connection, event_type).await;
+        if events.len() >= count {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(events.len(), count, "{event_type}: {events:?}");
+    events
 }
 
 /// The connection's status as `GET /providers/{id}` reads it.
@@ -1337,6 +1366,75 @@ async fn only_a_reauthorization_finishes_without_a_public_token(app: TestApp) {
     assert_eq!(status_of(&app, &token, &connection).await, "disconnected");
 }
 
+/// `USER_PERMISSION_REVOKED` makes the connection `revoked` with `connection.revoked`, which
+/// the audit trail lists; a repeated webhook raises nothing more, and a disconnected
+/// connection stays disconnected.
+async fn a_revocation_raises_its_event_and_spares_a_disconnect(app: TestApp) {
+    let (_, token, _) = app.user("revoked@example.com").await;
+    let connection = connect(&app, &token).await;
+    let revoked = webhook("ITEM", "USER_PERMISSION_REVOKED", None);
+    post_signed_webhook(&app, &revoked).await;
+    let events = events_once(&app, &connection, "connection.revoked", 1).await;
+    assert_eq!(
+        events[0],
+        json!({"connection_id": id(&connection), "provider": "plaid",
+               "reason": "permission_revoked"})
+    );
+    let read = app
+        .get(
+            &format!("/api/v1/providers/{}", id(&connection)),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(read["status"], "revoked", "{read}");
+    assert_eq!(read["needs_reauthentication"], true, "{read}");
+    let (_, admin, _) = app.user(ADMIN).await;
+    let audit = app
+        .get(
+            &format!(
+                "/api/v1/admin/audit-events?type=connection.revoked&user_id={}",
+                connection["user_id"].as_str().expect("user_id")
+            ),
+            Some(&admin),
+        )
+        .await
+        .expect(200);
+    let listed = audit["events"].as_array().expect("events");
+    assert_eq!(listed.len(), 1, "{audit}");
+    assert_eq!(listed[0]["type"], "connection.revoked");
+    assert_eq!(listed[0]["data"]["connection_id"], connection["id"]);
+    // Plaid delivers again: still revoked, one event.
+    post_signed_webhook(&app, &revoked).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        events_of(&app, &connection, "connection.revoked")
+            .await
+            .len(),
+        1
+    );
+
+    // A disconnected connection: the revocation leaves it disconnected, with no event.
+    let (_, other_token, _) = app.user("revoked-gone@example.com").await;
+    let gone = connect(&app, &other_token).await;
+    let path = format!("/api/v1/providers/{}", id(&gone));
+    assert_eq!(
+        app.delete(&path, None, Some(&other_token)).await.status,
+        204
+    );
+    let mut body: Value = serde_json::from_slice(&revoked).expect("json");
+    body["item_id"] = json!("item-2");
+    let body = serde_json::to_vec(&body).expect("json");
+    post_signed_webhook(&app, &body).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(status_of(&app, &other_token, &gone).await, "disconnected");
+    assert!(
+        events_of(&app, &gone, "connection.revoked")
+            .await
+            .is_empty()
+    );
+}
+
 conformance!(setup = plaid;
     verified_webhooks_sync_expire_and_revoke,
     unverified_webhooks_are_401_and_do_nothing,
@@ -1352,6 +1450,7 @@ conformance!(setup = plaid;
     login_required_expires_and_update_mode_renews,
     disconnecting_removes_the_item,
     only_a_reauthorization_finishes_without_a_public_token,
+    a_revocation_raises_its_event_and_spares_a_disconnect,
 );
 
 mod keys {

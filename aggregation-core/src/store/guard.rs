@@ -435,6 +435,12 @@ macro_rules! for_each_store_trait {
                 events: &[Event],
                 raised: &mut Vec<Event>
             ) -> bool;
+            fn revoke_connection(
+                connection_id: Uuid,
+                now: DateTime<Utc>,
+                events: &[Event],
+                raised: &mut Vec<Event>
+            ) -> bool;
             fn set_connection_status(
                 connection_id: Uuid,
                 status: ConnectionStatus,

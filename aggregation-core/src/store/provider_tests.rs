@@ -162,6 +162,7 @@ suite!(
     alias_update_moves_updated_at_only_on_change,
     connections_list_newest_first,
     credentials_and_status_updates_skip_disconnected,
+    a_revocation_writes_its_event_once_and_skips_disconnected,
     credential_swaps_and_expiry_compare_the_previous_credentials,
     concurrent_swaps_from_one_version_apply_once,
     due_for_refresh_and_sync_selection,
@@ -964,6 +965,89 @@ async fn credentials_and_status_updates_skip_disconnected(store: Shared) {
         (stored.encrypted_credentials, stored.credentials_key_id),
         (None, None)
     );
+}
+
+async fn a_revocation_writes_its_event_once_and_skips_disconnected(store: Shared) {
+    use crate::events::{DurableEvent as _, EventType};
+    let user_id = user(&store).await;
+    let at = now();
+    let (connection, _) = authorize(&store, user_id, Some("Main"), 1, at, at).await;
+    let revoked = |connection_id: Uuid| {
+        crate::events::ConnectionRevoked {
+            user_id,
+            connection_id,
+            provider: "schwab".to_owned(),
+            reason: "permission_revoked".to_owned(),
+        }
+        .event_at(at)
+    };
+    let revocations = |store: Shared| async move {
+        store
+            .user_events_after(user_id, None, 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|event| event.event_type == EventType::ConnectionRevoked)
+            .count()
+    };
+    // An expired connection is revoked, with its event.
+    assert!(
+        store
+            .set_connection_status(connection.id, ConnectionStatus::Expired, at)
+            .await
+            .unwrap()
+    );
+    let mut raised = Vec::new();
+    let event = revoked(connection.id);
+    assert!(
+        store
+            .revoke_connection(connection.id, at, std::slice::from_ref(&event), &mut raised)
+            .await
+            .unwrap()
+    );
+    assert_eq!(raised, [event]);
+    let read = store
+        .connection_by_id(connection.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.status, ConnectionStatus::Revoked);
+    assert_eq!(revocations(store.clone()).await, 1);
+    // Again: nothing written, no second event.
+    let mut raised = Vec::new();
+    assert!(
+        !store
+            .revoke_connection(connection.id, at, &[revoked(connection.id)], &mut raised)
+            .await
+            .unwrap()
+    );
+    assert!(raised.is_empty());
+    assert_eq!(revocations(store.clone()).await, 1);
+
+    // A disconnected connection stays disconnected; an unknown one is nothing.
+    let (other, _) = authorize(&store, user_id, Some("Other"), 2, at, at).await;
+    store
+        .disconnect_connection(
+            user_id,
+            other.id,
+            at,
+            &connection_deleted_events(at),
+            &mut Vec::new(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    for id in [other.id, Uuid::now_v7()] {
+        assert!(
+            !store
+                .revoke_connection(id, at, &[revoked(id)], &mut Vec::new())
+                .await
+                .unwrap()
+        );
+    }
+    let read = store.connection_by_id(other.id).await.unwrap().unwrap();
+    assert_eq!(read.status, ConnectionStatus::Disconnected);
+    assert_eq!(revocations(store.clone()).await, 1);
 }
 
 async fn credential_swaps_and_expiry_compare_the_previous_credentials(store: Shared) {

@@ -219,6 +219,18 @@ pub trait ProviderConnectionStore: Send + Sync {
         raised: &mut Vec<Event>,
     ) -> Result<bool, StoreError>;
 
+    /// Marks a connection `revoked` (the provider says the user withdrew the access), with
+    /// `events` written in the same transaction and appended to `raised` once committed.
+    /// `false`, with nothing written, when the connection is unknown, disconnected (a
+    /// disconnect is final) or already revoked (a repeated webhook raises nothing twice).
+    async fn revoke_connection(
+        &self,
+        connection_id: Uuid,
+        now: DateTime<Utc>,
+        events: &[Event],
+        raised: &mut Vec<Event>,
+    ) -> Result<bool, StoreError>;
+
     /// Sets the status of a connection that is not disconnected (`false` when it is, or is
     /// unknown). A low-level write for embedders and tests: it raises no event (the use cases
     /// go through the writes above, which do).

@@ -324,6 +324,31 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
         Ok(true)
     }
 
+    async fn revoke_connection(
+        &self,
+        connection_id: Uuid,
+        now: DateTime<Utc>,
+        events: &[Event],
+        raised: &mut Vec<Event>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
+        let revoked: Option<Uuid> = query_scalar::<B, _>(
+            "UPDATE connections SET status = 'revoked', updated_at = $2 \
+             WHERE id = $1 AND status NOT IN ('disconnected', 'revoked') RETURNING id",
+        )
+        .bind(connection_id)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if revoked.is_none() {
+            return Ok(false);
+        }
+        insert_events(&mut tx, events).await?;
+        tx.commit().await?;
+        raised.extend_from_slice(events);
+        Ok(true)
+    }
+
     async fn set_connection_status(
         &self,
         connection_id: Uuid,
