@@ -2,9 +2,9 @@
 //! loopback that checks the application's `client_id` and `secret` on every call: Link
 //! (link token, public token exchange), the `/transactions/sync` change feed (paging, a
 //! mutation during paging, modified and removed rows, pending rows that post keeping their
-//! id, the sign flip), accounts and holdings, error mapping, reauthorization in update mode
-//! (and only then a callback without a public token), verified webhooks and their events, and
-//! the disconnect that removes the item.
+//! id, the sign flip), accounts and holdings, the spec's flow endpoints, error mapping,
+//! reauthorization in update mode (and only then a callback without a public token), verified
+//! webhooks and their events, and the disconnect that removes the item.
 
 use std::sync::{Arc, Mutex};
 
@@ -815,6 +815,29 @@ async fn posted_rows_take_over_pending_and_removed_rows_go(app: TestApp) {
         .expect("the pending row kept its id");
     assert_eq!(coffee["status"], "settled");
     assert_eq!(coffee["amount"], "-5.40");
+    // The row names the posted transaction now and the pending one it replaced
+    // (Reconciliation), and came from a sync.
+    assert_eq!(coffee["provider_transaction_id"], "tx-coffee", "{coffee}");
+    assert_eq!(coffee["pending_transaction_id"], "tx-coffee-p", "{coffee}");
+    assert_eq!(coffee["source"], "sync", "{coffee}");
+    assert_eq!(coffee["transfer_transaction_id"], Value::Null, "{coffee}");
+    // Read alone, it says the same; a row that was never pending names none.
+    let read = app
+        .get(
+            &format!("/api/v1/transactions/{}", id(coffee)),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(read["pending_transaction_id"], "tx-coffee-p", "{read}");
+    assert_eq!(read["provider_transaction_id"], "tx-coffee", "{read}");
+    let grocery = row(&after, "CORNER GROCERY");
+    assert_eq!(grocery["pending_transaction_id"], Value::Null, "{grocery}");
+    assert_eq!(
+        grocery["provider_transaction_id"], "tx-grocery",
+        "{grocery}"
+    );
+    assert_eq!(grocery["source"], "sync", "{grocery}");
     // The posted row names no category: the pending row's stays.
     assert_eq!(coffee["category"], "FOOD_AND_DRINK_COFFEE", "{coffee}");
     assert_eq!(coffee["merchant_name"], "Blue Bottle Coffee", "{coffee}");
@@ -1269,6 +1292,101 @@ async fn unverified_webhooks_are_401_and_do_nothing(app: TestApp) {
     assert_eq!(too_large.status, 413);
 }
 
+/// The spec's flow for a Plaid connection: connect, `POST /accounts/syncs` (accounts and
+/// balances only), `POST /transactions/syncs` (the feed), `POST /accounts/{id}/holdings/syncs`.
+async fn the_flow_endpoints_sync_a_plaid_connection(app: TestApp) {
+    let (_, token, _) = app.user("flow@example.com").await;
+    let connection = connect(&app, &token).await;
+    let body = json!({"connection_id": id(&connection)});
+    let accounts = app
+        .post("/api/v1/accounts/syncs", &body, Some(&token))
+        .await
+        .expect(201);
+    assert_eq!(accounts["created"], 3, "{accounts}");
+    assert_eq!(requests_to(&app, "accounts/get").len(), 1);
+    // Accounts only: the feed was not read, no row written.
+    assert!(requests_to(&app, "transactions/sync").is_empty());
+    assert!(all_rows(&app, &token).await.is_empty());
+    let listed = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
+    let checking = listed["accounts"]
+        .as_array()
+        .expect("accounts")
+        .iter()
+        .find(|a| a["account_type"] == "checking")
+        .cloned()
+        .expect("checking");
+    assert_eq!(checking["balance_amount"], "1200.40");
+
+    let transactions = app
+        .post("/api/v1/transactions/syncs", &body, Some(&token))
+        .await
+        .expect(201);
+    assert_eq!(transactions["created"], 5, "{transactions}");
+    assert_eq!(transactions["removed"], 0, "{transactions}");
+    // The whole feed in pages of two, from no cursor.
+    let pages = requests_to(&app, "transactions/sync");
+    assert_eq!(pages.len(), 3, "{pages:?}");
+    assert!(pages[0].get("cursor").is_none(), "{pages:?}");
+    let rows = all_rows(&app, &token).await;
+    assert_eq!(rows.len(), 5);
+    assert_eq!(row(&rows, "SQ *BLUE BOTTLE")["amount"], "-4.50");
+
+    // The pending coffee posts: the next transactions sync goes on from the stored cursor.
+    {
+        let mut fake = fake(&app);
+        let mut posted = tx(
+            "tx-coffee",
+            "acc-checking",
+            4.5,
+            "2026-11-21",
+            "SQ *BLUE BOTTLE",
+            false,
+        );
+        posted["pending_transaction_id"] = json!("tx-coffee-p");
+        fake.log.push(Change::Added(posted));
+        fake.log
+            .push(Change::Removed("acc-checking", "tx-coffee-p"));
+    }
+    let forced = json!({"connection_id": id(&connection), "force": true});
+    let again = app
+        .post("/api/v1/transactions/syncs", &forced, Some(&token))
+        .await
+        .expect(201);
+    assert_eq!(again["created"], 0, "{again}");
+    assert_eq!(again["updated"], 1, "{again}");
+    let pages = requests_to(&app, "transactions/sync");
+    assert_eq!(pages.last().expect("a page")["cursor"], "c5", "{pages:?}");
+    let rows = all_rows(&app, &token).await;
+    assert_eq!(rows.len(), 5);
+    assert_eq!(row(&rows, "SQ *BLUE BOTTLE")["status"], "settled");
+
+    // Holdings of the investment account.
+    let invest = listed["accounts"]
+        .as_array()
+        .expect("accounts")
+        .iter()
+        .find(|a| a["account_type"] == "brokerage")
+        .cloned()
+        .expect("brokerage");
+    let holdings = app
+        .post(
+            &format!("/api/v1/accounts/{}/holdings/syncs", id(&invest)),
+            &json!({}),
+            Some(&token),
+        )
+        .await
+        .expect(201);
+    assert_eq!(holdings["created"], 1, "{holdings}");
+    let held = app
+        .get(
+            &format!("/api/v1/accounts/{}/holdings", id(&invest)),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(held["holdings"][0]["symbol"], "VTI", "{held}");
+}
+
 /// A fresh `POST /providers` state is not a reauthorization: its callback without a public
 /// token is refused and the user's expired connection stays expired (Link never ran for it).
 /// A reauthorization's state renews exactly its connection, renamed meanwhile or not, and one
@@ -1366,6 +1484,25 @@ async fn only_a_reauthorization_finishes_without_a_public_token(app: TestApp) {
     assert_eq!(status_of(&app, &token, &connection).await, "disconnected");
 }
 
+/// `PENDING_DISCONNECT` raises `connection.expiring` as `PENDING_EXPIRATION` does, and
+/// changes nothing else.
+async fn pending_disconnect_raises_connection_expiring(app: TestApp) {
+    let (_, token, _) = app.user("pending-disconnect@example.com").await;
+    let connection = connect(&app, &token).await;
+    post_signed_webhook(&app, &webhook("ITEM", "PENDING_DISCONNECT", None)).await;
+    let expiring = events_once(&app, &connection, "connection.expiring", 1).await;
+    assert_eq!(
+        expiring[0],
+        json!({"connection_id": id(&connection), "provider": "plaid",
+               "reason": "pending_disconnect"})
+    );
+    post_signed_webhook(&app, &webhook("ITEM", "PENDING_EXPIRATION", None)).await;
+    let expiring = events_once(&app, &connection, "connection.expiring", 2).await;
+    assert_eq!(expiring[1]["reason"], "pending_expiration");
+    assert_eq!(status_of(&app, &token, &connection).await, "active");
+    assert!(app.expiries(&connection).await.is_empty());
+}
+
 /// `USER_PERMISSION_REVOKED` makes the connection `revoked` with `connection.revoked`, which
 /// the audit trail lists; a repeated webhook raises nothing more, and a disconnected
 /// connection stays disconnected.
@@ -1449,7 +1586,9 @@ conformance!(setup = plaid;
     rate_limits_are_503_with_retry_after,
     login_required_expires_and_update_mode_renews,
     disconnecting_removes_the_item,
+    the_flow_endpoints_sync_a_plaid_connection,
     only_a_reauthorization_finishes_without_a_public_token,
+    pending_disconnect_raises_connection_expiring,
     a_revocation_raises_its_event_and_spares_a_disconnect,
 );
 
