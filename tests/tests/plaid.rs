@@ -2,8 +2,9 @@
 //! loopback that checks the application's `client_id` and `secret` on every call: Link
 //! (link token, public token exchange), the `/transactions/sync` change feed (paging, a
 //! mutation during paging, modified and removed rows, pending rows that post keeping their
-//! id, the sign flip), accounts and holdings, error mapping, reauthorization in update mode,
-//! and the disconnect that removes the item.
+//! id, the sign flip), accounts and holdings, the spec's flow endpoints, error mapping,
+//! reauthorization in update mode (and only then a callback without a public token), verified
+//! webhooks and their events, and the disconnect that removes the item.
 
 use std::sync::{Arc, Mutex};
 
@@ -17,6 +18,8 @@ use serde_json::{Value, json};
 const CLIENT_ID: &str = "client-test-1";
 const SECRET: &str = "secret-test-1";
 const PUBLIC_TOKEN: &str = "public-sandbox-good";
+/// An administrator of these cases (reads the audit trail).
+const ADMIN: &str = "plaid-admin@example.com";
 /// The id of the fake's webhook verification key.
 const KID: &str = "fake-plaid-key-1";
 
@@ -382,6 +385,7 @@ fn served_setup(secret: &'static str) -> Setup {
     let provider = PlaidProvider::new(config).expect("provider");
     let mut setup = aggregation_tests::sandbox_setup();
     setup.sandbox = None;
+    setup.config = setup.config.with_admin_emails(vec![ADMIN.to_owned()]);
     setup.builder_with = Some(Box::new(move |builder| builder.provider(provider)));
     setup.context = Some(Arc::new(FakePlaid { state, task }));
     setup
@@ -468,6 +472,73 @@ async fn post_webhook(
             .expect("request"),
     )
     .await
+}
+
+/// Posts a webhook signed by the fake's key: 200.
+async fn post_signed_webhook(app: &TestApp, body: &[u8]) {
+    let answer = post_webhook(app, body, Some(&verification(SIGNING_KEY, KID, 0, body))).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.json());
+}
+
+/// The data of the user's events of this type, oldest first.
+async fn events_of(app: &TestApp, connection: &Value, event_type: &str) -> Vec<Value> {
+    let user_id = connection["user_id"].as_str().expect("user_id");
+    let user_id = uuid::Uuid::parse_str(user_id).expect("a uuid");
+    app.store
+        .user_events_after(user_id, None, 100)
+        .await
+        .expect("events")
+        .into_iter()
+        .filter(|event| event.event_type.as_str() == event_type)
+        .map(|event| event.data)
+        .collect()
+}
+
+/// The user's events of this type once there are `count` (the webhook's work runs in the
+/// background).
+async fn events_once(
+    app: &TestApp,
+    connection: &Value,
+    event_type: &str,
+    count: usize,
+) -> Vec<Value> {
+    let mut events = Vec::new();
+    for _ in 0..200 {
+        events = events_of(app, connection, event_type).await;
+        if events.len() >= count {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(events.len(), count, "{event_type}: {events:?}");
+    events
+}
+
+/// The connection's status as `GET /providers/{id}` reads it.
+async fn status_of(app: &TestApp, token: &str, connection: &Value) -> Value {
+    app.get(
+        &format!("/api/v1/providers/{}", id(connection)),
+        Some(token),
+    )
+    .await
+    .expect(200)["status"]
+        .clone()
+}
+
+/// Connects, syncs, and has the next sync meet `ITEM_LOGIN_REQUIRED`: the connection, expired.
+async fn expired_connection(app: &TestApp, token: &str) -> Value {
+    let connection = connect(app, token).await;
+    sync(app, token, &connection).await;
+    fake(app).fail_next = Some((400, "ITEM_ERROR", "ITEM_LOGIN_REQUIRED"));
+    app.post(
+        &format!("/api/v1/providers/{}/sync", id(&connection)),
+        &json!({"force": true}),
+        Some(token),
+    )
+    .await
+    .expect_problem(409, "conflict");
+    app.expect_expired(token, &connection).await;
+    connection
 }
 
 fn id(value: &Value) -> &str {
@@ -744,6 +815,29 @@ async fn posted_rows_take_over_pending_and_removed_rows_go(app: TestApp) {
         .expect("the pending row kept its id");
     assert_eq!(coffee["status"], "settled");
     assert_eq!(coffee["amount"], "-5.40");
+    // The row names the posted transaction now and the pending one it replaced
+    // (Reconciliation), and came from a sync.
+    assert_eq!(coffee["provider_transaction_id"], "tx-coffee", "{coffee}");
+    assert_eq!(coffee["pending_transaction_id"], "tx-coffee-p", "{coffee}");
+    assert_eq!(coffee["source"], "sync", "{coffee}");
+    assert_eq!(coffee["transfer_transaction_id"], Value::Null, "{coffee}");
+    // Read alone, it says the same; a row that was never pending names none.
+    let read = app
+        .get(
+            &format!("/api/v1/transactions/{}", id(coffee)),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(read["pending_transaction_id"], "tx-coffee-p", "{read}");
+    assert_eq!(read["provider_transaction_id"], "tx-coffee", "{read}");
+    let grocery = row(&after, "CORNER GROCERY");
+    assert_eq!(grocery["pending_transaction_id"], Value::Null, "{grocery}");
+    assert_eq!(
+        grocery["provider_transaction_id"], "tx-grocery",
+        "{grocery}"
+    );
+    assert_eq!(grocery["source"], "sync", "{grocery}");
     // The posted row names no category: the pending row's stays.
     assert_eq!(coffee["category"], "FOOD_AND_DRINK_COFFEE", "{coffee}");
     assert_eq!(coffee["merchant_name"], "Blue Bottle Coffee", "{coffee}");
@@ -1198,6 +1292,286 @@ async fn unverified_webhooks_are_401_and_do_nothing(app: TestApp) {
     assert_eq!(too_large.status, 413);
 }
 
+/// The spec's flow for a Plaid connection: connect, `POST /accounts/syncs` (accounts and
+/// balances only), `POST /transactions/syncs` (the feed), `POST /accounts/{id}/holdings/syncs`.
+async fn the_flow_endpoints_sync_a_plaid_connection(app: TestApp) {
+    let (_, token, _) = app.user("flow@example.com").await;
+    let connection = connect(&app, &token).await;
+    let body = json!({"connection_id": id(&connection)});
+    let accounts = app
+        .post("/api/v1/accounts/syncs", &body, Some(&token))
+        .await
+        .expect(201);
+    assert_eq!(accounts["created"], 3, "{accounts}");
+    assert_eq!(requests_to(&app, "accounts/get").len(), 1);
+    // Accounts only: the feed was not read, no row written.
+    assert!(requests_to(&app, "transactions/sync").is_empty());
+    assert!(all_rows(&app, &token).await.is_empty());
+    let listed = app.get("/api/v1/accounts", Some(&token)).await.expect(200);
+    let checking = listed["accounts"]
+        .as_array()
+        .expect("accounts")
+        .iter()
+        .find(|a| a["account_type"] == "checking")
+        .cloned()
+        .expect("checking");
+    assert_eq!(checking["balance_amount"], "1200.40");
+
+    let transactions = app
+        .post("/api/v1/transactions/syncs", &body, Some(&token))
+        .await
+        .expect(201);
+    assert_eq!(transactions["created"], 5, "{transactions}");
+    assert_eq!(transactions["removed"], 0, "{transactions}");
+    // The whole feed in pages of two, from no cursor.
+    let pages = requests_to(&app, "transactions/sync");
+    assert_eq!(pages.len(), 3, "{pages:?}");
+    assert!(pages[0].get("cursor").is_none(), "{pages:?}");
+    let rows = all_rows(&app, &token).await;
+    assert_eq!(rows.len(), 5);
+    assert_eq!(row(&rows, "SQ *BLUE BOTTLE")["amount"], "-4.50");
+
+    // The pending coffee posts: the next transactions sync goes on from the stored cursor.
+    {
+        let mut fake = fake(&app);
+        let mut posted = tx(
+            "tx-coffee",
+            "acc-checking",
+            4.5,
+            "2026-11-21",
+            "SQ *BLUE BOTTLE",
+            false,
+        );
+        posted["pending_transaction_id"] = json!("tx-coffee-p");
+        fake.log.push(Change::Added(posted));
+        fake.log
+            .push(Change::Removed("acc-checking", "tx-coffee-p"));
+    }
+    let forced = json!({"connection_id": id(&connection), "force": true});
+    let again = app
+        .post("/api/v1/transactions/syncs", &forced, Some(&token))
+        .await
+        .expect(201);
+    assert_eq!(again["created"], 0, "{again}");
+    assert_eq!(again["updated"], 1, "{again}");
+    let pages = requests_to(&app, "transactions/sync");
+    assert_eq!(pages.last().expect("a page")["cursor"], "c5", "{pages:?}");
+    let rows = all_rows(&app, &token).await;
+    assert_eq!(rows.len(), 5);
+    assert_eq!(row(&rows, "SQ *BLUE BOTTLE")["status"], "settled");
+
+    // Holdings of the investment account.
+    let invest = listed["accounts"]
+        .as_array()
+        .expect("accounts")
+        .iter()
+        .find(|a| a["account_type"] == "brokerage")
+        .cloned()
+        .expect("brokerage");
+    let holdings = app
+        .post(
+            &format!("/api/v1/accounts/{}/holdings/syncs", id(&invest)),
+            &json!({}),
+            Some(&token),
+        )
+        .await
+        .expect(201);
+    assert_eq!(holdings["created"], 1, "{holdings}");
+    let held = app
+        .get(
+            &format!("/api/v1/accounts/{}/holdings", id(&invest)),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(held["holdings"][0]["symbol"], "VTI", "{held}");
+}
+
+/// A fresh `POST /providers` state is not a reauthorization: its callback without a public
+/// token is refused and the user's expired connection stays expired (Link never ran for it).
+/// A reauthorization's state renews exactly its connection, renamed meanwhile or not, and one
+/// disconnected meanwhile is not brought back.
+async fn only_a_reauthorization_finishes_without_a_public_token(app: TestApp) {
+    let (_, token, _) = app.user("fresh-state@example.com").await;
+    let connection = expired_connection(&app, &token).await;
+    let created_before = events_of(&app, &connection, "connection.created")
+        .await
+        .len();
+    // Same provider and alias as the expired connection.
+    let fresh = start(&app, &token).await;
+    let refused = app
+        .post(
+            "/api/v1/providers/callback",
+            &json!({"state": fresh["state"]}),
+            Some(&token),
+        )
+        .await
+        .expect_problem(400, "command_validation_failed");
+    assert!(refused.to_string().contains("public_token"), "{refused}");
+    app.expect_expired(&token, &connection).await;
+    let listed = app.get("/api/v1/providers", Some(&token)).await.expect(200);
+    assert_eq!(listed["total_count"], 1, "{listed}");
+    assert_eq!(
+        events_of(&app, &connection, "connection.created")
+            .await
+            .len(),
+        created_before,
+        "nothing was authorized"
+    );
+    // The state was spent: the same callback again is an unknown state.
+    app.post(
+        "/api/v1/providers/callback",
+        &json!({"state": fresh["state"]}),
+        Some(&token),
+    )
+    .await
+    .expect_problem(400, "command_validation_failed");
+    app.expect_expired(&token, &connection).await;
+
+    // A reauthorization, the connection renamed before its callback: that connection renews.
+    let link = app
+        .post(
+            &format!("/api/v1/providers/{}/reauthorizations", id(&connection)),
+            &json!({}),
+            Some(&token),
+        )
+        .await
+        .expect(201);
+    app.call(
+        http::Method::PATCH,
+        &format!("/api/v1/providers/{}", id(&connection)),
+        Some(&json!({"alias": "Renamed"})),
+        Some(&token),
+    )
+    .await
+    .expect(200);
+    let renewed = app
+        .post(
+            "/api/v1/providers/callback",
+            &json!({"state": link["state"]}),
+            Some(&token),
+        )
+        .await
+        .expect(201);
+    assert_eq!(renewed["id"], connection["id"]);
+    assert_eq!(renewed["status"], "active");
+    assert_eq!(renewed["alias"], "Renamed");
+    let listed = app.get("/api/v1/providers", Some(&token)).await.expect(200);
+    assert_eq!(listed["total_count"], 1, "{listed}");
+    let created = events_of(&app, &connection, "connection.created").await;
+    assert_eq!(created.len(), created_before + 1);
+    assert_eq!(created.last().expect("renewed")["reauthorized"], true);
+
+    // A reauthorization whose connection is disconnected before its callback: refused, and
+    // the connection stays disconnected.
+    let link = app
+        .post(
+            &format!("/api/v1/providers/{}/reauthorizations", id(&connection)),
+            &json!({}),
+            Some(&token),
+        )
+        .await
+        .expect(201);
+    let path = format!("/api/v1/providers/{}", id(&connection));
+    assert_eq!(app.delete(&path, None, Some(&token)).await.status, 204);
+    app.post(
+        "/api/v1/providers/callback",
+        &json!({"state": link["state"]}),
+        Some(&token),
+    )
+    .await
+    .expect_problem(400, "command_validation_failed");
+    assert_eq!(status_of(&app, &token, &connection).await, "disconnected");
+}
+
+/// `PENDING_DISCONNECT` raises `connection.expiring` as `PENDING_EXPIRATION` does, and
+/// changes nothing else.
+async fn pending_disconnect_raises_connection_expiring(app: TestApp) {
+    let (_, token, _) = app.user("pending-disconnect@example.com").await;
+    let connection = connect(&app, &token).await;
+    post_signed_webhook(&app, &webhook("ITEM", "PENDING_DISCONNECT", None)).await;
+    let expiring = events_once(&app, &connection, "connection.expiring", 1).await;
+    assert_eq!(
+        expiring[0],
+        json!({"connection_id": id(&connection), "provider": "plaid",
+               "reason": "pending_disconnect"})
+    );
+    post_signed_webhook(&app, &webhook("ITEM", "PENDING_EXPIRATION", None)).await;
+    let expiring = events_once(&app, &connection, "connection.expiring", 2).await;
+    assert_eq!(expiring[1]["reason"], "pending_expiration");
+    assert_eq!(status_of(&app, &token, &connection).await, "active");
+    assert!(app.expiries(&connection).await.is_empty());
+}
+
+/// `USER_PERMISSION_REVOKED` makes the connection `revoked` with `connection.revoked`, which
+/// the audit trail lists; a repeated webhook raises nothing more, and a disconnected
+/// connection stays disconnected.
+async fn a_revocation_raises_its_event_and_spares_a_disconnect(app: TestApp) {
+    let (_, token, _) = app.user("revoked@example.com").await;
+    let connection = connect(&app, &token).await;
+    let revoked = webhook("ITEM", "USER_PERMISSION_REVOKED", None);
+    post_signed_webhook(&app, &revoked).await;
+    let events = events_once(&app, &connection, "connection.revoked", 1).await;
+    assert_eq!(
+        events[0],
+        json!({"connection_id": id(&connection), "provider": "plaid",
+               "reason": "permission_revoked"})
+    );
+    let read = app
+        .get(
+            &format!("/api/v1/providers/{}", id(&connection)),
+            Some(&token),
+        )
+        .await
+        .expect(200);
+    assert_eq!(read["status"], "revoked", "{read}");
+    assert_eq!(read["needs_reauthentication"], true, "{read}");
+    let (_, admin, _) = app.user(ADMIN).await;
+    let audit = app
+        .get(
+            &format!(
+                "/api/v1/admin/audit-events?type=connection.revoked&user_id={}",
+                connection["user_id"].as_str().expect("user_id")
+            ),
+            Some(&admin),
+        )
+        .await
+        .expect(200);
+    let listed = audit["events"].as_array().expect("events");
+    assert_eq!(listed.len(), 1, "{audit}");
+    assert_eq!(listed[0]["type"], "connection.revoked");
+    assert_eq!(listed[0]["data"]["connection_id"], connection["id"]);
+    // Plaid delivers again: still revoked, one event.
+    post_signed_webhook(&app, &revoked).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        events_of(&app, &connection, "connection.revoked")
+            .await
+            .len(),
+        1
+    );
+
+    // A disconnected connection: the revocation leaves it disconnected, with no event.
+    let (_, other_token, _) = app.user("revoked-gone@example.com").await;
+    let gone = connect(&app, &other_token).await;
+    let path = format!("/api/v1/providers/{}", id(&gone));
+    assert_eq!(
+        app.delete(&path, None, Some(&other_token)).await.status,
+        204
+    );
+    let mut body: Value = serde_json::from_slice(&revoked).expect("json");
+    body["item_id"] = json!("item-2");
+    let body = serde_json::to_vec(&body).expect("json");
+    post_signed_webhook(&app, &body).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(status_of(&app, &other_token, &gone).await, "disconnected");
+    assert!(
+        events_of(&app, &gone, "connection.revoked")
+            .await
+            .is_empty()
+    );
+}
+
 conformance!(setup = plaid;
     verified_webhooks_sync_expire_and_revoke,
     unverified_webhooks_are_401_and_do_nothing,
@@ -1212,6 +1586,10 @@ conformance!(setup = plaid;
     rate_limits_are_503_with_retry_after,
     login_required_expires_and_update_mode_renews,
     disconnecting_removes_the_item,
+    the_flow_endpoints_sync_a_plaid_connection,
+    only_a_reauthorization_finishes_without_a_public_token,
+    pending_disconnect_raises_connection_expiring,
+    a_revocation_raises_its_event_and_spares_a_disconnect,
 );
 
 mod keys {

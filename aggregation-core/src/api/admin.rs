@@ -341,7 +341,10 @@ struct EventJson {
     /// `snapshots_created`);
     /// `connection.created`: `connection_id`, `provider`, `reauthorized`;
     /// `connection.expired`: `connection_id`, `provider`, `reason` (`refresh_refused`,
-    /// `consent_expired`, `access_revoked`);
+    /// `consent_expired`, `access_revoked`, `login_required`);
+    /// `connection.expiring`: `connection_id`, `provider`, `reason` (`pending_expiration`,
+    /// `pending_disconnect`);
+    /// `connection.revoked`: `connection_id`, `provider`, `reason` (`permission_revoked`);
     /// `connection.deleted`: `connection_id`, `provider`;
     /// `session.revoked`: `session_id`, `reason` (`logout`, `token_reuse`, `password_reset`,
     /// `logout_all`, `manual`, or the reason the user gave);

@@ -279,15 +279,17 @@ impl Validate for CallbackQuery {
 
 /// `{state, public_token?}` of a `link` provider's callback (Plaid Link): the state
 /// `POST /providers` (or a reauthorization) answered and the `public_token` the widget gave.
-/// A reauthorization's callback (update mode) needs no `public_token`. Ignored when the
-/// query carries an OAuth callback.
+/// Only a reauthorization's callback (Link in update mode) may leave the `public_token` out:
+/// it renews the connection the reauthorization was started for; a fresh connect's state
+/// without one is 400 `command_validation_failed`. Ignored when the query carries an OAuth
+/// callback.
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct CallbackBody {
     /// The state of the connect or reauthorization.
     #[schema(schema_with = callback_body_text)]
     state: Field,
-    /// The public token Plaid Link gave the front end.
+    /// The public token Plaid Link gave the front end; required but after a reauthorization.
     #[schema(schema_with = callback_body_text)]
     public_token: Field,
 }
@@ -620,7 +622,6 @@ async fn connect(
             institution_id
                 .as_deref()
                 .filter(|_| provider.needs_institution()),
-            None,
         )
         .await?;
     json(

@@ -243,6 +243,30 @@ impl DurableEvent for ConnectionExpiring {
     }
 }
 
+/// `connection.revoked`: the provider says the user withdrew the connection's access there
+/// (Plaid's `USER_PERMISSION_REVOKED`); the connection is `revoked` and needs connecting again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionRevoked {
+    /// The connection's user.
+    #[serde(skip_serializing)]
+    pub user_id: Uuid,
+    /// The connection.
+    pub connection_id: Uuid,
+    /// The provider's slug.
+    pub provider: String,
+    /// Why: `permission_revoked` when the provider's webhook said the user withdrew the
+    /// access (Plaid's `USER_PERMISSION_REVOKED`).
+    pub reason: String,
+}
+
+impl DurableEvent for ConnectionRevoked {
+    const TYPE: EventType = EventType::ConnectionRevoked;
+
+    fn user_id(&self) -> Option<Uuid> {
+        Some(self.user_id)
+    }
+}
+
 /// `connection.deleted`: the user disconnected the connection (its credentials are gone, its
 /// records kept).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

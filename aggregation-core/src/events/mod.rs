@@ -69,9 +69,9 @@ pub(crate) mod stream;
 pub(crate) use bus::WeakEventBus;
 pub(crate) use bus::{EVENT_BUS_CAPACITY, EventBus, Events};
 pub use durable::{
-    ConnectionCreated, ConnectionDeleted, ConnectionExpired, ConnectionExpiring, DurableEvent,
-    HoldingCounts, ImportCompleted, ImportCompletedCounts, PasswordChanged, RotationScope,
-    RowCounts, SecurityRotation, SessionRevoked, SyncCompleted, SyncCompletedCounts,
+    ConnectionCreated, ConnectionDeleted, ConnectionExpired, ConnectionExpiring, ConnectionRevoked,
+    DurableEvent, HoldingCounts, ImportCompleted, ImportCompletedCounts, PasswordChanged,
+    RotationScope, RowCounts, SecurityRotation, SessionRevoked, SyncCompleted, SyncCompletedCounts,
     TransactionMatchChange, TransactionsMatched, TransactionsUnmatched, UserDeleted,
     WebhookDisabled,
 };

@@ -25,6 +25,9 @@ string_enum! {
         /// A provider connection's access ends soon; the user should authorize it again
         /// ([`ConnectionExpiring`](super::ConnectionExpiring)).
         ConnectionExpiring => "connection.expiring",
+        /// The user withdrew the connection's access at the provider
+        /// ([`ConnectionRevoked`](super::ConnectionRevoked)).
+        ConnectionRevoked => "connection.revoked",
         /// A provider connection was disconnected
         /// ([`ConnectionDeleted`](super::ConnectionDeleted)).
         ConnectionDeleted => "connection.deleted",
@@ -146,6 +149,6 @@ mod tests {
         for event_type in EventType::ALL {
             assert_eq!(EventType::parse(event_type.as_str()), Some(*event_type));
         }
-        assert_eq!(EventType::ALL.len(), 13);
+        assert_eq!(EventType::ALL.len(), 14);
     }
 }

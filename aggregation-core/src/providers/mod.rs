@@ -560,7 +560,8 @@ pub enum ProviderWebhook {
         /// Why, in the provider's words (`PENDING_EXPIRATION`).
         reason: String,
     },
-    /// The user revoked the access at the provider: the connection becomes `revoked`.
+    /// The user revoked the access at the provider: the connection becomes `revoked` and
+    /// `connection.revoked` is raised (a disconnected or already revoked one stays as it is).
     Revoked {
         /// The connection's webhook key.
         key: String,

@@ -401,6 +401,14 @@ macro_rules! for_each_store_trait {
                 raise: &RaiseEvents<'_, (ConnectionRecord, bool)>,
                 raised: &mut Vec<Event>
             ) -> (ConnectionRecord, bool);
+            fn renew_authorized_connection(
+                user_id: Uuid,
+                connection_id: Uuid,
+                credentials_for: &(dyn Fn(Uuid) -> Result<EncryptedCredentials, StoreError> + Send + Sync),
+                now: DateTime<Utc>,
+                raise: &RaiseEvents<'_, (ConnectionRecord, bool)>,
+                raised: &mut Vec<Event>
+            ) -> Option<ConnectionRecord>;
             fn update_connection_alias(
                 user_id: Uuid,
                 connection_id: Uuid,
@@ -423,6 +431,12 @@ macro_rules! for_each_store_trait {
             fn expire_connection_credentials(
                 connection_id: Uuid,
                 previous: &[u8],
+                now: DateTime<Utc>,
+                events: &[Event],
+                raised: &mut Vec<Event>
+            ) -> bool;
+            fn revoke_connection(
+                connection_id: Uuid,
                 now: DateTime<Utc>,
                 events: &[Event],
                 raised: &mut Vec<Event>

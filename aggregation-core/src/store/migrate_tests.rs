@@ -92,7 +92,7 @@ async fn sqlite_database_of_the_former_runner_upgrades() {
         .fetch_all(&pool)
         .await
         .unwrap();
-    sqlx::query("SELECT state_digest FROM oauth_states")
+    sqlx::query("SELECT state_digest, reauthorizes_connection_id FROM oauth_states")
         .fetch_all(&pool)
         .await
         .unwrap();
@@ -213,7 +213,7 @@ async fn postgres_database_of_the_former_runner_upgrades() {
             .fetch_all(&pool)
             .await
             .unwrap();
-        sqlx::query("SELECT state_digest FROM oauth_states")
+        sqlx::query("SELECT state_digest, reauthorizes_connection_id FROM oauth_states")
             .fetch_all(&pool)
             .await
             .unwrap();

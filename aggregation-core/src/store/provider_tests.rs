@@ -156,11 +156,13 @@ suite!(
     oauth_state_is_taken_once,
     concurrent_takes_get_the_state_once,
     authorized_connection_is_created_then_reauthorized,
+    a_connection_is_renewed_by_id,
     concurrent_callbacks_create_one_connection,
     disconnect_clears_credentials_and_is_idempotent,
     alias_update_moves_updated_at_only_on_change,
     connections_list_newest_first,
     credentials_and_status_updates_skip_disconnected,
+    a_revocation_writes_its_event_once_and_skips_disconnected,
     credential_swaps_and_expiry_compare_the_previous_credentials,
     concurrent_swaps_from_one_version_apply_once,
     due_for_refresh_and_sync_selection,
@@ -303,6 +305,7 @@ fn state(user_id: Uuid, digest: &[u8], expires_at: DateTime<Utc>) -> NewOAuthSta
         redirect_uri: "https://app.example/callback".to_owned(),
         encrypted_pkce_verifier: Some(vec![1, 2, 3]),
         pkce_key_id: Some("k1".to_owned()),
+        reauthorizes_connection_id: None,
         created_at: now(),
         expires_at,
     }
@@ -396,7 +399,9 @@ pub(super) fn is_other<T: std::fmt::Debug>(result: &Result<T, StoreError>) -> bo
 
 async fn oauth_state_is_taken_once(store: Shared) {
     let user_id = user(&store).await;
-    let stored = state(user_id, b"digest-1", now() + seconds(600));
+    let mut stored = state(user_id, b"digest-1", now() + seconds(600));
+    // A reauthorization's state names its connection; the column round-trips.
+    stored.reauthorizes_connection_id = Some(Uuid::now_v7());
     store.insert_oauth_state(&stored).await.unwrap();
     assert!(
         matches!(
@@ -580,6 +585,92 @@ async fn authorized_connection_is_created_then_reauthorized(store: Shared) {
             .len(),
         3
     );
+}
+
+async fn a_connection_is_renewed_by_id(store: Shared) {
+    let user_id = user(&store).await;
+    let t0 = now();
+    let (renewed, _) = authorize(&store, user_id, Some("Main"), 1, t0, t0).await;
+    // Another live connection of the same slug and alias (an alias changed to it): the
+    // renewal by id leaves it alone.
+    let (other, _) = authorize(&store, user_id, Some("Other"), 2, t0, t0).await;
+    store
+        .update_connection_alias(user_id, other.id, Some("Main"), t0)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        store
+            .set_connection_status(renewed.id, ConnectionStatus::Expired, t0)
+            .await
+            .unwrap()
+    );
+    let t1 = t0 + seconds(60);
+    let asked = Mutex::new(Vec::new());
+    let mut raised = Vec::new();
+    let again = store
+        .renew_authorized_connection(
+            user_id,
+            renewed.id,
+            &|id| {
+                asked.lock().unwrap().push(id);
+                Ok(credentials(3, t1 + seconds(1800)))
+            },
+            t1,
+            &connection_created_events(t1),
+            &mut raised,
+        )
+        .await
+        .unwrap()
+        .expect("renewed");
+    assert_eq!(asked.lock().unwrap().as_slice(), &[renewed.id]);
+    assert_eq!(again.id, renewed.id);
+    assert_eq!(again.status, ConnectionStatus::Active);
+    assert_eq!(again.encrypted_credentials, Some(vec![3; 8]));
+    assert_eq!((again.connected_at, again.updated_at), (t1, t1));
+    assert_eq!(again.created_at, t0);
+    assert_eq!(raised.len(), 1);
+    assert_eq!(raised[0].data["reauthorized"], true);
+    let untouched = store.connection_by_id(other.id).await.unwrap().unwrap();
+    assert_eq!(untouched.encrypted_credentials, Some(vec![2; 8]));
+
+    // Another user's, an unknown or a disconnected connection: nothing written.
+    let stranger = user(&store).await;
+    let renew = |user_id: Uuid, connection_id: Uuid| {
+        let store = store.clone();
+        async move {
+            let mut raised = Vec::new();
+            let renewed = store
+                .renew_authorized_connection(
+                    user_id,
+                    connection_id,
+                    &|_| Ok(credentials(4, t1)),
+                    t1,
+                    &connection_created_events(t1),
+                    &mut raised,
+                )
+                .await
+                .unwrap();
+            (renewed.is_some(), raised.len())
+        }
+    };
+    assert_eq!(renew(stranger, renewed.id).await, (false, 0));
+    assert_eq!(renew(user_id, Uuid::now_v7()).await, (false, 0));
+    store
+        .disconnect_connection(
+            user_id,
+            renewed.id,
+            t1,
+            &connection_deleted_events(t1),
+            &mut Vec::new(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(renew(user_id, renewed.id).await, (false, 0));
+    let gone = store.connection_by_id(renewed.id).await.unwrap().unwrap();
+    assert_eq!(gone.status, ConnectionStatus::Disconnected);
+    assert_eq!(gone.encrypted_credentials, None);
 }
 
 async fn concurrent_callbacks_create_one_connection(store: Shared) {
@@ -874,6 +965,89 @@ async fn credentials_and_status_updates_skip_disconnected(store: Shared) {
         (stored.encrypted_credentials, stored.credentials_key_id),
         (None, None)
     );
+}
+
+async fn a_revocation_writes_its_event_once_and_skips_disconnected(store: Shared) {
+    use crate::events::{DurableEvent as _, EventType};
+    let user_id = user(&store).await;
+    let at = now();
+    let (connection, _) = authorize(&store, user_id, Some("Main"), 1, at, at).await;
+    let revoked = |connection_id: Uuid| {
+        crate::events::ConnectionRevoked {
+            user_id,
+            connection_id,
+            provider: "schwab".to_owned(),
+            reason: "permission_revoked".to_owned(),
+        }
+        .event_at(at)
+    };
+    let revocations = |store: Shared| async move {
+        store
+            .user_events_after(user_id, None, 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|event| event.event_type == EventType::ConnectionRevoked)
+            .count()
+    };
+    // An expired connection is revoked, with its event.
+    assert!(
+        store
+            .set_connection_status(connection.id, ConnectionStatus::Expired, at)
+            .await
+            .unwrap()
+    );
+    let mut raised = Vec::new();
+    let event = revoked(connection.id);
+    assert!(
+        store
+            .revoke_connection(connection.id, at, std::slice::from_ref(&event), &mut raised)
+            .await
+            .unwrap()
+    );
+    assert_eq!(raised, [event]);
+    let read = store
+        .connection_by_id(connection.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.status, ConnectionStatus::Revoked);
+    assert_eq!(revocations(store.clone()).await, 1);
+    // Again: nothing written, no second event.
+    let mut raised = Vec::new();
+    assert!(
+        !store
+            .revoke_connection(connection.id, at, &[revoked(connection.id)], &mut raised)
+            .await
+            .unwrap()
+    );
+    assert!(raised.is_empty());
+    assert_eq!(revocations(store.clone()).await, 1);
+
+    // A disconnected connection stays disconnected; an unknown one is nothing.
+    let (other, _) = authorize(&store, user_id, Some("Other"), 2, at, at).await;
+    store
+        .disconnect_connection(
+            user_id,
+            other.id,
+            at,
+            &connection_deleted_events(at),
+            &mut Vec::new(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    for id in [other.id, Uuid::now_v7()] {
+        assert!(
+            !store
+                .revoke_connection(id, at, &[revoked(id)], &mut Vec::new())
+                .await
+                .unwrap()
+        );
+    }
+    let read = store.connection_by_id(other.id).await.unwrap().unwrap();
+    assert_eq!(read.status, ConnectionStatus::Disconnected);
+    assert_eq!(revocations(store.clone()).await, 1);
 }
 
 async fn credential_swaps_and_expiry_compare_the_previous_credentials(store: Shared) {

@@ -16,7 +16,8 @@ use crate::providers::{
     AuthorizationRequest, ConnectMethod, Provider, ProviderCredentials, ProviderError,
 };
 use crate::store::{
-    ConnectionRecord, ConnectionStatus, FILE_IMPORT_PROVIDER, NewOAuthState, StoreError, now,
+    ConnectionRecord, ConnectionStatus, FILE_IMPORT_PROVIDER, NewOAuthState, OAuthStateRecord,
+    StoreError, now,
 };
 
 /// The address a user is sent to, and the state that comes back.
@@ -24,6 +25,13 @@ pub(crate) struct Authorization {
     pub(crate) authorization_url: String,
     pub(crate) state: String,
     pub(crate) expires_in: u64,
+}
+
+/// A reauthorization being started: the connection it renews and its stored credentials
+/// (when they can be read; the provider may need them, as Plaid's update mode does).
+struct Renewal<'a> {
+    connection_id: Uuid,
+    credentials: Option<&'a ProviderCredentials>,
 }
 
 /// The rule of an authorization's events: `connection.created` of the connection saved
@@ -147,15 +155,8 @@ impl Connections {
         credentials: ProviderCredentials,
     ) -> Result<(ConnectionRecord, bool), ConnectionError> {
         let at = now();
-        let webhook_key = self
-            .providers
-            .get(provider_slug)
-            .and_then(|provider| provider.webhook_key(&credentials));
-        let keyring = self.config.keyring().clone();
-        let encrypt = move |connection_id: Uuid| {
-            encrypt_credentials(&keyring, connection_id, &credentials)
-                .map_err(|error| StoreError::Other(format!("credential encryption: {error}")))
-        };
+        let webhook_key = self.webhook_key_of(provider_slug, &credentials);
+        let encrypt = self.encrypter(credentials);
         let mut raised = Vec::new();
         let raise = connection_created_events(at);
         let (connection, created) = self
@@ -171,20 +172,118 @@ impl Connections {
                 &mut raised,
             )
             .await?;
+        self.authorized(&connection, &raised, webhook_key).await?;
+        Ok((connection, created))
+    }
+
+    /// Renews the credentials of exactly this connection of the user (the one a
+    /// reauthorization was started for), with its `connection.created` event (`reauthorized`).
+    /// A connection disconnected since cannot be renewed: connect again.
+    async fn renew_credentials(
+        &self,
+        user_id: Uuid,
+        connection_id: Uuid,
+        provider_slug: &str,
+        credentials: ProviderCredentials,
+    ) -> Result<ConnectionRecord, ConnectionError> {
+        let at = now();
+        let webhook_key = self.webhook_key_of(provider_slug, &credentials);
+        let encrypt = self.encrypter(credentials);
+        let mut raised = Vec::new();
+        let raise = connection_created_events(at);
+        let connection = self
+            .store
+            .renew_authorized_connection(user_id, connection_id, &encrypt, at, &raise, &mut raised)
+            .await?
+            .ok_or(ConnectionError::NeedsReauthentication(
+                ConnectionStatus::Disconnected,
+            ))?;
+        self.authorized(&connection, &raised, webhook_key).await?;
+        Ok(connection)
+    }
+
+    /// Stores the credentials a callback brought: on the connection its reauthorization was
+    /// started for, else on the user's connection with the state's slug and alias (created
+    /// or renewed). The connection, and whether it was created.
+    async fn save_for_state(
+        &self,
+        stored: &OAuthStateRecord,
+        credentials: ProviderCredentials,
+    ) -> Result<(ConnectionRecord, bool), ConnectionError> {
+        match stored.reauthorizes_connection_id {
+            Some(connection_id) => {
+                let renewed = self
+                    .renew_credentials(
+                        stored.user_id,
+                        connection_id,
+                        &stored.provider_slug,
+                        credentials,
+                    )
+                    .await?;
+                Ok((renewed, false))
+            }
+            None => {
+                self.save_credentials(
+                    stored.user_id,
+                    &stored.provider_slug,
+                    stored.alias.as_deref(),
+                    credentials,
+                )
+                .await
+            }
+        }
+    }
+
+    /// What the provider's webhooks will name a connection with these credentials by.
+    fn webhook_key_of(
+        &self,
+        provider_slug: &str,
+        credentials: &ProviderCredentials,
+    ) -> Option<String> {
+        self.providers
+            .get(provider_slug)
+            .and_then(|provider| provider.webhook_key(credentials))
+    }
+
+    /// Encrypts the credentials for the connection id the store gives.
+    fn encrypter(
+        &self,
+        credentials: ProviderCredentials,
+    ) -> impl Fn(Uuid) -> Result<crate::store::EncryptedCredentials, StoreError> + Send + Sync + use<>
+    {
+        let keyring = self.config.keyring().clone();
+        move |connection_id: Uuid| {
+            encrypt_credentials(&keyring, connection_id, &credentials)
+                .map_err(|error| StoreError::Other(format!("credential encryption: {error}")))
+        }
+    }
+
+    /// After credentials were saved: the committed events published and the webhook key
+    /// recorded.
+    async fn authorized(
+        &self,
+        connection: &ConnectionRecord,
+        raised: &[crate::events::Event],
+        webhook_key: Option<String>,
+    ) -> Result<(), ConnectionError> {
         // Reported as `ProviderConnected`, from its `connection.created` event.
-        self.events.committed(&raised);
+        self.events.committed(raised);
         if let Some(key) = webhook_key {
             // Only its digest: what the provider's webhooks find the connection by.
             self.store
-                .set_webhook_key(connection.id, provider_slug, &token_digest(&key))
+                .set_webhook_key(
+                    connection.id,
+                    &connection.provider_slug,
+                    &token_digest(&key),
+                )
                 .await?;
         }
-        Ok((connection, created))
+        Ok(())
     }
 
     /// Starts connecting: stores the state (as its digest, with the PKCE verifier encrypted)
     /// and returns the provider's authorization address. `institution_id` is the institution
-    /// the user chose, `reauthorizing` the credentials of the connection being renewed.
+    /// the user chose.
     pub(crate) async fn start_authorization(
         &self,
         user_id: Uuid,
@@ -192,8 +291,30 @@ impl Connections {
         alias: Option<String>,
         redirect_uri: String,
         institution_id: Option<&str>,
-        reauthorizing: Option<&ProviderCredentials>,
     ) -> Result<Authorization, ConnectionError> {
+        self.begin(
+            user_id,
+            provider_slug,
+            alias,
+            redirect_uri,
+            institution_id,
+            None,
+        )
+        .await
+    }
+
+    /// [`start_authorization`](Self::start_authorization), of a fresh connect (`renewal`
+    /// `None`) or of a reauthorization (the state then names the connection it renews).
+    async fn begin(
+        &self,
+        user_id: Uuid,
+        provider_slug: &str,
+        alias: Option<String>,
+        redirect_uri: String,
+        institution_id: Option<&str>,
+        renewal: Option<Renewal<'_>>,
+    ) -> Result<Authorization, ConnectionError> {
+        let reauthorizing = renewal.as_ref().and_then(|renewal| renewal.credentials);
         let provider = self.oauth_provider(provider_slug)?;
         let state = random_urlsafe_token();
         let state_digest = token_digest(&state);
@@ -231,6 +352,7 @@ impl Connections {
                 redirect_uri,
                 encrypted_pkce_verifier,
                 pkce_key_id,
+                reauthorizes_connection_id: renewal.map(|renewal| renewal.connection_id),
                 created_at,
                 expires_at: dates::later(created_at, seconds(ttl)),
             })
@@ -242,11 +364,10 @@ impl Connections {
         })
     }
 
-    /// Starts authorizing an existing connection again: a state for the connection's provider
-    /// and alias, so the callback finds this very connection (the live one of that provider
-    /// and alias; see [`complete_authorization`](Self::complete_authorization)) and renews its
-    /// credentials in place (same id, accounts and records; status back to `active`).
-    /// A disconnected connection cannot be renewed: connect again.
+    /// Starts authorizing an existing connection again: a state that names the connection, so
+    /// the callback renews exactly this one's credentials in place (same id, accounts and
+    /// records; status back to `active`). A disconnected connection cannot be renewed:
+    /// connect again.
     pub(crate) async fn start_reauthorization(
         &self,
         connection: &ConnectionRecord,
@@ -257,13 +378,16 @@ impl Connections {
         }
         // An expired connection keeps its credentials; the provider may need them again.
         let held = self.decrypt_tokens(connection).ok();
-        self.start_authorization(
+        self.begin(
             connection.user_id,
             &connection.provider_slug,
             connection.alias.clone(),
             redirect_uri,
             None,
-            held.as_ref().map(|held| &held.credentials),
+            Some(Renewal {
+                connection_id: connection.id,
+                credentials: held.as_ref().map(|held| &held.credentials),
+            }),
         )
         .await
     }
@@ -299,20 +423,14 @@ impl Connections {
             .await?;
         // Fail before writing anything when no key can encrypt.
         encrypt_probe(self.config.keyring())?;
-        self.save_credentials(
-            stored.user_id,
-            &stored.provider_slug,
-            stored.alias.as_deref(),
-            credentials,
-        )
-        .await
+        self.save_for_state(&stored, credentials).await
     }
 
     /// Finishes connecting a [`ConnectMethod::Link`] provider: consumes the state, exchanges
     /// the `public_token` its widget gave and stores the connection with its encrypted
     /// credentials. Without a `public_token` (the widget ran in update mode for a
-    /// reauthorization) the user's live connection of that provider and alias keeps its
-    /// stored credentials and is `active` again; with none to renew, the token is required.
+    /// reauthorization) the connection the reauthorization was started for keeps its stored
+    /// credentials and is `active` again; a state of a fresh connect needs the token.
     pub(crate) async fn complete_link(
         &self,
         public_token: Option<&str>,
@@ -336,27 +454,26 @@ impl Connections {
                 }
             }
             None => {
-                let live = self
+                // Only a reauthorization finishes without one: a fresh connect's state must
+                // not bring back (and reactivate) a connection Link never saw.
+                let connection_id = stored
+                    .reauthorizes_connection_id
+                    .ok_or(ConnectionError::MissingGrant("public_token"))?;
+                let renewed = self
                     .store
-                    .connections_for_user(stored.user_id, false)
+                    .connection_by_id(connection_id)
                     .await?
-                    .into_iter()
-                    .find(|connection| {
-                        connection.provider_slug == stored.provider_slug
-                            && connection.alias == stored.alias
+                    .filter(|connection| {
+                        connection.user_id == stored.user_id
                             && connection.status != ConnectionStatus::Disconnected
                     })
-                    .ok_or(ConnectionError::MissingGrant("public_token"))?;
-                self.decrypt_tokens(&live)?.credentials
+                    .ok_or(ConnectionError::NeedsReauthentication(
+                        ConnectionStatus::Disconnected,
+                    ))?;
+                self.decrypt_tokens(&renewed)?.credentials
             }
         };
-        self.save_credentials(
-            stored.user_id,
-            &stored.provider_slug,
-            stored.alias.as_deref(),
-            credentials,
-        )
-        .await
+        self.save_for_state(&stored, credentials).await
     }
 
     /// Consumes a callback's state (a live one, of the caller's user when a caller is known).
@@ -364,7 +481,7 @@ impl Connections {
         &self,
         state: &str,
         caller: Option<Uuid>,
-    ) -> Result<crate::store::OAuthStateRecord, ConnectionError> {
+    ) -> Result<OAuthStateRecord, ConnectionError> {
         let at = now();
         let stored = self
             .store

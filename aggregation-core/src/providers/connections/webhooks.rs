@@ -2,7 +2,9 @@
 //! the request ([`Provider::verify_webhook`](crate::providers::Provider::verify_webhook)), the
 //! connection is found by the digest of its webhook key, and what the webhook asks for runs
 //! in the background (the answer does not wait for it): a sync (at most one queued per
-//! connection), an expiry, a `connection.expiring` event, a revocation.
+//! connection), an expiry, a `connection.expiring` event, a revocation (`connection.revoked`).
+//! Each status change is written with its event (and so its audit entry) in one transaction,
+//! and none moves a disconnected connection.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -12,7 +14,7 @@ use uuid::Uuid;
 use super::credentials::login_required_events;
 use super::{ConnectionError, Connections};
 use crate::crypto::token_digest;
-use crate::events::{ConnectionExpiring, DurableEvent};
+use crate::events::{ConnectionExpiring, ConnectionRevoked, DurableEvent};
 use crate::providers::{ProviderWebhook, WebhookRequest};
 use crate::store::{ConnectionRecord, ConnectionStatus, SnapshotSource, now};
 
@@ -152,12 +154,24 @@ impl Connections {
                 }
             }
             ProviderWebhook::Revoked { .. } => {
-                if let Err(error) = self
+                let at = now();
+                let revoked = ConnectionRevoked {
+                    user_id: connection.user_id,
+                    connection_id,
+                    provider: connection.provider_slug.clone(),
+                    reason: "permission_revoked".to_owned(),
+                };
+                let mut raised = Vec::new();
+                // Not a disconnected one (a disconnect is final), nor twice.
+                match self
                     .store
-                    .set_connection_status(connection_id, ConnectionStatus::Revoked, now())
+                    .revoke_connection(connection_id, at, &[revoked.event_at(at)], &mut raised)
                     .await
                 {
-                    tracing::warn!(%connection_id, error = %error, "a revoked connection could not be marked");
+                    Ok(_) => self.events.committed(&raised),
+                    Err(error) => {
+                        tracing::warn!(%connection_id, error = %error, "a revoked connection could not be marked");
+                    }
                 }
             }
             _ => {}

@@ -36,6 +36,9 @@ pub struct NewOAuthState {
     pub encrypted_pkce_verifier: Option<Vec<u8>>,
     /// The key that encrypted the verifier.
     pub pkce_key_id: Option<String>,
+    /// The connection a reauthorization renews (its callback renews exactly that one);
+    /// `None` for a fresh connect.
+    pub reauthorizes_connection_id: Option<Uuid>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
     /// After this instant the state is refused and may be purged.
@@ -142,6 +145,26 @@ pub trait ProviderConnectionStore: Send + Sync {
         raised: &mut Vec<Event>,
     ) -> Result<(ConnectionRecord, bool), StoreError>;
 
+    /// Renews the credentials of one of the user's connections that is not disconnected, in
+    /// one transaction, as [`save_authorized_connection`](Self::save_authorized_connection)
+    /// does an existing one (status `active`, a new `connected_at`, its accounts kept), but
+    /// found by id: a reauthorization's callback renews exactly the connection it was started
+    /// for. `None`, with nothing written, when the connection is unknown, foreign or
+    /// disconnected.
+    ///
+    /// `credentials_for` is called with the connection's id; `raise` with the renewed
+    /// connection (and `false`: not created), in the same transaction, and the events it
+    /// returns are written and, once committed, appended to `raised`.
+    async fn renew_authorized_connection(
+        &self,
+        user_id: Uuid,
+        connection_id: Uuid,
+        credentials_for: &(dyn Fn(Uuid) -> Result<EncryptedCredentials, StoreError> + Send + Sync),
+        now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, (ConnectionRecord, bool)>,
+        raised: &mut Vec<Event>,
+    ) -> Result<Option<ConnectionRecord>, StoreError>;
+
     /// Sets the alias of one of the user's connections; `None` when unknown or foreign.
     /// `updated_at` moves only when the alias changes.
     async fn update_connection_alias(
@@ -191,6 +214,18 @@ pub trait ProviderConnectionStore: Send + Sync {
         &self,
         connection_id: Uuid,
         previous: &[u8],
+        now: DateTime<Utc>,
+        events: &[Event],
+        raised: &mut Vec<Event>,
+    ) -> Result<bool, StoreError>;
+
+    /// Marks a connection `revoked` (the provider says the user withdrew the access), with
+    /// `events` written in the same transaction and appended to `raised` once committed.
+    /// `false`, with nothing written, when the connection is unknown, disconnected (a
+    /// disconnect is final) or already revoked (a repeated webhook raises nothing twice).
+    async fn revoke_connection(
+        &self,
+        connection_id: Uuid,
         now: DateTime<Utc>,
         events: &[Event],
         raised: &mut Vec<Event>,

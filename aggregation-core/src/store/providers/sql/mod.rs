@@ -50,8 +50,8 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
     async fn insert_oauth_state(&self, state: &NewOAuthState) -> Result<(), StoreError> {
         query::<B>(
             "INSERT INTO oauth_states (state_digest, user_id, provider_slug, alias, \
-             redirect_uri, encrypted_pkce_verifier, pkce_key_id, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+             redirect_uri, encrypted_pkce_verifier, pkce_key_id, reauthorizes_connection_id, \
+             created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
         .bind(state.state_digest.as_slice())
         .bind(state.user_id)
@@ -60,6 +60,7 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
         .bind(&state.redirect_uri)
         .bind(state.encrypted_pkce_verifier.as_deref())
         .bind(state.pkce_key_id.as_deref())
+        .bind(state.reauthorizes_connection_id)
         .bind(state.created_at)
         .bind(state.expires_at)
         .execute(&self.pool)
@@ -75,7 +76,7 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
         Ok(query_as::<B, _>(
             "DELETE FROM oauth_states WHERE state_digest = $1 RETURNING state_digest, user_id, \
              provider_slug, alias, redirect_uri, encrypted_pkce_verifier, pkce_key_id, \
-             created_at, expires_at",
+             reauthorizes_connection_id, created_at, expires_at",
         )
         .bind(state_digest)
         .fetch_optional(&self.pool)
@@ -170,6 +171,44 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
         tx.commit().await?;
         raised.extend(events);
         Ok(saved)
+    }
+
+    async fn renew_authorized_connection(
+        &self,
+        user_id: Uuid,
+        connection_id: Uuid,
+        credentials_for: &(dyn Fn(Uuid) -> Result<EncryptedCredentials, StoreError> + Send + Sync),
+        now: DateTime<Utc>,
+        raise: &RaiseEvents<'_, (ConnectionRecord, bool)>,
+        raised: &mut Vec<Event>,
+    ) -> Result<Option<ConnectionRecord>, StoreError> {
+        let credentials = credentials_for(connection_id)?;
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
+        let sql = format!(
+            "UPDATE connections SET status = $3, encrypted_credentials = $4, \
+             credentials_key_id = $5, credentials_expires_at = $6, connected_at = $7, \
+             updated_at = $7 WHERE id = $1 AND user_id = $2 AND status <> 'disconnected' \
+             RETURNING {CONNECTION_COLUMNS}"
+        );
+        let Some(record) = query_as::<B, ConnectionRecord>(sqlx::AssertSqlSafe(sql))
+            .bind(connection_id)
+            .bind(user_id)
+            .bind(ConnectionStatus::Active.as_str())
+            .bind(credentials.ciphertext.as_slice())
+            .bind(&credentials.key_id)
+            .bind(credentials.renew_at)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let saved = (record, false);
+        let events = raise(&saved);
+        insert_events(&mut tx, &events).await?;
+        tx.commit().await?;
+        raised.extend(events);
+        Ok(Some(saved.0))
     }
 
     async fn update_connection_alias(
@@ -277,6 +316,31 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
         .fetch_optional(&mut *tx)
         .await?;
         if expired.is_none() {
+            return Ok(false);
+        }
+        insert_events(&mut tx, events).await?;
+        tx.commit().await?;
+        raised.extend_from_slice(events);
+        Ok(true)
+    }
+
+    async fn revoke_connection(
+        &self,
+        connection_id: Uuid,
+        now: DateTime<Utc>,
+        events: &[Event],
+        raised: &mut Vec<Event>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
+        let revoked: Option<Uuid> = query_scalar::<B, _>(
+            "UPDATE connections SET status = 'revoked', updated_at = $2 \
+             WHERE id = $1 AND status NOT IN ('disconnected', 'revoked') RETURNING id",
+        )
+        .bind(connection_id)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if revoked.is_none() {
             return Ok(false);
         }
         insert_events(&mut tx, events).await?;
