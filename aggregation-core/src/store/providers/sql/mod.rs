@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::events::{Event, RaiseEvents};
-use crate::store::backend::{Backend, SqlStore, query, query_as, query_scalar};
+use crate::store::backend::{Backend, SqlStore, Tx, query, query_as, query_scalar};
 use crate::store::events::sql::insert_events;
 use crate::store::records::sql::connections::{
     CONNECTION_COLUMNS, insert_connection, live_connection_in, lock_user_in,
@@ -43,6 +43,34 @@ impl<B: Backend> SqlStore<B> {
             .fetch_all(&self.pool)
             .await?)
     }
+}
+
+/// Renews the credentials of one of the user's connections that is not disconnected: status
+/// `active`, a new `connected_at`, its accounts kept. `None` when no such connection is there.
+/// What a callback's save and a reauthorization's renewal share.
+async fn renew_connection_in<B: Backend>(
+    tx: &mut Tx<B>,
+    user_id: Uuid,
+    connection_id: Uuid,
+    credentials: &EncryptedCredentials,
+    now: DateTime<Utc>,
+) -> Result<Option<ConnectionRecord>, StoreError> {
+    let sql = format!(
+        "UPDATE connections SET status = $3, encrypted_credentials = $4, \
+         credentials_key_id = $5, credentials_expires_at = $6, connected_at = $7, \
+         updated_at = $7 WHERE id = $1 AND user_id = $2 AND status <> 'disconnected' \
+         RETURNING {CONNECTION_COLUMNS}"
+    );
+    Ok(query_as::<B, ConnectionRecord>(sqlx::AssertSqlSafe(sql))
+        .bind(connection_id)
+        .bind(user_id)
+        .bind(ConnectionStatus::Active.as_str())
+        .bind(credentials.ciphertext.as_slice())
+        .bind(&credentials.key_id)
+        .bind(credentials.renew_at)
+        .bind(now)
+        .fetch_optional(&mut **tx)
+        .await?)
 }
 
 #[async_trait]
@@ -151,20 +179,11 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
             return Ok(saved);
         };
         let credentials = credentials_for(existing.id)?;
-        let sql = format!(
-            "UPDATE connections SET status = $2, encrypted_credentials = $3, \
-             credentials_key_id = $4, credentials_expires_at = $5, connected_at = $6, \
-             updated_at = $6 WHERE id = $1 RETURNING {CONNECTION_COLUMNS}"
-        );
-        let record: ConnectionRecord = query_as::<B, _>(sqlx::AssertSqlSafe(sql))
-            .bind(existing.id)
-            .bind(ConnectionStatus::Active.as_str())
-            .bind(credentials.ciphertext.as_slice())
-            .bind(&credentials.key_id)
-            .bind(credentials.renew_at)
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
+        let record = renew_connection_in(&mut tx, user_id, existing.id, &credentials, now)
+            .await?
+            .ok_or_else(|| {
+                StoreError::Other("a live connection vanished under the user lock".into())
+            })?;
         let saved = (record, false);
         let events = raise(&saved);
         insert_events(&mut tx, &events).await?;
@@ -184,22 +203,8 @@ impl<B: Backend> ProviderConnectionStore for SqlStore<B> {
     ) -> Result<Option<ConnectionRecord>, StoreError> {
         let credentials = credentials_for(connection_id)?;
         let mut tx = self.pool.begin_with(B::BEGIN_WRITE).await?;
-        let sql = format!(
-            "UPDATE connections SET status = $3, encrypted_credentials = $4, \
-             credentials_key_id = $5, credentials_expires_at = $6, connected_at = $7, \
-             updated_at = $7 WHERE id = $1 AND user_id = $2 AND status <> 'disconnected' \
-             RETURNING {CONNECTION_COLUMNS}"
-        );
-        let Some(record) = query_as::<B, ConnectionRecord>(sqlx::AssertSqlSafe(sql))
-            .bind(connection_id)
-            .bind(user_id)
-            .bind(ConnectionStatus::Active.as_str())
-            .bind(credentials.ciphertext.as_slice())
-            .bind(&credentials.key_id)
-            .bind(credentials.renew_at)
-            .bind(now)
-            .fetch_optional(&mut *tx)
-            .await?
+        let Some(record) =
+            renew_connection_in(&mut tx, user_id, connection_id, &credentials, now).await?
         else {
             return Ok(None);
         };
