@@ -37,6 +37,12 @@ impl Driver for sqlx::Sqlite {
     );
     /// Approximate beyond 15 significant digits, which no real amount bound needs.
     const DECIMAL_TYPE: &'static str = "REAL";
+    /// Large: FTS5 flushes the words it collected at the end of every statement.
+    const ROWS_PER_STATEMENT: usize = 1_000;
+    const KEYS_PER_STATEMENT: usize = 1_000;
+    /// Its planner probes the unique index per key of a joined `VALUES` list already (and
+    /// it has no `LATERAL`).
+    const LATERAL_KEY_PROBES: bool = false;
 
     fn migrator() -> Migrator {
         sqlx::migrate!("migrations/sqlite")

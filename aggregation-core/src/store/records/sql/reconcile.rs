@@ -30,7 +30,7 @@ use crate::matching::{
     TRANSFER_WINDOW_DAYS, books_pending, description_similarity, transfer_legs, within_days,
 };
 use crate::store::backend::{Backend, QueryBuilder, Tx, query};
-use crate::store::records::sql::upserts::{CHUNK, Sourced, upsert_transactions_in};
+use crate::store::records::sql::upserts::{Sourced, upsert_transactions_in};
 use crate::store::sql::{Upserted, currency, optional_text, text};
 use crate::store::{
     CategorySource, MatchKind, MatchRecord, MatchStatus, NewTransaction, ProviderEnrichment,
@@ -81,8 +81,8 @@ struct Candidate {
     transaction_date: NaiveDate,
 }
 
-const SELECT_CANDIDATE: &str = "SELECT t.id, t.provider_transaction_id, t.amount, t.currency, \
-     t.description, t.transaction_date FROM transactions t";
+const CANDIDATE_COLUMNS: &str = "SELECT t.id, t.provider_transaction_id, t.amount, t.currency, \
+     t.description, t.transaction_date";
 
 /// A held-back duplicate as the match keeps it, to write it if the user rejects the match.
 #[derive(Debug, Serialize, Deserialize)]
@@ -203,12 +203,14 @@ async fn stored_keys<B: Backend>(
     keys: &[&str],
 ) -> Result<HashSet<String>, StoreError> {
     let mut stored = HashSet::new();
-    for chunk in keys.chunks(CHUNK) {
+    for chunk in keys.chunks(B::KEYS_PER_STATEMENT) {
         let mut lookup = QueryBuilder::<B>::new("SELECT t.provider_transaction_id FROM ");
-        lookup
-            .push_key_list(chunk.iter().copied())
-            .push(" JOIN transactions t ON t.provider_transaction_id = keys.column1 AND t.account_id = ")
-            .push_bind(account_id);
+        lookup.push_keyed_rows(
+            chunk.iter().copied(),
+            ("transactions", "t"),
+            ("account_id", account_id),
+            "provider_transaction_id",
+        );
         let found: Vec<String> = lookup.build_query_scalar().fetch_all(&mut **tx).await?;
         stored.extend(found);
     }
@@ -223,16 +225,17 @@ async fn held_keys<B: Backend>(
     keys: &[&str],
 ) -> Result<HashMap<String, Uuid>, StoreError> {
     let mut held = HashMap::new();
-    for chunk in keys.chunks(CHUNK) {
+    for chunk in keys.chunks(B::KEYS_PER_STATEMENT) {
         let mut lookup =
             QueryBuilder::<B>::new("SELECT m.provider_transaction_id, m.transaction_id FROM ");
         lookup
-            .push_key_list(chunk.iter().copied())
-            .push(
-                " JOIN transaction_matches m ON m.provider_transaction_id = keys.column1 \
-                 AND m.other_transaction_id IS NULL AND m.held IS NOT NULL AND m.account_id = ",
+            .push_keyed_rows(
+                chunk.iter().copied(),
+                ("transaction_matches", "m"),
+                ("account_id", account_id),
+                "provider_transaction_id",
             )
-            .push_bind(account_id);
+            .push(" WHERE m.other_transaction_id IS NULL AND m.held IS NOT NULL");
         let found: Vec<(String, Uuid)> = lookup.build_query_as().fetch_all(&mut **tx).await?;
         held.extend(found);
     }
@@ -469,8 +472,9 @@ async fn take_over_pending<B: Backend>(
         .collect();
     let mut pending: Vec<Candidate> = Vec::new();
     for (first, last) in windows(items, &booked, PENDING_WINDOW_DAYS, 0) {
-        let mut lookup =
-            QueryBuilder::<B>::new(format!("{SELECT_CANDIDATE} WHERE t.account_id = "));
+        let mut lookup = QueryBuilder::<B>::new(format!(
+            "{CANDIDATE_COLUMNS} FROM transactions t WHERE t.account_id = "
+        ));
         lookup
             .push_bind(account_id)
             .push(" AND t.status = ")
@@ -486,13 +490,16 @@ async fn take_over_pending<B: Backend>(
         .iter()
         .filter_map(|&index| items[index].pending_transaction_id.as_deref())
         .collect();
-    for chunk in linked.chunks(CHUNK) {
-        let mut lookup = QueryBuilder::<B>::new(format!("{SELECT_CANDIDATE} JOIN "));
+    for chunk in linked.chunks(B::KEYS_PER_STATEMENT) {
+        let mut lookup = QueryBuilder::<B>::new(format!("{CANDIDATE_COLUMNS} FROM "));
         lookup
-            .push_key_list(chunk.iter().copied())
-            .push(" ON t.provider_transaction_id = keys.column1 WHERE t.account_id = ")
-            .push_bind(account_id)
-            .push(" AND t.status = ")
+            .push_keyed_rows(
+                chunk.iter().copied(),
+                ("transactions", "t"),
+                ("account_id", account_id),
+                "provider_transaction_id",
+            )
+            .push(" WHERE t.status = ")
             .push_bind(TransactionStatus::Pending.as_str());
         let found: Vec<Candidate> = lookup.build_query_as().fetch_all(&mut **tx).await?;
         pending.extend(found);
@@ -595,7 +602,7 @@ async fn duplicate_links<B: Backend>(
 ) -> Result<(HashSet<Uuid>, HashSet<(Uuid, String)>), StoreError> {
     let mut claimed = HashSet::new();
     let mut rejected = HashSet::new();
-    for chunk in ids.chunks(CHUNK) {
+    for chunk in ids.chunks(B::KEYS_PER_STATEMENT) {
         let mut lookup = QueryBuilder::<B>::new(
             "SELECT transaction_id, other_transaction_id, status, provider_transaction_id \
              FROM transaction_matches WHERE kind = ",
@@ -657,8 +664,9 @@ async fn find_duplicates<B: Backend>(
         DUPLICATE_WINDOW_DAYS,
         DUPLICATE_WINDOW_DAYS,
     ) {
-        let mut lookup =
-            QueryBuilder::<B>::new(format!("{SELECT_CANDIDATE} WHERE t.account_id = "));
+        let mut lookup = QueryBuilder::<B>::new(format!(
+            "{CANDIDATE_COLUMNS} FROM transactions t WHERE t.account_id = "
+        ));
         lookup
             .push_bind(account_id)
             .push(" AND t.transaction_date >= ")
@@ -821,7 +829,7 @@ async fn pair_transfers<B: Backend>(
         // it: as a plain `IS NULL` SQLite's planner chose `transactions_transfer` for it, a
         // scan of every unpaired row of every user.
         let mut lookup = QueryBuilder::<B>::new(format!(
-            "{SELECT_CANDIDATE} JOIN accounts a ON a.id = t.account_id \
+            "{CANDIDATE_COLUMNS} FROM transactions t JOIN accounts a ON a.id = t.account_id \
              JOIN connections c ON c.id = a.connection_id WHERE c.user_id = "
         ));
         lookup
@@ -968,7 +976,7 @@ pub(in crate::store) async fn insert_matches<B: Backend>(
     now: DateTime<Utc>,
 ) -> Result<Vec<MatchRecord>, StoreError> {
     let mut records = Vec::with_capacity(matches.len());
-    for chunk in matches.chunks(CHUNK) {
+    for chunk in matches.chunks(B::ROWS_PER_STATEMENT) {
         let ids: Vec<Uuid> = chunk.iter().map(|_| Uuid::now_v7()).collect();
         let mut insert = QueryBuilder::<B>::new(
             "INSERT INTO transaction_matches (id, user_id, kind, status, transaction_id, \

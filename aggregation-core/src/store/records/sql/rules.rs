@@ -14,7 +14,6 @@ use crate::enrich::rules::{
 };
 use crate::store::backend::{Backend, QueryBuilder, SqlStore, Tx, query, query_as, query_scalar};
 use crate::store::records::sql::connections::lock_user_in;
-use crate::store::records::sql::upserts::CHUNK;
 use crate::store::sql::Upserted;
 use crate::store::{CategorySource, RuleRecord, StoreError, TransactionPosition};
 
@@ -133,7 +132,7 @@ async fn write_changes_in<B: Backend>(
         }
     }
     for ((category, merchant_name, notes), ids) in groups {
-        for chunk in ids.chunks(CHUNK) {
+        for chunk in ids.chunks(B::KEYS_PER_STATEMENT) {
             let mut update = QueryBuilder::<B>::new("UPDATE transactions SET updated_at = ");
             update.push_bind(now);
             if let Some(category) = category {
@@ -182,7 +181,7 @@ pub(in crate::store) async fn run_rules_in<B: Backend>(
     if rules.is_empty() {
         return Ok(());
     }
-    for chunk in ids.chunks(CHUNK) {
+    for chunk in ids.chunks(B::KEYS_PER_STATEMENT) {
         let mut select = QueryBuilder::<B>::new(format!("{SELECT_ROW} WHERE t.id IN ("));
         let mut listed = select.separated(", ");
         for id in chunk {

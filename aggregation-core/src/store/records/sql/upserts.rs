@@ -18,10 +18,6 @@ use crate::store::{
     StoreError, TransactionRecord, TransactionSource, mask_account_number,
 };
 
-/// Rows per multi-row statement: at most 32 parameters a row stay below SQLite's 32,766 and
-/// PostgreSQL's 65,535 bound parameters.
-pub(in crate::store) const CHUNK: usize = 1_000;
-
 /// A kind of record the upserts write: a row is keyed on its parent's id and the provider's id,
 /// and every column in [`Upsert::COLUMNS`] is rewritten when it changed.
 pub(in crate::store) trait Upsert: Sync {
@@ -285,7 +281,7 @@ pub(in crate::store) async fn upsert_in<B: Backend, T: Upsert>(
     now: DateTime<Utc>,
 ) -> Result<Vec<(Uuid, Upserted)>, StoreError> {
     let mut outcomes = Vec::with_capacity(items.len());
-    for chunk in items.chunks(CHUNK) {
+    for chunk in items.chunks(B::ROWS_PER_STATEMENT) {
         let mut seen = HashSet::with_capacity(chunk.len());
         if chunk.iter().all(|item| seen.insert(item.key())) {
             outcomes.extend(upsert_chunk(tx, parent, chunk, now).await?);
@@ -423,26 +419,16 @@ async fn upsert_chunk<B: Backend, T: Upsert>(
     let inserted = write_rows(tx, parent, &fresh, now, false).await?;
     let mut existing = HashMap::new();
     if inserted.len() < fresh.len() {
-        let mut lookup = QueryBuilder::<B>::new(format!(
-            "{} FROM {table} {alias} JOIN ",
-            T::SELECT,
-            table = T::TABLE,
-            alias = T::ALIAS,
-        ));
-        lookup
-            .push_key_list(
-                fresh
-                    .iter()
-                    .filter(|(_, item)| !inserted.contains_key(item.key()))
-                    .map(|(_, item)| item.key()),
-            )
-            .push(format_args!(
-                " ON {alias}.{} = keys.column1 WHERE {alias}.{} = ",
-                T::KEY,
-                T::PARENT,
-                alias = T::ALIAS,
-            ))
-            .push_bind(parent);
+        let mut lookup = QueryBuilder::<B>::new(format!("{} FROM ", T::SELECT));
+        lookup.push_keyed_rows(
+            fresh
+                .iter()
+                .filter(|(_, item)| !inserted.contains_key(item.key()))
+                .map(|(_, item)| item.key()),
+            (T::TABLE, T::ALIAS),
+            (T::PARENT, parent),
+            T::KEY,
+        );
         let rows: Vec<T::Stored> = lookup.build_query_as().fetch_all(&mut **tx).await?;
         for stored in rows {
             let (key, id) = T::stored_key(&stored);
