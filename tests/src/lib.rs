@@ -1,6 +1,6 @@
 //! The conformance harness: one set of cases, run against the bare `tower::Service`, the axum
 //! adapter and the actix adapter (over real sockets), on SQLite and, when
-//! `AGG_TEST_DATABASE_URL` is set, on PostgreSQL (a fresh database per test, dropped after).
+//! `AGG_TEST_DATABASE_URL` is set, on PostgreSQL (a fresh schema per test in that database, dropped after).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -11,8 +11,8 @@ use aggregation_core::events::MemoryEventSink;
 use aggregation_core::mail::{Email, MemoryMailer};
 use aggregation_core::providers::SchwabProvider;
 use aggregation_core::rate_limit::{PolicyTable, RateLimitStore};
-use aggregation_core::store::{PostgresStore, SqliteStore, Store};
-use aggregation_core::testing::ThrowawayDatabase;
+use aggregation_core::store::{SqliteStore, Store};
+use aggregation_core::testing::ThrowawaySchema;
 use aggregation_core::{AggregationService, AggregationServiceBuilder, Config, PeerAddr};
 use aggregation_sandbox::SchwabSandbox;
 use bytes::Bytes;
@@ -321,13 +321,10 @@ pub fn test_config() -> Config {
     Config::new(BASE_URL, JWT_SECRET.to_vec()).unwrap()
 }
 
-/// A PostgreSQL database made for one test and dropped after it.
-async fn create_database(admin_url: &str) -> (ThrowawayDatabase, String) {
-    let database = ThrowawayDatabase::create(admin_url, "agg_test")
-        .await
-        .expect("AGG_TEST_DATABASE_URL reachable, and a database created there");
-    let url = database.url().to_owned();
-    (database, url)
+/// A PostgreSQL schema named for one test (created by the first migration) and dropped after
+/// it: a schema rather than a database, since `DROP DATABASE` waits for a checkpoint.
+fn throwaway_schema(url: &str) -> ThrowawaySchema {
+    ThrowawaySchema::new(url, "agg_test").expect("a valid schema name")
 }
 
 /// The Redis URL of the suite (`AGG_TEST_REDIS_URL`), if configured; says that the case is
@@ -422,7 +419,7 @@ impl Default for Setup {
 }
 
 /// Two stores over separate connection pools to one database, as two service instances
-/// sharing it would have: a fresh PostgreSQL database when `AGG_TEST_DATABASE_URL` is set, else
+/// sharing it would have: a fresh PostgreSQL schema when `AGG_TEST_DATABASE_URL` is set, else
 /// a SQLite file in a fresh temporary folder. Call [`SharedDatabase::cleanup`] when done.
 pub struct SharedDatabase {
     /// The first instance's store.
@@ -431,7 +428,7 @@ pub struct SharedDatabase {
     pub second: Arc<dyn Store>,
     /// Which backend.
     pub backend: Backend,
-    database: Option<ThrowawayDatabase>,
+    database: Option<ThrowawaySchema>,
     folder: Option<std::path::PathBuf>,
 }
 
@@ -439,10 +436,10 @@ impl SharedDatabase {
     /// Opens (and migrates) the shared database.
     pub async fn open() -> Self {
         if let Some(admin_url) = postgres_url() {
-            let (database, url) = create_database(&admin_url).await;
-            let first = PostgresStore::connect(&url).await.expect("connect");
+            let database = throwaway_schema(&admin_url);
+            let first = database.builder().connect().await.expect("connect");
             first.migrate().await.expect("migrate");
-            let second = PostgresStore::connect(&url).await.expect("connect");
+            let second = database.builder().connect().await.expect("connect");
             second.migrate().await.expect("migrate again");
             return Self {
                 first: Arc::new(first),
@@ -480,12 +477,12 @@ impl SharedDatabase {
             .expect("service builds")
     }
 
-    /// Drops the PostgreSQL database or removes the temporary folder.
+    /// Drops the PostgreSQL schema or removes the temporary folder.
     pub async fn cleanup(self) {
         drop(self.first);
         drop(self.second);
         if let Some(database) = self.database {
-            database.drop_database().await;
+            database.drop_schema().await;
         }
         if let Some(folder) = self.folder {
             let _ = std::fs::remove_dir_all(folder);
@@ -516,8 +513,8 @@ where
     run_setup(target, backend, setup, case).await;
 }
 
-/// The backing store of a case, and the database to drop after it.
-async fn make_store(backend: Backend) -> Option<(Arc<dyn Store>, Option<ThrowawayDatabase>)> {
+/// The backing store of a case, and the schema to drop after it.
+async fn make_store(backend: Backend) -> Option<(Arc<dyn Store>, Option<ThrowawaySchema>)> {
     match backend {
         Backend::Sqlite => Some((
             Arc::new(SqliteStore::in_memory().await.expect("in-memory SQLite")),
@@ -528,8 +525,10 @@ async fn make_store(backend: Backend) -> Option<(Arc<dyn Store>, Option<Throwawa
                 eprintln!("skipping PostgreSQL case: AGG_TEST_DATABASE_URL is not set");
                 return None;
             };
-            let (database, url) = create_database(&admin_url).await;
-            let store = PostgresStore::connect(&url)
+            let database = throwaway_schema(&admin_url);
+            let store = database
+                .builder()
+                .connect()
                 .await
                 .expect("connect test database");
             store.migrate().await.expect("migrate test database");
@@ -612,7 +611,7 @@ where
     };
     let outcome = tokio::spawn(case(app)).await;
     if let Some(database) = database {
-        database.drop_database().await;
+        database.drop_schema().await;
     }
     if let Err(error) = outcome {
         if error.is_panic() {
