@@ -110,8 +110,9 @@ pub trait Driver: sqlx::Database {
     /// The query a builder built (which it must not build again).
     fn build(builder: &mut sqlx::QueryBuilder<Self>) -> RawQuery<Self>;
 
-    /// The query planned for the values of each run, not prepared once and kept.
-    fn planned_per_run(query: RawQuery<Self>) -> RawQuery<Self>;
+    /// The query prepared for this run alone, not kept in the connection's statement cache
+    /// (planned for the values of each run, on PostgreSQL).
+    fn run_once(query: RawQuery<Self>) -> RawQuery<Self>;
 
     /// Runs a statement; the number of rows it affected.
     fn execute<'e>(
@@ -384,6 +385,10 @@ impl<B: Backend, O: SqlScalar> QueryScalar<B, O> {
     }
 }
 
+/// The most parameters of a built statement that is kept prepared whatever its shape (see
+/// [`QueryBuilder::build`]).
+const KEPT_PARAMETERS: usize = 64;
+
 /// sqlx's `QueryBuilder` (same SQL text, `?` or `$n` placeholders as the backend wants), with
 /// binds bounded by [`SqlParam`].
 pub(super) struct QueryBuilder<B: Backend> {
@@ -391,6 +396,10 @@ pub(super) struct QueryBuilder<B: Backend> {
     /// Whether the statement is planned for each run's values rather than prepared once
     /// and kept (see [`QueryBuilder::push_keyed_rows`]).
     planned_per_run: bool,
+    /// Parameters pushed so far.
+    parameters: usize,
+    /// Tuples of the `VALUES` lists pushed so far.
+    tuples: usize,
 }
 
 impl<B: Backend> QueryBuilder<B> {
@@ -403,6 +412,8 @@ impl<B: Backend> QueryBuilder<B> {
         Self {
             builder: sqlx::QueryBuilder::new(sql),
             planned_per_run: false,
+            parameters: 0,
+            tuples: 0,
         }
     }
 
@@ -415,6 +426,7 @@ impl<B: Backend> QueryBuilder<B> {
     /// Appends a parameter.
     pub(super) fn push_bind<'t, T: SqlParam<'t>>(&mut self, value: T) -> &mut Self {
         B::push_bind(&mut self.builder, value);
+        self.parameters += 1;
         self
     }
 
@@ -440,6 +452,7 @@ impl<B: Backend> QueryBuilder<B> {
             first = false;
             push_tuple(self.separated(", "), tuple);
             self.push(")");
+            self.tuples += 1;
         }
         self
     }
@@ -518,7 +531,13 @@ impl<B: Backend> QueryBuilder<B> {
             .push("))")
     }
 
-    /// The statement.
+    /// The statement. It is kept prepared (sqlx caches 100 statements per connection) when its
+    /// text recurs: at most [`KEPT_PARAMETERS`] parameters, or a `VALUES` list of exactly
+    /// [`Driver::ROWS_PER_STATEMENT`] or [`Driver::KEYS_PER_STATEMENT`] tuples, a full chunk.
+    /// Any other long list (the last chunk of a batch, whose length differs from one import to
+    /// the next) is prepared for its run and freed: kept, each length was a statement of its
+    /// own, and SQLite's compiled program of a long list is large (about 120 MB of prepared
+    /// remainders at the peak of one 10 MB CSV import).
     pub(super) fn build(&mut self) -> Query<B> {
         Query(self.take())
     }
@@ -535,8 +554,11 @@ impl<B: Backend> QueryBuilder<B> {
 
     fn take(&mut self) -> RawQuery<B> {
         let query = B::build(&mut self.builder);
-        if self.planned_per_run {
-            B::planned_per_run(query)
+        let recurs = self.parameters <= KEPT_PARAMETERS
+            || self.tuples == B::ROWS_PER_STATEMENT
+            || self.tuples == B::KEYS_PER_STATEMENT;
+        if self.planned_per_run || !recurs {
+            B::run_once(query)
         } else {
             query
         }
@@ -580,7 +602,7 @@ macro_rules! sqlx_driver_methods {
             builder.push_bind(value);
         }
 
-        fn planned_per_run(
+        fn run_once(
             query: $crate::store::backend::RawQuery<Self>,
         ) -> $crate::store::backend::RawQuery<Self> {
             query.persistent(false)
@@ -707,5 +729,42 @@ impl<B: Backend> fmt::Debug for SqlStore<B> {
             .field("pool", &self.pool)
             .field("schema", &self.schema)
             .finish()
+    }
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::{Driver as _, KEPT_PARAMETERS, QueryBuilder};
+
+    type Lite = sqlx::Sqlite;
+
+    /// Whether the statement of `rows` one-column tuples is kept prepared.
+    fn kept_with_rows(rows: usize) -> bool {
+        let mut insert = QueryBuilder::<Lite>::new("INSERT INTO t (a) ");
+        insert.push_values(0..rows, |mut row, value| {
+            row.push_bind(i64::try_from(value).unwrap_or_default());
+        });
+        sqlx::Execute::persistent(&insert.build().0)
+    }
+
+    #[test]
+    fn short_statements_and_full_chunks_are_kept_prepared_other_long_lists_are_not() {
+        assert!(kept_with_rows(1));
+        assert!(kept_with_rows(KEPT_PARAMETERS));
+        assert!(!kept_with_rows(KEPT_PARAMETERS + 1));
+        assert!(!kept_with_rows(Lite::ROWS_PER_STATEMENT - 1));
+        assert!(kept_with_rows(Lite::ROWS_PER_STATEMENT));
+        assert!(kept_with_rows(Lite::KEYS_PER_STATEMENT));
+    }
+
+    #[test]
+    fn a_long_list_of_parameters_outside_values_is_not_kept() {
+        let mut select = QueryBuilder::<Lite>::new("SELECT 1 FROM t WHERE a IN (");
+        let mut listed = select.separated(", ");
+        for value in 0..=KEPT_PARAMETERS {
+            listed.push_bind(i64::try_from(value).unwrap_or_default());
+        }
+        select.push(")");
+        assert!(!sqlx::Execute::persistent(&select.build().0));
     }
 }

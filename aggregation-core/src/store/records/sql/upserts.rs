@@ -321,31 +321,41 @@ pub(in crate::store) async fn upsert_transactions_in<B: Backend, T: Upsert>(
 /// Deletes the account's pending transactions dated within `start..=end` whose provider id is
 /// not in `keep` (the provider no longer returns them for that window: they booked under
 /// another id, or were dropped), keeping the account's transaction count in step. How many
-/// were deleted.
+/// were deleted. The window's pending rows are read and the missing ones deleted by id in
+/// chunks: a `NOT IN` list of every id the provider returned grew with the sync (on
+/// PostgreSQL a statement past the socket's send buffer waits for a delayed ACK).
 pub(in crate::store) async fn delete_missing_pending_in<B: Backend>(
     tx: &mut Tx<B>,
     account_id: Uuid,
     keep: &[&str],
     (start, end): (chrono::NaiveDate, chrono::NaiveDate),
 ) -> Result<u64, StoreError> {
-    let mut delete = QueryBuilder::<B>::new("DELETE FROM transactions WHERE account_id = ");
-    delete
-        .push_bind(account_id)
-        .push(" AND status = ")
-        .push_bind(crate::store::TransactionStatus::Pending.as_str())
-        .push(" AND transaction_date >= ")
-        .push_bind(start)
-        .push(" AND transaction_date <= ")
-        .push_bind(end);
-    if !keep.is_empty() {
-        delete.push(" AND provider_transaction_id NOT IN (");
-        let mut kept = delete.separated(", ");
-        for id in keep {
-            kept.push_bind(*id);
+    let pending: Vec<(Uuid, String)> = query_as::<B, _>(
+        "SELECT id, provider_transaction_id FROM transactions WHERE account_id = $1 \
+         AND status = $2 AND transaction_date >= $3 AND transaction_date <= $4",
+    )
+    .bind(account_id)
+    .bind(crate::store::TransactionStatus::Pending.as_str())
+    .bind(start)
+    .bind(end)
+    .fetch_all(&mut **tx)
+    .await?;
+    let keep: HashSet<&str> = keep.iter().copied().collect();
+    let missing: Vec<Uuid> = pending
+        .into_iter()
+        .filter(|(_, key)| !keep.contains(key.as_str()))
+        .map(|(id, _)| id)
+        .collect();
+    let mut removed = 0;
+    for chunk in missing.chunks(B::KEYS_PER_STATEMENT) {
+        let mut delete = QueryBuilder::<B>::new("DELETE FROM transactions WHERE id IN (");
+        let mut listed = delete.separated(", ");
+        for id in chunk {
+            listed.push_bind(*id);
         }
         delete.push(")");
+        removed += delete.build().execute(&mut **tx).await?.rows_affected();
     }
-    let removed = delete.build().execute(&mut **tx).await?.rows_affected();
     if removed > 0 {
         query::<B>("UPDATE accounts SET transaction_count = transaction_count - $2 WHERE id = $1")
             .bind(account_id)
