@@ -85,13 +85,50 @@ pub(crate) struct ParsedBatch {
 
 /// A parsed file of any format, as the import maps it.
 pub(crate) trait Normalize: Send {
-    /// The records to write for the file, with the caller's `defaults`, at `now` (the
-    /// capture time of a balance the file dates not), or why it cannot be imported.
-    fn normalize(
-        &self,
-        defaults: &Defaults<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<ParsedBatch, Refusal>;
+    /// The records to write for the file, with the caller's `defaults`, or why it cannot be
+    /// imported: unfinished, so that the caller frees the parsed file before
+    /// [`BatchBuilder::finish`] (whose maps of every row's id would otherwise sit beside it).
+    fn normalize(self: Box<Self>, defaults: &Defaults<'_>) -> Result<BatchBuilder, Refusal>;
+}
+
+/// The rows of a parsed statement in reading order, each handed out by value while the
+/// vector behind them shrinks (an eighth at a time), so that the memory of the rows already
+/// mapped is given back during the mapping: the parsed rows and the records made of them never
+/// both sit in memory whole (with glibc's malloc a large vector shrinks in place).
+pub(crate) struct Releasing<T> {
+    /// The rows not handed out yet, last first.
+    reversed: Vec<T>,
+    /// The length below which the vector is shrunk next.
+    shrink_below: usize,
+}
+
+impl<T> Releasing<T> {
+    /// Hands out `rows` in their order.
+    pub(crate) fn new(mut rows: Vec<T>) -> Self {
+        rows.reverse();
+        let shrink_below = rows.len() - rows.len() / 8;
+        Self {
+            reversed: rows,
+            shrink_below,
+        }
+    }
+}
+
+impl<T> Iterator for Releasing<T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        let row = self.reversed.pop()?;
+        if self.reversed.len() < self.shrink_below {
+            self.reversed.shrink_to_fit();
+            self.shrink_below = self.reversed.len() - self.reversed.len() / 8;
+        }
+        Some(row)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.reversed.len(), Some(self.reversed.len()))
+    }
 }
 
 /// How an account's reported balances become its balance and its snapshots.
@@ -530,5 +567,23 @@ impl BatchSnapshot {
         self.stated
             .as_ref()
             .expect("an imported snapshot states its balances")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Releasing;
+
+    #[test]
+    fn releasing_hands_out_every_row_in_order_and_gives_back_the_memory_behind_them() {
+        let mut releasing = Releasing::new((0..1000).collect::<Vec<u32>>());
+        assert_eq!(releasing.size_hint(), (1000, Some(1000)));
+        let first: Vec<u32> = releasing.by_ref().take(600).collect();
+        assert_eq!(first, (0..600).collect::<Vec<_>>());
+        // Never more than an eighth of the rows left over, plus the one handed out last.
+        assert!(releasing.reversed.capacity() <= 400 * 8 / 7 + 1);
+        let rest: Vec<u32> = releasing.collect();
+        assert_eq!(rest, (600..1000).collect::<Vec<_>>());
+        assert_eq!(Releasing::new(Vec::<u32>::new()).next(), None);
     }
 }

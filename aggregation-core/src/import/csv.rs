@@ -1331,8 +1331,7 @@ fn statements_by_account(
     let mut index: std::collections::HashMap<Option<String>, usize> =
         std::collections::HashMap::new();
     let mut groups: Vec<Group> = Vec::new();
-    for (entry, row) in entries.into_iter().zip(rows) {
-        let name = if split { row.account } else { None };
+    let mut add = |groups: &mut Vec<Group>, name: Option<String>, entry: &ParsedEntry, balance| {
         let at = *index.entry(name.clone()).or_insert_with(|| {
             groups.push(Group {
                 name,
@@ -1343,13 +1342,29 @@ fn statements_by_account(
             groups.len() - 1
         });
         let group = &mut groups[at];
-        group.closing.add(entry.date, row.balance);
+        group.closing.add(entry.date, balance);
         match &group.currencies {
             None => group.currencies = Some(entry.currency.clone()),
             Some(seen) if *seen != entry.currency => group.currencies = Some(None),
             Some(_) => {}
         }
-        group.entries.push(entry);
+        at
+    };
+    if split {
+        for (entry, row) in entries.into_iter().zip(rows) {
+            let at = add(&mut groups, row.account, &entry, row.balance);
+            groups[at].entries.push(entry);
+        }
+    } else {
+        // One account: its entries stay in the vector they were read into, rather than
+        // moved one by one into another that grows beside it (twice the rows at the peak).
+        for (entry, row) in entries.iter().zip(rows) {
+            add(&mut groups, None, entry, row.balance);
+        }
+        if let Some(group) = groups.first_mut() {
+            group.entries = entries;
+            group.entries.shrink_to_fit();
+        }
     }
     if groups.is_empty() {
         groups.push(Group {

@@ -43,12 +43,12 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, NaiveTime, Utc};
+use chrono::NaiveTime;
 use rust_decimal::Decimal;
 use sha2::{Digest as _, Sha256};
 
 use super::batch::{
-    BalanceHistory, BatchBuilder, Defaults, ImportWarning, Normalize, ParsedBatch, Refusal,
+    BalanceHistory, BatchBuilder, Defaults, ImportWarning, Normalize, Refusal, Releasing,
     ReportedBalance, account_name, clean, clean_opt,
 };
 use super::model::{
@@ -141,14 +141,17 @@ fn digest(account: &str, entry: &ParsedEntry) -> [u8; 16] {
     half
 }
 
-/// The transactions of a statement, each with its id.
+/// The transactions of a statement's entries, each with its id (derived from `account`, the
+/// identifier the statement states, when the entry has no reference); the entries' memory is
+/// given back as they are mapped.
 fn transactions<'a>(
-    statement: &'a ParsedStatement,
+    entries: Vec<ParsedEntry>,
+    account: String,
     currency: &'a str,
     seen: &'a mut HashMap<[u8; 16], usize>,
 ) -> impl Iterator<Item = NewTransaction> + 'a {
-    let account = identifier_key(statement.account.identifier.as_deref()).unwrap_or_default();
-    statement.entries.iter().map(move |entry| {
+    Releasing::new(entries).map(move |entry| {
+        let entry = &entry;
         let id = match clean_opt(entry.reference.as_deref()) {
             Some(reference) => reference,
             None => {
@@ -240,13 +243,9 @@ fn balance_check(index: usize, key: &str, statement: &ParsedStatement) -> Option
     })
 }
 
-/// The batch of a parsed file, or why it cannot be imported. Closing balances follow
-/// [`BalanceHistory::PerCapture`], each captured at 00:00 UTC of its date.
-pub(crate) fn import_batch(
-    file: &ParsedFile,
-    defaults: &Defaults<'_>,
-    now: DateTime<Utc>,
-) -> Result<ParsedBatch, Refusal> {
+/// The batch of a parsed file, unfinished, or why it cannot be imported. Closing balances
+/// follow [`BalanceHistory::PerCapture`], each captured at 00:00 UTC of its date.
+fn batch_builder(file: ParsedFile, defaults: &Defaults<'_>) -> Result<BatchBuilder, Refusal> {
     if file.statements.is_empty() {
         return Err(Refusal::NoStatement);
     }
@@ -263,8 +262,8 @@ pub(crate) fn import_batch(
     // (a statement that continues the one before it, of the same account).
     let mut seen: HashMap<[u8; 16], usize> = HashMap::new();
     let mut previous_key: Option<String> = None;
-    for (index, statement) in file.statements.iter().enumerate() {
-        let currency = statement_currency(statement)
+    for (index, mut statement) in file.statements.into_iter().enumerate() {
+        let currency = statement_currency(&statement)
             .or_else(|| currency_code(defaults.currency))
             .unwrap_or_else(|| "USD".to_owned());
         let identifier = identifier_key(statement.account.identifier.as_deref());
@@ -275,7 +274,7 @@ pub(crate) fn import_batch(
             (None, Some(name)) => format!("name:{name}"),
             (None, None) => format!("unknown:{currency}"),
         };
-        let warning = balance_check(index, &key, statement);
+        let warning = balance_check(index, &key, &statement);
         let institution = batch.institution().to_owned();
         if !(statement.continues && previous_key.as_deref() == Some(key.as_str())) {
             seen.clear();
@@ -297,9 +296,12 @@ pub(crate) fn import_batch(
         });
         // The account's currency, as its first statement stated it.
         let currency = account.currency().to_owned();
+        let entries = std::mem::take(&mut statement.entries);
+        let digest_account =
+            identifier_key(statement.account.identifier.as_deref()).unwrap_or_default();
         account.add_transactions(
-            statement.entries.len(),
-            transactions(statement, &currency, &mut seen),
+            entries.len(),
+            transactions(entries, digest_account, &currency, &mut seen),
         );
         account.replace_holdings(
             statement
@@ -324,30 +326,27 @@ pub(crate) fn import_batch(
             batch.warn(warning);
         }
     }
-    Ok(batch.finish(now))
+    Ok(batch)
 }
 
 impl Normalize for ParsedFile {
-    fn normalize(
-        &self,
-        defaults: &Defaults<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<ParsedBatch, Refusal> {
-        import_batch(self, defaults, now)
+    fn normalize(self: Box<Self>, defaults: &Defaults<'_>) -> Result<BatchBuilder, Refusal> {
+        batch_builder(*self, defaults)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use chrono::NaiveDate;
+    use chrono::{NaiveDate, Utc};
 
     use super::*;
+    use crate::import::batch::ParsedBatch;
     use crate::import::model::{ParseWarning, ParsedAccount, ParsedBalance};
     use crate::store::{BatchAccount, BatchTarget};
 
     /// The batch of a file at a fixed time.
     fn import_batch(file: &ParsedFile, defaults: &Defaults<'_>) -> Result<Mapped, Refusal> {
-        super::import_batch(file, defaults, Utc::now())
+        super::batch_builder(file.clone(), defaults).map(|batch| batch.finish(Utc::now()))
     }
 
     type Mapped = ParsedBatch;

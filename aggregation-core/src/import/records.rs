@@ -39,11 +39,10 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
 use super::batch::{
-    BalanceHistory, BatchBuilder, Defaults, ImportWarning, Normalize, ParsedBatch, Refusal,
+    BalanceHistory, BatchBuilder, Defaults, ImportWarning, Normalize, Refusal, Releasing,
     ReportedBalance, account_name, clean, clean_opt, overflow,
 };
 use super::ofx::{
@@ -308,9 +307,9 @@ fn balances(
     }
 }
 
-/// The batch of a parsed OFX document, or why it cannot be imported. Balances follow
-/// [`BalanceHistory::LastReported`]; one undated is captured at `now`.
-pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<ParsedBatch, Refusal> {
+/// The batch of a parsed OFX document, unfinished, or why it cannot be imported. Balances
+/// follow [`BalanceHistory::LastReported`]; one undated is captured when it is finished.
+fn batch_builder(doc: OfxDocument) -> Result<BatchBuilder, Refusal> {
     if let Some(signon) = &doc.signon
         && (signon.status_code != 0 && signon.severity.trim().eq_ignore_ascii_case("ERROR"))
     {
@@ -323,16 +322,16 @@ pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<Pars
     if doc.statements.is_empty() {
         return Err(Refusal::NoStatement);
     }
-    let mut batch = BatchBuilder::new(institution_name(doc), BalanceHistory::LastReported);
-    for warning in ofx_warnings(doc) {
+    let mut batch = BatchBuilder::new(institution_name(&doc), BalanceHistory::LastReported);
+    for warning in ofx_warnings(&doc) {
         batch.warn(warning);
     }
-    for statement in &doc.statements {
+    for mut statement in doc.statements {
         let currency = clean(&statement.currency)
             .unwrap_or_else(|| "USD".to_owned())
             .to_ascii_uppercase();
         let number = clean_opt(statement.account.account_id.as_deref());
-        let kind = account_type(statement);
+        let kind = account_type(&statement);
         let key = number
             .clone()
             .unwrap_or_else(|| format!("unknown:{}:{currency}", kind_key(statement.kind)));
@@ -347,32 +346,38 @@ pub(crate) fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<Pars
             available_balance_amount: None,
             is_active: true,
         });
+        let lines = std::mem::take(&mut statement.transactions);
         account.add_transactions(
-            statement.transactions.len(),
-            statement
-                .transactions
-                .iter()
-                .filter_map(|line| transaction(line, &currency)),
+            lines.len(),
+            Releasing::new(lines).filter_map(|line| transaction(&line, &currency)),
         );
-        let statement_holdings = holdings(statement)?;
-        if let Some(found) = balances(statement, &statement_holdings)? {
+        let statement_holdings = holdings(&statement)?;
+        if let Some(found) = balances(&statement, &statement_holdings)? {
             account.report_balance(found);
         }
         account.replace_holdings(statement_holdings);
     }
-    Ok(batch.finish(now))
+    Ok(batch)
 }
 
 impl Normalize for OfxDocument {
     /// The file names its accounts and currencies: the caller's defaults do not apply.
-    fn normalize(&self, _: &Defaults<'_>, now: DateTime<Utc>) -> Result<ParsedBatch, Refusal> {
-        import_batch(self, now)
+    fn normalize(self: Box<Self>, _: &Defaults<'_>) -> Result<BatchBuilder, Refusal> {
+        batch_builder(*self)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use chrono::{DateTime, Utc};
+
     use super::*;
+    use crate::import::batch::ParsedBatch;
+
+    /// The finished batch of a document.
+    fn import_batch(doc: &OfxDocument, now: DateTime<Utc>) -> Result<ParsedBatch, Refusal> {
+        batch_builder(doc.clone()).map(|batch| batch.finish(now))
+    }
     use crate::import::batch::keep_last_by_id;
     use crate::import::parse_ofx;
     use crate::store::BatchTarget;

@@ -118,9 +118,11 @@ pub(crate) struct Imported {
 /// A parsed file of any format, ready to be normalized.
 pub(crate) type Parsed = Box<dyn Normalize>;
 
-/// The records of a parsed file for the request, with the warnings to report.
+/// The records of a parsed file for the request, with the warnings to report. The parsed
+/// file is consumed as its rows are mapped and gone before their ids are deduplicated: the
+/// maps of that step never sit beside it.
 fn batch_for(
-    parsed: &dyn Normalize,
+    parsed: Parsed,
     request: &ImportRequest,
     existing: Option<&AccountRecord>,
     at: DateTime<Utc>,
@@ -131,7 +133,8 @@ fn batch_for(
             .map(|account| account.currency.as_str())
             .or(request.currency.as_deref()),
     };
-    let mut normalized = parsed.normalize(&defaults, at)?;
+    let builder = parsed.normalize(&defaults)?;
+    let mut normalized = builder.finish(at);
     if let Some(record) = existing {
         normalized.batch = into_existing(normalized.batch, record)?;
     }
@@ -252,8 +255,7 @@ impl Imports {
         let ParsedBatch {
             mut batch,
             warnings,
-        } = batch_for(&*parsed, request, existing, at).map_err(ImportError::Refused)?;
-        drop(parsed);
+        } = batch_for(parsed, request, existing, at).map_err(ImportError::Refused)?;
         batch.origin = Some(request.format.as_str().to_owned());
         let count = batch
             .connections
