@@ -165,11 +165,6 @@ impl ThrowawaySchema {
         crate::store::PostgresStore::builder(&self.url).schema(self.name.clone())
     }
 
-    /// The schema's name.
-    pub fn name(&self) -> &crate::store::SchemaName {
-        &self.name
-    }
-
     /// Drops the schema and everything in it; a failure is ignored (the schema is a throwaway
     /// one). A transaction still open on one of its tables is waited for at most 10 s.
     pub async fn drop_schema(self) {

@@ -1,6 +1,7 @@
 //! The conformance harness: one set of cases, run against the bare `tower::Service`, the axum
 //! adapter and the actix adapter (over real sockets), on SQLite and, when
-//! `AGG_TEST_DATABASE_URL` is set, on PostgreSQL (a fresh schema per test in that database, dropped after).
+//! `AGG_TEST_DATABASE_URL` is set, on PostgreSQL (a fresh schema per test in that database,
+//! dropped after).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -428,7 +429,7 @@ pub struct SharedDatabase {
     pub second: Arc<dyn Store>,
     /// Which backend.
     pub backend: Backend,
-    database: Option<ThrowawaySchema>,
+    schema: Option<ThrowawaySchema>,
     folder: Option<std::path::PathBuf>,
 }
 
@@ -436,16 +437,16 @@ impl SharedDatabase {
     /// Opens (and migrates) the shared database.
     pub async fn open() -> Self {
         if let Some(admin_url) = postgres_url() {
-            let database = throwaway_schema(&admin_url);
-            let first = database.builder().connect().await.expect("connect");
+            let schema = throwaway_schema(&admin_url);
+            let first = schema.builder().connect().await.expect("connect");
             first.migrate().await.expect("migrate");
-            let second = database.builder().connect().await.expect("connect");
+            let second = schema.builder().connect().await.expect("connect");
             second.migrate().await.expect("migrate again");
             return Self {
                 first: Arc::new(first),
                 second: Arc::new(second),
                 backend: Backend::Postgres,
-                database: Some(database),
+                schema: Some(schema),
                 folder: None,
             };
         }
@@ -463,7 +464,7 @@ impl SharedDatabase {
             first: Arc::new(first),
             second: Arc::new(second),
             backend: Backend::Sqlite,
-            database: None,
+            schema: None,
             folder: Some(folder),
         }
     }
@@ -481,8 +482,8 @@ impl SharedDatabase {
     pub async fn cleanup(self) {
         drop(self.first);
         drop(self.second);
-        if let Some(database) = self.database {
-            database.drop_schema().await;
+        if let Some(schema) = self.schema {
+            schema.drop_schema().await;
         }
         if let Some(folder) = self.folder {
             let _ = std::fs::remove_dir_all(folder);
@@ -525,14 +526,14 @@ async fn make_store(backend: Backend) -> Option<(Arc<dyn Store>, Option<Throwawa
                 eprintln!("skipping PostgreSQL case: AGG_TEST_DATABASE_URL is not set");
                 return None;
             };
-            let database = throwaway_schema(&admin_url);
-            let store = database
+            let schema = throwaway_schema(&admin_url);
+            let store = schema
                 .builder()
                 .connect()
                 .await
                 .expect("connect test database");
             store.migrate().await.expect("migrate test database");
-            Some((Arc::new(store), Some(database)))
+            Some((Arc::new(store), Some(schema)))
         }
     }
 }
@@ -544,7 +545,7 @@ where
     F: FnOnce(TestApp) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let (store, database) = match setup.store {
+    let (store, schema) = match setup.store {
         Some(store) => (store, None),
         None => {
             let Some(made) = make_store(backend).await else {
@@ -610,8 +611,8 @@ where
         _sandbox_server: sandbox_server,
     };
     let outcome = tokio::spawn(case(app)).await;
-    if let Some(database) = database {
-        database.drop_schema().await;
+    if let Some(schema) = schema {
+        schema.drop_schema().await;
     }
     if let Err(error) = outcome {
         if error.is_panic() {

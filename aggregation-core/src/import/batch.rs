@@ -106,11 +106,15 @@ impl<T> Releasing<T> {
     /// Hands out `rows` in their order.
     pub(crate) fn new(mut rows: Vec<T>) -> Self {
         rows.reverse();
-        let shrink_below = rows.len() - rows.len() / 8;
         Self {
+            shrink_below: Self::next_shrink(rows.len()),
             reversed: rows,
-            shrink_below,
         }
+    }
+
+    /// The length below which a vector of `len` rows left is shrunk: an eighth fewer.
+    fn next_shrink(len: usize) -> usize {
+        len - len / 8
     }
 }
 
@@ -121,7 +125,7 @@ impl<T> Iterator for Releasing<T> {
         let row = self.reversed.pop()?;
         if self.reversed.len() < self.shrink_below {
             self.reversed.shrink_to_fit();
-            self.shrink_below = self.reversed.len() - self.reversed.len() / 8;
+            self.shrink_below = Self::next_shrink(self.reversed.len());
         }
         Some(row)
     }

@@ -1322,58 +1322,56 @@ fn statements_by_account(
         closing: Closing,
         currencies: Option<Option<String>>,
     }
+    impl Group {
+        fn new(name: Option<String>) -> Self {
+            Self {
+                name,
+                entries: Vec::new(),
+                closing: Closing::default(),
+                currencies: None,
+            }
+        }
+
+        /// Counts `entry` (with its row's balance) in the closing and the currency.
+        fn note(&mut self, entry: &ParsedEntry, balance: Option<Decimal>) {
+            self.closing.add(entry.date, balance);
+            match &self.currencies {
+                None => self.currencies = Some(entry.currency.clone()),
+                Some(seen) if *seen != entry.currency => self.currencies = Some(None),
+                Some(_) => {}
+            }
+        }
+    }
     let split = {
         let mut distinct = rows.iter().filter_map(|r| r.account.as_deref());
         distinct
             .next()
             .is_some_and(|first| distinct.any(|other| other != first))
     };
-    let mut index: std::collections::HashMap<Option<String>, usize> =
-        std::collections::HashMap::new();
-    let mut groups: Vec<Group> = Vec::new();
-    let mut add = |groups: &mut Vec<Group>, name: Option<String>, entry: &ParsedEntry, balance| {
-        let at = *index.entry(name.clone()).or_insert_with(|| {
-            groups.push(Group {
-                name,
-                entries: Vec::new(),
-                closing: Closing::default(),
-                currencies: None,
-            });
-            groups.len() - 1
-        });
-        let group = &mut groups[at];
-        group.closing.add(entry.date, balance);
-        match &group.currencies {
-            None => group.currencies = Some(entry.currency.clone()),
-            Some(seen) if *seen != entry.currency => group.currencies = Some(None),
-            Some(_) => {}
-        }
-        at
-    };
-    if split {
+    let groups = if split {
+        let mut index: std::collections::HashMap<Option<String>, usize> =
+            std::collections::HashMap::new();
+        let mut groups: Vec<Group> = Vec::new();
         for (entry, row) in entries.into_iter().zip(rows) {
-            let at = add(&mut groups, row.account, &entry, row.balance);
+            let at = *index.entry(row.account.clone()).or_insert_with(|| {
+                groups.push(Group::new(row.account));
+                groups.len() - 1
+            });
+            groups[at].note(&entry, row.balance);
             groups[at].entries.push(entry);
         }
+        groups
     } else {
         // One account: its entries stay in the vector they were read into, rather than
         // moved one by one into another that grows beside it (twice the rows at the peak).
+        let mut group = Group::new(None);
         for (entry, row) in entries.iter().zip(rows) {
-            add(&mut groups, None, entry, row.balance);
+            group.note(entry, row.balance);
         }
-        if let Some(group) = groups.first_mut() {
-            group.entries = entries;
-            group.entries.shrink_to_fit();
-        }
-    }
-    if groups.is_empty() {
-        groups.push(Group {
-            name: None,
-            entries: Vec::new(),
-            closing: Closing::default(),
-            currencies: None,
-        });
-    }
+        group.entries = entries;
+        group.entries.shrink_to_fit();
+        vec![group]
+    };
     groups
         .into_iter()
         .map(|group| {

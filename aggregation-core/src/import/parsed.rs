@@ -275,6 +275,8 @@ fn batch_builder(file: ParsedFile, defaults: &Defaults<'_>) -> Result<BatchBuild
             (None, None) => format!("unknown:{currency}"),
         };
         let warning = balance_check(index, &key, &statement);
+        // Derived ids digest the identifier as stated (empty when none).
+        let digest_account = identifier.clone().unwrap_or_default();
         let institution = batch.institution().to_owned();
         if !(statement.continues && previous_key.as_deref() == Some(key.as_str())) {
             seen.clear();
@@ -297,8 +299,6 @@ fn batch_builder(file: ParsedFile, defaults: &Defaults<'_>) -> Result<BatchBuild
         // The account's currency, as its first statement stated it.
         let currency = account.currency().to_owned();
         let entries = std::mem::take(&mut statement.entries);
-        let digest_account =
-            identifier_key(statement.account.identifier.as_deref()).unwrap_or_default();
         account.add_transactions(
             entries.len(),
             transactions(entries, digest_account, &currency, &mut seen),

@@ -288,7 +288,7 @@ async fn delete_absent_pending_in<B: Backend>(
     if let (Some(transactions), Some(window)) = (&item.transactions, item.pending_window)
         && place.feed.is_none()
     {
-        let keep: Vec<&str> = transactions
+        let keep: std::collections::HashSet<&str> = transactions
             .iter()
             .map(|transaction| transaction.provider_transaction_id.as_str())
             .collect();

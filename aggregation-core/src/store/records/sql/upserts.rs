@@ -327,7 +327,7 @@ pub(in crate::store) async fn upsert_transactions_in<B: Backend, T: Upsert>(
 pub(in crate::store) async fn delete_missing_pending_in<B: Backend>(
     tx: &mut Tx<B>,
     account_id: Uuid,
-    keep: &[&str],
+    keep: &HashSet<&str>,
     (start, end): (chrono::NaiveDate, chrono::NaiveDate),
 ) -> Result<u64, StoreError> {
     let pending: Vec<(Uuid, String)> = query_as::<B, _>(
@@ -340,7 +340,6 @@ pub(in crate::store) async fn delete_missing_pending_in<B: Backend>(
     .bind(end)
     .fetch_all(&mut **tx)
     .await?;
-    let keep: HashSet<&str> = keep.iter().copied().collect();
     let missing: Vec<Uuid> = pending
         .into_iter()
         .filter(|(_, key)| !keep.contains(key.as_str()))
